@@ -1,0 +1,14 @@
+// cublas_gemm.h: issues a GemmCall to cuBLAS.
+#pragma once
+
+#include <cublas_v2.h>
+
+#include "gemm.h"
+
+namespace sdpa {
+
+// C = alpha * op(A) * op(B) + beta * C with the parameters in `call` (see gemm.h for the
+// operand order). Checks the cuBLAS status.
+void run_gemm(cublasHandle_t handle, const GemmCall& call, const void* a, const void* b, void* c);
+
+}  // namespace sdpa

@@ -1,0 +1,60 @@
+// gemm.cpp: building the GEMM descriptions (host-only; the cuBLAS call is in cublas_gemm.cpp).
+#include "gemm.h"
+
+#include <sstream>
+
+namespace sdpa {
+
+namespace {
+GemmCall strided_call(const char* name, DType type) {
+  GemmCall g;
+  g.name = name;
+  g.function = type == DType::fp32 ? "cublasSgemmStridedBatched" : "cublasGemmStridedBatchedEx";
+  g.ab_type = g.c_type = type;
+  return g;
+}
+}  // namespace
+
+GemmCall qk_gemm_call(int64_t batch_heads, int64_t L, int64_t S, int64_t E, DType type) {
+  GemmCall g = strided_call("qk", type);
+  g.transa = 'T';
+  g.transb = 'N';
+  g.m = static_cast<int>(S);
+  g.n = static_cast<int>(L);
+  g.k = static_cast<int>(E);
+  g.lda = static_cast<int>(E);
+  g.ldb = static_cast<int>(E);
+  g.ldc = static_cast<int>(S);
+  g.stride_a = S * E;
+  g.stride_b = L * E;
+  g.stride_c = L * S;
+  g.batch = static_cast<int>(batch_heads);
+  return g;
+}
+
+GemmCall pv_gemm_call(int64_t batch_heads, int64_t L, int64_t S, int64_t E, DType type) {
+  GemmCall g = strided_call("pv", type);
+  g.m = static_cast<int>(E);
+  g.n = static_cast<int>(L);
+  g.k = static_cast<int>(S);
+  g.lda = static_cast<int>(E);
+  g.ldb = static_cast<int>(S);
+  g.ldc = static_cast<int>(E);
+  g.stride_a = S * E;
+  g.stride_b = L * S;
+  g.stride_c = L * E;
+  g.batch = static_cast<int>(batch_heads);
+  return g;
+}
+
+std::string GemmCall::describe() const {
+  std::ostringstream s;
+  s << "M=" << rows() << " N=" << cols() << " K=" << k << " batch=" << batch << " fn=" << function
+    << " transa=" << transa << " transb=" << transb << " m=" << m << " n=" << n << " k=" << k
+    << " lda=" << lda << " ldb=" << ldb << " ldc=" << ldc << " strideA=" << stride_a
+    << " strideB=" << stride_b << " strideC=" << stride_c << " type=" << dtype_name(ab_type)
+    << " compute=fp32 stream=0x" << std::hex << stream;
+  return s.str();
+}
+
+}  // namespace sdpa

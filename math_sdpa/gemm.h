@@ -1,0 +1,44 @@
+// gemm.h: the two batched GEMMs of the path, as at::bmm issues them to cuBLAS.
+//
+// Row-major / column-major: PyTorch tensors are row-major, cuBLAS is column-major. A row-major
+// [rows, cols] matrix is, to cuBLAS, its column-major transpose. So row-major C = A·B is issued
+// as column-major Cᵀ = Bᵀ·Aᵀ: the operands swap places and every m/n swaps with it.
+//   Q·Kᵀ (scores [L, S] = Q [L, E] · Kᵀ [E, S]), K contiguous [S, E]:
+//     transa = T (K, read as its stored [E, S] column-major form and transposed: the op flag,
+//     not a copy, exactly as at::bmm does for key.transpose(-2, -1)), transb = N (Q),
+//     m = S, n = L, k = E, lda = E, ldb = E, ldc = S, strides S·E, L·E, L·S.
+//   P·V (out [L, E] = P [L, S] · V [S, E]):
+//     transa = N (V), transb = N (P), m = E, n = L, k = S, lda = E, ldb = S, ldc = E.
+// fp32 goes to cublasSgemmStridedBatched; bf16/fp16 to cublasGemmStridedBatchedEx with
+// CUBLAS_COMPUTE_32F (fp32 accumulation), the calls PyTorch's bgemm makes.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "dtype.h"
+
+namespace sdpa {
+
+// Exactly what was passed to cuBLAS (kept host-only so logs and reports can show it).
+struct GemmCall {
+  std::string name;      // "qk" or "pv"
+  std::string function;  // cublasSgemmStridedBatched / cublasGemmStridedBatchedEx
+  char transa = 'N', transb = 'N';
+  int m = 0, n = 0, k = 0;
+  int lda = 0, ldb = 0, ldc = 0;
+  long long stride_a = 0, stride_b = 0, stride_c = 0;
+  int batch = 0;
+  DType ab_type = DType::fp32, c_type = DType::fp32;
+  float alpha = 1.0f, beta = 0.0f;
+  uintptr_t stream = 0;
+  // The row-major view the seed's log prints: M x N result, K the reduced dimension.
+  int64_t rows() const { return n; }
+  int64_t cols() const { return m; }
+  std::string describe() const;  // one line with every parameter
+};
+
+GemmCall qk_gemm_call(int64_t batch_heads, int64_t L, int64_t S, int64_t E, DType type);
+GemmCall pv_gemm_call(int64_t batch_heads, int64_t L, int64_t S, int64_t E, DType type);
+
+}  // namespace sdpa

@@ -1,0 +1,46 @@
+// kernels.h: the path's own kernels (everything that is not a GEMM), launched on a stream.
+//
+// Each launcher dispatches on the runtime dtype, launches, and checks the launch
+// (CUDA_CHECK_LAUNCH). Elementwise math is done in fp32 and rounded once on store, as
+// PyTorch's TensorIterator kernels do for fp16/bf16.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "dtype.h"
+
+namespace sdpa {
+
+// dst[i] = src[i] * factor, converting between dtypes (upcast, scaling, the final cast).
+void launch_convert_scale(const void* src, DType src_type, void* dst, DType dst_type, int64_t n, float factor,
+                          cudaStream_t stream);
+
+// Fills n elements with `value` (used to poison outputs with NaN before every run).
+void launch_fill(void* dst, DType type, int64_t n, float value, cudaStream_t stream);
+
+// GQA: dst [B, Hkv*group, S*E] from src [B, Hkv, S*E], each head repeated `group` times in a
+// row, as torch.repeat_interleave(dim=-3) does.
+void launch_repeat_heads(const void* src, void* dst, DType type, int64_t batch, int64_t kv_heads, int64_t group,
+                         int64_t head_elems, cudaStream_t stream);
+
+// The additive mask [slices, L, S] in `type`: from a boolean mask (1 = keep -> 0, 0 -> -inf),
+// or, with bool_mask == nullptr, the causal mask (keep s <= l).
+void launch_build_additive_mask(const uint8_t* bool_mask, void* dst, DType type, int64_t slices, int64_t L,
+                                int64_t S, cudaStream_t stream);
+
+// scores [B, H, L, S] += mask [B|1, H|1, L, S] (broadcast), in place.
+void launch_add_mask(void* scores, DType scores_type, const void* mask, DType mask_type, int64_t B, int64_t H,
+                     int64_t L, int64_t S, bool mask_per_batch, bool mask_per_head, cudaStream_t stream);
+
+// _safe_softmax over rows of length `cols`: out = exp(x - max) / sum, fp32 accumulation, and a
+// row whose entries are all -inf gives zeros instead of NaN.
+void launch_safe_softmax(const void* in, void* out, DType type, int64_t rows, int64_t cols, cudaStream_t stream);
+
+// Dropout in place: element i kept with probability keep_prob (Philox keyed by seed, offset;
+// philox.h) and scaled by 1 / keep_prob, else zeroed.
+void launch_dropout(void* data, DType type, int64_t n, uint64_t seed, uint64_t offset, float keep_prob,
+                    cudaStream_t stream);
+
+}  // namespace sdpa

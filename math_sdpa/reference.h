@@ -1,0 +1,34 @@
+// reference.h: the float64 CPU reference of the Math SDPA path, and the one comparison helper.
+//
+// The reference computes the same function as the GPU path (same additive mask, same
+// _safe_softmax rule for fully masked rows, same GQA head mapping, same Philox dropout
+// decisions) in double precision, from the identical dtype-rounded inputs. Every correctness
+// claim in the harness (tests, `repro --check`) is ‖out − ref‖ / ‖ref‖ against it.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "problem.h"
+
+namespace sdpa {
+
+// The additive mask value at (b, h, l, s) for problem p: 0, a float, or -inf.
+double mask_value(const SdpaProblem& p, const HostInputs& in, int64_t b, int64_t h, int64_t l, int64_t s);
+
+// Output [B, Hq, L, E] in double. Uses all hardware threads; rows are independent.
+std::vector<double> reference_sdpa(const SdpaProblem& p, const HostInputs& in);
+
+struct Comparison {
+  double rel_error = 0;     // ‖out − ref‖₂ / ‖ref‖₂ (‖out − ref‖₂ when ref is all zeros)
+  double max_abs_error = 0;
+  int64_t nonfinite = 0;    // NaN or inf in `out`: never a pass
+  bool passed(double tolerance) const { return nonfinite == 0 && rel_error <= tolerance; }
+};
+
+Comparison compare_to_reference(const std::vector<float>& out, const std::vector<double>& ref);
+
+// The bound on the relative error for a dtype and precision mode (README, "Accuracy").
+double tolerance_for(DType dtype, Precision precision);
+
+}  // namespace sdpa

@@ -1,0 +1,21 @@
+// inputs.h: replaying tensors captured from a failing PyTorch run.
+//
+// A user saves the exact Q, K, V (and mask) that hung with np.save and passes the directory
+// with --inputs; the harness takes the shapes and dtype from the files and runs the same
+// function on the same bits.
+#pragma once
+
+#include <string>
+
+#include "math_sdpa/problem.h"
+
+namespace sdpa {
+
+// Reads DIR/q.npy, k.npy, v.npy and, if present, mask.npy. Q is [B, Hq, L, E], K and V are
+// [B, Hkv, S, E]; float32, float16, or bfloat16 stored as uint16, all three the same. The mask
+// is bool (a boolean mask) or the inputs' float type (an additive mask), shaped [L, S] or
+// [B|1, H|1, L, S]. Sets the shapes, dtype (unless dtype_given: then values are rounded to
+// problem.dtype) and mask kind in `problem`. Throws InputError (one line) on any mismatch.
+HostInputs load_npy_inputs(const std::string& dir, SdpaProblem& problem, bool dtype_given);
+
+}  // namespace sdpa

@@ -1,0 +1,104 @@
+// result_json.cpp
+#include "result_json.h"
+
+#include <cmath>
+
+#include "version.h"
+
+namespace sdpa {
+
+namespace {
+// JSON has no NaN or inf; a non-finite error is written as null.
+nlohmann::json finite_or_null(double x) { return std::isfinite(x) ? nlohmann::json(x) : nlohmann::json(nullptr); }
+}  // namespace
+
+nlohmann::json problem_to_json(const SdpaProblem& p) {
+  return {{"batch", p.batch},
+          {"q_heads", p.q_heads},
+          {"kv_heads", p.kv_heads},
+          {"q_len", p.q_len},
+          {"kv_len", p.kv_len},
+          {"head_dim", p.head_dim},
+          {"dtype", dtype_name(p.dtype)},
+          {"precision", precision_name(p.precision)},
+          {"mask", mask_kind_name(p.mask)},
+          {"mask_dims", std::string(p.mask_per_batch ? "B" : "1") + "x" + (p.mask_per_head ? "H" : "1")},
+          {"dropout", p.dropout_p},
+          {"scale", p.softmax_scale()},
+          {"seed", p.seed},
+          {"gqa", p.gqa()}};
+}
+
+nlohmann::json result_to_json(const RunResult& r) {
+  using nlohmann::json;
+  const RunOptions& o = r.options;
+  json j;
+  j["meta"] = {{"format_version", kResultFormatVersion},
+               {"harness", "sdpa-repro"},
+               {"harness_version", kHarnessVersion},
+               {"git_commit", kGitCommit},
+               {"command_line", o.argv}};
+  if (r.device) {
+    const DeviceInfo& d = *r.device;
+    j["device"] = {{"index", d.index},
+                   {"name", d.name},
+                   {"compute_capability", std::to_string(d.cc_major) + "." + std::to_string(d.cc_minor)},
+                   {"sm_count", d.sm_count},
+                   {"total_memory_bytes", d.total_memory},
+                   {"driver_version", d.driver_version},
+                   {"runtime_version", d.runtime_version},
+                   {"cublas_version", d.cublas_version},
+                   {"integrated", d.integrated},
+                   {"concurrent_managed_access", d.concurrent_managed_access},
+                   {"pageable_memory_access", d.pageable_memory_access}};
+  } else {
+    j["device"] = nullptr;
+  }
+  j["config"] = {{"scenario", o.scenario},
+                 {"problem", problem_to_json(o.problem)},
+                 {"alloc", alloc_kind_name(o.alloc)},
+                 {"allow_oversubscription", o.allow_oversubscription},
+                 {"iters", o.iters},
+                 {"check", o.check},
+                 {"inputs", o.inputs_dir.empty() ? json(nullptr) : json(o.inputs_dir)}};
+  j["outcome"] = r.outcome;
+  j["exit_code"] = r.exit_code;
+  j["error"] = r.error.empty() ? json(nullptr) : json(r.error);
+  j["error_stage"] = r.error_stage.empty() ? json(nullptr) : json(r.error_stage);
+  j["check"] = r.checked ? json{{"rel_error", finite_or_null(r.comparison.rel_error)},
+                                {"max_abs_error", finite_or_null(r.comparison.max_abs_error)},
+                                {"tolerance", r.tolerance},
+                                {"passed", r.comparison.passed(r.tolerance)}}
+                         : json(nullptr);
+  j["nonfinite_outputs"] = r.nonfinite_outputs;
+  j["iterations_done"] = r.iterations_done;
+  j["timing"] = {{"call_median_ms", r.call_median_ms}, {"call_p10_ms", r.call_p10_ms}, {"call_p90_ms", r.call_p90_ms}};
+  json stages = json::array();
+  for (const auto& s : r.stages) {
+    stages.push_back({{"stage", s.stage},
+                      {"calls", s.calls},
+                      {"median_ms", s.median_ms},
+                      {"p10_ms", s.p10_ms},
+                      {"p90_ms", s.p90_ms},
+                      {"clock", s.host_clock ? "host" : "cuda_event"}});
+  }
+  j["stages"] = stages;
+  json gemms = json::array();
+  for (const auto& g : r.gemms) {
+    gemms.push_back({{"name", g.name},     {"function", g.function}, {"transa", std::string(1, g.transa)},
+                     {"transb", std::string(1, g.transb)}, {"m", g.m}, {"n", g.n}, {"k", g.k},
+                     {"lda", g.lda},       {"ldb", g.ldb},           {"ldc", g.ldc},
+                     {"stride_a", g.stride_a}, {"stride_b", g.stride_b}, {"stride_c", g.stride_c},
+                     {"batch", g.batch},   {"type", dtype_name(g.ab_type)}, {"compute", "fp32"}});
+  }
+  j["gemms"] = gemms;
+  json allocs = json::array();
+  for (const auto& a : r.allocations) {
+    allocs.push_back({{"tensor", a.what}, {"bytes", a.bytes}, {"kind", alloc_kind_name(a.kind)}});
+  }
+  j["allocations"] = allocs;
+  j["wall_seconds"] = r.wall_seconds;
+  return j;
+}
+
+}  // namespace sdpa

@@ -1,0 +1,49 @@
+// run_result.h: everything one run of the harness produced, as a plain value.
+//
+// Runners fill it, printers (the table on stdout, the JSON file) read it; no printer computes
+// anything of its own.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "math_sdpa/allocator.h"
+#include "math_sdpa/device_info.h"
+#include "math_sdpa/gemm.h"
+#include "math_sdpa/reference.h"
+#include "math_sdpa/stage.h"
+#include "options.h"
+
+namespace sdpa {
+
+struct StageTiming {
+  std::string stage;
+  int calls = 0;
+  double median_ms = 0, p10_ms = 0, p90_ms = 0;
+  bool host_clock = false;  // entry_sync and stream_sync are host waits, timed on the host clock
+};
+
+struct RunResult {
+  RunOptions options;
+  std::optional<DeviceInfo> device;
+  std::string outcome = "pass";  // pass, mismatch, usage, cuda_error, no_gpu, refused
+  int exit_code = 0;
+  std::string error;        // one line, empty on pass
+  std::string error_stage;  // the stage a CUDA error happened in
+  bool checked = false;
+  Comparison comparison;
+  double tolerance = 0;
+  int64_t nonfinite_outputs = 0;
+  int iterations_done = 0;
+  double call_median_ms = 0, call_p10_ms = 0, call_p90_ms = 0;
+  std::vector<StageTiming> stages;
+  std::vector<GemmCall> gemms;
+  std::vector<AllocationRecord> allocations;
+  double wall_seconds = 0;
+};
+
+// Runs the path as the options say (GPU). Never throws: every failure becomes an outcome.
+RunResult run_repro(const RunOptions& options);
+
+}  // namespace sdpa

@@ -1,0 +1,119 @@
+// runner.cpp: one run of the harness on the GPU: set up, call the path --iters times, check.
+#include <chrono>
+#include <cmath>
+#include <cstring>
+
+#include "inputs.h"
+#include "math_sdpa/cuda_check.h"
+#include "math_sdpa/errors.h"
+#include "math_sdpa/npy.h"
+#include "math_sdpa/pipeline.h"
+#include "math_sdpa/stage_timer.h"
+#include "math_sdpa/stats.h"
+#include "run_result.h"
+
+namespace sdpa {
+
+namespace {
+
+void fill_timings(const StageTimer& timer, RunResult& r) {
+  for (int i = 0; i < kStageCount; ++i) {
+    const auto& s = timer.samples()[i];
+    if (s.empty()) continue;
+    const Stage stage = static_cast<Stage>(i);
+    r.stages.push_back({stage_name(stage), static_cast<int>(s.size()), median(s), percentile(s, 10), percentile(s, 90),
+                        stage == Stage::entry_sync || stage == Stage::stream_sync});
+  }
+  r.call_median_ms = median(timer.call_ms());
+  r.call_p10_ms = percentile(timer.call_ms(), 10);
+  r.call_p90_ms = percentile(timer.call_ms(), 90);
+}
+
+void run_on_gpu(RunResult& r) {
+  RunOptions& o = r.options;
+  SdpaProblem& p = o.problem;
+  r.device = query_device_info(0);
+  CUDA_CHECK(cudaSetDevice(0));
+  // Captured inputs fix the shapes, so they load first; random ones are made only after the
+  // workspace was allocated, so an oversized request is refused before any host memory is used.
+  HostInputs inputs;
+  if (!o.inputs_dir.empty()) inputs = load_npy_inputs(o.inputs_dir, p, o.dtype_given);
+
+  AllocatorOptions alloc_options;
+  alloc_options.allow_oversubscription = o.allow_oversubscription;
+  auto allocator = make_allocator(o.alloc, alloc_options);
+  cudaStream_t stream = nullptr;
+  CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  struct StreamGuard {
+    cudaStream_t s;
+    ~StreamGuard() { cudaStreamDestroy(s); }
+  } stream_guard{stream};
+
+  std::vector<float> output;
+  {
+    MathSdpa path(p, *allocator, stream);
+    r.gemms = path.gemm_calls();
+    StageTimer timer(stream);
+    path.add_observer(&timer);
+    if (o.inputs_dir.empty()) inputs = make_random_inputs(p, p.seed);
+    path.upload(inputs);
+    for (int it = 0; it < o.iters; ++it) {
+      path.poison_output();
+      path.run();
+      timer.collect_call();
+      r.iterations_done = it + 1;
+    }
+    fill_timings(timer, r);
+    output = path.download_output();
+  }
+  r.allocations = allocator->records();
+
+  for (float x : output) r.nonfinite_outputs += std::isfinite(x) ? 0 : 1;
+  if (!o.save_output_path.empty()) {
+    write_npy_float32(o.save_output_path, {p.batch, p.q_heads, p.q_len, p.head_dim}, output.data());
+  }
+  if (o.check) {
+    r.checked = true;
+    r.tolerance = tolerance_for(p.dtype, p.precision);
+    r.comparison = compare_to_reference(output, reference_sdpa(p, inputs));
+  }
+  // NaN never passes, with or without --check.
+  if (r.nonfinite_outputs > 0 || (r.checked && !r.comparison.passed(r.tolerance))) {
+    r.outcome = "mismatch";
+    r.exit_code = kExitMismatch;
+    r.error = r.nonfinite_outputs > 0
+                  ? std::to_string(r.nonfinite_outputs) + " non-finite output values"
+                  : "relative error " + std::to_string(r.comparison.rel_error) + " exceeds " + std::to_string(r.tolerance);
+  }
+}
+
+}  // namespace
+
+RunResult run_repro(const RunOptions& options) {
+  RunResult r;
+  r.options = options;
+  const auto start = std::chrono::steady_clock::now();
+  auto fail = [&](const char* outcome, int code, const std::string& message) {
+    r.outcome = outcome;
+    r.exit_code = code;
+    r.error = message;
+  };
+  try {
+    run_on_gpu(r);
+  } catch (const InputError& e) {
+    fail("usage", kExitUsage, e.what());
+  } catch (const NoGpuError& e) {
+    fail("no_gpu", kExitNoGpu, e.what());
+  } catch (const RefusedError& e) {
+    fail("refused", kExitRefused, e.what());
+  } catch (const CudaError& e) {
+    fail("cuda_error", kExitCudaError, e.what());
+    r.error_stage = e.stage;
+  } catch (const std::bad_alloc&) {
+    fail("usage", kExitUsage, "out of host memory for tensors of this size");
+  }
+  r.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return r;
+}
+
+}  // namespace sdpa

@@ -1,0 +1,177 @@
+// test_reference.cpp: the float64 reference on cases whose answers are known by hand, and the
+// comparison helper.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <limits>
+
+#include "math_sdpa/philox.h"
+#include "math_sdpa/reference.h"
+
+using namespace sdpa;
+
+namespace {
+SdpaProblem small(int64_t B, int64_t H, int64_t L, int64_t S, int64_t E) {
+  SdpaProblem p;
+  p.batch = B;
+  p.q_heads = p.kv_heads = H;
+  p.q_len = L;
+  p.kv_len = S;
+  p.head_dim = E;
+  p.dtype = DType::fp32;
+  return p;
+}
+}  // namespace
+
+TEST_SUITE("reference") {
+  TEST_CASE("one key: the output is that key's value row") {
+    SdpaProblem p = small(1, 1, 3, 1, 2);
+    HostInputs in = make_random_inputs(p, 11);
+    const auto out = reference_sdpa(p, in);
+    for (int l = 0; l < 3; ++l) {
+      CHECK(out[l * 2 + 0] == doctest::Approx(in.v[0]));
+      CHECK(out[l * 2 + 1] == doctest::Approx(in.v[1]));
+    }
+  }
+
+  TEST_CASE("two keys, hand-computed softmax") {
+    SdpaProblem p = small(1, 1, 1, 2, 1);
+    p.scale = 1.0;
+    HostInputs in;
+    in.q = {1.0f};
+    in.k = {2.0f, 0.0f};
+    in.v = {10.0f, 20.0f};
+    // scores 2 and 0: weights e^2/(e^2+1) and 1/(e^2+1)
+    const double w0 = std::exp(2.0) / (std::exp(2.0) + 1.0);
+    const auto out = reference_sdpa(p, in);
+    CHECK(out[0] == doctest::Approx(w0 * 10 + (1 - w0) * 20).epsilon(1e-12));
+  }
+
+  TEST_CASE("default scale is 1/sqrt(E) and a negative scale flips the scores") {
+    SdpaProblem p = small(1, 1, 4, 5, 16);
+    HostInputs in = make_random_inputs(p, 5);
+    SdpaProblem explicit_scale = p;
+    explicit_scale.scale = 0.25;
+    CHECK(reference_sdpa(p, in) == reference_sdpa(explicit_scale, in));
+    SdpaProblem negative = p;
+    negative.scale = -0.25;
+    HostInputs flipped = in;
+    for (auto& x : flipped.q) x = -x;
+    const auto a = reference_sdpa(negative, in), b = reference_sdpa(explicit_scale, flipped);
+    for (size_t i = 0; i < a.size(); ++i) CHECK(a[i] == doctest::Approx(b[i]).epsilon(1e-12));
+  }
+
+  TEST_CASE("causal: row 0 sees only key 0; a boolean mask equals its additive form") {
+    SdpaProblem p = small(2, 2, 6, 6, 4);
+    p.mask = MaskKind::causal;
+    HostInputs in = make_random_inputs(p, 9);
+    const auto causal = reference_sdpa(p, in);
+    for (int e = 0; e < 4; ++e) CHECK(causal[e] == doctest::Approx(in.v[e]));
+    // The same mask as a boolean [L, S] mask, and as an additive one.
+    SdpaProblem as_bool = p, as_float = p;
+    as_bool.mask = MaskKind::boolean;
+    as_float.mask = MaskKind::additive;
+    HostInputs with_masks = in;
+    for (int l = 0; l < 6; ++l) {
+      for (int s = 0; s < 6; ++s) {
+        with_masks.bool_mask.push_back(s <= l);
+        with_masks.additive_mask.push_back(s <= l ? 0.0f : -std::numeric_limits<float>::infinity());
+      }
+    }
+    CHECK(reference_sdpa(as_bool, with_masks) == causal);
+    CHECK(reference_sdpa(as_float, with_masks) == causal);
+  }
+
+  TEST_CASE("L != S causal is top-left aligned") {
+    SdpaProblem p = small(1, 1, 2, 5, 3);
+    p.mask = MaskKind::causal;
+    HostInputs in = make_random_inputs(p, 4);
+    CHECK(mask_value(p, in, 0, 0, 0, 0) == 0.0);
+    CHECK(std::isinf(mask_value(p, in, 0, 0, 0, 1)));
+    CHECK(mask_value(p, in, 0, 0, 1, 1) == 0.0);
+    CHECK(std::isinf(mask_value(p, in, 0, 0, 1, 4)));
+  }
+
+  TEST_CASE("a fully masked row gives exact zeros (_safe_softmax), other rows are untouched") {
+    SdpaProblem p = small(1, 1, 3, 4, 2);
+    p.mask = MaskKind::boolean;
+    HostInputs in = make_random_inputs(p, 8);
+    in.bool_mask.assign(12, 1);
+    for (int s = 0; s < 4; ++s) in.bool_mask[4 + s] = 0;  // row 1 fully masked
+    const auto out = reference_sdpa(p, in);
+    CHECK(out[2] == 0.0);
+    CHECK(out[3] == 0.0);
+    CHECK(out[0] != 0.0);
+  }
+
+  TEST_CASE("broadcast masks: [B,1,L,S] applies per batch") {
+    SdpaProblem p = small(2, 2, 2, 3, 2);
+    p.mask = MaskKind::additive;
+    p.mask_per_batch = true;
+    HostInputs in = make_random_inputs(p, 21);
+    REQUIRE(in.additive_mask.size() == 12);
+    CHECK(mask_value(p, in, 1, 0, 1, 2) == in.additive_mask[(1 * 2 + 1) * 3 + 2]);
+    CHECK(mask_value(p, in, 1, 1, 1, 2) == in.additive_mask[(1 * 2 + 1) * 3 + 2]);
+  }
+
+  TEST_CASE("GQA equals attention with K and V heads repeated (repeat_interleave)") {
+    SdpaProblem gqa = small(2, 4, 3, 5, 4);
+    gqa.kv_heads = 2;
+    HostInputs in = make_random_inputs(gqa, 13);
+    SdpaProblem full = gqa;
+    full.kv_heads = 4;
+    HostInputs expanded = in;
+    expanded.k.clear();
+    expanded.v.clear();
+    const size_t head = 5 * 4;
+    for (int b = 0; b < 2; ++b) {
+      for (int h = 0; h < 4; ++h) {
+        const size_t src = (b * 2 + h / 2) * head;  // q head h reads kv head h / group
+        expanded.k.insert(expanded.k.end(), in.k.begin() + src, in.k.begin() + src + head);
+        expanded.v.insert(expanded.v.end(), in.v.begin() + src, in.v.begin() + src + head);
+      }
+    }
+    CHECK(reference_sdpa(gqa, in) == reference_sdpa(full, expanded));
+  }
+
+  TEST_CASE("dropout zeroes the dropped probabilities and scales the kept ones by 1/(1-p)") {
+    SdpaProblem p = small(1, 1, 1, 64, 1);
+    p.dropout_p = 0.5;
+    p.scale = 0.0;  // uniform weights 1/64, so the output is the scaled sum of kept values
+    HostInputs in = make_random_inputs(p, 17);
+    double expected = 0;
+    int kept = 0;
+    for (int s = 0; s < 64; ++s) {
+      if (dropout_keep(p.seed, p.dropout_offset, s, 0.5f)) {
+        expected += in.v[s] / 64.0 / 0.5;
+        ++kept;
+      }
+    }
+    CHECK(kept > 0);
+    CHECK(kept < 64);
+    CHECK(reference_sdpa(p, in)[0] == doctest::Approx(expected).epsilon(1e-12));
+  }
+
+  TEST_CASE("compare_to_reference: relative error, NaN never passes, sizes must match") {
+    const std::vector<double> ref{3.0, 4.0};
+    CHECK(compare_to_reference({3.0f, 4.0f}, ref).rel_error == 0.0);
+    const Comparison c = compare_to_reference({3.0f, 4.5f}, ref);
+    CHECK(c.rel_error == doctest::Approx(0.1));
+    CHECK(c.max_abs_error == doctest::Approx(0.5));
+    CHECK(c.passed(0.11));
+    CHECK_FALSE(c.passed(0.09));
+    const Comparison nan = compare_to_reference({std::nanf(""), 4.0f}, ref);
+    CHECK(nan.nonfinite == 1);
+    CHECK_FALSE(nan.passed(1e30));
+    CHECK_FALSE(compare_to_reference({3.0f}, ref).passed(1e30));
+    CHECK(compare_to_reference({0.5f, 0.0f}, {0.0, 0.0}).rel_error == doctest::Approx(0.5));
+  }
+
+  TEST_CASE("tolerances per dtype and precision mode") {
+    CHECK(tolerance_for(DType::fp32, Precision::upcast) == 1e-5);
+    CHECK(tolerance_for(DType::bf16, Precision::upcast) == 4e-3);
+    CHECK(tolerance_for(DType::fp16, Precision::upcast) == 5e-4);
+    CHECK(tolerance_for(DType::fp16, Precision::native) == 3e-3);
+    CHECK(tolerance_for(DType::bf16, Precision::native) == 2e-2);
+  }
+}
