@@ -256,10 +256,10 @@ std::vector<uint8_t> encode_npy_float32(const std::vector<int64_t>& shape, const
   header.append((64 - (kMagicLen + 4 + header.size() + 1) % 64) % 64, ' ');
   header += '\n';
   if (header.size() > 0xffff) throw InputError("cannot encode .npy: shape " + dims_string(shape) + " has too many dimensions");
-  std::vector<uint8_t> out(kMagic, kMagic + kMagicLen);
-  out.insert(out.end(), {1, 0, static_cast<uint8_t>(header.size() & 0xff), static_cast<uint8_t>(header.size() >> 8)});
-  out.insert(out.end(), header.begin(), header.end());
-  out.reserve(out.size() + static_cast<size_t>(count) * 4);
+  const std::string prefix = std::string(kMagic, kMagicLen) + '\x01' + '\x00' + static_cast<char>(header.size() & 0xff) +
+                             static_cast<char>(header.size() >> 8) + header;
+  std::vector<uint8_t> out(prefix.begin(), prefix.end());
+  out.reserve(prefix.size() + static_cast<size_t>(count) * 4);
   for (int64_t i = 0; i < count; ++i) {
     uint32_t bits = 0;
     std::memcpy(&bits, &data[i], 4);  // float and uint32 share byte order, so the shifts below give little-endian
