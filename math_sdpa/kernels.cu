@@ -154,7 +154,65 @@ __global__ void dropout_kernel(T* data, int64_t n, uint64_t seed, uint64_t offse
   }
 }
 
+__device__ void atomic_min_float(float* addr, float v) {
+  int* a = reinterpret_cast<int*>(addr);
+  int old = *a;
+  while (v < __int_as_float(old)) {
+    const int seen = atomicCAS(a, old, __float_as_int(v));
+    if (seen == old) break;
+    old = seen;
+  }
+}
+__device__ void atomic_max_float(float* addr, float v) {
+  int* a = reinterpret_cast<int*>(addr);
+  int old = *a;
+  while (v > __int_as_float(old)) {
+    const int seen = atomicCAS(a, old, __float_as_int(v));
+    if (seen == old) break;
+    old = seen;
+  }
+}
+
+__global__ void reset_stats_kernel(TensorStats* stats) {
+  *stats = TensorStats{INFINITY, -INFINITY, 0ull, 0ull, 0.0};
+}
+
+// Each thread folds its elements, then one atomic update per thread: a diagnostic, not a hot path.
+template <typename T>
+__global__ void tensor_stats_kernel(const T* data, int64_t n, TensorStats* stats) {
+  float lo = INFINITY, hi = -INFINITY;
+  unsigned long long nans = 0, infs = 0;
+  double sum = 0;
+  GRID_STRIDE_LOOP(i, n) {
+    const float v = load(data, i);
+    if (isnan(v)) {
+      ++nans;
+    } else if (isinf(v)) {
+      ++infs;
+    } else {
+      lo = fminf(lo, v);
+      hi = fmaxf(hi, v);
+      sum += v;
+    }
+  }
+  atomic_min_float(&stats->min, lo);
+  atomic_max_float(&stats->max, hi);
+  if (nans) atomicAdd(&stats->nan_count, nans);
+  if (infs) atomicAdd(&stats->inf_count, infs);
+  atomicAdd(&stats->sum, sum);
+}
+
 }  // namespace
+
+void launch_tensor_stats(const void* data, DType type, int64_t n, TensorStats* stats, cudaStream_t stream) {
+  reset_stats_kernel<<<1, 1, 0, stream>>>(stats);
+  CUDA_CHECK_LAUNCH();
+  dispatch(type, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    tensor_stats_kernel<<<std::min(grid_for(n), 1024), kThreads, 0, stream>>>(static_cast<const T*>(data), n, stats);
+  });
+  CUDA_CHECK_LAUNCH();
+}
 
 void launch_convert_scale(const void* src, DType src_type, void* dst, DType dst_type, int64_t n, float factor,
                           cudaStream_t stream) {

@@ -2,6 +2,7 @@
 #include "pipeline.h"
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <sstream>
 
@@ -55,6 +56,7 @@ MathSdpa::MathSdpa(const SdpaProblem& problem, Allocator& allocator, cudaStream_
   alloc(out_acc_, p.out_elems(), ct, "out_acc");
   if (upcast) alloc(output_, p.out_elems(), p.dtype, "output");
   cublas_workspace_ = DeviceBuffer(allocator_, kCublasWorkspaceBytes, "cublas_workspace");
+  value_stats_ = DeviceBuffer(allocator_, sizeof(TensorStats), "value_stats");
 
   CUDA_CHECK(cublasCreate(&cublas_));
   // cublasSetStream resets the workspace to cuBLAS's own pool, so the workspace is set after it.
@@ -138,8 +140,34 @@ void MathSdpa::stage(Stage s, const std::string& detail, const std::function<voi
   set_current_stage(stage_name(s));
   for (auto* o : observers_) o->stage_begin(s, detail);
   body();
-  for (auto* o : observers_) o->stage_end(s);
+  // As the seed's instrumentation does: wait for the stage to finish, so its _DONE line and
+  // its end time mean "finished on the GPU".
+  if (is_gpu_stage(s) && (instrumentation_.sync_each_stage || instrumentation_.collect_values)) {
+    CUDA_CHECK(cudaDeviceSynchronize());
+  }
+  const std::string summary = instrumentation_.collect_values ? value_summary(s) : std::string();
+  for (auto* o : observers_) o->stage_end(s, summary);
   set_current_stage("setup");
+}
+
+std::string MathSdpa::value_summary(Stage s) {
+  const SdpaProblem& p = problem_;
+  const void* data = nullptr;
+  int64_t n = 0;
+  if (s == Stage::qk_gemm) data = scores_.get(), n = p.score_elems();
+  if (s == Stage::softmax || s == Stage::dropout) data = probs_.get(), n = p.score_elems();
+  if (s == Stage::pv_gemm) data = out_acc_.get(), n = p.out_elems();
+  if (!data) return {};
+  auto* stats = static_cast<TensorStats*>(value_stats_.get());
+  launch_tensor_stats(data, p.compute_dtype(), n, stats, stream_);
+  TensorStats host{};
+  CUDA_CHECK(cudaMemcpyAsync(&host, stats, sizeof host, cudaMemcpyDeviceToHost, stream_));
+  CUDA_CHECK(cudaStreamSynchronize(stream_));
+  char buf[256];
+  std::snprintf(buf, sizeof buf, "min=%.6g max=%.6g isnan=%s isinf=%s sum=%.6g rows=%lld", host.min, host.max,
+                host.nan_count ? "true" : "false", host.inf_count ? "true" : "false", host.sum,
+                static_cast<long long>(p.batch * p.q_heads * p.q_len));
+  return buf;
 }
 
 void MathSdpa::run() {

@@ -19,6 +19,12 @@
 
 namespace sdpa {
 
+// How much the path does for observability beyond computing (the stage log's levels).
+struct PathInstrumentation {
+  bool sync_each_stage = false;  // cudaDeviceSynchronize after every GPU stage (--log sync)
+  bool collect_values = false;   // min/max/isnan/isinf/sum after the GEMMs and softmax (--log values)
+};
+
 class MathSdpa {
  public:
   // Allocates the whole workspace up front (no allocation happens inside a call).
@@ -33,6 +39,7 @@ class MathSdpa {
   std::vector<float> download_output();  // [B, Hq, L, E] as float
 
   void add_observer(StageObserver* observer) { observers_.push_back(observer); }
+  void set_instrumentation(const PathInstrumentation& instrumentation) { instrumentation_ = instrumentation; }
   const std::vector<GemmCall>& gemm_calls() const { return gemm_calls_; }
   const SdpaProblem& problem() const { return problem_; }
   cudaStream_t stream() const { return stream_; }
@@ -40,6 +47,7 @@ class MathSdpa {
 
  private:
   void stage(Stage s, const std::string& detail, const std::function<void()>& body);
+  std::string value_summary(Stage s);
   void* alloc(DeviceBuffer& buffer, int64_t elems, DType type, const char* what);
 
   SdpaProblem problem_;
@@ -48,6 +56,7 @@ class MathSdpa {
   cublasHandle_t cublas_ = nullptr;
   std::vector<StageObserver*> observers_;
   std::vector<GemmCall> gemm_calls_;
+  PathInstrumentation instrumentation_;
 
   // Workspace. Names follow the tensors of PyTorch's math path.
   DeviceBuffer cublas_workspace_;
@@ -60,6 +69,7 @@ class MathSdpa {
   DeviceBuffer scores_, probs_;
   DeviceBuffer out_acc_;                   // P·V in the compute dtype
   DeviceBuffer output_;                    // cast back to dtype (upcast of fp16/bf16 only)
+  DeviceBuffer value_stats_;               // TensorStats for --log values
 };
 
 }  // namespace sdpa

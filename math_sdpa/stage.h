@@ -35,12 +35,24 @@ const char* stage_name(Stage s);  // "qk_gemm"
 bool parse_stage(const std::string& name, Stage& out);
 
 // Receives every stage boundary of the path. `detail` carries the stage's arguments (GEMM
-// parameters, sizes) for logs and the flight recorder. Implementations must not throw.
+// parameters, sizes) for logs and the flight recorder; `summary` carries the values seen at
+// the end of the stage when the path collects them (--log values), else it is empty.
+// stage_begin may throw a CudaError (fault injection raises real errors there); nothing else
+// in an observer may throw.
 class StageObserver {
  public:
   virtual ~StageObserver() = default;
   virtual void stage_begin(Stage stage, const std::string& detail) = 0;
-  virtual void stage_end(Stage stage) = 0;
+  virtual void stage_end(Stage stage, const std::string& summary) = 0;
 };
+
+// Stages that run on the GPU (everything but the two host synchronisations).
+inline bool is_gpu_stage(Stage s) { return s != Stage::entry_sync && s != Stage::stream_sync; }
+
+// The design document's Section 3 hang signatures: the scenario a hang in `stage` points to
+// (1 cuBLAS Q.K^T, 2 softmax, 3 the transposed-K preparation, 4 the entry synchronisation),
+// or 0 when the stage matches none of them ("unclassified").
+int scenario_for_hung_stage(Stage s);
+std::string classify_hang(Stage s);  // "scenario 2 (softmax reduction on unified memory)"
 
 }  // namespace sdpa

@@ -31,7 +31,7 @@ void StageTimer::stage_begin(Stage s, const std::string&) {
   CUDA_CHECK(cudaEventRecord(begin_[i], stream_));
 }
 
-void StageTimer::stage_end(Stage s) {
+void StageTimer::stage_end(Stage s, const std::string&) {
   const int i = static_cast<int>(s);
   if (host_timed(s)) {
     host_ms_[i] = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - host_begin_[i]).count();

@@ -21,7 +21,7 @@ class StageTimer : public StageObserver {
   explicit StageTimer(cudaStream_t stream);
   ~StageTimer() override;
   void stage_begin(Stage stage, const std::string& detail) override;
-  void stage_end(Stage stage) override;
+  void stage_end(Stage stage, const std::string& summary) override;
   // Reads this call's times (after the path's closing stream synchronisation) and resets.
   void collect_call();
 
@@ -31,7 +31,7 @@ class StageTimer : public StageObserver {
   const std::vector<double>& call_ms() const { return call_ms_; }
 
  private:
-  static bool host_timed(Stage s) { return s == Stage::entry_sync || s == Stage::stream_sync; }
+  static bool host_timed(Stage s) { return !is_gpu_stage(s); }
   cudaStream_t stream_;
   std::array<cudaEvent_t, kStageCount> begin_{}, end_{};
   std::array<bool, kStageCount> ran_{};

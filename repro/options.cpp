@@ -75,6 +75,21 @@ ParseResult parse_command_line(int argc, const char* const* argv) {
   app.add_option("--inputs", o.inputs_dir, "load q.npy, k.npy, v.npy and optional mask.npy from this directory");
   app.add_option("--save-output", o.save_output_path, "write the output to this .npy file (float32)");
 
+  std::string log = "off", inject;
+  app.add_option("--log", log,
+                 "stage log on stderr: off; stages (lines only); sync (device sync after every stage); values "
+                 "(also min/max/isnan/isinf/sums)")
+      ->check(CLI::IsMember({"off", "stages", "sync", "values"}));
+  app.add_option("--stage-timeout", o.stage_timeout_s, "watchdog deadline per stage, seconds")
+      ->check(CLI::Range(0.01, 86400.0));
+  app.add_option("--timeout", o.run_timeout_s, "watchdog deadline for the whole run, seconds (0 = none)")
+      ->check(CLI::Range(0.0, 604800.0));
+  app.add_flag("--no-fork", o.no_fork,
+               "run in one process with a watchdog thread (for cuda-gdb and compute-sanitizer)");
+  app.add_option("--inject", inject,
+                 "fault injection: hang:STAGE, error:STAGE or slow:STAGE:MS; stages: entry_sync mask_prepare upcast "
+                 "scale_q gqa_expand scale_k qk_gemm mask_add softmax dropout pv_gemm cast_output stream_sync");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp&) {
@@ -101,7 +116,17 @@ ParseResult parse_command_line(int argc, const char* const* argv) {
       throw InputError("scenario " + std::to_string(o.scenario) +
                        " is not implemented yet (only --scenario 0, the full path, runs in this version)");
     }
-    if (o.inputs_dir.empty()) p.validate();  // with --inputs, shapes come from the files
+    parse_log_level(log, o.log);
+    if (!inject.empty()) o.inject = parse_fault_spec(inject);
+    if (o.inputs_dir.empty()) {  // with --inputs, shapes come from the files
+      p.validate();
+      if (o.inject.kind != FaultSpec::none && !stage_runs(static_cast<int>(o.inject.stage), p)) {
+        throw InputError(std::string("--inject: stage ") + stage_name(o.inject.stage) +
+                         " does not run in this configuration (mask_prepare needs --mask bool|causal, upcast and "
+                         "cast_output fp16/bf16 with --precision upcast, gqa_expand --kv-heads < --heads, mask_add "
+                         "a mask, dropout --dropout > 0)");
+      }
+    }
   } catch (const InputError& e) {
     result.exit_code = kExitUsage;
     result.message = std::string("repro: error: ") + e.what();

@@ -8,6 +8,8 @@
 #include <vector>
 
 #include "math_sdpa/allocator.h"
+#include "math_sdpa/fault_spec.h"
+#include "math_sdpa/stage_log.h"
 #include "math_sdpa/problem.h"
 
 namespace sdpa {
@@ -23,6 +25,11 @@ struct RunOptions {
   std::string json_path;
   std::string inputs_dir;
   std::string save_output_path;
+  LogLevel log = LogLevel::off;
+  double stage_timeout_s = 20;  // per-stage deadline of the watchdog
+  double run_timeout_s = 0;     // whole-run deadline; 0 = none
+  bool no_fork = false;         // watchdog thread in this process instead of a supervising parent
+  FaultSpec inject;
   std::vector<std::string> argv;  // the command line as given, for results and reports
 };
 

@@ -14,9 +14,18 @@ std::string format(const char* fmt, double a, double b = 0, double c = 0) {
 }
 }  // namespace
 
+std::string configuration_line(const RunOptions& o) {
+  const SdpaProblem& p = o.problem;
+  std::ostringstream s;
+  s << "scenario " << o.scenario << " " << p.shape_string() << " dtype=" << dtype_name(p.dtype)
+    << " precision=" << precision_name(p.precision) << " mask=" << mask_kind_name(p.mask) << " dropout=" << p.dropout_p
+    << " alloc=" << alloc_kind_name(o.alloc) << " iters=" << o.iters;
+  if (o.inject.kind != FaultSpec::none) s << " inject=" << fault_spec_string(o.inject);
+  return s.str();
+}
+
 std::string result_to_text(const RunResult& r) {
   std::ostringstream s;
-  const SdpaProblem& p = r.options.problem;
   s << "# repro scenario " << r.options.scenario << " (full Math SDPA path)";
   if (r.device) {
     const DeviceInfo& d = *r.device;
@@ -24,9 +33,7 @@ std::string result_to_text(const RunResult& r) {
       << d.driver_version / 1000 << "." << (d.driver_version % 1000) / 10 << ", cuBLAS " << d.cublas_version / 10000
       << "." << (d.cublas_version / 100) % 100 << "." << d.cublas_version % 100;
   }
-  s << "\n# " << p.shape_string() << " dtype=" << dtype_name(p.dtype) << " precision=" << precision_name(p.precision)
-    << " mask=" << mask_kind_name(p.mask) << " dropout=" << p.dropout_p << " alloc=" << alloc_kind_name(r.options.alloc)
-    << " iters=" << r.options.iters << "\n";
+  s << "\n# " << configuration_line(r.options) << "\n";
   if (!r.stages.empty()) {
     s << "#  stage          calls   median_ms      p10_ms      p90_ms  clock\n";
     for (const auto& st : r.stages) {

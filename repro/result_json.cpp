@@ -29,6 +29,38 @@ nlohmann::json problem_to_json(const SdpaProblem& p) {
           {"gqa", p.gqa()}};
 }
 
+nlohmann::json device_to_json(const DeviceInfo& d) {
+  return {{"index", d.index},
+          {"name", d.name},
+          {"compute_capability", std::to_string(d.cc_major) + "." + std::to_string(d.cc_minor)},
+          {"sm_count", d.sm_count},
+          {"total_memory_bytes", d.total_memory},
+          {"driver_version", d.driver_version},
+          {"runtime_version", d.runtime_version},
+          {"cublas_version", d.cublas_version},
+          {"integrated", d.integrated},
+          {"concurrent_managed_access", d.concurrent_managed_access},
+          {"pageable_memory_access", d.pageable_memory_access}};
+}
+
+DeviceInfo device_from_json(const nlohmann::json& j) {
+  DeviceInfo d;
+  d.index = j.at("index").get<int>();
+  d.name = j.at("name").get<std::string>();
+  const std::string cc = j.at("compute_capability").get<std::string>();
+  d.cc_major = std::stoi(cc.substr(0, cc.find('.')));
+  d.cc_minor = std::stoi(cc.substr(cc.find('.') + 1));
+  d.sm_count = j.at("sm_count").get<int>();
+  d.total_memory = j.at("total_memory_bytes").get<uint64_t>();
+  d.driver_version = j.at("driver_version").get<int>();
+  d.runtime_version = j.at("runtime_version").get<int>();
+  d.cublas_version = j.at("cublas_version").get<int>();
+  d.integrated = j.at("integrated").get<bool>();
+  d.concurrent_managed_access = j.at("concurrent_managed_access").get<bool>();
+  d.pageable_memory_access = j.at("pageable_memory_access").get<bool>();
+  return d;
+}
+
 nlohmann::json result_to_json(const RunResult& r) {
   using nlohmann::json;
   const RunOptions& o = r.options;
@@ -38,28 +70,18 @@ nlohmann::json result_to_json(const RunResult& r) {
                {"harness_version", kHarnessVersion},
                {"git_commit", kGitCommit},
                {"command_line", o.argv}};
-  if (r.device) {
-    const DeviceInfo& d = *r.device;
-    j["device"] = {{"index", d.index},
-                   {"name", d.name},
-                   {"compute_capability", std::to_string(d.cc_major) + "." + std::to_string(d.cc_minor)},
-                   {"sm_count", d.sm_count},
-                   {"total_memory_bytes", d.total_memory},
-                   {"driver_version", d.driver_version},
-                   {"runtime_version", d.runtime_version},
-                   {"cublas_version", d.cublas_version},
-                   {"integrated", d.integrated},
-                   {"concurrent_managed_access", d.concurrent_managed_access},
-                   {"pageable_memory_access", d.pageable_memory_access}};
-  } else {
-    j["device"] = nullptr;
-  }
+  j["device"] = r.device ? device_to_json(*r.device) : nlohmann::json(nullptr);
   j["config"] = {{"scenario", o.scenario},
                  {"problem", problem_to_json(o.problem)},
                  {"alloc", alloc_kind_name(o.alloc)},
                  {"allow_oversubscription", o.allow_oversubscription},
                  {"iters", o.iters},
                  {"check", o.check},
+                 {"log", log_level_name(o.log)},
+                 {"stage_timeout_s", o.stage_timeout_s},
+                 {"run_timeout_s", o.run_timeout_s},
+                 {"no_fork", o.no_fork},
+                 {"inject", fault_spec_string(o.inject)},
                  {"inputs", o.inputs_dir.empty() ? json(nullptr) : json(o.inputs_dir)}};
   j["outcome"] = r.outcome;
   j["exit_code"] = r.exit_code;
@@ -98,6 +120,31 @@ nlohmann::json result_to_json(const RunResult& r) {
   }
   j["allocations"] = allocs;
   j["wall_seconds"] = r.wall_seconds;
+  j["watchdog"] = nullptr;
+  if (r.watchdog) {
+    const SupervisedOutcome& w = *r.watchdog;
+    Stage stage;
+    const bool known = parse_stage(w.stage, stage);
+    json records = json::array();
+    for (const auto& f : w.records) {
+      records.push_back({{"stage", f.stage},
+                         {"start_s", (f.start_us - w.start_us) / 1e6},
+                         {"duration_ms", f.end_us < 0 ? json(nullptr) : json((f.end_us - f.start_us) / 1e3)},
+                         {"running", f.end_us < 0},
+                         {"detail", f.detail},
+                         {"summary", f.summary}});
+    }
+    j["watchdog"] = {{"kind", w.kind == SupervisedOutcome::hang ? "hang" : w.kind == SupervisedOutcome::crashed ? "crash" : "bad_output"},
+                     {"stage", w.stage.empty() ? json(nullptr) : json(w.stage)},
+                     {"classification", known ? json(classify_hang(stage)) : json("unclassified")},
+                     {"scenario", known ? scenario_for_hung_stage(stage) : 0},
+                     {"whole_run_timeout", w.expiry.whole_run},
+                     {"running_seconds", w.expiry.running_s},
+                     {"signal", w.signal},
+                     {"message", w.message},
+                     {"flight_recorder", records},
+                     {"stage_log_tail", w.log_tail}};
+  }
   return j;
 }
 

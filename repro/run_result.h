@@ -14,6 +14,7 @@
 #include "math_sdpa/reference.h"
 #include "math_sdpa/stage.h"
 #include "options.h"
+#include "watchdog.h"
 
 namespace sdpa {
 
@@ -41,9 +42,16 @@ struct RunResult {
   std::vector<GemmCall> gemms;
   std::vector<AllocationRecord> allocations;
   double wall_seconds = 0;
+  // Set by the supervisor when the run hung or its child crashed.
+  std::optional<SupervisedOutcome> watchdog;
 };
 
 // Runs the path as the options say (GPU). Never throws: every failure becomes an outcome.
-RunResult run_repro(const RunOptions& options);
+// With progress_fd >= 0, stage boundaries are reported there for the watchdog (watchdog.h).
+RunResult run_repro(const RunOptions& options, int progress_fd = -1);
+
+// The result of a supervised run that hung or crashed: the configuration, the device the
+// child reported, and the watchdog's findings.
+RunResult watchdog_result(const RunOptions& options, const SupervisedOutcome& outcome);
 
 }  // namespace sdpa

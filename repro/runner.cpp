@@ -1,15 +1,21 @@
 // runner.cpp: one run of the harness on the GPU: set up, call the path --iters times, check.
 #include <chrono>
+#include <memory>
 #include <cmath>
 #include <cstring>
 
 #include "inputs.h"
 #include "math_sdpa/cuda_check.h"
 #include "math_sdpa/errors.h"
+#include "math_sdpa/fault_injector.h"
+#include "math_sdpa/nvtx_observer.h"
+#include "math_sdpa/stage_log.h"
 #include "math_sdpa/npy.h"
 #include "math_sdpa/pipeline.h"
 #include "math_sdpa/stage_timer.h"
 #include "math_sdpa/stats.h"
+#include "progress_reporter.h"
+#include "result_json.h"
 #include "run_result.h"
 
 namespace sdpa {
@@ -29,7 +35,7 @@ void fill_timings(const StageTimer& timer, RunResult& r) {
   r.call_p90_ms = percentile(timer.call_ms(), 90);
 }
 
-void run_on_gpu(RunResult& r) {
+void run_on_gpu(RunResult& r, int progress_fd) {
   RunOptions& o = r.options;
   SdpaProblem& p = o.problem;
   r.device = query_device_info(0);
@@ -51,10 +57,29 @@ void run_on_gpu(RunResult& r) {
 
   std::vector<float> output;
   {
+    // Observers, in the order they see each boundary: the watchdog's reporter first (the
+    // supervisor must hear of a stage before anything in it can hang), the injected fault last.
+    std::unique_ptr<ProgressReporter> reporter;
+    if (progress_fd >= 0) {
+      reporter = std::make_unique<ProgressReporter>(progress_fd, stream);
+      reporter->report_device(device_to_json(*r.device).dump());
+    }
     MathSdpa path(p, *allocator, stream);
     r.gemms = path.gemm_calls();
+    StageLogger logger(p, reinterpret_cast<uintptr_t>(stream));
+    NvtxObserver nvtx;
     StageTimer timer(stream);
+    std::unique_ptr<FaultInjector> injector;
+    if (o.inject.kind != FaultSpec::none) injector = std::make_unique<FaultInjector>(o.inject, stream);
+    if (reporter) path.add_observer(reporter.get());
+    if (o.log != LogLevel::off) {
+      path.add_observer(&logger);
+      for (const auto& a : allocator->records()) logger.log_allocation(a.what, a.bytes, a.address, alloc_kind_name(a.kind));
+    }
+    path.add_observer(&nvtx);
     path.add_observer(&timer);
+    if (injector) path.add_observer(injector.get());
+    path.set_instrumentation({o.log >= LogLevel::sync, o.log == LogLevel::values});
     if (o.inputs_dir.empty()) inputs = make_random_inputs(p, p.seed);
     path.upload(inputs);
     for (int it = 0; it < o.iters; ++it) {
@@ -62,6 +87,7 @@ void run_on_gpu(RunResult& r) {
       path.run();
       timer.collect_call();
       r.iterations_done = it + 1;
+      if (reporter) reporter->report_calls(it + 1);
     }
     fill_timings(timer, r);
     output = path.download_output();
@@ -89,7 +115,7 @@ void run_on_gpu(RunResult& r) {
 
 }  // namespace
 
-RunResult run_repro(const RunOptions& options) {
+RunResult run_repro(const RunOptions& options, int progress_fd) {
   RunResult r;
   r.options = options;
   const auto start = std::chrono::steady_clock::now();
@@ -99,7 +125,7 @@ RunResult run_repro(const RunOptions& options) {
     r.error = message;
   };
   try {
-    run_on_gpu(r);
+    run_on_gpu(r, progress_fd);
   } catch (const InputError& e) {
     fail("usage", kExitUsage, e.what());
   } catch (const NoGpuError& e) {
@@ -113,6 +139,28 @@ RunResult run_repro(const RunOptions& options) {
     fail("usage", kExitUsage, "out of host memory for tensors of this size");
   }
   r.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return r;
+}
+
+RunResult watchdog_result(const RunOptions& options, const SupervisedOutcome& outcome) {
+  RunResult r;
+  r.options = options;
+  const bool hang = outcome.kind == SupervisedOutcome::hang;
+  r.outcome = hang ? "hang" : "crash";
+  r.exit_code = hang ? kExitHang : kExitCrash;
+  r.error = hang ? "stage " + (outcome.stage.empty() ? std::string("(none)") : outcome.stage) +
+                       " did not finish within the deadline"
+                 : outcome.message;
+  r.error_stage = outcome.stage;
+  r.iterations_done = static_cast<int>(outcome.calls_done);
+  r.wall_seconds = outcome.elapsed_s;
+  r.watchdog = outcome;
+  if (!outcome.device_json.empty()) {
+    try {
+      r.device = device_from_json(nlohmann::json::parse(outcome.device_json));
+    } catch (const std::exception&) {
+    }
+  }
   return r;
 }
 

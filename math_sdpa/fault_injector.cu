@@ -1,0 +1,45 @@
+// fault_injector.cu
+#include "fault_injector.h"
+
+#include "cuda_check.h"
+
+namespace sdpa {
+
+namespace {
+
+__device__ __forceinline__ unsigned long long global_timer_ns() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+// Spins until *flag != 0 (never, for an injected hang) or max_ns have passed.
+__global__ void spin_kernel(const volatile int* flag, unsigned long long max_ns) {
+  const unsigned long long start = global_timer_ns();
+  while (*flag == 0 && global_timer_ns() - start < max_ns) __nanosleep(100000);
+}
+
+__global__ void never_launched_kernel() {}
+
+}  // namespace
+
+FaultInjector::FaultInjector(const FaultSpec& spec, cudaStream_t stream) : spec_(spec), stream_(stream) {
+  CUDA_CHECK(cudaMalloc(&flag_, sizeof(int)));
+  CUDA_CHECK(cudaMemset(flag_, 0, sizeof(int)));
+}
+
+FaultInjector::~FaultInjector() { cudaFree(flag_); }
+
+void FaultInjector::stage_begin(Stage stage, const std::string&) {
+  if (spec_.kind == FaultSpec::none || stage != spec_.stage) return;
+  if (spec_.kind == FaultSpec::error) {
+    never_launched_kernel<<<1, 4096, 0, stream_>>>();  // > 1024 threads per block: a real launch error
+    CUDA_CHECK_LAUNCH();
+    return;
+  }
+  const double seconds = spec_.kind == FaultSpec::hang ? kInjectedHangBoundSeconds : spec_.slow_ms / 1000.0;
+  spin_kernel<<<1, 1, 0, stream_>>>(flag_, static_cast<unsigned long long>(seconds * 1e9));
+  CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace sdpa

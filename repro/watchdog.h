@@ -1,0 +1,84 @@
+// watchdog.h: the supervisor's view of a run: the progress protocol the GPU child speaks, the
+// flight recorder, the per-stage and whole-run deadlines, and the hang report.
+//
+// Host-only and CUDA-free by design: the supervising process never touches CUDA, so a stuck
+// driver cannot stop it from reporting (PyTorch's FlightRecorder and NCCL watchdog do the
+// same: a ring of what ran, and a monitor that reports from host-only state).
+//
+// Protocol, child -> parent, one record per line, fields separated by tabs:
+//   B <stage> <t_us> <detail>     a stage began (issued by the host)
+//   E <stage> <t_us> <summary>    a stage ended (for GPU stages: finished on the GPU)
+//   I <calls done> <t_us>         progress of a long --iters run
+//   D <device json>               the device, for the report
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <string>
+#include <vector>
+
+namespace sdpa {
+
+constexpr size_t kFlightRecorderSize = 64;
+
+struct FlightRecord {
+  std::string stage;
+  int64_t start_us = 0;  // parent's monotonic clock, when the record arrived
+  int64_t end_us = -1;   // -1 while the stage runs
+  std::string detail, summary;
+};
+
+struct Expiry {
+  bool expired = false;
+  bool whole_run = false;  // the --timeout of the whole run, not a stage deadline
+  std::string stage;       // the hung stage ("" if none was running)
+  double running_s = 0;    // how long that stage (or the run) had been running
+};
+
+class HangMonitor {
+ public:
+  HangMonitor(double stage_timeout_s, double run_timeout_s, int64_t start_us);
+  // Feeds one record (without its newline). Returns false if it is malformed.
+  bool consume(const std::string& line, int64_t now_us);
+  Expiry check(int64_t now_us) const;
+  // The earliest stage that began and has not ended: where the path is stuck, since a GPU
+  // stage ends only once the GPU finished it and later stages queue behind it.
+  std::string open_stage() const;
+  std::vector<FlightRecord> flight_recorder() const { return {records_.begin(), records_.end()}; }
+  int64_t calls_done() const { return calls_done_; }
+  const std::string& device_json() const { return device_json_; }
+  int64_t start_us() const { return start_us_; }
+
+ private:
+  double stage_timeout_s_, run_timeout_s_;
+  int64_t start_us_;
+  std::deque<FlightRecord> records_;  // the last kFlightRecorderSize
+  std::vector<std::pair<std::string, int64_t>> open_;  // stage, begin time; oldest first
+  int64_t calls_done_ = 0;
+  std::string device_json_;
+};
+
+// Writing records from the child; tabs and newlines in free text become spaces.
+std::string progress_record(char type, const std::string& a, int64_t t_us, const std::string& b);
+
+// How a supervised run ended.
+struct SupervisedOutcome {
+  enum Kind { exited, hang, crashed, bad_output } kind = exited;
+  int child_exit_code = 0;  // kind == exited
+  int signal = 0;           // kind == crashed by a signal
+  Expiry expiry;            // kind == hang
+  std::string stage;        // the stage open when it ended ("" if none)
+  std::string message;      // one line for crashed / bad_output
+  std::vector<FlightRecord> records;
+  std::vector<std::string> log_tail;  // the last lines the child wrote to stderr
+  std::string device_json;
+  int64_t calls_done = 0;
+  int64_t start_us = 0;
+  double elapsed_s = 0;
+};
+
+// The report written to stderr when a run hung or crashed: hung stage, how long it ran, the
+// classification, the flight recorder, the tail of the stage log.
+std::string hang_report_text(const SupervisedOutcome& o, const std::string& configuration, double stage_timeout_s);
+
+}  // namespace sdpa

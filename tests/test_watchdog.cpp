@@ -1,0 +1,285 @@
+// test_watchdog.cpp: the supervisor against small test children that complete, hang in a named
+// stage, ignore SIGTERM, crash, exit with an error, write garbage, or run long; the flight
+// recorder, the classification, the hang report, and the stage log's format.
+#include <doctest/doctest.h>
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include "math_sdpa/errors.h"
+#include "math_sdpa/fault_spec.h"
+#include "math_sdpa/stage_log.h"
+#include "repro/supervisor.h"
+
+using namespace sdpa;
+
+namespace {
+
+void send(int fd, char type, Stage s, const std::string& text = "") {
+  const std::string r = progress_record(type, stage_name(s), monotonic_us(), text);
+  (void)!write(fd, r.data(), r.size());
+}
+
+void sleep_forever() {
+  while (true) pause();
+}
+
+SupervisorOptions deadline(double stage_s, double run_s = 0) {
+  SupervisorOptions o;
+  o.stage_timeout_s = stage_s;
+  o.run_timeout_s = run_s;
+  return o;
+}
+
+// Runs `child` under the supervisor and checks it returned within `limit_s`.
+SupervisedOutcome supervise_within(const std::function<int(int)>& child, const SupervisorOptions& o, double limit_s) {
+  const int64_t start = monotonic_us();
+  // The children are forks of the test runner, which handles fatal signals itself; a real
+  // repro child has the default dispositions, so the test children get them back.
+  SupervisedOutcome out = supervise(
+      [&child](int fd) {
+        for (int sig : {SIGTERM, SIGSEGV, SIGABRT}) signal(sig, SIG_DFL);
+        return child(fd);
+      },
+      o);
+  const double took = (monotonic_us() - start) / 1e6;
+  INFO("supervisor returned after ", took, " s");
+  CHECK(took <= limit_s);
+  return out;
+}
+
+}  // namespace
+
+TEST_SUITE("watchdog") {
+  TEST_CASE("a child that completes: its exit code, every stage closed") {
+    const auto out = supervise_within(
+        [](int fd) {
+          for (Stage s : {Stage::entry_sync, Stage::qk_gemm, Stage::softmax, Stage::pv_gemm, Stage::stream_sync}) {
+            send(fd, 'B', s, "detail");
+            send(fd, 'E', s);
+          }
+          return 0;
+        },
+        deadline(1), 2);
+    CHECK(out.kind == SupervisedOutcome::exited);
+    CHECK(out.child_exit_code == 0);
+    CHECK(out.stage.empty());
+    REQUIRE(out.records.size() == 5);
+    CHECK(out.records[1].stage == "qk_gemm");
+    CHECK(out.records[1].end_us >= out.records[1].start_us);
+  }
+
+  TEST_CASE("a child that hangs in softmax: hang named, classified scenario 2, within deadline + 1 s") {
+    const auto out = supervise_within(
+        [](int fd) {
+          send(fd, 'B', Stage::qk_gemm);
+          send(fd, 'E', Stage::qk_gemm);
+          send(fd, 'B', Stage::softmax, "rows=2048 cols=128");
+          send(fd, 'B', Stage::pv_gemm);  // the host ran ahead; the GPU is stuck in softmax
+          sleep_forever();
+          return 0;  // not reached
+        },
+        deadline(0.5), 1.5);
+    CHECK(out.kind == SupervisedOutcome::hang);
+    CHECK(out.stage == "softmax");
+    CHECK_FALSE(out.expiry.whole_run);
+    CHECK(out.expiry.running_s >= 0.5);
+    CHECK(scenario_for_hung_stage(Stage::softmax) == 2);
+    const std::string report = hang_report_text(out, "config", 0.5);
+    CHECK(report.find("HANG: stage softmax") != std::string::npos);
+    CHECK(report.find("scenario 2") != std::string::npos);
+    CHECK(report.find("RUNNING") != std::string::npos);
+    CHECK(report.find("rows=2048 cols=128") != std::string::npos);
+  }
+
+  TEST_CASE("a child that ignores SIGTERM is killed, still within deadline + 1 s") {
+    const auto out = supervise_within(
+        [](int fd) {
+          signal(SIGTERM, SIG_IGN);
+          send(fd, 'B', Stage::entry_sync);
+          sleep_forever();
+          return 0;  // not reached
+        },
+        deadline(0.5), 1.5);
+    CHECK(out.kind == SupervisedOutcome::hang);
+    CHECK(out.stage == "entry_sync");
+    CHECK(classify_hang(Stage::entry_sync).find("scenario 4") == 0);
+  }
+
+  TEST_CASE("a child that crashes: the signal and the stage it was in") {
+    const auto out = supervise_within(
+        [](int fd) {
+          send(fd, 'B', Stage::pv_gemm);
+          raise(SIGSEGV);
+          return 0;
+        },
+        deadline(5), 2);
+    CHECK(out.kind == SupervisedOutcome::crashed);
+    CHECK(out.signal == SIGSEGV);
+    CHECK(out.stage == "pv_gemm");
+    CHECK(out.message.find("signal 11") != std::string::npos);
+  }
+
+  TEST_CASE("a child that fails with a CUDA error: its exit code passes through, stage still open") {
+    const auto out = supervise_within(
+        [](int fd) {
+          send(fd, 'B', Stage::scale_k);
+          std::fprintf(stderr, "CUDA error at x.cu:1 in stage scale_k: code=9(cudaErrorInvalidConfiguration)\n");
+          return static_cast<int>(kExitCudaError);
+        },
+        deadline(5), 2);
+    CHECK(out.kind == SupervisedOutcome::exited);
+    CHECK(out.child_exit_code == kExitCudaError);
+    CHECK(out.stage == "scale_k");
+    REQUIRE_FALSE(out.log_tail.empty());
+    CHECK(out.log_tail.back().find("cudaErrorInvalidConfiguration") != std::string::npos);
+  }
+
+  TEST_CASE("a child that writes garbage to the pipe is stopped and reported") {
+    const auto out = supervise_within(
+        [](int fd) {
+          const char garbage[] = "\x01\xff\x7fnot a record\tat all\n";
+          (void)!write(fd, garbage, sizeof garbage - 1);
+          sleep_forever();
+          return 0;  // not reached
+        },
+        deadline(5), 2);
+    CHECK(out.kind == SupervisedOutcome::bad_output);
+    CHECK(out.message.find("malformed progress record") != std::string::npos);
+    CHECK(out.message.find('\n') == std::string::npos);
+  }
+
+  TEST_CASE("a long run of short stages is not a hang; the whole-run --timeout still applies") {
+    auto busy = [](double seconds) {
+      return [seconds](int fd) {
+        const int64_t until = monotonic_us() + static_cast<int64_t>(seconds * 1e6);
+        while (monotonic_us() < until) {
+          send(fd, 'B', Stage::softmax);
+          usleep(20000);
+          send(fd, 'E', Stage::softmax);
+        }
+        return 0;
+      };
+    };
+    const auto done = supervise_within(busy(1.5), deadline(0.3), 3);
+    CHECK(done.kind == SupervisedOutcome::exited);
+    CHECK(done.child_exit_code == 0);
+    const auto timed_out = supervise_within(busy(60), deadline(0.3, 0.8), 2);
+    CHECK(timed_out.kind == SupervisedOutcome::hang);
+    CHECK(timed_out.expiry.whole_run);
+  }
+
+  TEST_CASE("HangMonitor: flight recorder keeps the last 64, the open stage is the earliest, bad records fail") {
+    HangMonitor m(10, 0, 0);
+    for (int i = 0; i < 100; ++i) {
+      REQUIRE(m.consume("B\tsoftmax\t" + std::to_string(i) + "\tcall " + std::to_string(i), i));
+      REQUIRE(m.consume("E\tsoftmax\t" + std::to_string(i) + "\t", i));
+    }
+    CHECK(m.flight_recorder().size() == kFlightRecorderSize);
+    CHECK(m.flight_recorder().front().detail == "call 36");
+    CHECK(m.consume("B\tqk_gemm\t1\t", 200));
+    CHECK(m.consume("B\tstream_sync\t1\t", 300));
+    CHECK(m.open_stage() == "qk_gemm");
+    CHECK(m.check(200 + 9000000).expired == false);
+    const Expiry e = m.check(200 + 10500000);
+    CHECK(e.expired);
+    CHECK(e.stage == "qk_gemm");
+    CHECK(m.consume("I\t42\t5", 400));
+    CHECK(m.calls_done() == 42);
+    for (const char* bad : {"", "B", "B\tsoftmax", "B\tno_such_stage\t1\tx", "X\tsoftmax\t1\tx", "B\tsoftmax\t-1\tx",
+                            "B\tsoftmax\t12a\tx", "I\tmany\t1", "B\tsoftmax\t1\tx\ty"}) {
+      CAPTURE(bad);
+      CHECK_FALSE(m.consume(bad, 500));
+    }
+  }
+
+  TEST_CASE("every stage has a classification; only the four signatures map to scenarios") {
+    int classified = 0;
+    for (int i = 0; i < kStageCount; ++i) {
+      const Stage s = static_cast<Stage>(i);
+      const int scenario = scenario_for_hung_stage(s);
+      classified += scenario != 0;
+      CHECK(classify_hang(s).find(scenario ? "scenario " + std::to_string(scenario) : "unclassified") == 0);
+    }
+    CHECK(classified == 5);  // qk_gemm, softmax, gqa_expand, scale_k, entry_sync
+  }
+
+  TEST_CASE("fault specs parse, and bad ones are one-line errors") {
+    const FaultSpec hang = parse_fault_spec("hang:softmax");
+    CHECK(hang.kind == FaultSpec::hang);
+    CHECK(hang.stage == Stage::softmax);
+    const FaultSpec slow = parse_fault_spec("slow:qk_gemm:250");
+    CHECK(slow.kind == FaultSpec::slow);
+    CHECK(slow.slow_ms == 250);
+    CHECK(fault_spec_string(slow) == "slow:qk_gemm:250");
+    for (const char* bad : {"", "hang", "hang:", "hang:nowhere", "boom:softmax", "slow:softmax", "slow:softmax:0",
+                            "slow:softmax:-5", "slow:softmax:1e3", "slow:softmax:999999", "error:softmax:1"}) {
+      CAPTURE(bad);
+      CHECK_THROWS_AS(parse_fault_spec(bad), InputError);
+    }
+  }
+
+  TEST_CASE("the stage log of a full call contains the design document's expected pattern, in order") {
+    SdpaProblem p;
+    p.mask = MaskKind::causal;
+    char* buffer = nullptr;
+    size_t size = 0;
+    std::FILE* mem = open_memstream(&buffer, &size);
+    {
+      StageLogger logger(p, 0x1234, mem);
+      for (int i = 0; i < kStageCount; ++i) {
+        const Stage s = static_cast<Stage>(i);
+        if (!stage_runs(i, p)) continue;
+        logger.stage_begin(s, s == Stage::qk_gemm ? "M=128 N=128 K=64" : s == Stage::pv_gemm ? "M=128 N=64 K=128" : "");
+        logger.stage_end(s, "");
+      }
+    }
+    std::fclose(mem);
+    const std::string log(buffer, size);
+    std::free(buffer);
+    // Section 3, "Expected Log Pattern (Normal Operation)", tag by tag.
+    const char* pattern[] = {"[SDPA_ENTRY] Q shape=[2, 8, 128, 64] K=[2, 8, 128, 64] V=[2, 8, 128, 64] device=cuda:0 "
+                             "dtype=bfloat16 is_causal=true",
+                             "[CUDA_EVENT] sdpa_entry @ ",
+                             "[SDPA_ENTRY] Post-sync complete",
+                             "[BACKEND_SELECT] Chosen backend: MATH",
+                             "[MATH_SDPA_START] About to compute QK^T",
+                             "[CUDA_EVENT] math_qk_start @ ",
+                             "[MATH_QK] Q strides=[65536, 8192, 64, 1] K strides=[65536, 8192, 64, 1] Q contiguous=true "
+                             "K contiguous=true",
+                             "[CUBLAS_GEMM_START] M=128 N=128 K=64",
+                             "[CUBLAS_GEMM_DONE]",
+                             "[MATH_QK_DONE] scores shape=[2, 8, 128, 128]",
+                             "[MATH_MASK]",
+                             "[MATH_MASK_DONE]",
+                             "[MATH_SOFTMAX_START] Input shape=[2, 8, 128, 128]",
+                             "[MATH_SOFTMAX_DONE] Output shape=[2, 8, 128, 128]",
+                             "[MATH_FINAL_BMM_START]",
+                             "[CUBLAS_GEMM_START] M=128 N=64 K=128",
+                             "[CUBLAS_GEMM_DONE]",
+                             "[MATH_FINAL_BMM_DONE] output shape=[2, 8, 128, 64]",
+                             "[STREAM_SYNC] stream=0x1234 device=0",
+                             "[STREAM_SYNC_DONE] result=success duration_ms=",
+                             "[CUDA_EVENT] math_sdpa_complete @ "};
+    size_t at = 0;
+    for (const char* tag : pattern) {
+      CAPTURE(tag);
+      const size_t found = log.find(std::string("\n") + tag, at == 0 ? 0 : at - 1);
+      const bool first_line = at == 0 && log.rfind(tag, 0) == 0;
+      REQUIRE((first_line || found != std::string::npos));
+      at = (first_line ? 0 : found + 1) + std::strlen(tag);
+    }
+    // Every line carries a monotonic timestamp.
+    size_t lines = 0, stamped = 0;
+    for (size_t pos = 0, nl; (nl = log.find('\n', pos)) != std::string::npos; pos = nl + 1) {
+      ++lines;
+      stamped += log.substr(pos, nl - pos).find(" t_us=") != std::string::npos;
+    }
+    CHECK(lines > 20);
+    CHECK(stamped == lines);
+  }
+}
