@@ -33,7 +33,7 @@ FaultInjector::~FaultInjector() { cudaFree(flag_); }
 void FaultInjector::stage_begin(Stage stage, const std::string&) {
   if (spec_.kind == FaultSpec::none || stage != spec_.stage) return;
   if (spec_.kind == FaultSpec::error) {
-    never_launched_kernel<<<1, 4096, 0, stream_>>>();  // > 1024 threads per block: a real launch error
+    never_launched_kernel<<<1, 4096, 0, stream_>>>();  // > 1024 threads per block: rejected at launch
     CUDA_CHECK_LAUNCH();
     return;
   }

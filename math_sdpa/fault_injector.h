@@ -5,8 +5,8 @@
 // The kernel gives up by itself after 120 s (read from the GPU's global timer), so a shared
 // GPU never stays wedged even if the watchdog itself were gone.
 // slow: the same kernel, bounded by MS milliseconds.
-// error: a real CUDA error raised in the stage (a launch with an invalid configuration,
-// cudaErrorInvalidConfiguration), reported like any other CUDA error.
+// error: a real CUDA error raised in the stage (a launch with 4096 threads per block, which the
+// runtime rejects: cudaErrorInvalidValue on CUDA 13), reported like any other CUDA error.
 #pragma once
 
 #include <cuda_runtime.h>

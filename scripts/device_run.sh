@@ -38,10 +38,12 @@ done
 wait $mutant_build
 SDPA_TEST_SEED=1 /tmp/mutant/build/tests/gpu_tests --test-case='*matrix*' >"$out/mutant.txt" 2>&1
 mutant_rc=$?
+exec > >(tee "$out/summary.txt") 2>&1
 echo "== ctest (rc=$ctest_rc)"; grep -E "Test +#|tests passed|tests failed" "$out/ctest.log"
-echo "== mutant (softmax off by 0.1%) gpu_tests rc=$mutant_rc (must be non-zero)"; grep -E "test cases|assertions" "$out/mutant.txt"
+echo "== mutant (softmax off by 0.1%) gpu_tests rc=$mutant_rc (must be non-zero)"; grep -E "test cases|assertions|worst" "$out/mutant.txt"
+grep -E -A3 "ERROR" "$out/ctest.log" | head -30
 echo "== clean --log values run (stderr)"; cat "$out/clean_values_log.txt" | cut -c1-220
 echo "== matrix"; grep -E "input seed|worst rel_error|matrix cases|test cases" "$out/gpu_matrix.txt"
-echo "== watchdog"; grep -E -A14 "^injected" "$out/gpu_watchdog.txt"
+echo "== watchdog"; grep -E -A13 "^injected" "$out/gpu_watchdog.txt"
 for f in default_managed image4608_managed image4608_device; do echo "== $f"; cat "$out/$f.txt"; done
 printf '%s\n' "${results[@]}"

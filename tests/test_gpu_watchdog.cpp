@@ -41,6 +41,7 @@ BinaryRun run_binary(std::vector<std::string> args) {
   args.push_back(json);
   BinaryRun run;
   const int64_t start = monotonic_us();
+  std::fflush(nullptr);  // or the child would write this process's buffered output again
   const pid_t pid = fork();
   if (pid == 0) {
     std::freopen(err.c_str(), "w", stderr);
@@ -105,7 +106,8 @@ TEST_SUITE("gpu") {
       REQUIRE(run.result.is_object());
       CHECK(run.result["outcome"] == "cuda_error");
       CHECK(run.result["error_stage"] == stage);
-      CHECK(run.stderr_text.find("in stage " + stage + ": code=9(cudaErrorInvalidConfiguration)") != std::string::npos);
+      CHECK(run.stderr_text.find("in stage " + stage + ": code=") != std::string::npos);
+      CHECK(run.stderr_text.find("\"kernel launch\"") != std::string::npos);
     }
   }
 
