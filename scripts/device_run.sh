@@ -47,3 +47,5 @@ echo "== matrix"; grep -E "input seed|worst rel_error|matrix cases|test cases" "
 echo "== watchdog"; grep -E -A13 "^injected" "$out/gpu_watchdog.txt"
 for f in default_managed image4608_managed image4608_device; do echo "== $f"; cat "$out/$f.txt"; done
 printf '%s\n' "${results[@]}"
+# Only a few files come back from the device machine: pack the logs into one archive.
+tar -C "$out" -czf /tmp/logs.tar.gz --exclude=logs.tar.gz . && mv /tmp/logs.tar.gz "$out/logs.tar.gz"
