@@ -1,15 +1,22 @@
 // allocator.h: the one interface through which the path allocates every tensor.
 //
 // The hang under study lives in unified memory, so where memory comes from is a first-class
-// setting: `managed` (cudaMallocManaged, the default) and `device` (cudaMalloc, what PyTorch's
-// caching allocator really uses). Scenario 4's fix swaps in a stream-ordered pool here.
+// setting (--alloc):
+//   managed  cudaMallocManaged, the default: the unified memory the harness is about
+//   device   cudaMalloc, what PyTorch's caching allocator really uses
+//   async    cudaMallocFromPoolAsync from a stream-ordered pool of our own (fix 4)
+//   host     cudaHostAlloc, pinned and mapped: host memory the GPU reads over the bus
+//   system   plain host memory (aligned_alloc) used by the GPU directly, where the device reports
+//            pageableMemoryAccess (DGX Spark does); elsewhere the run is waived (exit 6)
 //
-// Managed memory can be oversubscribed, and oversubscribing it can hang a shared GPU for every
-// user; so before any managed allocation the allocator checks the request, together with what
-// it has already handed out, against 90% of the memory that was free when it was created, and
-// refuses (RefusedError, exit 8) unless the user passed --allow-oversubscription. On an
-// integrated GPU (DGX Spark) cudaMemGetInfo does not see memory the OS could reclaim, so the
-// host's MemAvailable is the measure there.
+// Managed, host and system memory can be oversubscribed, and oversubscribing unified memory can
+// hang a shared GPU for every user; so before each such allocation the allocator checks the
+// request, with what it already handed out, against 90% of the memory that was free when it
+// was created (cudaMemGetInfo's free memory for managed memory on a discrete GPU; the host's
+// MemAvailable on an integrated GPU such as GB10, where cudaMemGetInfo does not see memory the
+// OS could reclaim, and for host and system memory), and refuses (RefusedError, exit 8) unless
+// the user passed --allow-oversubscription. device and async memory cannot oversubscribe: an
+// oversized request fails in cudaMalloc with a CUDA error.
 //
 // The interface is host-only (no CUDA types), so the CLI and printers can name allocation kinds.
 #pragma once
@@ -23,8 +30,16 @@
 
 namespace sdpa {
 
-enum class AllocKind { managed, device };
-inline const char* alloc_kind_name(AllocKind k) { return k == AllocKind::managed ? "managed" : "device"; }
+enum class AllocKind { managed, device, async, host, system };
+const char* alloc_kind_name(AllocKind k);  // defined with the other setting names (path_settings.cpp)
+
+// Whether the host may read the memory directly (scenario 4's host touches, scenario 2's read).
+inline bool host_accessible(AllocKind k) {
+  return k == AllocKind::managed || k == AllocKind::host || k == AllocKind::system;
+}
+// Whether its pages migrate between host and GPU, so that cudaMemAdvise and cudaMemPrefetchAsync
+// act on it and scenario 2 can move the scores away from the GPU.
+inline bool migratable(AllocKind k) { return k == AllocKind::managed || k == AllocKind::system; }
 
 struct AllocationRecord {
   std::string what;  // tensor name, e.g. "scores"
@@ -41,10 +56,15 @@ class Allocator {
   virtual AllocKind kind() const = 0;
   const std::vector<AllocationRecord>& records() const { return records_; }
   size_t live_allocations() const { return live_; }
+  size_t live_bytes() const { return live_bytes_; }
 
  protected:
-  std::vector<AllocationRecord> records_;
+  void note_allocation(void* p, size_t bytes, const std::string& what);
+  void note_release(void* p);
+  std::vector<AllocationRecord> records_;  // every allocation ever made, for logs and results
+  std::vector<std::pair<void*, size_t>> live_sizes_;
   size_t live_ = 0;
+  size_t live_bytes_ = 0;
 };
 
 struct AllocatorOptions {
@@ -52,11 +72,14 @@ struct AllocatorOptions {
   double guard_fraction = 0.9;  // of the free memory measured at creation
 };
 
+// Throws WaivedError when the device cannot provide `kind` (system memory without
+// pageableMemoryAccess, managed memory without managedMemory, async without memory pools).
 std::unique_ptr<Allocator> make_allocator(AllocKind kind, const AllocatorOptions& options);
 
 // Memory a managed allocation may use: cudaMemGetInfo's free memory on a discrete GPU, the
 // host's MemAvailable on an integrated one.
 size_t managed_memory_available();
+size_t host_memory_available();  // /proc/meminfo's MemAvailable
 
 // An owned allocation from an Allocator; moves, never copies.
 class DeviceBuffer {

@@ -18,6 +18,14 @@ cudaDataType_t cuda_type(DType t) {
 }  // namespace
 
 void run_gemm(cublasHandle_t handle, const GemmCall& g, const void* a, const void* b, void* c) {
+  if (g.pointer_array) {
+    CUDA_CHECK(cublasGemmBatchedEx(handle, op(g.transa), op(g.transb), g.m, g.n, g.k, &g.alpha,
+                                   static_cast<const void* const*>(a), cuda_type(g.ab_type), g.lda,
+                                   static_cast<const void* const*>(b), cuda_type(g.ab_type), g.ldb, &g.beta,
+                                   static_cast<void* const*>(c), cuda_type(g.c_type), g.ldc, g.batch,
+                                   CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    return;
+  }
   if (g.ab_type == DType::fp32) {
     CUDA_CHECK(cublasSgemmStridedBatched(handle, op(g.transa), op(g.transb), g.m, g.n, g.k, &g.alpha,
                                          static_cast<const float*>(a), g.lda, g.stride_a,

@@ -33,6 +33,13 @@ struct RefusedError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// The run asks for something this device cannot express, such as system memory used by the GPU
+// directly on a GPU without pageableMemoryAccess (exit 6, the reason as one line), in the
+// manner of cuda-samples' EXIT_WAIVED.
+struct WaivedError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
 // No CUDA device or driver usable by this process (exit 7).
 struct NoGpuError : std::runtime_error {
   using std::runtime_error::runtime_error;

@@ -23,22 +23,23 @@ __global__ void never_launched_kernel() {}
 
 }  // namespace
 
-FaultInjector::FaultInjector(const FaultSpec& spec, cudaStream_t stream) : spec_(spec), stream_(stream) {
+FaultInjector::FaultInjector(const FaultSpec& spec) : spec_(spec) {
   CUDA_CHECK(cudaMalloc(&flag_, sizeof(int)));
   CUDA_CHECK(cudaMemset(flag_, 0, sizeof(int)));
 }
 
 FaultInjector::~FaultInjector() { cudaFree(flag_); }
 
-void FaultInjector::stage_begin(Stage stage, const std::string&) {
+void FaultInjector::stage_begin(Stage stage, const std::string&, void* stream_handle) {
   if (spec_.kind == FaultSpec::none || stage != spec_.stage) return;
+  const auto stream = static_cast<cudaStream_t>(stream_handle);
   if (spec_.kind == FaultSpec::error) {
-    never_launched_kernel<<<1, 4096, 0, stream_>>>();  // > 1024 threads per block: rejected at launch
+    never_launched_kernel<<<1, 4096, 0, stream>>>();  // > 1024 threads per block: rejected at launch
     CUDA_CHECK_LAUNCH();
     return;
   }
   const double seconds = spec_.kind == FaultSpec::hang ? kInjectedHangBoundSeconds : spec_.slow_ms / 1000.0;
-  spin_kernel<<<1, 1, 0, stream_>>>(flag_, static_cast<unsigned long long>(seconds * 1e9));
+  spin_kernel<<<1, 1, 0, stream>>>(flag_, static_cast<unsigned long long>(seconds * 1e9));
   CUDA_CHECK_LAUNCH();
 }
 

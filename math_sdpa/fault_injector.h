@@ -1,6 +1,6 @@
 // fault_injector.h: the observer that carries out an --inject spec on the GPU.
 //
-// hang: at the start of the stage, a kernel on the path's stream spins on a flag in device
+// hang: at the start of the stage, a kernel on the stage's stream spins on a flag in device
 // memory that nothing sets; everything after it in the stream waits, so the stage never ends.
 // The kernel gives up by itself after 120 s (read from the GPU's global timer), so a shared
 // GPU never stays wedged even if the watchdog itself were gone.
@@ -19,14 +19,13 @@ constexpr double kInjectedHangBoundSeconds = 120.0;
 
 class FaultInjector : public StageObserver {
  public:
-  FaultInjector(const FaultSpec& spec, cudaStream_t stream);
+  explicit FaultInjector(const FaultSpec& spec);
   ~FaultInjector() override;
-  void stage_begin(Stage stage, const std::string& detail) override;
-  void stage_end(Stage, const std::string&) override {}
+  void stage_begin(Stage stage, const std::string& detail, void* stream) override;
+  void stage_end(Stage, const std::string&, void*) override {}
 
  private:
   FaultSpec spec_;
-  cudaStream_t stream_;
   int* flag_ = nullptr;  // device memory, zero, never set
 };
 

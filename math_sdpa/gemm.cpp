@@ -15,17 +15,22 @@ GemmCall strided_call(const char* name, DType type) {
 }
 }  // namespace
 
-GemmCall qk_gemm_call(int64_t batch_heads, int64_t L, int64_t S, int64_t E, DType type) {
+GemmCall qk_gemm_call(int64_t batch_heads, int64_t L, int64_t S, int64_t E, DType type, const KtOperand& kt,
+                      GemmApi api) {
   GemmCall g = strided_call("qk", type);
-  g.transa = 'T';
+  if (api == GemmApi::batched) {
+    g.function = "cublasGemmBatchedEx";
+    g.pointer_array = true;
+  }
+  g.transa = kt.contiguous ? 'N' : 'T';
   g.transb = 'N';
   g.m = static_cast<int>(S);
   g.n = static_cast<int>(L);
   g.k = static_cast<int>(E);
-  g.lda = static_cast<int>(E);
+  g.lda = static_cast<int>(kt.ld);
   g.ldb = static_cast<int>(E);
   g.ldc = static_cast<int>(S);
-  g.stride_a = S * E;
+  g.stride_a = kt.stride;
   g.stride_b = L * E;
   g.stride_c = L * S;
   g.batch = static_cast<int>(batch_heads);
@@ -51,8 +56,13 @@ std::string GemmCall::describe() const {
   std::ostringstream s;
   s << "M=" << rows() << " N=" << cols() << " K=" << k << " batch=" << batch << " fn=" << function
     << " transa=" << transa << " transb=" << transb << " m=" << m << " n=" << n << " k=" << k
-    << " lda=" << lda << " ldb=" << ldb << " ldc=" << ldc << " strideA=" << stride_a
-    << " strideB=" << stride_b << " strideC=" << stride_c << " type=" << dtype_name(ab_type)
+    << " lda=" << lda << " ldb=" << ldb << " ldc=" << ldc;
+  if (pointer_array) {
+    s << " pointer_arrays=true headA=" << stride_a << " headB=" << stride_b << " headC=" << stride_c;
+  } else {
+    s << " strideA=" << stride_a << " strideB=" << stride_b << " strideC=" << stride_c;
+  }
+  s << " type=" << dtype_name(ab_type)
     << " compute=fp32 stream=0x" << std::hex << stream;
   return s.str();
 }

@@ -7,27 +7,35 @@
 //     transa = T (K, read as its stored [E, S] column-major form and transposed: the op flag,
 //     not a copy, exactly as at::bmm does for key.transpose(-2, -1)), transb = N (Q),
 //     m = S, n = L, k = E, lda = E, ldb = E, ldc = S, strides S·E, L·E, L·S.
+//   The same Kᵀ viewed from a [B, S, H, E] buffer (scenario 3): still op T, but lda = H·E and
+//   consecutive heads E elements apart; a strided-batched call can take it only when batch and
+//   head strides fold (B = 1), otherwise PyTorch copies it, and so do we.
+//   A contiguous Kᵀ copy [B·H, E, S] (at::matmul's copy, or fix 3): transa = N, lda = S, stride E·S.
 //   P·V (out [L, E] = P [L, S] · V [S, E]):
 //     transa = N (V), transb = N (P), m = E, n = L, k = S, lda = E, ldb = S, ldc = E.
 // fp32 goes to cublasSgemmStridedBatched; bf16/fp16 to cublasGemmStridedBatchedEx with
-// CUBLAS_COMPUTE_32F (fp32 accumulation), the calls PyTorch's bgemm makes.
+// CUBLAS_COMPUTE_32F (fp32 accumulation), the calls PyTorch's bgemm makes. With --gemm-api
+// batched the Q·Kᵀ GEMM goes to cublasGemmBatchedEx with arrays of per-head pointers (any
+// dtype, CUBLAS_COMPUTE_32F), the call the seed's instrumentation names.
 #pragma once
 
 #include <cstdint>
 #include <string>
 
 #include "dtype.h"
+#include "path_settings.h"
 
 namespace sdpa {
 
 // Exactly what was passed to cuBLAS (kept host-only so logs and reports can show it).
 struct GemmCall {
   std::string name;      // "qk" or "pv"
-  std::string function;  // cublasSgemmStridedBatched / cublasGemmStridedBatchedEx
+  std::string function;  // cublasSgemmStridedBatched / cublasGemmStridedBatchedEx / cublasGemmBatchedEx
+  bool pointer_array = false;  // cublasGemmBatchedEx: a, b, c are device arrays of per-batch pointers
   char transa = 'N', transb = 'N';
   int m = 0, n = 0, k = 0;
   int lda = 0, ldb = 0, ldc = 0;
-  long long stride_a = 0, stride_b = 0, stride_c = 0;
+  long long stride_a = 0, stride_b = 0, stride_c = 0;  // strided calls only
   int batch = 0;
   DType ab_type = DType::fp32, c_type = DType::fp32;
   float alpha = 1.0f, beta = 0.0f;
@@ -38,7 +46,15 @@ struct GemmCall {
   std::string describe() const;  // one line with every parameter
 };
 
-GemmCall qk_gemm_call(int64_t batch_heads, int64_t L, int64_t S, int64_t E, DType type);
+// How Kᵀ reaches cuBLAS as operand A of the Q·Kᵀ GEMM.
+struct KtOperand {
+  bool contiguous = false;  // a contiguous [B·H, E, S] copy (op N), else a view of K (op T)
+  int64_t ld = 0;           // leading dimension: S for the copy, the row stride of K for a view
+  int64_t stride = 0;       // elements between consecutive heads (strided calls)
+};
+
+GemmCall qk_gemm_call(int64_t batch_heads, int64_t L, int64_t S, int64_t E, DType type, const KtOperand& kt,
+                      GemmApi api);
 GemmCall pv_gemm_call(int64_t batch_heads, int64_t L, int64_t S, int64_t E, DType type);
 
 }  // namespace sdpa

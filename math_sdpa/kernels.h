@@ -20,10 +20,31 @@ void launch_convert_scale(const void* src, DType src_type, void* dst, DType dst_
 // Fills n elements with `value` (used to poison outputs with NaN before every run).
 void launch_fill(void* dst, DType type, int64_t n, float value, cudaStream_t stream);
 
-// GQA: dst [B, Hkv*group, S*E] from src [B, Hkv, S*E], each head repeated `group` times in a
-// row, as torch.repeat_interleave(dim=-3) does.
-void launch_repeat_heads(const void* src, void* dst, DType type, int64_t batch, int64_t kv_heads, int64_t group,
-                         int64_t head_elems, cudaStream_t stream);
+// Where element (b, h, s, e) of a [B, H, S, E] tensor lives: b*batch + h*head + s*row + e
+// (elements; E is always contiguous). Contiguous [B, H, S, E] is {H*S*E, S*E, E}; a key viewed
+// from a [B, S, H, E] buffer (scenario 3) is {S*H*E, E, H*E}.
+struct HeadStrides {
+  int64_t batch, head, row;
+};
+inline HeadStrides contiguous_bhse(int64_t heads, int64_t rows, int64_t head_dim) {
+  return {heads * rows * head_dim, rows * head_dim, head_dim};
+}
+
+// GQA: dst, a contiguous [B, Hkv*group, S, E], from src [B, Hkv, S, E] laid out as `src_strides`,
+// each head repeated `group` times in a row, as torch.repeat_interleave(dim=-3) does.
+void launch_repeat_heads(const void* src, HeadStrides src_strides, void* dst, DType type, int64_t batch,
+                         int64_t kv_heads, int64_t group, int64_t rows, int64_t head_dim, cudaStream_t stream);
+
+// K^T made contiguous: dst [B*H, E, S] from src [B, H, S, E] laid out as `src_strides` (the copy
+// at::matmul makes of a K^T view it cannot fold into a batch, and fix 3's copy). Tiled through
+// shared memory so both the reads and the writes are coalesced.
+void launch_transpose_heads(const void* src, HeadStrides src_strides, void* dst, DType type, int64_t batch,
+                            int64_t heads, int64_t rows, int64_t head_dim, cudaStream_t stream);
+
+// Scenario 4: reads one word of every 4 KiB page of [data, data + bytes), so that every page
+// not resident on this GPU faults; the sum goes to *sink so the reads cannot be elided.
+void launch_touch_pages(const void* data, size_t bytes, unsigned long long* sink, cudaStream_t stream);
+constexpr size_t kTouchPageBytes = 4096;
 
 // The additive mask [slices, L, S] in `type`: from a boolean mask (1 = keep -> 0, 0 -> -inf),
 // or, with bool_mask == nullptr, the causal mask (keep s <= l).

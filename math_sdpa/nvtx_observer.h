@@ -10,8 +10,8 @@ namespace sdpa {
 
 class NvtxObserver : public StageObserver {
  public:
-  void stage_begin(Stage stage, const std::string&) override { nvtxRangePushA(stage_name(stage)); }
-  void stage_end(Stage, const std::string&) override { nvtxRangePop(); }
+  void stage_begin(Stage stage, const std::string&, void*) override { nvtxRangePushA(stage_name(stage)); }
+  void stage_end(Stage, const std::string&, void*) override { nvtxRangePop(); }
 };
 
 }  // namespace sdpa

@@ -4,11 +4,10 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <sstream>
 
 #include "cublas_gemm.h"
 #include "cuda_check.h"
-#include "kernels.h"
+#include "errors.h"
 
 namespace sdpa {
 
@@ -16,6 +15,10 @@ namespace {
 // PyTorch sizes its cuBLAS workspace for Hopper and newer at 32 MiB; we pass ours explicitly
 // so that the GEMM never allocates behind the allocator's back.
 constexpr size_t kCublasWorkspaceBytes = 32u << 20;
+
+const char* byte_ptr(const void* base, int64_t elems, DType type) {
+  return static_cast<const char*>(base) + elems * static_cast<int64_t>(dtype_size(type));
+}
 }  // namespace
 
 void* MathSdpa::alloc(DeviceBuffer& buffer, int64_t elems, DType type, const char* what) {
@@ -23,13 +26,26 @@ void* MathSdpa::alloc(DeviceBuffer& buffer, int64_t elems, DType type, const cha
   return buffer.get();
 }
 
-MathSdpa::MathSdpa(const SdpaProblem& problem, Allocator& allocator, cudaStream_t stream)
-    : problem_(problem), allocator_(allocator), stream_(stream) {
+MathSdpa::MathSdpa(const SdpaProblem& problem, const PathSettings& settings, Allocator& allocator)
+    : problem_(problem), settings_(settings), allocator_(allocator) {
   problem_.validate();
+  settings_.alloc = allocator_.kind();
+  CUDA_CHECK(cudaGetDevice(&device_));
+  int concurrent = 0;
+  CUDA_CHECK(cudaDeviceGetAttribute(&concurrent, cudaDevAttrConcurrentManagedAccess, device_));
+  concurrent_managed_access_ = concurrent != 0;
+  check_conditions_expressible();
+
   const SdpaProblem& p = problem_;
   const DType ct = p.compute_dtype();
   const bool upcast = ct != p.dtype;
   const int64_t expanded_kv = p.batch * p.q_heads * p.kv_len * p.head_dim;
+  k_input_strides_ = settings_.k_layout == KLayout::bshe
+                         ? HeadStrides{p.kv_len * p.kv_heads * p.head_dim, p.head_dim, p.kv_heads * p.head_dim}
+                         : contiguous_bhse(p.kv_heads, p.kv_len, p.head_dim);
+  // gqa_expand writes a fresh contiguous K; scale_k keeps its input's layout (as PyTorch's
+  // elementwise kernels keep the layout of a transposed view).
+  k_gemm_strides_ = p.gqa() ? contiguous_bhse(p.q_heads, p.kv_len, p.head_dim) : k_input_strides_;
 
   alloc(query_, p.q_elems(), p.dtype, "query");
   alloc(key_, p.kv_elems(), p.dtype, "key");
@@ -38,8 +54,10 @@ MathSdpa::MathSdpa(const SdpaProblem& problem, Allocator& allocator, cudaStream_
     mask_input_ = DeviceBuffer(allocator_, static_cast<size_t>(p.mask_elems()), "bool_mask");
   }
   if (p.mask == MaskKind::additive) alloc(mask_input_, p.mask_elems(), p.dtype, "attn_mask");
-  if (p.mask == MaskKind::boolean) alloc(additive_mask_, p.mask_elems(), p.dtype, "attn_mask");
-  if (p.mask == MaskKind::causal) alloc(additive_mask_, p.q_len * p.kv_len, p.dtype, "causal_mask");
+  if (runs(Stage::mask_prepare) && p.mask == MaskKind::boolean) alloc(additive_mask_, p.mask_elems(), p.dtype, "attn_mask");
+  if (runs(Stage::mask_prepare) && p.mask == MaskKind::causal) {
+    alloc(additive_mask_, p.q_len * p.kv_len, p.dtype, "causal_mask");
+  }
   if (upcast) {
     alloc(query_acc_, p.q_elems(), ct, "query_acc");
     alloc(key_acc_, p.kv_elems(), ct, "key_acc");
@@ -50,35 +68,81 @@ MathSdpa::MathSdpa(const SdpaProblem& problem, Allocator& allocator, cudaStream_
     alloc(value_expanded_, expanded_kv, ct, "value_expanded");
   }
   alloc(query_scaled_, p.q_elems(), ct, "query_scaled");
-  alloc(key_scaled_, expanded_kv, ct, "key_scaled");
+  alloc(key_scaled_, p.gqa() ? expanded_kv : p.kv_elems(), ct, "key_scaled");
+  if (runs(Stage::kt_contiguous)) alloc(key_transposed_, expanded_kv, ct, "key_transposed");
   alloc(scores_, p.score_elems(), ct, "scores");
-  alloc(probs_, p.score_elems(), ct, "attn");
-  alloc(out_acc_, p.out_elems(), ct, "out_acc");
-  if (upcast) alloc(output_, p.out_elems(), p.dtype, "output");
+  if (runs(Stage::softmax)) alloc(probs_, p.score_elems(), ct, "attn");
+  if (runs(Stage::pv_gemm)) alloc(out_acc_, p.out_elems(), ct, "out_acc");
+  if (runs(Stage::cast_output)) alloc(output_, p.out_elems(), p.dtype, "output");
+  if (settings_.qk_gemm_api == GemmApi::batched) {
+    qk_pointers_ = DeviceBuffer(allocator_, 3 * static_cast<size_t>(p.batch * p.q_heads) * sizeof(void*), "qk_pointer_arrays");
+  }
   cublas_workspace_ = DeviceBuffer(allocator_, kCublasWorkspaceBytes, "cublas_workspace");
   value_stats_ = DeviceBuffer(allocator_, sizeof(TensorStats), "value_stats");
+  if (settings_.entry_touch_streams > 0) {
+    touch_sink_ = DeviceBuffer(allocator_, static_cast<size_t>(settings_.entry_touch_streams) * sizeof(unsigned long long),
+                               "touch_sink");
+  }
 
+  create_streams();
   CUDA_CHECK(cublasCreate(&cublas_));
-  // cublasSetStream resets the workspace to cuBLAS's own pool, so the workspace is set after it.
-  CUDA_CHECK(cublasSetStream(cublas_, stream_));
-  CUDA_CHECK(cublasSetWorkspace(cublas_, cublas_workspace_.get(), kCublasWorkspaceBytes));
+  bind_cublas(stream_);
   // Default math: no TF32 for fp32 (PyTorch's allow_tf32 is False for matmul by default).
   CUDA_CHECK(cublasSetMathMode(cublas_, CUBLAS_DEFAULT_MATH));
 
   const int64_t bh = p.batch * p.q_heads;
-  gemm_calls_.push_back(qk_gemm_call(bh, p.q_len, p.kv_len, p.head_dim, ct));
+  KtOperand kt;
+  if (runs(Stage::kt_contiguous)) {
+    kt = {true, p.kv_len, p.kv_len * p.head_dim};
+  } else {
+    kt = {false, k_gemm_strides_.row, k_gemm_strides_.head};
+  }
+  gemm_calls_.push_back(qk_gemm_call(bh, p.q_len, p.kv_len, p.head_dim, ct, kt, settings_.qk_gemm_api));
   gemm_calls_.push_back(pv_gemm_call(bh, p.q_len, p.kv_len, p.head_dim, ct));
-  for (auto& g : gemm_calls_) g.stream = reinterpret_cast<uintptr_t>(stream_);
+  gemm_calls_[0].stream = reinterpret_cast<uintptr_t>(qk_stream_);
+  gemm_calls_[1].stream = reinterpret_cast<uintptr_t>(stream_);
+  if (settings_.qk_gemm_api == GemmApi::batched) {
+    if (kt.contiguous) {
+      build_qk_pointer_arrays(key_transposed_.get(), contiguous_bhse(p.q_heads, p.head_dim, p.kv_len));
+    } else {
+      build_qk_pointer_arrays(key_scaled_.get(), k_gemm_strides_);
+    }
+  }
+  apply_memory_advice();
 }
 
 MathSdpa::~MathSdpa() {
   if (cublas_) cublasDestroy(cublas_);
+  destroy_streams();
 }
 
 size_t MathSdpa::workspace_bytes() const {
   size_t total = 0;
   for (const auto& r : allocator_.records()) total += r.bytes;
   return total;
+}
+
+void MathSdpa::bind_cublas(cudaStream_t stream) {
+  if (cublas_stream_ == stream && cublas_stream_ != nullptr) return;
+  CUDA_CHECK(cublasSetStream(cublas_, stream));
+  // cublasSetStream resets the workspace to cuBLAS's own pool, so the workspace is set after it.
+  CUDA_CHECK(cublasSetWorkspace(cublas_, cublas_workspace_.get(), kCublasWorkspaceBytes));
+  cublas_stream_ = stream;
+}
+
+// Per (b, h): A = that head's Kᵀ (a view of K, or the contiguous copy), B = its Q, C = its scores.
+void MathSdpa::build_qk_pointer_arrays(const void* kt_base, const HeadStrides& kt) {
+  const SdpaProblem& p = problem_;
+  const DType ct = p.compute_dtype();
+  const int64_t bh = p.batch * p.q_heads;
+  std::vector<const void*> ptrs(static_cast<size_t>(3 * bh));
+  for (int64_t i = 0; i < bh; ++i) {
+    const int64_t b = i / p.q_heads, h = i % p.q_heads;
+    ptrs[static_cast<size_t>(i)] = byte_ptr(kt_base, b * kt.batch + h * kt.head, ct);
+    ptrs[static_cast<size_t>(bh + i)] = byte_ptr(query_scaled_.get(), i * p.q_len * p.head_dim, ct);
+    ptrs[static_cast<size_t>(2 * bh + i)] = byte_ptr(scores_.get(), i * p.q_len * p.kv_len, ct);
+  }
+  CUDA_CHECK(cudaMemcpy(qk_pointers_.get(), ptrs.data(), ptrs.size() * sizeof(void*), cudaMemcpyDefault));
 }
 
 void MathSdpa::upload(const HostInputs& in) {
@@ -93,60 +157,94 @@ void MathSdpa::upload(const HostInputs& in) {
         std::memcpy(&bytes[i * 2], &h, 2);
       }
     }
-    CUDA_CHECK(cudaMemcpyAsync(dst.get(), bytes.data(), bytes.size(), cudaMemcpyHostToDevice, stream_));
+    // cudaMemcpyDefault: the destination may be device, managed, pinned or plain host memory.
+    CUDA_CHECK(cudaMemcpyAsync(dst.get(), bytes.data(), bytes.size(), cudaMemcpyDefault, stream_));
     CUDA_CHECK(cudaStreamSynchronize(stream_));  // `bytes` dies at the end of this lambda
   };
   set_current_stage("upload");
   upload_tensor(in.q, query_);
-  upload_tensor(in.k, key_);
+  if (settings_.k_layout == KLayout::bshe) {
+    // Scenario 3: K as a [B, S, Hkv, E] buffer (what a Linear projection followed by
+    // .view(B, S, H, E).transpose(1, 2) leaves behind); the logical tensor is unchanged.
+    std::vector<float> bshe(in.k.size());
+    for (int64_t b = 0; b < p.batch; ++b)
+      for (int64_t h = 0; h < p.kv_heads; ++h)
+        for (int64_t s = 0; s < p.kv_len; ++s)
+          std::memcpy(&bshe[static_cast<size_t>(b * k_input_strides_.batch + h * k_input_strides_.head + s * k_input_strides_.row)],
+                      &in.k[static_cast<size_t>(((b * p.kv_heads + h) * p.kv_len + s) * p.head_dim)],
+                      static_cast<size_t>(p.head_dim) * sizeof(float));
+    upload_tensor(bshe, key_);
+  } else {
+    upload_tensor(in.k, key_);
+  }
   upload_tensor(in.v, value_);
   if (p.mask == MaskKind::boolean) {
-    CUDA_CHECK(cudaMemcpyAsync(mask_input_.get(), in.bool_mask.data(), in.bool_mask.size(), cudaMemcpyHostToDevice,
-                               stream_));
+    CUDA_CHECK(cudaMemcpyAsync(mask_input_.get(), in.bool_mask.data(), in.bool_mask.size(), cudaMemcpyDefault, stream_));
     CUDA_CHECK(cudaStreamSynchronize(stream_));
   }
   if (p.mask == MaskKind::additive) upload_tensor(in.additive_mask, mask_input_);
   set_current_stage("setup");
 }
 
-void MathSdpa::poison_output() {
-  const SdpaProblem& p = problem_;
-  const float nan = std::nanf("");
-  launch_fill(out_acc_.get(), p.compute_dtype(), p.out_elems(), nan, stream_);
-  if (output_) launch_fill(output_.get(), p.dtype, p.out_elems(), nan, stream_);
+const DeviceBuffer& MathSdpa::result_buffer() const {
+  const std::string tensor = result_tensor_name(settings_);
+  if (tensor == "scores") return scores_;
+  if (tensor == "probs") return probs_;
+  return output_ ? output_ : out_acc_;
+}
+
+DType MathSdpa::result_dtype() const {
+  return &result_buffer() == &output_ ? problem_.dtype : problem_.compute_dtype();
+}
+
+int64_t MathSdpa::result_elems() const {
+  return std::string(result_tensor_name(settings_)) == "output" ? problem_.out_elems() : problem_.score_elems();
+}
+
+void MathSdpa::poison_result() {
+  launch_fill(result_buffer().get(), result_dtype(), result_elems(), std::nanf(""), stream_);
   CUDA_CHECK(cudaStreamSynchronize(stream_));
 }
 
-std::vector<float> MathSdpa::download_output() {
-  const SdpaProblem& p = problem_;
-  const DeviceBuffer& src = output_ ? output_ : out_acc_;
-  std::vector<uint8_t> bytes(src.bytes());
-  CUDA_CHECK(cudaMemcpyAsync(bytes.data(), src.get(), bytes.size(), cudaMemcpyDeviceToHost, stream_));
+std::vector<float> MathSdpa::download_result() {
+  const DeviceBuffer& src = result_buffer();
+  const DType type = result_dtype();
+  std::vector<uint8_t> bytes(static_cast<size_t>(result_elems()) * dtype_size(type));
+  CUDA_CHECK(cudaMemcpyAsync(bytes.data(), src.get(), bytes.size(), cudaMemcpyDefault, stream_));
   CUDA_CHECK(cudaStreamSynchronize(stream_));
-  std::vector<float> out(static_cast<size_t>(p.out_elems()));
+  std::vector<float> out(static_cast<size_t>(result_elems()));
   for (size_t i = 0; i < out.size(); ++i) {
-    if (p.dtype == DType::fp32) {
+    if (type == DType::fp32) {
       std::memcpy(&out[i], &bytes[i * 4], 4);
     } else {
       uint16_t h;
       std::memcpy(&h, &bytes[i * 2], 2);
-      out[i] = p.dtype == DType::bf16 ? bf16_bits_to_float(h) : fp16_bits_to_float(h);
+      out[i] = type == DType::bf16 ? bf16_bits_to_float(h) : fp16_bits_to_float(h);
     }
   }
   return out;
 }
 
-void MathSdpa::stage(Stage s, const std::string& detail, const std::function<void()>& body) {
+void MathSdpa::note(Stage s, const std::string& text) {
+  for (auto* o : observers_) o->stage_note(s, text);
+}
+
+void MathSdpa::stage(Stage s, const std::string& detail, const std::function<void()>& body, cudaStream_t on) {
+  cudaStream_t stream = on ? on : stream_;
   set_current_stage(stage_name(s));
-  for (auto* o : observers_) o->stage_begin(s, detail);
+  for (auto* o : observers_) o->stage_begin(s, detail, stream);
+  HookContext ctx{s, stream, stream_, device_, scores_.get(), scores_.bytes(), allocator_.kind(),
+                  [this, s](const std::string& text) { note(s, text); }};
+  for (auto* h : hooks_) h->before_stage(ctx);
   body();
+  for (auto* h : hooks_) h->after_stage(ctx);
   // As the seed's instrumentation does: wait for the stage to finish, so its _DONE line and
   // its end time mean "finished on the GPU".
   if (is_gpu_stage(s) && (instrumentation_.sync_each_stage || instrumentation_.collect_values)) {
     CUDA_CHECK(cudaDeviceSynchronize());
   }
   const std::string summary = instrumentation_.collect_values ? value_summary(s) : std::string();
-  for (auto* o : observers_) o->stage_end(s, summary);
+  for (auto* o : observers_) o->stage_end(s, summary, stream);
   set_current_stage("setup");
 }
 
@@ -161,7 +259,7 @@ std::string MathSdpa::value_summary(Stage s) {
   auto* stats = static_cast<TensorStats*>(value_stats_.get());
   launch_tensor_stats(data, p.compute_dtype(), n, stats, stream_);
   TensorStats host{};
-  CUDA_CHECK(cudaMemcpyAsync(&host, stats, sizeof host, cudaMemcpyDeviceToHost, stream_));
+  CUDA_CHECK(cudaMemcpyAsync(&host, stats, sizeof host, cudaMemcpyDefault, stream_));
   CUDA_CHECK(cudaStreamSynchronize(stream_));
   char buf[256];
   std::snprintf(buf, sizeof buf, "min=%.6g max=%.6g isnan=%s isinf=%s sum=%.6g rows=%lld", host.min, host.max,
@@ -173,20 +271,24 @@ std::string MathSdpa::value_summary(Stage s) {
 void MathSdpa::run() {
   const SdpaProblem& p = problem_;
   const DType ct = p.compute_dtype();
-  const bool upcast = ct != p.dtype;
   const int64_t group = p.q_heads / p.kv_heads;
-  const int64_t expanded_kv = p.batch * p.q_heads * p.kv_len * p.head_dim;
   // Q and K are each scaled by sqrt(scale), as PyTorch does for numerical stability; a negative
   // scale puts its sign on Q.
   const double scale = p.softmax_scale();
   const float q_factor = static_cast<float>(std::copysign(std::sqrt(std::fabs(scale)), scale));
   const float k_factor = static_cast<float>(std::sqrt(std::fabs(scale)));
 
-  stage(Stage::entry_sync, p.shape_string(), [&] { CUDA_CHECK(cudaDeviceSynchronize()); });
+  stage(Stage::entry_sync, p.shape_string(), [&] {
+    if (settings_.entry_touch_streams > 0) {
+      enter_with_page_fault_storm();
+    } else {
+      CUDA_CHECK(cudaDeviceSynchronize());
+    }
+  });
 
   const void* mask = nullptr;  // the additive mask, in dtype
   if (p.mask == MaskKind::additive) mask = mask_input_.get();
-  if (p.mask == MaskKind::boolean || p.mask == MaskKind::causal) {
+  if (runs(Stage::mask_prepare)) {
     stage(Stage::mask_prepare, mask_kind_name(p.mask), [&] {
       const bool causal = p.mask == MaskKind::causal;
       launch_build_additive_mask(causal ? nullptr : static_cast<const uint8_t*>(mask_input_.get()),
@@ -199,10 +301,10 @@ void MathSdpa::run() {
   const void* q = query_.get();
   const void* k = key_.get();
   const void* v = value_.get();
-  if (upcast) {
+  if (runs(Stage::upcast)) {
     stage(Stage::upcast, std::string(dtype_name(p.dtype)) + "->fp32", [&] {
       launch_convert_scale(query_.get(), p.dtype, query_acc_.get(), ct, p.q_elems(), 1.0f, stream_);
-      launch_convert_scale(key_.get(), p.dtype, key_acc_.get(), ct, p.kv_elems(), 1.0f, stream_);
+      launch_convert_scale(key_.get(), p.dtype, key_acc_.get(), ct, p.kv_elems(), 1.0f, stream_);  // keeps K's layout
       launch_convert_scale(value_.get(), p.dtype, value_acc_.get(), ct, p.kv_elems(), 1.0f, stream_);
     });
     q = query_acc_.get();
@@ -214,23 +316,52 @@ void MathSdpa::run() {
     launch_convert_scale(q, ct, query_scaled_.get(), ct, p.q_elems(), q_factor, stream_);
   });
 
-  if (p.gqa()) {
+  if (runs(Stage::gqa_expand)) {
     stage(Stage::gqa_expand, "group=" + std::to_string(group), [&] {
-      launch_repeat_heads(k, key_expanded_.get(), ct, p.batch, p.kv_heads, group, p.kv_len * p.head_dim, stream_);
-      launch_repeat_heads(v, value_expanded_.get(), ct, p.batch, p.kv_heads, group, p.kv_len * p.head_dim, stream_);
+      launch_repeat_heads(k, k_input_strides_, key_expanded_.get(), ct, p.batch, p.kv_heads, group, p.kv_len,
+                          p.head_dim, stream_);
+      if (runs(Stage::pv_gemm)) {
+        launch_repeat_heads(v, contiguous_bhse(p.kv_heads, p.kv_len, p.head_dim), value_expanded_.get(), ct, p.batch,
+                            p.kv_heads, group, p.kv_len, p.head_dim, stream_);
+      }
     });
     k = key_expanded_.get();
     v = value_expanded_.get();
   }
 
+  const int64_t k_elems = p.gqa() ? p.batch * p.q_heads * p.kv_len * p.head_dim : p.kv_elems();
   stage(Stage::scale_k, "factor=" + std::to_string(k_factor) + " transposed_view=true", [&] {
-    launch_convert_scale(k, ct, key_scaled_.get(), ct, expanded_kv, k_factor, stream_);
+    launch_convert_scale(k, ct, key_scaled_.get(), ct, k_elems, k_factor, stream_);  // keeps K's layout
   });
 
-  const GemmCall& qk = gemm_calls_[0];
-  stage(Stage::qk_gemm, qk.describe(), [&] { run_gemm(cublas_, qk, key_scaled_.get(), query_scaled_.get(), scores_.get()); });
+  const void* kt = key_scaled_.get();
+  if (runs(Stage::kt_contiguous)) {
+    const char* reason = settings_.kt_contiguous ? "fix_3" : "reshape_copy (at::matmul cannot fold this K^T view into a batch)";
+    stage(Stage::kt_contiguous, std::string("reason=") + reason, [&] {
+      launch_transpose_heads(key_scaled_.get(), k_gemm_strides_, key_transposed_.get(), ct, p.batch, p.q_heads,
+                             p.kv_len, p.head_dim, stream_);
+    });
+    kt = key_transposed_.get();
+  }
 
-  if (mask) {
+  const GemmCall& qk = gemm_calls_[0];
+  order_gemm_after_producers();
+  stage(
+      Stage::qk_gemm, qk.describe(),
+      [&] {
+        bind_cublas(qk_stream_);
+        if (qk.pointer_array) {
+          char* arrays = static_cast<char*>(qk_pointers_.get());  // A, B, C pointer arrays, back to back
+          const size_t array_bytes = static_cast<size_t>(p.batch * p.q_heads) * sizeof(void*);
+          run_gemm(cublas_, qk, arrays, arrays + array_bytes, arrays + 2 * array_bytes);
+        } else {
+          run_gemm(cublas_, qk, kt, query_scaled_.get(), scores_.get());
+        }
+      },
+      qk_stream_);
+  order_path_after_gemm();
+
+  if (runs(Stage::mask_add) && mask) {
     stage(Stage::mask_add, mask_kind_name(p.mask), [&] {
       const bool causal = p.mask == MaskKind::causal;
       launch_add_mask(scores_.get(), ct, mask, p.dtype, p.batch, p.q_heads, p.q_len, p.kv_len,
@@ -238,25 +369,38 @@ void MathSdpa::run() {
     });
   }
 
-  stage(Stage::softmax, "rows=" + std::to_string(p.batch * p.q_heads * p.q_len) + " cols=" + std::to_string(p.kv_len),
-        [&] { launch_safe_softmax(scores_.get(), probs_.get(), ct, p.batch * p.q_heads * p.q_len, p.kv_len, stream_); });
+  if (runs(Stage::scores_to_host)) {
+    stage(Stage::scores_to_host, std::string("mode=") + scores_to_host_name(settings_.scores_to_host),
+          [&] { move_scores_to_host(); });
+  }
 
-  if (p.dropout_p > 0) {
+  if (runs(Stage::softmax)) {
+    stage(Stage::softmax, "rows=" + std::to_string(p.batch * p.q_heads * p.q_len) + " cols=" + std::to_string(p.kv_len),
+          [&] { launch_safe_softmax(scores_.get(), probs_.get(), ct, p.batch * p.q_heads * p.q_len, p.kv_len, stream_); });
+    release_scores_advice();
+  }
+
+  if (runs(Stage::dropout)) {
     stage(Stage::dropout, "p=" + std::to_string(p.dropout_p), [&] {
       launch_dropout(probs_.get(), ct, p.score_elems(), p.seed, p.dropout_offset, p.keep_prob(), stream_);
     });
   }
 
-  const GemmCall& pv = gemm_calls_[1];
-  stage(Stage::pv_gemm, pv.describe(), [&] { run_gemm(cublas_, pv, v, probs_.get(), out_acc_.get()); });
+  if (runs(Stage::pv_gemm)) {
+    const GemmCall& pv = gemm_calls_[1];
+    stage(Stage::pv_gemm, pv.describe(), [&] {
+      bind_cublas(stream_);
+      run_gemm(cublas_, pv, v, probs_.get(), out_acc_.get());
+    });
+  }
 
-  if (upcast) {
+  if (runs(Stage::cast_output)) {
     stage(Stage::cast_output, std::string("fp32->") + dtype_name(p.dtype), [&] {
       launch_convert_scale(out_acc_.get(), ct, output_.get(), p.dtype, p.out_elems(), 1.0f, stream_);
     });
   }
 
-  stage(Stage::stream_sync, "", [&] { CUDA_CHECK(cudaStreamSynchronize(stream_)); });
+  stage(Stage::stream_sync, "", [&] { synchronize_all_streams(); });
 }
 
 }  // namespace sdpa

@@ -1,19 +1,25 @@
 // pipeline.h: MathSdpa, the Math SDPA path strung together stage by stage.
 //
-// One object owns the workspace of one problem (every tensor through the Allocator), a stream
-// and a cuBLAS handle bound to it, and runs calls of the path on them. Each stage runs inside
-// `stage()`, which tells the observers (stage times, logs, the watchdog's pipe) where the path
-// is; a hang is always attributable to exactly one stage.
+// One object owns the workspace of one problem (every tensor through the Allocator), its
+// streams and a cuBLAS handle, and runs calls of the path on them as its PathSettings say.
+// Each stage runs inside `stage()`, which tells the observers (stage times, logs, the watchdog's
+// pipe) where the path is and lets the hooks (the fixes) act; a hang is always attributable to
+// exactly one stage. The conditions the scenarios set up (the cross-stream GEMM, the scores
+// moved to the host, the entry page-fault storm, memory advice) live in conditions.cpp.
 #pragma once
 
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "allocator.h"
 #include "gemm.h"
+#include "kernels.h"
+#include "path_hook.h"
+#include "path_settings.h"
 #include "problem.h"
 #include "stage.h"
 
@@ -27,49 +33,92 @@ struct PathInstrumentation {
 
 class MathSdpa {
  public:
-  // Allocates the whole workspace up front (no allocation happens inside a call).
-  MathSdpa(const SdpaProblem& problem, Allocator& allocator, cudaStream_t stream);
+  // Allocates the whole workspace up front (no allocation happens inside a call). Throws
+  // WaivedError when the settings ask for what this device or allocator cannot express.
+  MathSdpa(const SdpaProblem& problem, const PathSettings& settings, Allocator& allocator);
   ~MathSdpa();
   MathSdpa(const MathSdpa&) = delete;
   MathSdpa& operator=(const MathSdpa&) = delete;
 
   void upload(const HostInputs& inputs);
-  void poison_output();  // fills the output with NaN, so a stage that silently does nothing fails
-  void run();            // one SDPA call, synchronised at entry and at the end
-  std::vector<float> download_output();  // [B, Hq, L, E] as float
+  // Fills the call's result tensor (result_tensor_name) with NaN, so a stage that silently does
+  // nothing fails.
+  void poison_result();
+  void run();                            // one SDPA call, synchronised at entry and at the end
+  std::vector<float> download_result();  // the result tensor as float (scores, probs or output)
 
   void add_observer(StageObserver* observer) { observers_.push_back(observer); }
+  void add_hook(PathHook* hook) { hooks_.push_back(hook); }
   void set_instrumentation(const PathInstrumentation& instrumentation) { instrumentation_ = instrumentation; }
   const std::vector<GemmCall>& gemm_calls() const { return gemm_calls_; }
   const SdpaProblem& problem() const { return problem_; }
+  const PathSettings& settings() const { return settings_; }
   cudaStream_t stream() const { return stream_; }
+  // What the constructor did beyond allocating (memory advice), for the stage log.
+  const std::vector<std::string>& setup_notes() const { return setup_notes_; }
   size_t workspace_bytes() const;
 
  private:
-  void stage(Stage s, const std::string& detail, const std::function<void()>& body);
+  void stage(Stage s, const std::string& detail, const std::function<void()>& body, cudaStream_t on = nullptr);
+  bool runs(Stage s) const { return stage_runs(s, problem_, settings_); }
+  void note(Stage s, const std::string& text);
   std::string value_summary(Stage s);
   void* alloc(DeviceBuffer& buffer, int64_t elems, DType type, const char* what);
+  void bind_cublas(cudaStream_t stream);
+  void build_qk_pointer_arrays(const void* kt_base, const HeadStrides& kt_strides);
+  const DeviceBuffer& result_buffer() const;
+  DType result_dtype() const;
+  int64_t result_elems() const;
+
+  // conditions.cpp: what the scenarios set up.
+  void create_streams();
+  void destroy_streams();
+  void check_conditions_expressible() const;
+  void apply_memory_advice();
+  void enter_with_page_fault_storm();         // scenario 4, the entry synchronisation
+  void move_scores_to_host();                 // scenario 2, before softmax
+  void release_scores_advice();
+  void order_gemm_after_producers();          // scenario 1: GEMM stream waits for the path's stream
+  void order_path_after_gemm();               // ...and the path's stream for the GEMM
+  void synchronize_all_streams();
+  std::vector<std::pair<void*, size_t>> all_buffers() const;
 
   SdpaProblem problem_;
+  PathSettings settings_;
   Allocator& allocator_;
-  cudaStream_t stream_;
+  int device_ = 0;
+  bool concurrent_managed_access_ = false;
+  cudaStream_t stream_ = nullptr;         // the path's own stream
+  bool owns_stream_ = false;
+  cudaStream_t qk_stream_ = nullptr;      // where the Q·Kᵀ GEMM runs (stream_ unless scenario 1)
+  bool owns_qk_stream_ = false;
+  std::vector<cudaStream_t> touch_streams_;  // scenario 4
+  cudaEvent_t producers_done_ = nullptr, gemm_done_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
+  cudaStream_t cublas_stream_ = nullptr;
   std::vector<StageObserver*> observers_;
+  std::vector<PathHook*> hooks_;
   std::vector<GemmCall> gemm_calls_;
   PathInstrumentation instrumentation_;
+  std::vector<std::string> setup_notes_;
+  HeadStrides k_input_strides_{};  // layout of key_ (and key_acc_): bhse, or bshe for scenario 3
+  HeadStrides k_gemm_strides_{};   // layout of key_scaled_, the K whose transpose the GEMM reads
 
   // Workspace. Names follow the tensors of PyTorch's math path.
   DeviceBuffer cublas_workspace_;
-  DeviceBuffer query_, key_, value_;       // inputs, dtype
+  DeviceBuffer query_, key_, value_;       // inputs, dtype (key_ laid out as k_input_strides_)
   DeviceBuffer mask_input_;                // bool bytes or additive mask in dtype, [B|1, H|1, L, S]
   DeviceBuffer additive_mask_;             // built from bool / causal each call
   DeviceBuffer query_acc_, key_acc_, value_acc_;  // fp32 copies (upcast of fp16/bf16 only)
   DeviceBuffer key_expanded_, value_expanded_;    // GQA only
   DeviceBuffer query_scaled_, key_scaled_;
+  DeviceBuffer key_transposed_;            // contiguous Kᵀ [B·H, E, S] (kt_contiguous only)
+  DeviceBuffer qk_pointers_;               // A, B, C pointer arrays (--gemm-api batched only)
   DeviceBuffer scores_, probs_;
   DeviceBuffer out_acc_;                   // P·V in the compute dtype
   DeviceBuffer output_;                    // cast back to dtype (upcast of fp16/bf16 only)
   DeviceBuffer value_stats_;               // TensorStats for --log values
+  DeviceBuffer touch_sink_;                // scenario 4's touch kernels write their sums here
 };
 
 }  // namespace sdpa

@@ -7,7 +7,6 @@
 #include <sstream>
 
 #include "errors.h"
-#include "stage.h"
 
 namespace sdpa {
 
@@ -32,18 +31,6 @@ std::string SdpaProblem::shape_string() const {
   s << "B=" << batch << " Hq=" << q_heads << " Hkv=" << kv_heads << " L=" << q_len
     << " S=" << kv_len << " E=" << head_dim;
   return s.str();
-}
-
-bool stage_runs(int stage_index, const SdpaProblem& p) {
-  switch (static_cast<Stage>(stage_index)) {
-    case Stage::mask_prepare: return p.mask == MaskKind::boolean || p.mask == MaskKind::causal;
-    case Stage::upcast:
-    case Stage::cast_output: return p.compute_dtype() != p.dtype;
-    case Stage::gqa_expand: return p.gqa();
-    case Stage::mask_add: return p.mask != MaskKind::none;
-    case Stage::dropout: return p.dropout_p > 0;
-    default: return true;
-  }
 }
 
 namespace {

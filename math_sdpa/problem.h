@@ -68,10 +68,6 @@ struct SdpaProblem {
   std::string shape_string() const;  // "B=2 Hq=8 Hkv=8 L=128 S=128 E=64"
 };
 
-// Whether stage `s` runs for problem `p` (mask_prepare needs a boolean or causal mask, upcast
-// and cast_output the upcast of fp16/bf16, gqa_expand GQA, dropout p > 0).
-bool stage_runs(int stage_index, const SdpaProblem& p);
-
 // Host-side inputs, as float values already rounded to the problem's dtype (see dtype.h).
 // Layouts are contiguous PyTorch layouts: Q [B, Hq, L, E], K and V [B, Hkv, S, E],
 // mask [B|1, H|1, L, S] (bool as 0/1 bytes, additive as floats; -inf allowed).

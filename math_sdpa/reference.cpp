@@ -28,8 +28,12 @@ double mask_value(const SdpaProblem& p, const HostInputs& in, int64_t b, int64_t
 
 namespace {
 
-// One query row: scores over S keys, mask, safe softmax, dropout, then P·V.
-void reference_row(const SdpaProblem& p, const HostInputs& in, int64_t b, int64_t h, int64_t l,
+enum class Upto { scores, probs, output };
+
+// One query row: scores over S keys, mask, safe softmax, dropout, then P·V, stopping after
+// `upto`: the row of scores or probabilities (S values) or of the output (E values) goes to
+// out_row.
+void reference_row(const SdpaProblem& p, const HostInputs& in, int64_t b, int64_t h, int64_t l, Upto upto,
                    std::vector<double>& probs, double* out_row) {
   const int64_t E = p.head_dim, S = p.kv_len;
   const int64_t kv_head = h / (p.q_heads / p.kv_heads);  // repeat_interleave mapping
@@ -41,13 +45,22 @@ void reference_row(const SdpaProblem& p, const HostInputs& in, int64_t b, int64_
   for (int64_t s = 0; s < S; ++s) {
     double dot = 0;
     for (int64_t e = 0; e < E; ++e) dot += static_cast<double>(q[e]) * k[s * E + e];
+    if (upto == Upto::scores) {
+      out_row[s] = dot * scale;
+      continue;
+    }
     probs[s] = dot * scale + mask_value(p, in, b, h, l, s);
     row_max = std::max(row_max, probs[s]);
   }
-  std::fill(out_row, out_row + E, 0.0);
+  if (upto == Upto::scores) return;
+  std::fill(out_row, out_row + (upto == Upto::probs ? S : E), 0.0);
   if (row_max == -std::numeric_limits<double>::infinity()) return;  // _safe_softmax: zeros
   double sum = 0;
   for (int64_t s = 0; s < S; ++s) sum += (probs[s] = std::exp(probs[s] - row_max));
+  if (upto == Upto::probs) {
+    for (int64_t s = 0; s < S; ++s) out_row[s] = probs[s] / sum;
+    return;
+  }
   const uint64_t row_index = static_cast<uint64_t>(((b * p.q_heads + h) * p.q_len + l) * S);
   const float keep_prob = p.keep_prob();
   for (int64_t s = 0; s < S; ++s) {
@@ -62,15 +75,19 @@ void reference_row(const SdpaProblem& p, const HostInputs& in, int64_t b, int64_
 
 }  // namespace
 
-std::vector<double> reference_sdpa(const SdpaProblem& p, const HostInputs& in) {
+std::vector<double> reference_sdpa(const SdpaProblem& p, const HostInputs& in) { return reference_tensor(p, in, "output"); }
+
+std::vector<double> reference_tensor(const SdpaProblem& p, const HostInputs& in, const std::string& tensor) {
+  const Upto upto = tensor == "scores" ? Upto::scores : tensor == "probs" ? Upto::probs : Upto::output;
   const int64_t rows = p.batch * p.q_heads * p.q_len;
-  std::vector<double> out(static_cast<size_t>(rows * p.head_dim));
+  const int64_t row_len = upto == Upto::output ? p.head_dim : p.kv_len;
+  std::vector<double> out(static_cast<size_t>(rows * row_len));
   const int64_t workers = std::max<int64_t>(1, std::min<int64_t>(rows, std::thread::hardware_concurrency()));
   auto work = [&](int64_t first, int64_t last) {
     std::vector<double> probs(static_cast<size_t>(p.kv_len));
     for (int64_t r = first; r < last; ++r) {
       const int64_t l = r % p.q_len, h = (r / p.q_len) % p.q_heads, b = r / (p.q_len * p.q_heads);
-      reference_row(p, in, b, h, l, probs, &out[static_cast<size_t>(r * p.head_dim)]);
+      reference_row(p, in, b, h, l, upto, probs, &out[static_cast<size_t>(r * row_len)]);
     }
   };
   std::vector<std::thread> threads;

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "problem.h"
@@ -18,6 +19,11 @@ double mask_value(const SdpaProblem& p, const HostInputs& in, int64_t b, int64_t
 
 // Output [B, Hq, L, E] in double. Uses all hardware threads; rows are independent.
 std::vector<double> reference_sdpa(const SdpaProblem& p, const HostInputs& in);
+
+// The tensors a call can end with (path_settings.h's result_tensor_name), for the scenarios
+// that stop early: "scores" = scale·Q·Kᵀ before the mask [B, Hq, L, S]; "probs" = the safe
+// softmax of the masked scores, before dropout [B, Hq, L, S]; "output" = reference_sdpa.
+std::vector<double> reference_tensor(const SdpaProblem& p, const HostInputs& in, const std::string& tensor);
 
 struct Comparison {
   double rel_error = 0;     // ‖out − ref‖₂ / ‖ref‖₂ (‖out − ref‖₂ when ref is all zeros)

@@ -5,8 +5,8 @@ namespace sdpa {
 
 namespace {
 const char* const kStageNames[kStageCount] = {
-    "entry_sync", "mask_prepare", "upcast",  "scale_q", "gqa_expand",  "scale_k",    "qk_gemm",
-    "mask_add",   "softmax",      "dropout", "pv_gemm", "cast_output", "stream_sync"};
+    "entry_sync", "mask_prepare", "upcast",         "scale_q", "gqa_expand", "scale_k",     "kt_contiguous", "qk_gemm",
+    "mask_add",   "scores_to_host", "softmax", "dropout",    "pv_gemm",     "cast_output",   "stream_sync"};
 }
 
 const char* stage_name(Stage s) { return kStageNames[static_cast<int>(s)]; }
@@ -26,7 +26,8 @@ int scenario_for_hung_stage(Stage s) {
     case Stage::qk_gemm: return 1;
     case Stage::softmax: return 2;
     case Stage::gqa_expand:
-    case Stage::scale_k: return 3;  // after [MATH_QK], before [CUBLAS_GEMM_START]
+    case Stage::scale_k:
+    case Stage::kt_contiguous: return 3;  // after [MATH_QK], before [CUBLAS_GEMM_START]
     case Stage::entry_sync: return 4;
     default: return 0;
   }

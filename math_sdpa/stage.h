@@ -3,9 +3,11 @@
 // injection, the fixes) sees them.
 //
 // The order mirrors `_scaled_dot_product_attention_math` (PyTorch 2.5+): upcast, scale Q,
-// expand K/V heads for GQA, scale the transposed K, bmm Q·Kᵀ, add the mask, _safe_softmax,
-// dropout, bmm P·V, cast back. entry_sync and stream_sync are the synchronisations that the
-// seed's instrumentation places around the call; scenario 4's hang is the entry one.
+// expand K/V heads for GQA, scale the transposed K (and copy it contiguous where at::matmul
+// would, or where fix 3 asks), bmm Q·Kᵀ, add the mask, _safe_softmax, dropout, bmm P·V, cast
+// back. entry_sync and stream_sync are the synchronisations that the seed's instrumentation
+// places around the call; scenario 4's hang is the entry one. scores_to_host is scenario 2's
+// condition (the host reads the scores before softmax).
 // Host-only: the supervisor and the report writer use the names without any CUDA.
 #pragma once
 
@@ -21,8 +23,10 @@ enum class Stage : uint8_t {
   scale_q,       // Q * sqrt(scale)
   gqa_expand,    // K, V heads repeated (repeat_interleave) for grouped-query attention
   scale_k,       // Kᵀ * sqrt(scale): the transposed-K preparation before the GEMM
-  qk_gemm,       // cuBLAS strided-batched Q·Kᵀ
+  kt_contiguous, // Kᵀ copied to a contiguous [B*H, E, S] (at::matmul's copy, or fix 3)
+  qk_gemm,       // cuBLAS batched Q·Kᵀ
   mask_add,      // scores += mask, in place
+  scores_to_host,// scenario 2: the scores' pages moved to the host before softmax (host stage)
   softmax,       // _safe_softmax over the last dimension
   dropout,       // Philox dropout, in place
   pv_gemm,       // cuBLAS strided-batched P·V
@@ -36,18 +40,25 @@ bool parse_stage(const std::string& name, Stage& out);
 
 // Receives every stage boundary of the path. `detail` carries the stage's arguments (GEMM
 // parameters, sizes) for logs and the flight recorder; `summary` carries the values seen at
-// the end of the stage when the path collects them (--log values), else it is empty.
+// the end of the stage when the path collects them (--log values), else it is empty. `stream`
+// is the cudaStream_t the stage's GPU work was issued on (scenario 1 runs the Q·Kᵀ GEMM on
+// another stream than the rest), so observers that record events record them there.
+// stage_note carries what a fix or a scenario condition did inside the stage, for the log.
 // stage_begin may throw a CudaError (fault injection raises real errors there); nothing else
 // in an observer may throw.
 class StageObserver {
  public:
   virtual ~StageObserver() = default;
-  virtual void stage_begin(Stage stage, const std::string& detail) = 0;
-  virtual void stage_end(Stage stage, const std::string& summary) = 0;
+  virtual void stage_begin(Stage stage, const std::string& detail, void* stream) = 0;
+  virtual void stage_end(Stage stage, const std::string& summary, void* stream) = 0;
+  virtual void stage_note(Stage, const std::string&) {}
 };
 
-// Stages that run on the GPU (everything but the two host synchronisations).
-inline bool is_gpu_stage(Stage s) { return s != Stage::entry_sync && s != Stage::stream_sync; }
+// Stages whose work the host does or waits for itself (the two synchronisations and the host's
+// read of the scores); every other stage is GPU work, timed with events.
+inline bool is_gpu_stage(Stage s) {
+  return s != Stage::entry_sync && s != Stage::stream_sync && s != Stage::scores_to_host;
+}
 
 // The design document's Section 3 hang signatures: the scenario a hang in `stage` points to
 // (1 cuBLAS Q.K^T, 2 softmax, 3 the transposed-K preparation, 4 the entry synchronisation),

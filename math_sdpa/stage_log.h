@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "path_settings.h"
 #include "problem.h"
 #include "stage.h"
 
@@ -35,23 +36,25 @@ bool parse_log_level(const std::string& name, LogLevel& out);
 int64_t monotonic_us();
 
 // The lines for one boundary, without the trailing t_us (added when written).
-std::vector<std::string> stage_begin_lines(Stage s, const SdpaProblem& p, const std::string& detail, uintptr_t stream);
-std::vector<std::string> stage_end_lines(Stage s, const SdpaProblem& p, const std::string& summary, int64_t duration_us,
-                                         int64_t now_us);
+std::vector<std::string> stage_begin_lines(Stage s, const SdpaProblem& p, const PathSettings& ps,
+                                           const std::string& detail, const void* stream);
+std::vector<std::string> stage_end_lines(Stage s, const SdpaProblem& p, const PathSettings& ps,
+                                         const std::string& summary, int64_t duration_us, int64_t now_us);
 
 class StageLogger : public StageObserver {
  public:
-  StageLogger(const SdpaProblem& problem, uintptr_t stream, std::FILE* out = stderr)
-      : problem_(problem), stream_(stream), out_(out) {}
-  void stage_begin(Stage stage, const std::string& detail) override;
-  void stage_end(Stage stage, const std::string& summary) override;
+  StageLogger(const SdpaProblem& problem, const PathSettings& settings, std::FILE* out = stderr)
+      : problem_(problem), settings_(settings), out_(out) {}
+  void stage_begin(Stage stage, const std::string& detail, void* stream) override;
+  void stage_end(Stage stage, const std::string& summary, void* stream) override;
+  void stage_note(Stage, const std::string& note) override { write(note); }
   // An [ALLOC_DEBUG] line per allocation (written once the workspace exists).
   void log_allocation(const std::string& what, size_t bytes, uintptr_t address, const char* kind);
+  void write(const std::string& line);  // one line, with t_us, flushed at once
 
  private:
-  void write(const std::string& line);
   SdpaProblem problem_;
-  uintptr_t stream_;
+  PathSettings settings_;
   std::FILE* out_;
   int64_t begin_us_[kStageCount] = {};
 };

@@ -1,7 +1,8 @@
 // stage_timer.h: per-stage GPU times from CUDA events, for every call of the path.
 //
-// Events are recorded on the path's stream at each stage boundary and read after the call's
-// closing synchronisation, so timing adds no synchronisation of its own. The two host
+// Events are recorded at each stage boundary on the stream the stage ran on (scenario 1 runs
+// the Q·Kᵀ GEMM on another stream) and read after the call's closing synchronisation, so
+// timing adds no synchronisation of its own. The two host
 // synchronisations (entry_sync, stream_sync) are timed on the host clock instead: an event
 // pair around a host-side wait measures nothing.
 #pragma once
@@ -18,10 +19,10 @@ namespace sdpa {
 
 class StageTimer : public StageObserver {
  public:
-  explicit StageTimer(cudaStream_t stream);
+  StageTimer();
   ~StageTimer() override;
-  void stage_begin(Stage stage, const std::string& detail) override;
-  void stage_end(Stage stage, const std::string& summary) override;
+  void stage_begin(Stage stage, const std::string& detail, void* stream) override;
+  void stage_end(Stage stage, const std::string& summary, void* stream) override;
   // Reads this call's times (after the path's closing stream synchronisation) and resets.
   void collect_call();
 
@@ -32,7 +33,6 @@ class StageTimer : public StageObserver {
 
  private:
   static bool host_timed(Stage s) { return !is_gpu_stage(s); }
-  cudaStream_t stream_;
   std::array<cudaEvent_t, kStageCount> begin_{}, end_{};
   std::array<bool, kStageCount> ran_{};
   std::array<std::chrono::steady_clock::time_point, kStageCount> host_begin_{};

@@ -9,7 +9,7 @@
 
 namespace sdpa {
 
-ProgressReporter::ProgressReporter(int fd, cudaStream_t stream) : fd_(fd), stream_(stream) {
+ProgressReporter::ProgressReporter(int fd) : fd_(fd) {
   poller_ = std::thread([this] {
     while (!stop_) {
       drain_completed();
@@ -31,14 +31,14 @@ void ProgressReporter::send(const std::string& record) {
   (void)!write(fd_, r.data(), r.size());
 }
 
-void ProgressReporter::stage_begin(Stage stage, const std::string& detail) {
+void ProgressReporter::stage_begin(Stage stage, const std::string& detail, void*) {
   std::lock_guard<std::mutex> lock(mutex_);
   send(progress_record('B', stage_name(stage), monotonic_us(), detail));
 }
 
-void ProgressReporter::stage_end(Stage stage, const std::string& summary) {
+void ProgressReporter::stage_end(Stage stage, const std::string& summary, void* stream) {
   if (!is_gpu_stage(stage)) {
-    if (stage == Stage::stream_sync) drain_completed();  // the stream is idle: all of it is done
+    drain_completed();  // a host stage waited for the GPU: the GPU stages before it are done
     std::lock_guard<std::mutex> lock(mutex_);
     send(progress_record('E', stage_name(stage), monotonic_us(), summary));
     return;
@@ -51,7 +51,7 @@ void ProgressReporter::stage_end(Stage stage, const std::string& summary) {
     event = free_events_.back();
     free_events_.pop_back();
   }
-  CUDA_CHECK(cudaEventRecord(event, stream_));
+  CUDA_CHECK(cudaEventRecord(event, static_cast<cudaStream_t>(stream)));
   pending_.push_back({stage, event, summary});
 }
 

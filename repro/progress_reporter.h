@@ -1,7 +1,8 @@
 // progress_reporter.h: the GPU child's side of the watchdog protocol (watchdog.h).
 //
 // A begin record goes out when the host issues a stage. For a GPU stage the end record goes
-// out only when the GPU has finished it: an event is recorded at the stage's end and a polling
+// out only when the GPU has finished it: an event is recorded at the stage's end, on the stream
+// the stage ran on, and a polling
 // thread sends the record once cudaEventQuery says it completed. So without any extra
 // synchronisation the supervisor knows which GPU stage the stream is stuck in, even while the
 // host thread is blocked in the final cudaStreamSynchronize.
@@ -22,10 +23,10 @@ namespace sdpa {
 
 class ProgressReporter : public StageObserver {
  public:
-  ProgressReporter(int fd, cudaStream_t stream);
+  explicit ProgressReporter(int fd);
   ~ProgressReporter() override;
-  void stage_begin(Stage stage, const std::string& detail) override;
-  void stage_end(Stage stage, const std::string& summary) override;
+  void stage_begin(Stage stage, const std::string& detail, void* stream) override;
+  void stage_end(Stage stage, const std::string& summary, void* stream) override;
   void report_calls(int64_t calls_done);
   void report_device(const std::string& device_json);
 
@@ -38,7 +39,6 @@ class ProgressReporter : public StageObserver {
   void send(const std::string& record);
   void drain_completed();  // sends end records of finished GPU stages, in order
   int fd_;
-  cudaStream_t stream_;
   std::mutex mutex_;
   std::deque<Pending> pending_;
   std::vector<cudaEvent_t> free_events_;

@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <sstream>
 
+#include "scenarios/scenario.h"
+
 namespace sdpa {
 
 namespace {
@@ -19,14 +21,14 @@ std::string configuration_line(const RunOptions& o) {
   std::ostringstream s;
   s << "scenario " << o.scenario << " " << p.shape_string() << " dtype=" << dtype_name(p.dtype)
     << " precision=" << precision_name(p.precision) << " mask=" << mask_kind_name(p.mask) << " dropout=" << p.dropout_p
-    << " alloc=" << alloc_kind_name(o.alloc) << " iters=" << o.iters;
+    << " alloc=" << alloc_kind_name(o.settings().alloc) << " fixes=" << o.fixes.str() << " iters=" << o.iters;
   if (o.inject.kind != FaultSpec::none) s << " inject=" << fault_spec_string(o.inject);
   return s.str();
 }
 
 std::string result_to_text(const RunResult& r) {
   std::ostringstream s;
-  s << "# repro scenario " << r.options.scenario << " (full Math SDPA path)";
+  s << "# repro scenario " << r.options.scenario << " (" << scenario_info(r.options.scenario).title << ")";
   if (r.device) {
     const DeviceInfo& d = *r.device;
     s << " on " << d.name << " (sm_" << d.cc_major << d.cc_minor << ", " << d.sm_count << " SMs), driver "
@@ -34,6 +36,13 @@ std::string result_to_text(const RunResult& r) {
       << "." << (d.cublas_version / 100) % 100 << "." << d.cublas_version % 100;
   }
   s << "\n# " << configuration_line(r.options) << "\n";
+  // The settings that differ from a plain run: what the scenario set up and the fixes changed.
+  const auto plain = settings_fields(PathSettings{});
+  std::string changed;
+  for (const auto& [name, value] : settings_fields(r.settings)) {
+    if (plain.at(name) != value) changed += " " + name + "=" + value;
+  }
+  if (!changed.empty()) s << "# settings:" << changed << "\n";
   if (!r.stages.empty()) {
     s << "#  stage          calls   median_ms      p10_ms      p90_ms  clock\n";
     for (const auto& st : r.stages) {
@@ -45,7 +54,8 @@ std::string result_to_text(const RunResult& r) {
     s << format("#  call (GPU stages)     %11.4f %11.4f %11.4f  event\n", r.call_median_ms, r.call_p10_ms, r.call_p90_ms);
   }
   if (r.checked) {
-    s << format("# check: rel_error %.3e  max_abs_error %.3e  tolerance %.1e", r.comparison.rel_error,
+    s << "# check (" << r.result_tensor << ")";
+    s << format(": rel_error %.3e  max_abs_error %.3e  tolerance %.1e", r.comparison.rel_error,
                 r.comparison.max_abs_error, r.tolerance)
       << (r.comparison.passed(r.tolerance) ? "  OK\n" : "  FAILED\n");
   }

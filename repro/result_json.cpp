@@ -3,6 +3,8 @@
 
 #include <cmath>
 
+#include "fixes/fix_list.h"
+#include "scenarios/scenario.h"
 #include "version.h"
 
 namespace sdpa {
@@ -61,6 +63,26 @@ DeviceInfo device_from_json(const nlohmann::json& j) {
   return d;
 }
 
+nlohmann::json settings_to_json(const PathSettings& s) {
+  nlohmann::json j = nlohmann::json::object();
+  for (const auto& [name, value] : settings_fields(s)) j[name] = value;
+  return j;
+}
+
+nlohmann::json scenario_to_json(int number) {
+  const ScenarioInfo& s = scenario_info(number);
+  nlohmann::json pre = nlohmann::json::object();
+  for (const auto& [name, value] : s.preconditions) pre[name] = value;
+  return {{"number", s.number},
+          {"title", s.title},
+          {"hypothesis", s.hypothesis},
+          {"setup", s.setup},
+          {"runs", s.runs},
+          {"fix", s.fix_number},
+          {"hang_signature", s.hang_signature},
+          {"preconditions", pre}};
+}
+
 nlohmann::json result_to_json(const RunResult& r) {
   using nlohmann::json;
   const RunOptions& o = r.options;
@@ -71,9 +93,17 @@ nlohmann::json result_to_json(const RunResult& r) {
                {"git_commit", kGitCommit},
                {"command_line", o.argv}};
   j["device"] = r.device ? device_to_json(*r.device) : nlohmann::json(nullptr);
+  nlohmann::json fixes = nlohmann::json::array();
+  for (int n : o.fixes.numbers()) fixes.push_back({{"number", n}, {"name", fix_info(n).name}, {"what", fix_info(n).what}});
+  j["scenario"] = scenario_to_json(o.scenario);
   j["config"] = {{"scenario", o.scenario},
                  {"problem", problem_to_json(o.problem)},
-                 {"alloc", alloc_kind_name(o.alloc)},
+                 {"fix", o.own_fix ? "on" : "off"},
+                 {"fixes", fixes},
+                 {"fix_list", o.fixes.str()},
+                 {"conditions", settings_to_json(o.conditions)},
+                 {"settings", settings_to_json(r.settings)},
+                 {"alloc", alloc_kind_name(r.settings.alloc)},
                  {"allow_oversubscription", o.allow_oversubscription},
                  {"iters", o.iters},
                  {"check", o.check},
@@ -92,6 +122,7 @@ nlohmann::json result_to_json(const RunResult& r) {
                                 {"tolerance", r.tolerance},
                                 {"passed", r.comparison.passed(r.tolerance)}}
                          : json(nullptr);
+  j["result_tensor"] = r.result_tensor;
   j["nonfinite_outputs"] = r.nonfinite_outputs;
   j["iterations_done"] = r.iterations_done;
   j["timing"] = {{"call_median_ms", r.call_median_ms}, {"call_p10_ms", r.call_p10_ms}, {"call_p90_ms", r.call_p90_ms}};

@@ -14,6 +14,8 @@ namespace sdpa {
 constexpr int kResultFormatVersion = 1;
 
 nlohmann::json problem_to_json(const SdpaProblem& p);
+nlohmann::json settings_to_json(const PathSettings& s);
+nlohmann::json scenario_to_json(int number);
 nlohmann::json device_to_json(const DeviceInfo& d);
 DeviceInfo device_from_json(const nlohmann::json& j);
 nlohmann::json result_to_json(const RunResult& r);

@@ -11,6 +11,7 @@
 #include "math_sdpa/allocator.h"
 #include "math_sdpa/device_info.h"
 #include "math_sdpa/gemm.h"
+#include "math_sdpa/path_settings.h"
 #include "math_sdpa/reference.h"
 #include "math_sdpa/stage.h"
 #include "options.h"
@@ -28,7 +29,9 @@ struct StageTiming {
 struct RunResult {
   RunOptions options;
   std::optional<DeviceInfo> device;
-  std::string outcome = "pass";  // pass, mismatch, usage, cuda_error, no_gpu, refused
+  std::string outcome = "pass";  // pass, mismatch, usage, cuda_error, no_gpu, refused, waived
+  PathSettings settings;         // what the path ran with: the conditions corrected by the fixes
+  std::string result_tensor;     // the tensor compared and saved: scores, probs or output
   int exit_code = 0;
   std::string error;        // one line, empty on pass
   std::string error_stage;  // the stage a CUDA error happened in

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "fixes/fix.h"
 #include "inputs.h"
 #include "math_sdpa/cuda_check.h"
 #include "math_sdpa/errors.h"
@@ -12,6 +13,7 @@
 #include "math_sdpa/stage_log.h"
 #include "math_sdpa/npy.h"
 #include "math_sdpa/pipeline.h"
+#include "math_sdpa/reference.h"
 #include "math_sdpa/stage_timer.h"
 #include "math_sdpa/stats.h"
 #include "progress_reporter.h"
@@ -38,6 +40,8 @@ void fill_timings(const StageTimer& timer, RunResult& r) {
 void run_on_gpu(RunResult& r, int progress_fd) {
   RunOptions& o = r.options;
   SdpaProblem& p = o.problem;
+  r.settings = o.settings();
+  r.result_tensor = result_tensor_name(r.settings);
   r.device = query_device_info(0);
   CUDA_CHECK(cudaSetDevice(0));
   // Captured inputs fix the shapes, so they load first; random ones are made only after the
@@ -47,68 +51,66 @@ void run_on_gpu(RunResult& r, int progress_fd) {
 
   AllocatorOptions alloc_options;
   alloc_options.allow_oversubscription = o.allow_oversubscription;
-  auto allocator = make_allocator(o.alloc, alloc_options);
-  cudaStream_t stream = nullptr;
-  CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  struct StreamGuard {
-    cudaStream_t s;
-    ~StreamGuard() { cudaStreamDestroy(s); }
-  } stream_guard{stream};
+  auto allocator = make_allocator(r.settings.alloc, alloc_options);
+  const auto fixes = make_fixes(o.fixes);
 
-  std::vector<float> output;
+  std::vector<float> result;
   {
     // Observers, in the order they see each boundary: the watchdog's reporter first (the
     // supervisor must hear of a stage before anything in it can hang), the injected fault last.
     std::unique_ptr<ProgressReporter> reporter;
     if (progress_fd >= 0) {
-      reporter = std::make_unique<ProgressReporter>(progress_fd, stream);
+      reporter = std::make_unique<ProgressReporter>(progress_fd);
       reporter->report_device(device_to_json(*r.device).dump());
     }
-    MathSdpa path(p, *allocator, stream);
+    MathSdpa path(p, r.settings, *allocator);
     r.gemms = path.gemm_calls();
-    StageLogger logger(p, reinterpret_cast<uintptr_t>(stream));
+    StageLogger logger(p, r.settings);
     NvtxObserver nvtx;
-    StageTimer timer(stream);
+    StageTimer timer;
     std::unique_ptr<FaultInjector> injector;
-    if (o.inject.kind != FaultSpec::none) injector = std::make_unique<FaultInjector>(o.inject, stream);
+    if (o.inject.kind != FaultSpec::none) injector = std::make_unique<FaultInjector>(o.inject);
     if (reporter) path.add_observer(reporter.get());
     if (o.log != LogLevel::off) {
       path.add_observer(&logger);
       for (const auto& a : allocator->records()) logger.log_allocation(a.what, a.bytes, a.address, alloc_kind_name(a.kind));
+      for (const auto& line : path.setup_notes()) logger.write(line);
     }
     path.add_observer(&nvtx);
     path.add_observer(&timer);
     if (injector) path.add_observer(injector.get());
+    for (const auto& fix : fixes) path.add_hook(fix.get());
     path.set_instrumentation({o.log >= LogLevel::sync, o.log == LogLevel::values});
     if (o.inputs_dir.empty()) inputs = make_random_inputs(p, p.seed);
     path.upload(inputs);
     for (int it = 0; it < o.iters; ++it) {
-      path.poison_output();
+      path.poison_result();
       path.run();
       timer.collect_call();
       r.iterations_done = it + 1;
       if (reporter) reporter->report_calls(it + 1);
     }
     fill_timings(timer, r);
-    output = path.download_output();
+    result = path.download_result();
   }
   r.allocations = allocator->records();
 
-  for (float x : output) r.nonfinite_outputs += std::isfinite(x) ? 0 : 1;
+  for (float x : result) r.nonfinite_outputs += std::isfinite(x) ? 0 : 1;
   if (!o.save_output_path.empty()) {
-    write_npy_float32(o.save_output_path, {p.batch, p.q_heads, p.q_len, p.head_dim}, output.data());
+    const int64_t last = r.result_tensor == "output" ? p.head_dim : p.kv_len;
+    write_npy_float32(o.save_output_path, {p.batch, p.q_heads, p.q_len, last}, result.data());
   }
   if (o.check) {
     r.checked = true;
     r.tolerance = tolerance_for(p.dtype, p.precision);
-    r.comparison = compare_to_reference(output, reference_sdpa(p, inputs));
+    r.comparison = compare_to_reference(result, reference_tensor(p, inputs, r.result_tensor));
   }
   // NaN never passes, with or without --check.
   if (r.nonfinite_outputs > 0 || (r.checked && !r.comparison.passed(r.tolerance))) {
     r.outcome = "mismatch";
     r.exit_code = kExitMismatch;
     r.error = r.nonfinite_outputs > 0
-                  ? std::to_string(r.nonfinite_outputs) + " non-finite output values"
+                  ? std::to_string(r.nonfinite_outputs) + " non-finite values in the " + r.result_tensor
                   : "relative error " + std::to_string(r.comparison.rel_error) + " exceeds " + std::to_string(r.tolerance);
   }
 }
@@ -132,6 +134,8 @@ RunResult run_repro(const RunOptions& options, int progress_fd) {
     fail("no_gpu", kExitNoGpu, e.what());
   } catch (const RefusedError& e) {
     fail("refused", kExitRefused, e.what());
+  } catch (const WaivedError& e) {
+    fail("waived", kExitWaived, e.what());
   } catch (const CudaError& e) {
     fail("cuda_error", kExitCudaError, e.what());
     r.error_stage = e.stage;
@@ -145,6 +149,8 @@ RunResult run_repro(const RunOptions& options, int progress_fd) {
 RunResult watchdog_result(const RunOptions& options, const SupervisedOutcome& outcome) {
   RunResult r;
   r.options = options;
+  r.settings = options.settings();
+  r.result_tensor = result_tensor_name(r.settings);
   const bool hang = outcome.kind == SupervisedOutcome::hang;
   r.outcome = hang ? "hang" : "crash";
   r.exit_code = hang ? kExitHang : kExitCrash;

@@ -32,24 +32,19 @@ uint64_t test_seed() {
   return seed;
 }
 
-struct Stream {
-  cudaStream_t s = nullptr;
-  Stream() { CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking)); }
-  ~Stream() { cudaStreamDestroy(s); }
-};
-
 // Runs `calls` calls of the path (output poisoned with NaN before each) and returns the last.
 std::vector<float> run_path(const SdpaProblem& p, const HostInputs& in, AllocKind kind, int calls = 1,
                             std::vector<std::vector<float>>* every_call = nullptr) {
   auto allocator = make_allocator(kind, AllocatorOptions{});
-  Stream stream;
-  MathSdpa path(p, *allocator, stream.s);
+  PathSettings settings;
+  settings.alloc = kind;
+  MathSdpa path(p, settings, *allocator);
   path.upload(in);
   std::vector<float> out;
   for (int c = 0; c < calls; ++c) {
-    path.poison_output();
+    path.poison_result();
     path.run();
-    out = path.download_output();
+    out = path.download_result();
     if (every_call) every_call->push_back(out);
   }
   return out;
@@ -194,8 +189,7 @@ TEST_SUITE("gpu") {
   TEST_CASE("the oversubscription guard refuses a managed workspace larger than free memory, allocating nothing") {
     SdpaProblem p = shape(1, 64, 64, 65536, 65536, 64);  // scores alone: 1 TiB in fp32
     auto allocator = make_allocator(AllocKind::managed, AllocatorOptions{});
-    Stream stream;
-    CHECK_THROWS_AS(MathSdpa(p, *allocator, stream.s), RefusedError);
+    CHECK_THROWS_AS(MathSdpa(p, PathSettings{}, *allocator), RefusedError);
     CHECK(allocator->live_allocations() == 0);  // what was allocated before the refusal was freed
   }
 }

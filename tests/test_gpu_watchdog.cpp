@@ -29,8 +29,10 @@ struct BinaryRun {
 };
 
 // Every stage runs in this configuration: causal mask (mask_prepare, mask_add), bf16 upcast
-// (upcast, cast_output), GQA (gqa_expand), dropout.
-const std::vector<std::string> kAllStagesArgs = {"--mask", "causal", "--heads", "8", "--kv-heads", "4", "--dropout", "0.1"};
+// (upcast, cast_output), GQA (gqa_expand), fix 3 (kt_contiguous), scenario 2's condition on the
+// full path (scores_to_host), dropout.
+const std::vector<std::string> kAllStagesArgs = {"--mask",  "causal", "--heads", "8",     "--kv-heads",       "4",
+                                                 "--dropout", "0.1",  "--fixes", "3",     "--scores-to-host", "read"};
 
 BinaryRun run_binary(std::vector<std::string> args) {
   char dir_template[] = "/tmp/sdpa_gpu_watchdog_XXXXXX";
@@ -66,7 +68,7 @@ BinaryRun run_binary(std::vector<std::string> args) {
 
 }  // namespace
 
-TEST_SUITE("gpu") {
+TEST_SUITE("gpu_watchdog") {
   TEST_CASE("an injected hang in every stage is detected, named and classified within the deadline + 1 s") {
     const double deadline = 1.5;
     std::printf("%-13s %4s  %-13s %-14s %9s %7s\n", "injected", "exit", "reported", "classification", "running_s",

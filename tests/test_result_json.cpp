@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "repro/result_json.h"
+#include "scenarios/scenario.h"
 
 using namespace sdpa;
 
@@ -25,14 +26,30 @@ TEST_SUITE("result_json") {
     r.iterations_done = 3;
     r.call_median_ms = 0.25;
     r.stages.push_back({"softmax", 3, 0.1, 0.09, 0.12, false});
-    r.gemms.push_back(qk_gemm_call(16, 128, 128, 64, DType::fp32));
+    r.gemms.push_back(qk_gemm_call(16, 128, 128, 64, DType::fp32, KtOperand{false, 64, 128 * 64}, GemmApi::strided));
+    r.options.scenario = 2;
+    r.options.own_fix = true;
+    r.options.fixes.add(2);
+    apply_scenario(2, r.options.conditions);
+    r.settings = r.options.settings();
+    r.result_tensor = "probs";
     r.allocations.push_back({"scores", 1024, 0x1000, AllocKind::managed});
     const nlohmann::json j = result_to_json(r);
     CHECK(j["meta"]["format_version"] == kResultFormatVersion);
     CHECK(j["meta"]["command_line"][1] == "--check");
     CHECK(j["device"]["name"] == "NVIDIA H100 80GB HBM3");
     CHECK(j["device"]["compute_capability"] == "9.0");
-    CHECK(j["config"]["scenario"] == 0);
+    CHECK(j["config"]["scenario"] == 2);
+    CHECK(j["scenario"]["number"] == 2);
+    CHECK(j["scenario"]["fix"] == 2);
+    CHECK(j["scenario"]["preconditions"]["scores_to_host"] == "read");
+    CHECK(std::string(j["scenario"]["hang_signature"]).find("MATH_SOFTMAX_START") != std::string::npos);
+    CHECK(j["config"]["fix"] == "on");
+    CHECK(j["config"]["fix_list"] == "2");
+    CHECK(j["config"]["fixes"][0]["name"] == "prefetch_scores");
+    CHECK(j["config"]["settings"]["last_stage"] == "softmax");
+    CHECK(j["config"]["settings"]["scores_to_host"] == "read");
+    CHECK(j["result_tensor"] == "probs");
     CHECK(j["config"]["problem"]["batch"] == 2);
     CHECK(j["config"]["problem"]["dtype"] == "bf16");
     CHECK(j["config"]["problem"]["mask"] == "none");

@@ -205,7 +205,7 @@ TEST_SUITE("watchdog") {
       classified += scenario != 0;
       CHECK(classify_hang(s).find(scenario ? "scenario " + std::to_string(scenario) : "unclassified") == 0);
     }
-    CHECK(classified == 5);  // qk_gemm, softmax, gqa_expand, scale_k, entry_sync
+    CHECK(classified == 6);  // qk_gemm, softmax, gqa_expand, scale_k, kt_contiguous, entry_sync
   }
 
   TEST_CASE("fault specs parse, and bad ones are one-line errors") {
@@ -230,12 +230,15 @@ TEST_SUITE("watchdog") {
     size_t size = 0;
     std::FILE* mem = open_memstream(&buffer, &size);
     {
-      StageLogger logger(p, 0x1234, mem);
+      const PathSettings settings;
+      StageLogger logger(p, settings, mem);
+      void* const stream = reinterpret_cast<void*>(uintptr_t{0x1234});
       for (int i = 0; i < kStageCount; ++i) {
         const Stage s = static_cast<Stage>(i);
-        if (!stage_runs(i, p)) continue;
-        logger.stage_begin(s, s == Stage::qk_gemm ? "M=128 N=128 K=64" : s == Stage::pv_gemm ? "M=128 N=64 K=128" : "");
-        logger.stage_end(s, "");
+        if (!stage_runs(s, p, settings)) continue;
+        logger.stage_begin(s, s == Stage::qk_gemm ? "M=128 N=128 K=64" : s == Stage::pv_gemm ? "M=128 N=64 K=128" : "",
+                           stream);
+        logger.stage_end(s, "", stream);
       }
     }
     std::fclose(mem);

@@ -1,0 +1,24 @@
+// fix3_contiguous_kt.cpp: Fix 3 (design document, Section 4, "Transpose Memory Layout").
+//
+// Hypothesis it answers (scenario 3): K^T reaching cuBLAS as a non-contiguous view (a transposed
+// operand with a leading dimension, perhaps of a [B, S, H, E] buffer) makes the GEMM fault its
+// way through unified memory. The seed's patch: key.transpose(-2, -1).contiguous() before the
+// bmm. Here: the path copies K^T into a contiguous [B*H, E, S] buffer with our own transpose
+// kernel (stage kt_contiguous, logged with reason=fix_3), and the GEMM takes it with op N.
+#include "fix.h"
+
+namespace sdpa {
+
+namespace {
+
+class ContiguousKt : public Fix {
+ public:
+  int number() const override { return 3; }
+  void configure(PathSettings& s) const override { s.kt_contiguous = true; }
+};
+
+}  // namespace
+
+std::unique_ptr<Fix> make_contiguous_kt_fix() { return std::make_unique<ContiguousKt>(); }
+
+}  // namespace sdpa

@@ -1,0 +1,147 @@
+// path_settings.cpp: names, parsers and the stage plan of PathSettings.
+#include "path_settings.h"
+
+#include <sstream>
+
+#include "errors.h"
+
+namespace sdpa {
+
+namespace {
+
+// A name table for one enum: parse and print through the same entries.
+template <typename E> struct Names {
+  const char* what;  // "--alloc", for error messages
+  std::vector<std::pair<E, const char*>> entries;
+  const char* name(E e) const {
+    for (const auto& [value, text] : entries) {
+      if (value == e) return text;
+    }
+    return "?";
+  }
+  E parse(const std::string& s) const {
+    std::string accepted;
+    for (const auto& [value, text] : entries) {
+      if (s == text) return value;
+      accepted += accepted.empty() ? text : std::string("|") + text;
+    }
+    throw InputError(std::string(what) + ": unknown value '" + s + "' (expected " + accepted + ")");
+  }
+};
+
+const Names<StreamMode> kStreamModes{
+    "--stream", {{StreamMode::non_blocking, "non-blocking"}, {StreamMode::legacy, "legacy"}, {StreamMode::per_thread, "per-thread"}}};
+const Names<GemmStream> kGemmStreams{
+    "--gemm-stream", {{GemmStream::same, "same"}, {GemmStream::legacy, "legacy"}, {GemmStream::aux, "aux"}}};
+const Names<GemmOrder> kGemmOrders{"--gemm-order", {{GemmOrder::event, "event"}, {GemmOrder::none, "none"}}};
+const Names<KLayout> kKLayouts{"--k-layout", {{KLayout::bhse, "bhse"}, {KLayout::bshe, "bshe"}}};
+const Names<GemmApi> kGemmApis{"--gemm-api", {{GemmApi::strided, "strided"}, {GemmApi::batched, "batched"}}};
+const Names<ScoresToHost> kScoresToHost{"--scores-to-host",
+                                        {{ScoresToHost::none, "none"},
+                                         {ScoresToHost::read, "read"},
+                                         {ScoresToHost::advise, "advise"},
+                                         {ScoresToHost::both, "both"}}};
+const Names<AllocKind> kAllocKinds{"--alloc",
+                                   {{AllocKind::managed, "managed"},
+                                    {AllocKind::device, "device"},
+                                    {AllocKind::async, "async"},
+                                    {AllocKind::host, "host"},
+                                    {AllocKind::system, "system"}}};
+const Names<Advice> kAdvice{"--advise",
+                            {{Advice::preferred_gpu, "preferred:gpu"},
+                             {Advice::preferred_cpu, "preferred:cpu"},
+                             {Advice::accessed_by_gpu, "accessed-by:gpu"},
+                             {Advice::accessed_by_cpu, "accessed-by:cpu"},
+                             {Advice::read_mostly, "read-mostly"}}};
+
+}  // namespace
+
+const char* stream_mode_name(StreamMode m) { return kStreamModes.name(m); }
+const char* gemm_stream_name(GemmStream g) { return kGemmStreams.name(g); }
+const char* gemm_order_name(GemmOrder o) { return kGemmOrders.name(o); }
+const char* k_layout_name(KLayout k) { return kKLayouts.name(k); }
+const char* gemm_api_name(GemmApi a) { return kGemmApis.name(a); }
+const char* scores_to_host_name(ScoresToHost s) { return kScoresToHost.name(s); }
+const char* advice_name(Advice a) { return kAdvice.name(a); }
+const char* alloc_kind_name(AllocKind k) { return kAllocKinds.name(k); }
+
+StreamMode parse_stream_mode(const std::string& s) { return kStreamModes.parse(s); }
+GemmStream parse_gemm_stream(const std::string& s) { return kGemmStreams.parse(s); }
+GemmOrder parse_gemm_order(const std::string& s) { return kGemmOrders.parse(s); }
+KLayout parse_k_layout(const std::string& s) { return kKLayouts.parse(s); }
+GemmApi parse_gemm_api(const std::string& s) { return kGemmApis.parse(s); }
+ScoresToHost parse_scores_to_host(const std::string& s) { return kScoresToHost.parse(s); }
+AllocKind parse_alloc_kind(const std::string& s) { return kAllocKinds.parse(s); }
+
+std::vector<Advice> parse_advice_list(const std::string& s) {
+  std::vector<Advice> out;
+  if (s.empty() || s == "none") return out;
+  std::stringstream in(s);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    const Advice a = kAdvice.parse(item);
+    for (Advice seen : out) {
+      if (seen == a) throw InputError("--advise: '" + item + "' given twice");
+    }
+    out.push_back(a);
+  }
+  if (s.back() == ',') throw InputError("--advise: empty item in '" + s + "'");
+  return out;
+}
+
+std::string advice_list_string(const std::vector<Advice>& a) {
+  if (a.empty()) return "none";
+  std::string s;
+  for (Advice x : a) s += (s.empty() ? "" : ",") + std::string(advice_name(x));
+  return s;
+}
+
+std::map<std::string, std::string> settings_fields(const PathSettings& s) {
+  return {{"alloc", alloc_kind_name(s.alloc)},
+          {"stream", stream_mode_name(s.stream)},
+          {"qk_gemm_stream", gemm_stream_name(s.qk_gemm_stream)},
+          {"qk_gemm_order", gemm_order_name(s.qk_gemm_order)},
+          {"k_layout", k_layout_name(s.k_layout)},
+          {"qk_gemm_api", gemm_api_name(s.qk_gemm_api)},
+          {"kt_contiguous", s.kt_contiguous ? "on" : "off"},
+          {"scores_to_host", scores_to_host_name(s.scores_to_host)},
+          {"entry_touch_streams", std::to_string(s.entry_touch_streams)},
+          {"entry_host_touch", s.entry_host_touch ? "on" : "off"},
+          {"advise", advice_list_string(s.advice)},
+          {"last_stage", stage_name(s.last_stage)}};
+}
+
+bool kt_copy_needed(const SdpaProblem& p, const PathSettings& ps) {
+  if (ps.kt_contiguous) return true;
+  if (ps.qk_gemm_api == GemmApi::batched) return false;  // pointer arrays take any head offsets
+  // After gqa_expand K is a fresh contiguous [B, Hq, S, E]; otherwise the layout decides.
+  const bool bshe_view = ps.k_layout == KLayout::bshe && !p.gqa();
+  return bshe_view && p.batch > 1 && p.kv_len > 1;
+}
+
+bool stage_runs(Stage s, const SdpaProblem& p, const PathSettings& ps) {
+  if (s == Stage::stream_sync) return true;
+  if (static_cast<int>(s) > static_cast<int>(ps.last_stage)) return false;
+  switch (s) {
+    case Stage::mask_prepare:
+      return (p.mask == MaskKind::boolean || p.mask == MaskKind::causal) &&
+             static_cast<int>(ps.last_stage) >= static_cast<int>(Stage::mask_add);
+    case Stage::upcast:
+    case Stage::cast_output: return p.compute_dtype() != p.dtype;
+    case Stage::gqa_expand: return p.gqa();
+    case Stage::kt_contiguous: return kt_copy_needed(p, ps);
+    case Stage::mask_add: return p.mask != MaskKind::none;
+    case Stage::scores_to_host: return ps.scores_to_host != ScoresToHost::none;
+    case Stage::dropout: return p.dropout_p > 0;
+    default: return true;
+  }
+}
+
+const char* result_tensor_name(const PathSettings& ps) {
+  const int last = static_cast<int>(ps.last_stage);
+  if (last < static_cast<int>(Stage::scores_to_host)) return "scores";
+  if (last < static_cast<int>(Stage::pv_gemm)) return "probs";
+  return "output";
+}
+
+}  // namespace sdpa

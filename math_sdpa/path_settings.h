@@ -1,0 +1,120 @@
+// path_settings.h: how the path runs, as opposed to what it computes (problem.h).
+//
+// Every condition a deadlock scenario sets up and every fix that changes how the path is built
+// is one field here: where memory comes from, which stream the Q.K^T GEMM runs on, how K^T
+// reaches cuBLAS, whether the scores are moved to the host before softmax, whether the entry
+// is a storm of concurrent page faults, and where the call stops. The CLI fills the defaults,
+// a scenario (scenarios/) sets its preconditions, explicit options override them, and fixes 3
+// and 4 (fixes/) adjust the result; the pipeline only reads it.
+//
+// Host-only, so the CLI, the scenario registry and their tests need no GPU. settings_fields()
+// names every field with its value; results, reports and the scenario table use those names.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "allocator.h"
+#include "problem.h"
+#include "stage.h"
+
+namespace sdpa {
+
+// The stream the path's own kernels run on (PyTorch's "current stream").
+enum class StreamMode {
+  non_blocking,  // a created stream with cudaStreamNonBlocking (the default)
+  legacy,        // the legacy default stream, which synchronises with every blocking stream
+  per_thread,    // cudaStreamPerThread
+};
+
+// The stream the cuBLAS handle of the Q.K^T GEMM is bound to (scenario 1).
+enum class GemmStream {
+  same,    // the path's stream (what at::bmm does, and fix 1)
+  legacy,  // the legacy default stream
+  aux,     // a second non-blocking stream, as GEMMs on an auxiliary stream
+};
+
+// How the Q.K^T GEMM on another stream is ordered after the kernels that produce Q and K.
+enum class GemmOrder {
+  event,  // cudaEventRecord on the producer, cudaStreamWaitEvent on the GEMM's stream
+  none,   // not at all: a deliberate, documented race (results may be wrong)
+};
+
+// Physical layout of the key tensor that K^T is viewed from (scenario 3).
+enum class KLayout {
+  bhse,  // contiguous [B, H, S, E]
+  bshe,  // a [B, S, H, E] buffer viewed as [B, H, S, E], as attention modules produce it
+};
+
+// The cuBLAS entry point of the Q.K^T GEMM.
+enum class GemmApi {
+  strided,  // cublasSgemmStridedBatched / cublasGemmStridedBatchedEx (at::bmm)
+  batched,  // cublasGemmBatchedEx with pointer arrays (the call the seed's instrumentation names)
+};
+
+// What is done to the scores before softmax (scenario 2).
+enum class ScoresToHost {
+  none,
+  read,    // the host reads every score (min/max), as the seed's instrumentation does
+  advise,  // cudaMemAdvise: preferred location the CPU
+  both,
+};
+
+// One cudaMemAdvise applied to every managed tensor after allocation (--advise).
+enum class Advice { preferred_gpu, preferred_cpu, accessed_by_gpu, accessed_by_cpu, read_mostly };
+
+struct PathSettings {
+  AllocKind alloc = AllocKind::managed;
+  StreamMode stream = StreamMode::non_blocking;
+  GemmStream qk_gemm_stream = GemmStream::same;
+  GemmOrder qk_gemm_order = GemmOrder::event;
+  KLayout k_layout = KLayout::bhse;
+  GemmApi qk_gemm_api = GemmApi::strided;
+  bool kt_contiguous = false;     // fix 3: K^T copied to a contiguous [B*H, E, S] before the GEMM
+  ScoresToHost scores_to_host = ScoresToHost::none;
+  int entry_touch_streams = 0;    // scenario 4: streams that touch every managed page at entry
+  bool entry_host_touch = false;  // scenario 4: a host thread touches them at the same time
+  std::vector<Advice> advice;
+  Stage last_stage = Stage::stream_sync;  // the call runs through this stage, then synchronises
+};
+
+const char* stream_mode_name(StreamMode m);
+const char* gemm_stream_name(GemmStream g);
+const char* gemm_order_name(GemmOrder o);
+const char* k_layout_name(KLayout k);
+const char* gemm_api_name(GemmApi a);
+const char* scores_to_host_name(ScoresToHost s);
+const char* advice_name(Advice a);
+
+// Parsers for the CLI and matrix files; each throws InputError naming the accepted values.
+StreamMode parse_stream_mode(const std::string& s);
+GemmStream parse_gemm_stream(const std::string& s);
+GemmOrder parse_gemm_order(const std::string& s);
+KLayout parse_k_layout(const std::string& s);
+GemmApi parse_gemm_api(const std::string& s);
+ScoresToHost parse_scores_to_host(const std::string& s);
+AllocKind parse_alloc_kind(const std::string& s);
+std::vector<Advice> parse_advice_list(const std::string& s);  // "preferred:cpu,read-mostly"; "" or "none"
+std::string advice_list_string(const std::vector<Advice>& a);   // "none" when empty
+
+// Every field by name ("alloc" -> "managed", "last_stage" -> "qk_gemm", ...), in a fixed order.
+std::map<std::string, std::string> settings_fields(const PathSettings& s);
+
+// Whether stage `s` runs in a call of problem `p` under settings `ps`: mask_prepare needs a
+// boolean or causal mask, upcast and cast_output the upcast of fp16/bf16, gqa_expand GQA,
+// dropout p > 0, kt_contiguous a copy of K^T (fix 3, or a view at::bmm cannot batch),
+// scores_to_host scenario 2's condition; stages after last_stage do not run (stream_sync
+// always does).
+bool stage_runs(Stage s, const SdpaProblem& p, const PathSettings& ps);
+
+// Whether K^T must be copied to a contiguous buffer before the GEMM: always with fix 3;
+// otherwise when the view cannot be handed to a strided-batched GEMM, which is when at::matmul
+// copies it (a [B, S, H, E] K with B > 1 and S > 1: batch and head strides do not fold).
+bool kt_copy_needed(const SdpaProblem& p, const PathSettings& ps);
+
+// The tensor a call ends with, and the one --check compares: "scores" (through qk_gemm or
+// mask_add), "probs" (through softmax or dropout), "output" otherwise.
+const char* result_tensor_name(const PathSettings& ps);
+
+}  // namespace sdpa

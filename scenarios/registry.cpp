@@ -1,0 +1,27 @@
+// registry.cpp: the scenario table.
+#include "scenario.h"
+
+#include "math_sdpa/errors.h"
+
+namespace sdpa {
+
+const std::vector<ScenarioInfo>& scenario_table() {
+  static const std::vector<ScenarioInfo> table = {scenario0_full_path(), scenario1_cublas_stream_ordering(),
+                                                  scenario2_softmax_migration(), scenario3_transposed_k(),
+                                                  scenario4_concurrent_faults()};
+  return table;
+}
+
+const ScenarioInfo& scenario_info(int number) {
+  if (number < 0 || number >= kScenarioCount) {
+    throw InputError("no scenario " + std::to_string(number) + " (scenarios are 0-4)");
+  }
+  return scenario_table()[static_cast<size_t>(number)];
+}
+
+void apply_scenario(int number, PathSettings& settings) {
+  const ScenarioInfo& s = scenario_info(number);
+  if (s.setup_fn) s.setup_fn(settings);
+}
+
+}  // namespace sdpa

@@ -1,0 +1,45 @@
+// scenario.h: the deadlock scenarios of the design document (Section 3), one registry.
+//
+// A scenario is a named set of conditions on the path (PathSettings) plus where the call stops:
+// the smallest part of the path that exercises its hypothesis. Each scenario lives in its own
+// file here (scenarioN_*.cpp) with its documentation and its setup; the conditions themselves
+// are carried out by the path (math_sdpa/conditions.cpp). --scenario 0 is the full path with no
+// extra conditions. The documentation is printed by --help, written to every JSON result, and
+// kept in step with the setup by tests/test_scenarios.cpp: the settings a setup changes must be
+// exactly its documented preconditions.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "math_sdpa/path_settings.h"
+
+namespace sdpa {
+
+struct ScenarioInfo {
+  int number = 0;
+  const char* title = "";           // one line
+  const char* hypothesis = "";      // the design document's hypothesis
+  const char* setup = "";           // what the harness sets up
+  const char* runs = "";            // the part of the path that runs
+  int fix_number = 0;               // its own fix (--fix on), 0 for none
+  const char* hang_signature = "";  // what a hang looks like in the stage log
+  const char* options = "";         // the options that vary it
+  std::vector<std::pair<std::string, std::string>> preconditions;  // settings_fields() name -> value
+  void (*setup_fn)(PathSettings&) = nullptr;                          // applies exactly the preconditions
+};
+
+constexpr int kScenarioCount = 5;  // 0..4
+const std::vector<ScenarioInfo>& scenario_table();
+const ScenarioInfo& scenario_info(int number);  // throws InputError for anything but 0..4
+void apply_scenario(int number, PathSettings& settings);
+
+// One entry per scenario file.
+ScenarioInfo scenario0_full_path();
+ScenarioInfo scenario1_cublas_stream_ordering();
+ScenarioInfo scenario2_softmax_migration();
+ScenarioInfo scenario3_transposed_k();
+ScenarioInfo scenario4_concurrent_faults();
+
+}  // namespace sdpa

@@ -1,0 +1,40 @@
+// scenario3_transposed_k.cpp: scenario 3, K^T reaching cuBLAS as a non-contiguous view.
+#include "scenario.h"
+
+namespace sdpa {
+
+namespace {
+void setup(PathSettings& s) {
+  s.k_layout = KLayout::bshe;
+  s.qk_gemm_api = GemmApi::batched;
+  s.last_stage = Stage::qk_gemm;
+}
+}  // namespace
+
+ScenarioInfo scenario3_transposed_k() {
+  ScenarioInfo s;
+  s.number = 3;
+  s.title = "transposed K";
+  s.hypothesis =
+      "key.transpose(-2, -1) hands cuBLAS a non-contiguous view whose stride pattern makes the GEMM fault its way "
+      "through unified memory, or fail to launch (design document: 10% likely)";
+  s.setup =
+      "K is the layout attention modules really produce: a [B, S, H, E] buffer viewed as [B, H, S, E] (--k-layout "
+      "bshe, the default; bhse for a contiguous K), scaled in place of its layout as PyTorch's elementwise kernels "
+      "do; K^T reaches cuBLAS as a transposed operand with leading dimension H*E through the pointer-array "
+      "cublasGemmBatchedEx, the call the seed's instrumentation names (--gemm-api batched, the default). With "
+      "--gemm-api strided (at::bmm's cublasGemmStridedBatchedEx) a view whose batch and head strides do not fold "
+      "(B > 1) is copied contiguous first, exactly where PyTorch's matmul copies it (stage kt_contiguous, "
+      "reason=reshape_copy)";
+  s.runs = "entry_sync, upcast, scale_q, gqa_expand, scale_k, [kt_contiguous], qk_gemm, stream_sync (checks the scores)";
+  s.fix_number = 3;
+  s.hang_signature =
+      "[MATH_QK] Q strides=.. K strides=.. and no [CUBLAS_GEMM_START]: hung in the K^T preparation (scale_k, "
+      "kt_contiguous)";
+  s.options = "--k-layout bshe|bhse, --gemm-api batched|strided, --alloc, --full";
+  s.preconditions = {{"k_layout", "bshe"}, {"qk_gemm_api", "batched"}, {"last_stage", "qk_gemm"}};
+  s.setup_fn = setup;
+  return s;
+}
+
+}  // namespace sdpa

@@ -1,0 +1,35 @@
+// scenario4_concurrent_faults.cpp: scenario 4, the driver's page-fault handling under
+// concurrent faults.
+#include "scenario.h"
+
+namespace sdpa {
+
+namespace {
+void setup(PathSettings& s) {
+  s.entry_touch_streams = 4;
+  s.entry_host_touch = true;
+}
+}  // namespace
+
+ScenarioInfo scenario4_concurrent_faults() {
+  ScenarioInfo s;
+  s.number = 4;
+  s.title = "driver page-fault handling under concurrent faults";
+  s.hypothesis =
+      "the CUDA driver's unified-memory fault handler deadlocks on concurrent faults from several streams, and the "
+      "first cudaDeviceSynchronize at SDPA entry never returns (design document: 5% likely)";
+  s.setup =
+      "at entry the host first reads every page of every managed tensor (moving them to the host), then N streams "
+      "(--touch-streams, default 4) read every page at once while a host thread reads them again concurrently "
+      "where the device reports concurrentManagedAccess (elsewhere the host touches only between launches, "
+      "--host-touch off disables it); then the entry synchronisation. The whole path follows";
+  s.runs = "every stage; the storm is inside entry_sync (checks the output)";
+  s.fix_number = 4;
+  s.hang_signature = "[SDPA_ENTRY] Q shape=.. and no [CUDA_EVENT] sdpa_entry: hung in entry_sync";
+  s.options = "--touch-streams N, --host-touch on|off, --alloc, --stream";
+  s.preconditions = {{"entry_touch_streams", "4"}, {"entry_host_touch", "on"}};
+  s.setup_fn = setup;
+  return s;
+}
+
+}  // namespace sdpa

@@ -1,0 +1,239 @@
+// test_scenarios.cpp: the scenario registry, the fix list, and how scenarios, options and fixes
+// combine into the settings a run uses (CPU only).
+#include <doctest/doctest.h>
+
+#include <set>
+#include <string>
+#include <vector>
+
+#include "fixes/fix.h"
+#include "math_sdpa/errors.h"
+#include "repro/options.h"
+#include "scenarios/scenario.h"
+
+using namespace sdpa;
+
+namespace {
+
+ParseResult parse(std::vector<std::string> args) {
+  args.insert(args.begin(), "repro");
+  std::vector<const char*> argv;
+  for (const auto& a : args) argv.push_back(a.c_str());
+  return parse_command_line(static_cast<int>(argv.size()), argv.data());
+}
+
+PathSettings run_settings(const std::vector<std::string>& args) {
+  const ParseResult r = parse(args);
+  INFO(r.message);
+  REQUIRE(r.run);
+  return r.options.settings();
+}
+
+// The settings whose value differs between a and b, as name -> value in b.
+std::map<std::string, std::string> changed(const PathSettings& a, const PathSettings& b) {
+  const auto fa = settings_fields(a), fb = settings_fields(b);
+  std::map<std::string, std::string> out;
+  for (const auto& [name, value] : fb) {
+    if (fa.at(name) != value) out[name] = value;
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_SUITE("scenarios") {
+  TEST_CASE("the registry holds scenarios 0-4, each documented, 1-4 each with its own fix") {
+    REQUIRE(scenario_table().size() == static_cast<size_t>(kScenarioCount));
+    for (int n = 0; n < kScenarioCount; ++n) {
+      const ScenarioInfo& s = scenario_info(n);
+      CAPTURE(n);
+      CHECK(s.number == n);
+      for (const char* text : {s.title, s.hypothesis, s.setup, s.runs, s.hang_signature, s.options}) {
+        CHECK(std::string(text).size() > 3);
+      }
+      CHECK(s.fix_number == n);  // scenario N's fix is fix N (0: none)
+    }
+    CHECK_THROWS_AS(scenario_info(5), InputError);
+    CHECK_THROWS_AS(scenario_info(-1), InputError);
+  }
+
+  TEST_CASE("each scenario's setup applies exactly the preconditions it documents") {
+    for (const ScenarioInfo& s : scenario_table()) {
+      CAPTURE(s.number);
+      PathSettings settings;
+      apply_scenario(s.number, settings);
+      const auto fields = settings_fields(settings);
+      const std::map<std::string, std::string> documented(s.preconditions.begin(), s.preconditions.end());
+      // Every documented precondition names a real setting and holds after the setup ...
+      for (const auto& [name, value] : documented) {
+        CAPTURE(name);
+        REQUIRE(fields.count(name) == 1);
+        CHECK(fields.at(name) == value);
+      }
+      // ... and the setup changes nothing it does not document.
+      for (const auto& [name, value] : changed(PathSettings{}, settings)) {
+        CAPTURE(name);
+        CHECK(documented.count(name) == 1);
+      }
+    }
+  }
+
+  TEST_CASE("each scenario's documented hang signature matches the stage the watchdog classifies to it") {
+    for (int n = 1; n < kScenarioCount; ++n) {
+      bool some_stage_classifies_here = false;
+      for (int i = 0; i < kStageCount; ++i) some_stage_classifies_here |= scenario_for_hung_stage(static_cast<Stage>(i)) == n;
+      CAPTURE(n);
+      CHECK(some_stage_classifies_here);
+    }
+    CHECK(std::string(scenario_info(1).hang_signature).find("qk_gemm") != std::string::npos);
+    CHECK(std::string(scenario_info(2).hang_signature).find("softmax") != std::string::npos);
+    CHECK(std::string(scenario_info(3).hang_signature).find("kt_contiguous") != std::string::npos);
+    CHECK(std::string(scenario_info(4).hang_signature).find("entry_sync") != std::string::npos);
+  }
+
+  TEST_CASE("the part of the path each scenario runs") {
+    SdpaProblem p;  // B=2 H=8 bf16 upcast, no mask
+    p.mask = MaskKind::causal;
+    p.dropout_p = 0.1;
+    auto stages_of = [&](int scenario) {
+      PathSettings s;
+      apply_scenario(scenario, s);
+      std::vector<std::string> out;
+      for (int i = 0; i < kStageCount; ++i) {
+        if (stage_runs(static_cast<Stage>(i), p, s)) out.push_back(stage_name(static_cast<Stage>(i)));
+      }
+      return out;
+    };
+    using V = std::vector<std::string>;
+    CHECK(stages_of(0) == V{"entry_sync", "mask_prepare", "upcast", "scale_q", "scale_k", "qk_gemm", "mask_add", "softmax",
+                            "dropout", "pv_gemm", "cast_output", "stream_sync"});
+    CHECK(stages_of(1) == V{"entry_sync", "upcast", "scale_q", "scale_k", "qk_gemm", "stream_sync"});
+    CHECK(stages_of(2) == V{"entry_sync", "mask_prepare", "upcast", "scale_q", "scale_k", "qk_gemm", "mask_add",
+                            "scores_to_host", "softmax", "stream_sync"});
+    CHECK(stages_of(3) == V{"entry_sync", "upcast", "scale_q", "scale_k", "qk_gemm", "stream_sync"});
+    CHECK(stages_of(4) == stages_of(0));
+    PathSettings s;
+    apply_scenario(1, s);
+    CHECK(std::string(result_tensor_name(s)) == "scores");
+    apply_scenario(2, s = PathSettings{});
+    CHECK(std::string(result_tensor_name(s)) == "probs");
+    apply_scenario(4, s = PathSettings{});
+    CHECK(std::string(result_tensor_name(s)) == "output");
+  }
+
+  TEST_CASE("K^T is copied exactly where at::matmul copies it, and always with fix 3") {
+    SdpaProblem p;
+    PathSettings s;
+    CHECK_FALSE(kt_copy_needed(p, s));  // contiguous K: a transposed view folds into B*H batches
+    s.k_layout = KLayout::bshe;
+    CHECK(kt_copy_needed(p, s));  // [B, S, H, E] with B = 2: batch and head strides do not fold
+    p.batch = 1;
+    CHECK_FALSE(kt_copy_needed(p, s));  // B = 1 folds
+    p.batch = 2;
+    s.qk_gemm_api = GemmApi::batched;
+    CHECK_FALSE(kt_copy_needed(p, s));  // pointer arrays take any head offsets
+    p.kv_heads = 2;
+    s.qk_gemm_api = GemmApi::strided;
+    CHECK_FALSE(kt_copy_needed(p, s));  // GQA expands K into a fresh contiguous tensor first
+    s.kt_contiguous = true;
+    CHECK(kt_copy_needed(p, s));  // fix 3
+  }
+
+  TEST_CASE("fix lists: numbers, all, none; anything else is one clear error") {
+    CHECK(parse_fix_list("").empty());
+    CHECK(parse_fix_list("none").empty());
+    CHECK(parse_fix_list("all") == FixSet::all());
+    CHECK(parse_fix_list("1,3").numbers() == std::vector<int>{1, 3});
+    CHECK(parse_fix_list("4,2").str() == "2,4");
+    CHECK(parse_fix_list("1,2,3,4").str() == "all");
+    for (const char* bad : {"0", "5", "1,", ",1", "1,,2", "1;2", "one", "1 2", "12", "1,1", "all,1", "-1", " 1", "ALL"}) {
+      CAPTURE(bad);
+      CHECK_THROWS_AS(parse_fix_list(bad), InputError);
+    }
+    for (int n = 1; n <= kFixCount; ++n) CHECK(fix_info(n).number == n);
+    CHECK_THROWS_AS(fix_info(0), InputError);
+  }
+
+  TEST_CASE("each fix changes the settings at its own point, and fix 2 only acts as a hook") {
+    for (int n = 1; n <= kFixCount; ++n) {
+      FixSet one;
+      one.add(n);
+      PathSettings scenario;
+      apply_scenario(n, scenario);
+      PathSettings fixed = scenario;
+      for (const auto& f : make_fixes(one)) {
+        CHECK(f->number() == n);
+        f->configure(fixed);
+      }
+      const auto diff = changed(scenario, fixed);
+      CAPTURE(n);
+      if (n == 1) CHECK(diff == std::map<std::string, std::string>{{"qk_gemm_stream", "same"}});
+      if (n == 2) CHECK(diff.empty());
+      if (n == 3) CHECK(diff == std::map<std::string, std::string>{{"kt_contiguous", "on"}});
+      if (n == 4) CHECK(diff == std::map<std::string, std::string>{{"alloc", "async"}});
+    }
+    CHECK(make_fixes(FixSet::all()).size() == 4);
+    CHECK(make_fixes(FixSet{}).empty());
+  }
+
+  TEST_CASE("settings: defaults, then the scenario, then explicit options, then fixes") {
+    CHECK(run_settings({"--scenario", "1"}).qk_gemm_stream == GemmStream::legacy);
+    CHECK(run_settings({"--scenario", "1", "--gemm-stream", "aux"}).qk_gemm_stream == GemmStream::aux);
+    CHECK(run_settings({"--scenario", "1", "--gemm-stream", "aux", "--fix", "on"}).qk_gemm_stream == GemmStream::same);
+    CHECK(run_settings({"--scenario", "1", "--gemm-order", "none"}).qk_gemm_order == GemmOrder::none);
+    CHECK(run_settings({"--scenario", "1", "--full"}).last_stage == Stage::stream_sync);
+    CHECK(run_settings({"--scenario", "2", "--scores-to-host", "both"}).scores_to_host == ScoresToHost::both);
+    CHECK(run_settings({"--scenario", "3", "--k-layout", "bhse", "--gemm-api", "strided"}).k_layout == KLayout::bhse);
+    CHECK(run_settings({"--scenario", "3", "--fix", "on"}).kt_contiguous);
+    CHECK(run_settings({"--scenario", "4"}).entry_touch_streams == 4);
+    CHECK(run_settings({"--scenario", "4", "--touch-streams", "8", "--host-touch", "off"}).entry_touch_streams == 8);
+    CHECK_FALSE(run_settings({"--scenario", "4", "--host-touch", "off"}).entry_host_touch);
+    CHECK(run_settings({"--scenario", "4", "--fix", "on"}).alloc == AllocKind::async);
+    CHECK(run_settings({"--scenario", "0", "--fixes", "all"}).alloc == AllocKind::async);
+    CHECK(run_settings({"--alloc", "host"}).alloc == AllocKind::host);
+    CHECK(run_settings({"--stream", "per-thread"}).stream == StreamMode::per_thread);
+    CHECK(run_settings({"--advise", "preferred:cpu,read-mostly"}).advice.size() == 2);
+    const ParseResult both = parse({"--scenario", "2", "--fix", "on", "--fixes", "1"});
+    REQUIRE(both.run);
+    CHECK(both.options.fixes.str() == "1,2");
+    CHECK(both.options.own_fix);
+  }
+
+  TEST_CASE("bad scenario, fix and condition options exit 2 with one line") {
+    const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+        {{"--fix", "on"}, "scenario 0 has no fix"},
+        {{"--fix", "yes"}, "fix"},
+        {{"--fixes", "5"}, "fixes"},
+        {{"--fixes", "1,1"}, "twice"},
+        {{"--alloc", "pinned"}, "alloc"},
+        {{"--stream", "default"}, "stream"},
+        {{"--gemm-stream", "other"}, "gemm-stream"},
+        {{"--gemm-order", "maybe"}, "gemm-order"},
+        {{"--k-layout", "bsh"}, "k-layout"},
+        {{"--gemm-api", "gemv"}, "gemm-api"},
+        {{"--scores-to-host", "write"}, "scores-to-host"},
+        {{"--touch-streams", "65"}, "touch-streams"},
+        {{"--touch-streams", "-1"}, "touch-streams"},
+        {{"--host-touch", "maybe"}, "host-touch"},
+        {{"--advise", "preferred:tpu"}, "advise"},
+        {{"--advise", "read-mostly,read-mostly"}, "twice"},
+        {{"--scenario", "1", "--inject", "hang:softmax"}, "does not run"},
+        {{"--inject", "hang:kt_contiguous"}, "does not run"},
+        {{"--inject", "hang:scores_to_host"}, "does not run"},
+    };
+    for (const auto& [args, needle] : cases) {
+      const ParseResult r = parse(args);
+      INFO(args.front(), " -> ", r.message);
+      CHECK_FALSE(r.run);
+      CHECK(r.exit_code == kExitUsage);
+      CHECK(r.message.find('\n') == std::string::npos);
+      CHECK(r.message.find(needle) != std::string::npos);
+    }
+  }
+
+  TEST_CASE("--help documents every scenario and fix") {
+    const ParseResult r = parse({"--help"});
+    for (const ScenarioInfo& s : scenario_table()) CHECK(r.message.find(s.title) != std::string::npos);
+    for (int n = 1; n <= kFixCount; ++n) CHECK(r.message.find(fix_info(n).name) != std::string::npos);
+  }
+}
