@@ -1,51 +1,101 @@
 #!/usr/bin/env bash
-# device_run.sh: the GPU evidence for the core path and the watchdog, in one call on a GPU
-# machine: build (sm_90), all tests, the GPU test binaries' own output (error table, watchdog
-# table), a clean --log values run, repro --check at the default and image-layer shapes in both
-# allocator modes, and a mutation check (a deliberately broken softmax must fail the tests).
-# Logs go to $OUT (or ./device-out); short tables are printed last.
+# device_run.sh: the GPU evidence, in one call on a GPU machine. Builds for sm_90, then runs
+# the sections named on the command line (default: all), writes every log under $OUT (or
+# ./device-out), packs them into $OUT/logs.tar.gz and prints a short summary last.
+#
+#   scripts/device_run.sh [probe] [tests] [check] [watchdog] [scenarios] [logs] [mutant]
+#
+#   probe      the GPU, driver, unified-memory attributes, tools present
+#   tests      ctest (every label), the GPU test binaries' own tables
+#   check      repro --scenario 0 --check at the default and the image-layer shape, both allocators
+#   watchdog   a clean --log values run (the expected stage-log pattern)
+#   scenarios  scripts/scenario_table.py at the default shape and at B=2 H=8 L=S=2048
+#   logs       each scenario's stage log with its fix off and on (--log stages)
+#   mutant     a deliberately broken softmax must fail the GPU tests
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-device-out}
 mkdir -p "$out"
 export PATH="$PATH:/usr/local/cuda/bin"
+sections=("$@")
+((${#sections[@]})) || sections=(probe tests check watchdog scenarios logs mutant)
+want() { [[ " ${sections[*]} " == *" $1 "* ]]; }
+summary="$out/summary.txt"
+: >"$summary"
+say() { echo "$@" | tee -a "$summary"; }
+
 nvidia-smi --query-gpu=name,driver_version,memory.total,memory.used --format=csv,noheader | tee "$out/gpu.txt"
 cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 >"$out/cmake.log" 2>&1 &&
   cmake --build build-gpu -j 16 >"$out/build.log" 2>&1 || { tail -40 "$out/build.log" "$out/cmake.log"; exit 1; }
-# A mutant with a wrong softmax normalisation, built in the background while the tests run.
-rm -rf /tmp/mutant && mkdir -p /tmp/mutant && cp -r CMakeLists.txt math_sdpa repro tests /tmp/mutant/ &&
-  sed -i 's|const float inv_sum = 1.0f / total.sum;|const float inv_sum = 1.001f / total.sum;|' /tmp/mutant/math_sdpa/kernels.cu &&
-  (cmake -S /tmp/mutant -B /tmp/mutant/build -G Ninja -DCMAKE_CUDA_ARCHITECTURES=90 >/dev/null 2>&1 &&
-   cmake --build /tmp/mutant/build -j 4 --target gpu_tests >"$out/mutant_build.log" 2>&1) &
-mutant_build=$!
-ctest --test-dir build-gpu --output-on-failure -j 2 >"$out/ctest.log" 2>&1
-ctest_rc=$?
-./build-gpu/tests/gpu_tests --test-case='*matrix*' >"$out/gpu_matrix.txt" 2>&1
-./build-gpu/tests/gpu_tests --test-case='*injected hang*' >"$out/gpu_watchdog.txt" 2>&1
-./build-gpu/repro --log values --check 2>"$out/clean_values_log.txt" >"$out/clean_values_stdout.txt"
-results=()
-run() {  # name, repro args...
-  local name=$1
-  shift
-  ./build-gpu/repro "$@" --json "$out/$name.json" >"$out/$name.txt" 2>&1
-  local rc=$?
-  results+=("$(printf '%-20s rc=%d  %s' "$name" "$rc" "$(grep -E '^# check' "$out/$name.txt" | head -1)")")
-}
-for alloc in managed device; do
-  run "default_$alloc" --scenario 0 --check --alloc "$alloc" --iters 20
-  run "image4608_$alloc" --scenario 0 --check --alloc "$alloc" -b 1 --heads 24 -L 4608 -E 128 --dtype bf16 --iters 5
-done
-wait $mutant_build
-SDPA_TEST_SEED=1 /tmp/mutant/build/tests/gpu_tests --test-case='*matrix*' >"$out/mutant.txt" 2>&1
-mutant_rc=$?
-exec > >(tee "$out/summary.txt") 2>&1
-echo "== ctest (rc=$ctest_rc)"; grep -E "Test +#|tests passed|tests failed" "$out/ctest.log"
-echo "== mutant (softmax off by 0.1%) gpu_tests rc=$mutant_rc (must be non-zero)"; grep -E "test cases|assertions|worst" "$out/mutant.txt"
-grep -E -A3 "ERROR" "$out/ctest.log" | head -30
-echo "== clean --log values run (stderr)"; cat "$out/clean_values_log.txt" | cut -c1-220
-echo "== matrix"; grep -E "input seed|worst rel_error|matrix cases|test cases" "$out/gpu_matrix.txt"
-echo "== watchdog"; grep -E -A13 "^injected" "$out/gpu_watchdog.txt"
-for f in default_managed image4608_managed image4608_device; do echo "== $f"; cat "$out/$f.txt"; done
-printf '%s\n' "${results[@]}"
-# Only a few files come back from the device machine: pack the logs into one archive.
-tar -C "$out" -czf /tmp/logs.tar.gz --exclude=logs.tar.gz . && mv /tmp/logs.tar.gz "$out/logs.tar.gz"
+repro=./build-gpu/repro
+
+if want mutant; then  # built in the background while the tests run
+  rm -rf /tmp/mutant && mkdir -p /tmp/mutant && cp -r CMakeLists.txt math_sdpa repro tests fixes scenarios /tmp/mutant/ &&
+    sed -i 's|const float inv_sum = 1.0f / total.sum;|const float inv_sum = 1.001f / total.sum;|' /tmp/mutant/math_sdpa/kernels.cu &&
+    (cmake -S /tmp/mutant -B /tmp/mutant/build -G Ninja -DCMAKE_CUDA_ARCHITECTURES=90 >/dev/null 2>&1 &&
+     cmake --build /tmp/mutant/build -j 4 --target gpu_tests >"$out/mutant_build.log" 2>&1) &
+  mutant_build=$!
+fi
+
+if want probe; then
+  scripts/probe_device.sh >/dev/null 2>&1
+  cp "${OUT:-/tmp/out}/probe.txt" "$out/probe.txt" 2>/dev/null
+  say "== probe"; grep -E "=|Version" "$out/probe.txt" | tee -a "$summary" >/dev/null
+fi
+
+if want tests; then
+  ctest --test-dir build-gpu --output-on-failure -j 2 >"$out/ctest.log" 2>&1
+  say "== ctest (rc=$?)"; grep -E "Test +#|tests passed|tests failed" "$out/ctest.log" >>"$summary"
+  grep -E -A3 "ERROR" "$out/ctest.log" | head -30 >>"$summary"
+  ./build-gpu/tests/gpu_tests --test-suite=gpu --test-case='*matrix*' >"$out/gpu_matrix.txt" 2>&1
+  ./build-gpu/tests/gpu_tests --test-suite=gpu_scenarios >"$out/gpu_scenarios.txt" 2>&1
+  ./build-gpu/tests/gpu_tests --test-suite=gpu_watchdog --test-case='*injected hang*' >"$out/gpu_watchdog.txt" 2>&1
+  say "== matrix"; grep -E "input seed|worst rel_error|matrix cases|test cases" "$out/gpu_matrix.txt" >>"$summary"
+  say "== scenarios"; grep -E "^(scenario|[0-4] )|waived|test cases|assertions" "$out/gpu_scenarios.txt" >>"$summary"
+  say "== watchdog"; grep -E -A16 "^injected" "$out/gpu_watchdog.txt" >>"$summary"
+fi
+
+if want check; then
+  for alloc in managed device; do
+    $repro --scenario 0 --check --alloc "$alloc" --iters 20 --json "$out/default_$alloc.json" >"$out/default_$alloc.txt" 2>&1
+    say "== default $alloc (rc=$?)"; cat "$out/default_$alloc.txt" >>"$summary"
+    $repro --scenario 0 --check --alloc "$alloc" -b 1 --heads 24 -L 4608 -E 128 --dtype bf16 --iters 5 \
+      --json "$out/image4608_$alloc.json" >"$out/image4608_$alloc.txt" 2>&1
+    say "== image4608 $alloc (rc=$?)"; cat "$out/image4608_$alloc.txt" >>"$summary"
+  done
+fi
+
+if want watchdog; then
+  $repro --log values --check 2>"$out/clean_values_log.txt" >"$out/clean_values_stdout.txt"
+  say "== clean --log values run (rc=$?)"; cut -c1-200 "$out/clean_values_log.txt" >>"$summary"
+fi
+
+if want scenarios; then
+  python3 scripts/scenario_table.py $repro "$out/table_default" --iters 10 >"$out/table_default.txt" 2>&1
+  python3 scripts/scenario_table.py $repro "$out/table_2048" --iters 10 -b 2 --heads 8 -L 2048 >"$out/table_2048.txt" 2>&1
+  say "== scenario table, default shape"; cat "$out/table_default.txt" >>"$summary"
+  say "== scenario table, B=2 H=8 L=S=2048"; cat "$out/table_2048.txt" >>"$summary"
+fi
+
+if want logs; then
+  for n in 1 2 3 4; do
+    for fix in off on; do
+      $repro --scenario "$n" --fix "$fix" --check --log stages >"$out/log_s${n}_$fix.txt" 2>&1
+      say "== scenario $n fix $fix (rc=$?)"
+      grep -E "^\[(SCENARIO|FIX|MATH_KT|CUBLAS_GEMM_START|MATH_SCORES|ALLOC_DEBUG\] tensor=scores)|^# (check|result|settings)" \
+        "$out/log_s${n}_$fix.txt" | cut -c1-230 >>"$summary"
+    done
+  done
+fi
+
+if want mutant; then
+  wait "$mutant_build"
+  SDPA_TEST_SEED=1 /tmp/mutant/build/tests/gpu_tests --test-suite=gpu --test-case='*matrix*' >"$out/mutant.txt" 2>&1
+  say "== mutant (softmax off by 0.1%): gpu_tests rc=$? (must be non-zero)"
+  grep -E "test cases|assertions" "$out/mutant.txt" >>"$summary"
+fi
+
+# Only a few files come back from the device machine: everything goes into one archive.
+tar -C "$out" -czf /tmp/logs.tar.gz --exclude=logs.tar.gz --exclude=summary.txt . && mv /tmp/logs.tar.gz "$out/logs.tar.gz"
+find "$out" -mindepth 1 -maxdepth 1 ! -name logs.tar.gz ! -name summary.txt -exec rm -rf {} +
+cat "$summary" | tail -c 11000

@@ -1,0 +1,23 @@
+// commands.h: repro's subcommands, each in its own file, dispatched by main.cpp.
+//
+//   repro [options]            run one configuration (cmd_run.cpp)
+//   repro report [options]     a bug report folder for NVIDIA (cmd_report.cpp)
+//   repro sweep [options]      a matrix of runs in isolated processes, as JSON (cmd_sweep.cpp)
+//   repro bench [options]      timing with statistics and fix overheads (cmd_bench.cpp)
+//   repro info [--json]        the environment block of a bug report (cmd_info.cpp)
+//   repro --version            version, commit, compiler, CUDA, architectures (cmd_info.cpp)
+//
+// Each takes argv with its own name first (argv[0] == "report") and returns the process exit
+// code (math_sdpa/errors.h).
+#pragma once
+
+namespace sdpa {
+
+int run_main(int argc, char** argv);
+int report_main(int argc, char** argv);
+int sweep_main(int argc, char** argv);
+int bench_main(int argc, char** argv);
+int info_main(int argc, char** argv);
+int version_main(int argc, char** argv);
+
+}  // namespace sdpa
