@@ -123,6 +123,7 @@ nlohmann::json result_to_json(const RunResult& r) {
                                 {"passed", r.comparison.passed(r.tolerance)}}
                          : json(nullptr);
   j["result_tensor"] = r.result_tensor;
+  j["result_stats"] = {{"elements", r.result_elements}, {"l2", r.result_l2}, {"sum", r.result_sum}};
   j["nonfinite_outputs"] = r.nonfinite_outputs;
   j["iterations_done"] = r.iterations_done;
   j["timing"] = {{"call_median_ms", r.call_median_ms}, {"call_p10_ms", r.call_p10_ms}, {"call_p90_ms", r.call_p90_ms}};

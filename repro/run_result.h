@@ -39,6 +39,10 @@ struct RunResult {
   Comparison comparison;
   double tolerance = 0;
   int64_t nonfinite_outputs = 0;
+  // Summaries of the result tensor (finite values, in double), so another program computing the
+  // same function (a generated reproducer) can be compared with this run.
+  double result_l2 = 0, result_sum = 0;
+  int64_t result_elements = 0;
   int iterations_done = 0;
   double call_median_ms = 0, call_p10_ms = 0, call_p90_ms = 0;
   std::vector<StageTiming> stages;

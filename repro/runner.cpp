@@ -95,7 +95,16 @@ void run_on_gpu(RunResult& r, int progress_fd) {
   }
   r.allocations = allocator->records();
 
-  for (float x : result) r.nonfinite_outputs += std::isfinite(x) ? 0 : 1;
+  r.result_elements = static_cast<int64_t>(result.size());
+  for (float x : result) {
+    if (!std::isfinite(x)) {
+      ++r.nonfinite_outputs;
+      continue;
+    }
+    r.result_l2 += static_cast<double>(x) * x;
+    r.result_sum += x;
+  }
+  r.result_l2 = std::sqrt(r.result_l2);
   if (!o.save_output_path.empty()) {
     const int64_t last = r.result_tensor == "output" ? p.head_dim : p.kv_len;
     write_npy_float32(o.save_output_path, {p.batch, p.q_heads, p.q_len, last}, result.data());
