@@ -124,6 +124,10 @@ RunOptionParser::RunOptionParser(CLI::App& app) : f_(std::make_unique<Fields>())
       ->default_str("off (scenario 4: on)");
 
   app.add_option("--iters", o.iters, "calls of the path")->check(CLI::Range(1, 100000000));
+  app.add_option("--sample-every", o.sample_every,
+                 "soak: sample GPU free memory, RSS and live allocations every N calls; growth after the first "
+                 "sample beyond 1 MiB fails the run (exit 1)")
+      ->check(CLI::Range(0, 100000000));
   app.add_flag("--check", o.check, "compare with the float64 CPU reference and print the relative error");
   app.add_option("--json", o.json_path, "write the result as JSON to this file");
   app.add_option("--inputs", o.inputs_dir, "load q.npy, k.npy, v.npy and optional mask.npy from this directory");

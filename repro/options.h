@@ -35,6 +35,7 @@ struct RunOptions {
   FixSet fixes;               // every fix applied (--fix on and --fixes)
   bool allow_oversubscription = false;
   int iters = 1;
+  int sample_every = 0;  // soak: sample memory every N calls (0 = never)
   bool check = false;
   std::string json_path;
   std::string inputs_dir;

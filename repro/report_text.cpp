@@ -53,6 +53,16 @@ std::string result_to_text(const RunResult& r) {
     }
     s << format("#  call (GPU stages)     %11.4f %11.4f %11.4f  event\n", r.call_median_ms, r.call_p10_ms, r.call_p90_ms);
   }
+  if (!r.memory.empty()) {
+    s << "#  calls  gpu_free_mib    rss_mib  live_allocs   live_mib\n";
+    for (const auto& m : r.memory) {
+      char line[128];
+      std::snprintf(line, sizeof line, "  %6lld  %12.1f %10.1f  %11lld %10.1f\n", static_cast<long long>(m.calls),
+                    m.gpu_free_mib, m.rss_mib, static_cast<long long>(m.live_allocations), m.live_mib);
+      s << line;
+    }
+    s << "# memory: " << r.soak.summary << "\n";
+  }
   if (r.checked) {
     s << "# check (" << r.result_tensor << ")";
     s << format(": rel_error %.3e  max_abs_error %.3e  tolerance %.1e", r.comparison.rel_error,

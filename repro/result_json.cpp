@@ -151,6 +151,20 @@ nlohmann::json result_to_json(const RunResult& r) {
     allocs.push_back({{"tensor", a.what}, {"bytes", a.bytes}, {"kind", alloc_kind_name(a.kind)}});
   }
   j["allocations"] = allocs;
+  json memory = json::array();
+  for (const auto& m : r.memory) {
+    memory.push_back({{"calls", m.calls},
+                      {"gpu_free_mib", m.gpu_free_mib},
+                      {"rss_mib", m.rss_mib},
+                      {"live_allocations", m.live_allocations},
+                      {"live_mib", m.live_mib}});
+  }
+  j["memory"] = {{"samples", memory},
+                 {"flat", r.soak.flat},
+                 {"gpu_free_drift_mib", r.soak.gpu_free_drift_mib},
+                 {"rss_drift_mib", r.soak.rss_drift_mib},
+                 {"allocation_drift", r.soak.allocation_drift},
+                 {"summary", r.soak.summary}};
   j["wall_seconds"] = r.wall_seconds;
   j["watchdog"] = nullptr;
   if (r.watchdog) {

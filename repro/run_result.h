@@ -15,6 +15,7 @@
 #include "math_sdpa/reference.h"
 #include "math_sdpa/stage.h"
 #include "options.h"
+#include "soak.h"
 #include "watchdog.h"
 
 namespace sdpa {
@@ -48,6 +49,8 @@ struct RunResult {
   std::vector<StageTiming> stages;
   std::vector<GemmCall> gemms;
   std::vector<AllocationRecord> allocations;
+  std::vector<MemorySample> memory;  // --sample-every
+  SoakVerdict soak;
   double wall_seconds = 0;
   // Set by the supervisor when the run hung or its child crashed.
   std::optional<SupervisedOutcome> watchdog;

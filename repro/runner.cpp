@@ -37,6 +37,18 @@ void fill_timings(const StageTimer& timer, RunResult& r) {
   r.call_p90_ms = percentile(timer.call_ms(), 90);
 }
 
+MemorySample sample_memory(int64_t calls, const Allocator& allocator) {
+  MemorySample m;
+  m.calls = calls;
+  size_t free_bytes = 0, total_bytes = 0;
+  CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+  m.gpu_free_mib = static_cast<double>(free_bytes) / (1 << 20);
+  m.rss_mib = resident_set_mib();
+  m.live_allocations = static_cast<int64_t>(allocator.live_allocations());
+  m.live_mib = static_cast<double>(allocator.live_bytes()) / (1 << 20);
+  return m;
+}
+
 void run_on_gpu(RunResult& r, int progress_fd) {
   RunOptions& o = r.options;
   SdpaProblem& p = o.problem;
@@ -89,6 +101,9 @@ void run_on_gpu(RunResult& r, int progress_fd) {
       timer.collect_call();
       r.iterations_done = it + 1;
       if (reporter) reporter->report_calls(it + 1);
+      if (o.sample_every > 0 && ((it + 1) % o.sample_every == 0 || it + 1 == o.iters)) {
+        r.memory.push_back(sample_memory(it + 1, *allocator));
+      }
     }
     fill_timings(timer, r);
     result = path.download_result();
@@ -114,7 +129,13 @@ void run_on_gpu(RunResult& r, int progress_fd) {
     r.tolerance = tolerance_for(p.dtype, p.precision);
     r.comparison = compare_to_reference(result, reference_tensor(p, inputs, r.result_tensor));
   }
+  if (o.sample_every > 0) r.soak = judge_soak(r.memory);
   // NaN never passes, with or without --check.
+  if (!r.soak.flat) {
+    r.outcome = "leak";
+    r.exit_code = kExitMismatch;
+    r.error = "memory grew during the soak: " + r.soak.summary;
+  }
   if (r.nonfinite_outputs > 0 || (r.checked && !r.comparison.passed(r.tolerance))) {
     r.outcome = "mismatch";
     r.exit_code = kExitMismatch;

@@ -1,10 +1,17 @@
 #!/usr/bin/env bash
 # setup_deps.sh: installs the distribution packages the build needs, if they are missing
-# (CLI11, nlohmann/json, doctest headers; CMake and Ninja). The CUDA 13 toolkit itself is
-# not installed here: it must be on the machine (nvcc on PATH or in /usr/local/cuda/bin).
+# (CLI11, nlohmann/json, doctest headers; CMake and Ninja; with --fuzz also clang and its
+# libFuzzer runtime for scripts/fuzz.sh). The CUDA 13 toolkit itself is not installed here: it
+# must be on the machine (nvcc on PATH or in /usr/local/cuda/bin).
+#
+#   scripts/setup_deps.sh [--fuzz]
 set -euo pipefail
 
 missing=()
+if [[ ${1:-} == --fuzz ]]; then
+  command -v clang++ >/dev/null || missing+=(clang)
+  compgen -G "/usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-*.a" >/dev/null || missing+=(libclang-rt-dev)
+fi
 [[ -f /usr/include/CLI/CLI.hpp ]] || missing+=(libcli11-dev)
 [[ -f /usr/include/nlohmann/json.hpp ]] || missing+=(nlohmann-json3-dev)
 [[ -f /usr/include/doctest/doctest.h ]] || missing+=(doctest-dev)

@@ -5,7 +5,8 @@
 #   scripts/test.sh -L cpu          # extra arguments go to ctest (here: only the CPU tests)
 #
 # Environment: BUILD_DIR (default build), CUDA_ARCHS (default: the CMake default, sm_90 and
-# sm_121; CI sets one architecture to build faster).
+# sm_121; CI sets one architecture to build faster), SANITIZE=1 (host code under AddressSanitizer
+# and UndefinedBehaviorSanitizer; use a separate BUILD_DIR).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup_deps.sh
@@ -13,6 +14,13 @@ export PATH="$PATH:/usr/local/cuda/bin"
 build_dir=${BUILD_DIR:-build}
 arch_args=()
 [[ -n ${CUDA_ARCHS:-} ]] && arch_args=(-DCMAKE_CUDA_ARCHITECTURES="$CUDA_ARCHS")
-cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release "${arch_args[@]}"
+build_type=Release
+if [[ ${SANITIZE:-0} == 1 ]]; then
+  arch_args+=(-DSDPA_SANITIZE=ON)
+  build_type=RelWithDebInfo
+  # The CUDA runtime maps memory where ASan's shadow gap would be; leaks are findings.
+  export ASAN_OPTIONS=${ASAN_OPTIONS:-protect_shadow_gap=0:detect_leaks=1} UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1}
+fi
+cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=$build_type "${arch_args[@]}"
 cmake --build "$build_dir" -j "$(nproc)"
 ctest --test-dir "$build_dir" --output-on-failure "$@"
