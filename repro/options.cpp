@@ -37,6 +37,20 @@ std::string scenario_help() {
   return s;
 }
 
+// Decimal digits only, within 64 bits.
+uint64_t parse_seed(const std::string& text) {
+  uint64_t value = 0;
+  if (text.empty() || text.size() > 20) throw InputError("--seed: '" + text.substr(0, 40) + "' is not an integer in [0, 2^64)");
+  for (char c : text) {
+    const unsigned digit = static_cast<unsigned>(c - '0');
+    if (digit > 9 || value > (UINT64_MAX - digit) / 10) {
+      throw InputError("--seed: '" + text.substr(0, 40) + "' is not an integer in [0, 2^64)");
+    }
+    value = value * 10 + digit;
+  }
+  return value;
+}
+
 }  // namespace
 
 std::string one_line(std::string s) {
@@ -63,7 +77,8 @@ struct RunOptionParser::Fields {
               advise;
   int touch_streams = 0;
   bool full = false;
-  CLI::Option *dtype_opt, *kv_heads_opt, *kv_len_opt, *touch_streams_opt;
+  std::string seed;
+  CLI::Option *dtype_opt, *kv_heads_opt, *kv_len_opt, *touch_streams_opt, *seed_opt;
 };
 
 RunOptionParser::RunOptionParser(CLI::App& app) : f_(std::make_unique<Fields>()) {
@@ -95,7 +110,9 @@ RunOptionParser::RunOptionParser(CLI::App& app) : f_(std::make_unique<Fields>())
       ->check(CLI::IsMember({"1x1", "Bx1", "1xH", "BxH"}));
   app.add_option("--dropout", p.dropout_p, "dropout probability in [0, 1)");
   app.add_option("--scale", f.scale, "softmax scale")->default_str("1/sqrt(E)");
-  app.add_option("--seed", p.seed, "seed of the random inputs and of the dropout stream")->check(CLI::NonNegativeNumber);
+  // A string, parsed strictly below: CLI11 would accept 2^64 and wrap or saturate it.
+  f.seed_opt = app.add_option("--seed", f.seed, "seed of the random inputs and of the dropout stream (0 to 2^64-1)")
+      ->default_str(std::to_string(p.seed));
 
   app.add_option("--alloc", f.alloc, "where tensors live: managed, device, async (stream-ordered pool), host (pinned), system")
       ->default_str("managed");
@@ -163,6 +180,7 @@ RunOptions RunOptionParser::finish(int argc, const char* const* argv) const {
   p.kv_heads = f.kv_heads_opt->count() ? f.kv_heads : p.q_heads;
   p.kv_len = f.kv_len_opt->count() ? f.kv_len : p.q_len;
   if (!std::isnan(f.scale)) p.scale = f.scale;
+  if (f.seed_opt->count()) p.seed = parse_seed(f.seed);
 
   // Defaults, then the scenario's preconditions, then what the command line says explicitly.
   PathSettings& c = o.conditions;

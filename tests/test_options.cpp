@@ -73,6 +73,17 @@ TEST_SUITE("options") {
     CHECK_FALSE(r.options.problem.mask_per_head);
   }
 
+  TEST_CASE("--seed takes any 64-bit unsigned integer and nothing else") {
+    CHECK(parse({"--seed", "0"}).options.problem.seed == 0);
+    CHECK(parse({"--seed", "18446744073709551615"}).options.problem.seed == UINT64_MAX);
+    for (const char* bad : {"18446744073709551616", "99999999999999999999", "-1", "1e3", "0x10", "12a", "", " 7"}) {
+      CAPTURE(bad);
+      const ParseResult r = parse({"--seed", bad});
+      CHECK_FALSE(r.run);
+      CHECK(r.exit_code == kExitUsage);
+    }
+  }
+
   TEST_CASE("--help prints the options and exits 0") {
     const ParseResult r = parse({"--help"});
     CHECK_FALSE(r.run);

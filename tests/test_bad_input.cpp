@@ -1,0 +1,193 @@
+// test_bad_input.cpp: the table of bad input (issue 8). Each row runs the real `repro` binary,
+// as a user would, and must end with exit code 2, exactly one line on stderr, nothing written
+// (no --json file, no report folder, no partial file), and no hang (a row that takes more than
+// 20 s fails). Needs no GPU: bad input is rejected before the GPU is touched.
+#include <doctest/doctest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "math_sdpa/errors.h"
+#include "math_sdpa/stage_log.h"
+
+using namespace sdpa;
+
+namespace {
+
+struct Scratch {
+  std::string dir;
+  Scratch() {
+    char name[] = "/tmp/sdpa_bad_input_XXXXXX";
+    dir = mkdtemp(name);
+  }
+  ~Scratch() { std::system(("rm -rf '" + dir + "'").c_str()); }
+  std::string path(const std::string& name) const { return dir + "/" + name; }
+  void write(const std::string& name, const std::string& bytes) const {
+    std::ofstream(path(name), std::ios::binary) << bytes;
+  }
+  // Every entry in the folder (to prove nothing was written).
+  std::string listing() const {
+    std::string out;
+    FILE* p = popen(("ls -A '" + dir + "'").c_str(), "r");
+    char buf[256];
+    while (p && std::fgets(buf, sizeof buf, p)) out += buf;
+    if (p) pclose(p);
+    return out;
+  }
+};
+
+struct Outcome {
+  int exit_code = -1;
+  double seconds = 0;
+  std::string err;
+};
+
+Outcome run_repro(const std::vector<std::string>& args, const Scratch& scratch) {
+  const std::string err_path = scratch.dir + "/../" + scratch.dir.substr(scratch.dir.rfind('/') + 1) + ".stderr";
+  Outcome o;
+  const int64_t start = monotonic_us();
+  std::fflush(nullptr);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    if (!std::freopen(err_path.c_str(), "w", stderr) || !std::freopen("/dev/null", "w", stdout)) _exit(127);
+    if (chdir(scratch.dir.c_str()) != 0) _exit(127);  // relative output paths land in the scratch folder
+    std::vector<char*> argv{const_cast<char*>(SDPA_REPRO_BINARY)};
+    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  int status = 0;
+  while (waitpid(pid, &status, WNOHANG) == 0) {
+    if (monotonic_us() - start > 20'000'000) {
+      kill(pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      o.exit_code = -2;  // hung
+      break;
+    }
+    usleep(2000);
+  }
+  o.seconds = (monotonic_us() - start) / 1e6;
+  if (o.exit_code != -2) o.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  std::ifstream e(err_path);
+  o.err.assign(std::istreambuf_iterator<char>(e), {});
+  std::remove(err_path.c_str());
+  return o;
+}
+
+struct Row {
+  std::vector<std::string> args;
+  std::string needle;  // a word the one line must contain
+};
+
+}  // namespace
+
+TEST_SUITE("bad_input") {
+  TEST_CASE("bad command lines: exit 2, one line, nothing written, no hang") {
+    const std::string huge(100000, '9');  // under the kernel's 128 KiB limit for one argument
+    const std::vector<Row> rows = {
+        // sizes
+        {{"--batch", "0"}, "batch"},
+        {{"--batch", "-1"}, "batch"},
+        {{"--heads", "0"}, "heads"},
+        {{"--kv-heads", "-4"}, "kv-heads"},
+        {{"-L", "0"}, "q-len"},
+        {{"-S", "-9"}, "kv-len"},
+        {{"-E", "0"}, "head-dim"},
+        {{"--heads", "6", "--kv-heads", "4"}, "multiple"},
+        {{"-L", "2147483648"}, "q-len"},
+        {{"--batch", "99999999999999999999999999"}, "batch"},
+        {{"--batch", huge}, "batch"},
+        {{"--batch", "1e400"}, "batch"},
+        {{"--batch", "3.5"}, "batch"},
+        {{"--batch", "16abc"}, "batch"},
+        {{"--heads", "1", "-L", "2147483647", "-S", "2147483647", "-E", "1"}, "overflow"},
+        {{"--heads", "65536", "--batch", "65536"}, "cuBLAS batch"},
+        // types and modes
+        {{"--dtype", "fp64"}, "dtype"},
+        {{"--dtype", ""}, "dtype"},
+        {{"--dtype", "bf16\nfp16"}, "dtype"},
+        {{"--precision", "double"}, "precision"},
+        {{"--mask", "upper"}, "mask"},
+        {{"--mask-dims", "HxB"}, "mask-dims"},
+        {{"--dropout", "1"}, "dropout"},
+        {{"--dropout", "-0"}, ""},  // -0 is a valid 0: excluded below
+        {{"--dropout", "nan"}, "dropout"},
+        {{"--dropout", "inf"}, "dropout"},
+        {{"--dropout", "0.5.5"}, "dropout"},
+        {{"--scale", "inf"}, "scale"},
+        {{"--scale", "abc"}, "scale"},
+        {{"--seed", "-1"}, "seed"},
+        {{"--seed", "18446744073709551616"}, "seed"},
+        // scenarios, fixes, conditions
+        {{"--scenario", "5"}, "scenario"},
+        {{"--scenario", "one"}, "scenario"},
+        {{"--scenario", "1", "--scenario", "2"}, "scenario"},
+        {{"--fix", "on"}, "scenario 0"},
+        {{"--fix", "1"}, "fix"},
+        {{"--fixes", "0"}, "fixes"},
+        {{"--fixes", "1,,3"}, "fixes"},
+        {{"--fixes", "all,none"}, "fixes"},
+        {{"--fixes", "\xff\xfe"}, "fixes"},
+        {{"--alloc", "unified"}, "alloc"},
+        {{"--stream", "0"}, "stream"},
+        {{"--gemm-stream", "main"}, "gemm-stream"},
+        {{"--gemm-order", "fence"}, "gemm-order"},
+        {{"--k-layout", "sbhe"}, "k-layout"},
+        {{"--gemm-api", "gemm"}, "gemm-api"},
+        {{"--scores-to-host", "yes"}, "scores-to-host"},
+        {{"--touch-streams", "1000"}, "touch-streams"},
+        {{"--host-touch", "1"}, "host-touch"},
+        {{"--advise", "preferred"}, "advise"},
+        {{"--advise", "read-mostly,"}, "advise"},
+        // run control
+        {{"--iters", "0"}, "iters"},
+        {{"--iters", "-5"}, "iters"},
+        {{"--sample-every", "-1"}, "sample-every"},
+        {{"--stage-timeout", "0"}, "stage-timeout"},
+        {{"--timeout", "-1"}, "timeout"},
+        {{"--log", "debug"}, "log"},
+        {{"--inject", "hang"}, "inject"},
+        {{"--inject", "hang:nowhere"}, "inject"},
+        {{"--inject", "slow:softmax:-1"}, "inject"},
+        {{"--inject", "hang:dropout"}, "does not run"},
+        {{"--scenario", "3", "--inject", "hang:pv_gemm"}, "does not run"},
+        // the command line itself
+        {{"--no-such-option"}, "no-such-option"},
+        {{"positional"}, "positional"},
+        {{"--batch"}, "batch"},
+        {{"--json"}, "json"},
+        {{"--iters", "2", "--", "extra"}, "extra"},
+        {{"report"}, "report"},  // a subcommand that is not implemented yet, or needs --out
+    };
+    Scratch scratch;
+    int checked = 0;
+    for (const Row& row : rows) {
+      if (row.needle.empty()) continue;
+      std::vector<std::string> args = row.args;
+      if (args.front() != "report") {
+        args.push_back("--json");
+        args.push_back("result.json");
+      }
+      const Outcome o = run_repro(args, scratch);
+      std::string shown;
+      for (const auto& a : row.args) shown += (a.size() > 40 ? a.substr(0, 40) + "..." : a) + " ";
+      INFO("args: ", shown, "-> exit ", o.exit_code, " in ", o.seconds, " s, stderr: ", o.err.substr(0, 300));
+      CHECK(o.exit_code == kExitUsage);
+      CHECK(o.err.size() > 0);
+      CHECK(o.err.find('\n') == o.err.size() - 1);  // exactly one line
+      CHECK(o.err.find(row.needle) != std::string::npos);
+      CHECK(scratch.listing().empty());  // nothing written
+      std::system(("rm -rf '" + scratch.dir + "'/* '" + scratch.dir + "'/.[!.]*").c_str());
+      ++checked;
+    }
+    CHECK(checked >= 50);
+  }
+}
