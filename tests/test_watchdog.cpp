@@ -4,6 +4,8 @@
 #include <doctest/doctest.h>
 
 #include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -171,6 +173,47 @@ TEST_SUITE("watchdog") {
     const auto timed_out = supervise_within(busy(60), deadline(0.3, 0.8), 2);
     CHECK(timed_out.kind == SupervisedOutcome::hang);
     CHECK(timed_out.expiry.whole_run);
+  }
+
+  TEST_CASE("the GPU child never outlives its supervisor: if the supervisor dies, the child is killed") {
+    // This test process becomes the subreaper, so the orphaned child is reparented to it and
+    // its end can be observed with waitpid.
+    REQUIRE(prctl(PR_SET_CHILD_SUBREAPER, 1) == 0);
+    int pid_pipe[2];
+    REQUIRE(pipe(pid_pipe) == 0);
+    std::fflush(nullptr);
+    const pid_t supervisor = fork();
+    if (supervisor == 0) {
+      supervise(
+          [&](int) {
+            const pid_t self = getpid();
+            (void)!write(pid_pipe[1], &self, sizeof self);
+            sleep_forever();
+            return 0;
+          },
+          deadline(3600));
+      _exit(0);
+    }
+    pid_t child = 0;
+    REQUIRE(read(pid_pipe[0], &child, sizeof child) == sizeof child);
+    kill(supervisor, SIGKILL);  // the supervisor dies without a chance to clean up
+    int status = 0;
+    REQUIRE(waitpid(supervisor, &status, 0) == supervisor);
+    const int64_t start = monotonic_us();
+    pid_t reaped = 0;
+    while ((reaped = waitpid(child, &status, WNOHANG)) == 0 && monotonic_us() - start < 2'000'000) usleep(2000);
+    const bool died = reaped == child;
+    if (!died) {  // a regression: clean up, so the survivor cannot hold the test run open
+      kill(child, SIGKILL);
+      waitpid(child, nullptr, 0);
+    }
+    prctl(PR_SET_CHILD_SUBREAPER, 0);
+    close(pid_pipe[0]);
+    close(pid_pipe[1]);
+    REQUIRE(died);
+    CHECK(WIFSIGNALED(status));
+    CHECK(WTERMSIG(status) == SIGKILL);
+    CHECK(monotonic_us() - start < 1'000'000);
   }
 
   TEST_CASE("HangMonitor: flight recorder keeps the last 64, the open stage is the earliest, bad records fail") {
