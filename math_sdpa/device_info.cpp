@@ -28,6 +28,9 @@ DeviceInfo query_device_info(int device) {
   d.integrated = prop.integrated != 0;
   d.concurrent_managed_access = prop.concurrentManagedAccess != 0;
   d.pageable_memory_access = prop.pageableMemoryAccess != 0;
+  d.pageable_memory_access_uses_host_page_tables = prop.pageableMemoryAccessUsesHostPageTables != 0;
+  d.direct_managed_mem_access_from_host = prop.directManagedMemAccessFromHost != 0;
+  d.host_native_atomic_supported = prop.hostNativeAtomicSupported != 0;
   CUDA_CHECK(cudaDriverGetVersion(&d.driver_version));
   CUDA_CHECK(cudaRuntimeGetVersion(&d.runtime_version));
   int major = 0, minor = 0, patch = 0;  // of the cuBLAS library actually loaded

@@ -15,9 +15,13 @@ struct DeviceInfo {
   int driver_version = 0;   // cudaDriverGetVersion, e.g. 13000
   int runtime_version = 0;  // cudaRuntimeGetVersion
   int cublas_version = 0;   // cublasGetVersion of the loaded library
+  // The unified-memory attributes a bug report on an integrated GPU needs (cudaDeviceProp names).
   bool integrated = false;
   bool concurrent_managed_access = false;
   bool pageable_memory_access = false;
+  bool pageable_memory_access_uses_host_page_tables = false;
+  bool direct_managed_mem_access_from_host = false;
+  bool host_native_atomic_supported = false;
 };
 
 // Throws NoGpuError when no CUDA device or driver is usable.

@@ -42,7 +42,10 @@ nlohmann::json device_to_json(const DeviceInfo& d) {
           {"cublas_version", d.cublas_version},
           {"integrated", d.integrated},
           {"concurrent_managed_access", d.concurrent_managed_access},
-          {"pageable_memory_access", d.pageable_memory_access}};
+          {"pageable_memory_access", d.pageable_memory_access},
+          {"pageable_memory_access_uses_host_page_tables", d.pageable_memory_access_uses_host_page_tables},
+          {"direct_managed_mem_access_from_host", d.direct_managed_mem_access_from_host},
+          {"host_native_atomic_supported", d.host_native_atomic_supported}};
 }
 
 DeviceInfo device_from_json(const nlohmann::json& j) {
@@ -60,6 +63,10 @@ DeviceInfo device_from_json(const nlohmann::json& j) {
   d.integrated = j.at("integrated").get<bool>();
   d.concurrent_managed_access = j.at("concurrent_managed_access").get<bool>();
   d.pageable_memory_access = j.at("pageable_memory_access").get<bool>();
+  // Absent from results written before these attributes were recorded.
+  d.pageable_memory_access_uses_host_page_tables = j.value("pageable_memory_access_uses_host_page_tables", false);
+  d.direct_managed_mem_access_from_host = j.value("direct_managed_mem_access_from_host", false);
+  d.host_native_atomic_supported = j.value("host_native_atomic_supported", false);
   return d;
 }
 

@@ -16,6 +16,7 @@
 #include "math_sdpa/reference.h"
 #include "math_sdpa/stage_timer.h"
 #include "math_sdpa/stats.h"
+#include "outcome.h"
 #include "progress_reporter.h"
 #include "result_json.h"
 #include "run_result.h"
@@ -136,13 +137,7 @@ void run_on_gpu(RunResult& r, int progress_fd) {
     r.exit_code = kExitMismatch;
     r.error = "memory grew during the soak: " + r.soak.summary;
   }
-  if (r.nonfinite_outputs > 0 || (r.checked && !r.comparison.passed(r.tolerance))) {
-    r.outcome = "mismatch";
-    r.exit_code = kExitMismatch;
-    r.error = r.nonfinite_outputs > 0
-                  ? std::to_string(r.nonfinite_outputs) + " non-finite values in the " + r.result_tensor
-                  : "relative error " + std::to_string(r.comparison.rel_error) + " exceeds " + std::to_string(r.tolerance);
-  }
+  judge_outputs(r, r.result_tensor);
 }
 
 }  // namespace
@@ -150,29 +145,7 @@ void run_on_gpu(RunResult& r, int progress_fd) {
 RunResult run_repro(const RunOptions& options, int progress_fd) {
   RunResult r;
   r.options = options;
-  const auto start = std::chrono::steady_clock::now();
-  auto fail = [&](const char* outcome, int code, const std::string& message) {
-    r.outcome = outcome;
-    r.exit_code = code;
-    r.error = message;
-  };
-  try {
-    run_on_gpu(r, progress_fd);
-  } catch (const InputError& e) {
-    fail("usage", kExitUsage, e.what());
-  } catch (const NoGpuError& e) {
-    fail("no_gpu", kExitNoGpu, e.what());
-  } catch (const RefusedError& e) {
-    fail("refused", kExitRefused, e.what());
-  } catch (const WaivedError& e) {
-    fail("waived", kExitWaived, e.what());
-  } catch (const CudaError& e) {
-    fail("cuda_error", kExitCudaError, e.what());
-    r.error_stage = e.stage;
-  } catch (const std::bad_alloc&) {
-    fail("usage", kExitUsage, "out of host memory for tensors of this size");
-  }
-  r.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  run_recording_outcome(r, [&] { run_on_gpu(r, progress_fd); });
   return r;
 }
 

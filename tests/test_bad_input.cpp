@@ -3,8 +3,6 @@
 // (no --json file, no report folder, no partial file), and no hang (a row that takes more than
 // 20 s fails). Needs no GPU: bad input is rejected before the GPU is touched.
 #include <doctest/doctest.h>
-#include <signal.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -16,6 +14,7 @@
 
 #include "math_sdpa/errors.h"
 #include "math_sdpa/stage_log.h"
+#include "run_program.h"
 
 using namespace sdpa;
 
@@ -43,43 +42,14 @@ struct Scratch {
   }
 };
 
-struct Outcome {
-  int exit_code = -1;
-  double seconds = 0;
-  std::string err;
-};
-
-Outcome run_repro(const std::vector<std::string>& args, const Scratch& scratch) {
-  const std::string err_path = scratch.dir + "/../" + scratch.dir.substr(scratch.dir.rfind('/') + 1) + ".stderr";
-  Outcome o;
-  const int64_t start = monotonic_us();
-  std::fflush(nullptr);
-  const pid_t pid = fork();
-  if (pid == 0) {
-    if (!std::freopen(err_path.c_str(), "w", stderr) || !std::freopen("/dev/null", "w", stdout)) _exit(127);
-    if (chdir(scratch.dir.c_str()) != 0) _exit(127);  // relative output paths land in the scratch folder
-    std::vector<char*> argv{const_cast<char*>(SDPA_REPRO_BINARY)};
-    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    execv(argv[0], argv.data());
-    _exit(127);
-  }
-  int status = 0;
-  while (waitpid(pid, &status, WNOHANG) == 0) {
-    if (monotonic_us() - start > 20'000'000) {
-      kill(pid, SIGKILL);
-      waitpid(pid, &status, 0);
-      o.exit_code = -2;  // hung
-      break;
-    }
-    usleep(2000);
-  }
-  o.seconds = (monotonic_us() - start) / 1e6;
-  if (o.exit_code != -2) o.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  std::ifstream e(err_path);
-  o.err.assign(std::istreambuf_iterator<char>(e), {});
-  std::remove(err_path.c_str());
-  return o;
+// The real binary, in the scratch folder (relative output paths land there), killed after 20 s:
+// a bad command line must never hang.
+test_util::ProgramRun run_repro(std::vector<std::string> args, const Scratch& scratch) {
+  args.insert(args.begin(), SDPA_REPRO_BINARY);
+  test_util::ProgramOptions options;
+  options.timeout_s = 20;
+  options.cwd = scratch.dir;
+  return test_util::run_program(args, options);
 }
 
 struct Row {
@@ -176,10 +146,11 @@ TEST_SUITE("bad_input") {
         args.push_back("--json");
         args.push_back("result.json");
       }
-      const Outcome o = run_repro(args, scratch);
+      const test_util::ProgramRun o = run_repro(args, scratch);
       std::string shown;
       for (const auto& a : row.args) shown += (a.size() > 40 ? a.substr(0, 40) + "..." : a) + " ";
-      INFO("args: ", shown, "-> exit ", o.exit_code, " in ", o.seconds, " s, stderr: ", o.err.substr(0, 300));
+      INFO("args: ", shown, "-> exit ", o.exit_code, " in ", o.wall_s, " s, stderr: ", o.err.substr(0, 300));
+      CHECK_FALSE(o.timed_out);
       CHECK(o.exit_code == kExitUsage);
       CHECK(o.err.size() > 0);
       CHECK(o.err.find('\n') == o.err.size() - 1);  // exactly one line

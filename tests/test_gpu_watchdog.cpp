@@ -4,8 +4,6 @@
 // the design document's expected stage-log pattern. Prints the table the issue asks for.
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <cstdio>
 #include <fstream>
@@ -16,17 +14,11 @@
 #include "math_sdpa/errors.h"
 #include "math_sdpa/stage.h"
 #include "math_sdpa/stage_log.h"
+#include "run_program.h"
 
 using namespace sdpa;
 
 namespace {
-
-struct BinaryRun {
-  int exit_code = -1;
-  double wall_s = 0;
-  std::string stderr_text;
-  nlohmann::json result;
-};
 
 // Every stage runs in this configuration: causal mask (mask_prepare, mask_add), bf16 upcast
 // (upcast, cast_output), GQA (gqa_expand), fix 3 (kt_contiguous), scenario 2's condition on the
@@ -34,36 +26,8 @@ struct BinaryRun {
 const std::vector<std::string> kAllStagesArgs = {"--mask",  "causal", "--heads", "8",     "--kv-heads",       "4",
                                                  "--dropout", "0.1",  "--fixes", "3",     "--scores-to-host", "read"};
 
-BinaryRun run_binary(std::vector<std::string> args) {
-  char dir_template[] = "/tmp/sdpa_gpu_watchdog_XXXXXX";
-  const std::string dir = mkdtemp(dir_template);
-  const std::string json = dir + "/result.json", err = dir + "/stderr.txt";
-  args.insert(args.begin(), SDPA_REPRO_BINARY);
-  args.push_back("--json");
-  args.push_back(json);
-  BinaryRun run;
-  const int64_t start = monotonic_us();
-  std::fflush(nullptr);  // or the child would write this process's buffered output again
-  const pid_t pid = fork();
-  if (pid == 0) {
-    std::freopen(err.c_str(), "w", stderr);
-    std::freopen("/dev/null", "w", stdout);
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    execv(argv[0], argv.data());
-    _exit(127);
-  }
-  int status = 0;
-  waitpid(pid, &status, 0);
-  run.wall_s = (monotonic_us() - start) / 1e6;
-  run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  std::ifstream e(err);
-  run.stderr_text.assign(std::istreambuf_iterator<char>(e), {});
-  std::ifstream j(json);
-  if (j) run.result = nlohmann::json::parse(j, nullptr, false);
-  std::system(("rm -rf '" + dir + "'").c_str());
-  return run;
+test_util::JsonRun run_binary(const std::vector<std::string>& args) {
+  return test_util::run_with_json(SDPA_REPRO_BINARY, args);
 }
 
 }  // namespace
@@ -77,8 +41,8 @@ TEST_SUITE("gpu_watchdog") {
       const std::string stage = stage_name(static_cast<Stage>(i));
       std::vector<std::string> args = kAllStagesArgs;
       args.insert(args.end(), {"--inject", "hang:" + stage, "--stage-timeout", "1.5", "--log", "stages"});
-      const BinaryRun run = run_binary(args);
-      INFO("stage ", stage, " stderr: ", run.stderr_text.substr(0, 2000));
+      const test_util::JsonRun run = run_binary(args);
+      INFO("stage ", stage, " stderr: ", run.err.substr(0, 2000));
       CHECK(run.exit_code == kExitHang);
       REQUIRE(run.result.is_object());
       const auto& w = run.result["watchdog"];
@@ -88,7 +52,7 @@ TEST_SUITE("gpu_watchdog") {
       const double running = w["running_seconds"].get<double>();
       CHECK(running >= deadline);
       CHECK(running <= deadline + 1.0);
-      CHECK(run.stderr_text.find("HANG: stage " + stage) != std::string::npos);
+      CHECK(run.err.find("HANG: stage " + stage) != std::string::npos);
       const int scenario = w["scenario"].get<int>();
       CHECK(scenario == scenario_for_hung_stage(static_cast<Stage>(i)));
       std::printf("%-13s %4d  %-13s %-14s %9.3f %7.2f\n", stage.c_str(), run.exit_code,
@@ -102,22 +66,22 @@ TEST_SUITE("gpu_watchdog") {
       const std::string stage = stage_name(static_cast<Stage>(i));
       std::vector<std::string> args = kAllStagesArgs;
       args.insert(args.end(), {"--inject", "error:" + stage});
-      const BinaryRun run = run_binary(args);
-      INFO("stage ", stage, " stderr: ", run.stderr_text.substr(0, 2000));
+      const test_util::JsonRun run = run_binary(args);
+      INFO("stage ", stage, " stderr: ", run.err.substr(0, 2000));
       CHECK(run.exit_code == kExitCudaError);
       REQUIRE(run.result.is_object());
       CHECK(run.result["outcome"] == "cuda_error");
       CHECK(run.result["error_stage"] == stage);
-      CHECK(run.stderr_text.find("in stage " + stage + ": code=") != std::string::npos);
-      CHECK(run.stderr_text.find("\"kernel launch\"") != std::string::npos);
+      CHECK(run.err.find("in stage " + stage + ": code=") != std::string::npos);
+      CHECK(run.err.find("\"kernel launch\"") != std::string::npos);
     }
   }
 
   TEST_CASE("slow:STAGE:MS below the deadline is not a hang, and shows in the stage's time") {
     std::vector<std::string> args = kAllStagesArgs;
     args.insert(args.end(), {"--inject", "slow:softmax:300", "--stage-timeout", "5", "--check"});
-    const BinaryRun run = run_binary(args);
-    INFO(run.stderr_text.substr(0, 2000));
+    const test_util::JsonRun run = run_binary(args);
+    INFO(run.err.substr(0, 2000));
     CHECK(run.exit_code == kExitPass);
     REQUIRE(run.result.is_object());
     for (const auto& s : run.result["stages"]) {
@@ -128,8 +92,8 @@ TEST_SUITE("gpu_watchdog") {
   TEST_CASE("--no-fork: the in-process watchdog names the hung stage too") {
     std::vector<std::string> args = kAllStagesArgs;
     args.insert(args.end(), {"--inject", "hang:qk_gemm", "--stage-timeout", "1.5", "--no-fork"});
-    const BinaryRun run = run_binary(args);
-    INFO(run.stderr_text.substr(0, 2000));
+    const test_util::JsonRun run = run_binary(args);
+    INFO(run.err.substr(0, 2000));
     CHECK(run.exit_code == kExitHang);
     REQUIRE(run.result.is_object());
     CHECK(run.result["watchdog"]["stage"] == "qk_gemm");
@@ -137,8 +101,8 @@ TEST_SUITE("gpu_watchdog") {
   }
 
   TEST_CASE("a clean run at --log values writes the expected pattern with values, in order") {
-    const BinaryRun run = run_binary({"--log", "values", "--check"});
-    INFO(run.stderr_text.substr(0, 4000));
+    const test_util::JsonRun run = run_binary({"--log", "values", "--check"});
+    INFO(run.err.substr(0, 4000));
     CHECK(run.exit_code == kExitPass);
     const char* pattern[] = {"[ALLOC_DEBUG] tensor=query", "[SDPA_ENTRY] Q shape=[2, 8, 128, 64]",
                              "[CUDA_EVENT] sdpa_entry @", "[SDPA_ENTRY] Post-sync complete", "[BACKEND_SELECT]",
@@ -151,13 +115,13 @@ TEST_SUITE("gpu_watchdog") {
     size_t at = 0;
     for (const char* tag : pattern) {
       CAPTURE(tag);
-      const size_t found = run.stderr_text.find(tag, at);
+      const size_t found = run.err.find(tag, at);
       REQUIRE(found != std::string::npos);
       at = found + 1;
     }
     // Softmax rows sum to one: the seed's "sum=1024.0" for 2 x 8 x 128 rows is 2048 here.
-    const size_t softmax_done = run.stderr_text.find("[MATH_SOFTMAX_DONE]");
-    const std::string line = run.stderr_text.substr(softmax_done, run.stderr_text.find('\n', softmax_done) - softmax_done);
+    const size_t softmax_done = run.err.find("[MATH_SOFTMAX_DONE]");
+    const std::string line = run.err.substr(softmax_done, run.err.find('\n', softmax_done) - softmax_done);
     CHECK(line.find("isnan=false isinf=false sum=2048") != std::string::npos);
   }
 }

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# sweep.sh: builds repro and runs the matrix sweep, `repro sweep` (README "Sweep"). Paths are
+# taken relative to the directory it is called from.
+#
+#   scripts/sweep.sh --out sweep-h100                 # the default matrix, 180 cells
+#   scripts/sweep.sh --scenarios 1,2 --fix off,on --repeats 3 --json s.json
+#   scripts/sweep.sh --out sweep-h100 --resume        # continue an interrupted sweep
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+build_dir=${BUILD_DIR:-build}
+(
+  cd "$root"
+  scripts/setup_deps.sh
+  export PATH="$PATH:/usr/local/cuda/bin"
+  cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release
+  cmake --build "$build_dir" -j "$(nproc)" --target repro
+) >&2
+exec "$root/$build_dir/repro" sweep "$@"

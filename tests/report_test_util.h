@@ -1,0 +1,59 @@
+// report_test_util.h: running programs from the report tests (the repro binary, nvcc, a generated
+// reproducer; run_program.h) and reading what they wrote. Shared by test_report.cpp (CPU) and
+// test_gpu_report.cpp (GPU).
+#pragma once
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "run_program.h"
+
+namespace report_test {
+
+using Ran = test_util::ProgramRun;
+using test_util::read_file;
+using test_util::remove_tree;
+using test_util::temp_dir;
+
+inline bool exists(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0;
+}
+
+// Runs `args` (args[0] the program, no shell) and returns its exit code, stdout and stderr.
+inline Ran run(const std::vector<std::string>& args) { return test_util::run_program(args); }
+
+inline Ran run_repro(std::vector<std::string> args) {
+  args.insert(args.begin(), REPORT_TEST_REPRO);
+  return run(args);
+}
+
+// nvcc from the build (CMAKE_CUDA_COMPILER), else from PATH; "" when there is none.
+inline std::string find_nvcc() {
+  const std::string built = REPORT_TEST_NVCC;
+  if (!built.empty() && ::access(built.c_str(), X_OK) == 0) return built;
+  if (std::system("command -v nvcc > /dev/null 2>&1") == 0) return "nvcc";
+  return "";
+}
+
+// The value of `key=` in a reproducer's result line ("result: pass rel_error=... l2=... ...").
+inline std::string result_field(const std::string& output, const std::string& key) {
+  const size_t line = output.find("result: ");
+  if (line == std::string::npos) return "";
+  const size_t at = output.find(" " + key + "=", line);
+  if (at == std::string::npos) return "";
+  const size_t start = at + key.size() + 2;
+  return output.substr(start, output.find_first_of(" \n", start) - start);
+}
+
+inline size_t count_lines(const std::string& s) {
+  size_t n = 0;
+  for (char c : s) n += c == '\n';
+  return n;
+}
+
+}  // namespace report_test

@@ -1,0 +1,112 @@
+// run_program.h: runs a program the way a user does (the repro binary, nvcc, a generated
+// reproducer) and captures what it printed. Shared by the CPU and GPU tests.
+#pragma once
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace test_util {
+
+struct ProgramRun {
+  int exit_code = -1;  // 128 + the signal when one ended it
+  bool timed_out = false;
+  double wall_s = 0;
+  std::string out, err;
+};
+
+struct ProgramOptions {
+  double timeout_s = 0;  // > 0: killed (SIGKILL) after this long, and timed_out set
+  std::string cwd;       // non-empty: runs there, so relative output paths land there
+};
+
+inline std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// A fresh empty folder under /tmp; the caller removes it (remove_tree).
+inline std::string temp_dir(const char* what) {
+  std::string pattern = std::string("/tmp/sdpa_") + what + "_XXXXXX";
+  return mkdtemp(pattern.data());
+}
+
+inline void remove_tree(const std::string& dir) { std::system(("rm -rf '" + dir + "'").c_str()); }
+
+// Runs args[0] with `args` (no shell; a name without a slash is looked up in PATH), stdin from
+// /dev/null, and returns its exit code, stdout and stderr.
+inline ProgramRun run_program(const std::vector<std::string>& args, const ProgramOptions& options = {}) {
+  const std::string dir = temp_dir("run");
+  const std::string out = dir + "/out", err = dir + "/err";
+  const auto start = std::chrono::steady_clock::now();
+  auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
+  std::fflush(nullptr);  // or the child would write this process's buffered output again
+  const pid_t pid = fork();
+  if (pid == 0) {
+    if (!std::freopen("/dev/null", "r", stdin) || !std::freopen(out.c_str(), "w", stdout) ||
+        !std::freopen(err.c_str(), "w", stderr)) {
+      _exit(126);
+    }
+    if (!options.cwd.empty() && chdir(options.cwd.c_str()) != 0) _exit(126);
+    std::vector<char*> argv;
+    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    execvp(argv[0], argv.data());
+    _exit(127);
+  }
+  ProgramRun r;
+  int status = 0;
+  if (options.timeout_s > 0) {
+    while (waitpid(pid, &status, WNOHANG) == 0) {
+      if (elapsed() > options.timeout_s) {
+        kill(pid, SIGKILL);
+        waitpid(pid, &status, 0);
+        r.timed_out = true;
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+  } else {
+    waitpid(pid, &status, 0);
+  }
+  r.wall_s = elapsed();
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  r.out = read_file(out);
+  r.err = read_file(err);
+  remove_tree(dir);
+  return r;
+}
+
+// A run of the repro binary `binary args... --json <file>`, with that file parsed (a discarded
+// value when it was not written or is not JSON).
+struct JsonRun : ProgramRun {
+  nlohmann::json result;
+};
+
+inline JsonRun run_with_json(const std::string& binary, std::vector<std::string> args, const ProgramOptions& options = {}) {
+  const std::string dir = temp_dir("json");
+  const std::string json = dir + "/result.json";
+  args.insert(args.begin(), binary);
+  args.push_back("--json");
+  args.push_back(json);
+  JsonRun r;
+  static_cast<ProgramRun&>(r) = run_program(args, options);
+  r.result = nlohmann::json::parse(read_file(json), nullptr, false);
+  remove_tree(dir);
+  return r;
+}
+
+}  // namespace test_util

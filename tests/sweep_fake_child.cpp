@@ -1,0 +1,178 @@
+// sweep_fake_child.cpp: a stand-in for `repro` in the sweep's tests (test_sweep.cpp), passed to
+// `repro sweep --repro-binary`. It takes the options a sweep gives a cell, needs no GPU, and
+// ends the way the environment says, so every outcome can be produced on demand:
+//
+//   SWEEP_FAKE="1=hang,2/device=segv"   behaviour per scenario, or per scenario/alloc (which
+//                                       wins); a cell not named passes
+//   SWEEP_FAKE_LOG=FILE                 each run appends "start <t_us> <pid> <CUDA_VISIBLE_DEVICES>
+//                                       | <its options but --json>" and "end <t_us> <pid>"
+//
+// Behaviours, each writing what real repro writes for it (result_json.cpp):
+//   pass, slow (pass after 300 ms), mismatch (1), hang (3, watchdog stage softmax),
+//   cuda_error (4, stage qk_gemm), crash_reported (5, stage pv_gemm), waived (6), no_gpu (7),
+//   refused (8), usage (2, one line on stderr, no JSON), exit42 (an exit code repro never uses),
+//   wrong_exit (a pass JSON, exit 1), segv (dies from SIGSEGV), garbage (a JSON file that is
+//   not JSON), no_json (exit 0, no file), sleep (forever, ignoring SIGTERM, with a forked
+//   grandchild that sleeps too, as repro's GPU child would; its pid is logged as "grandchild").
+#include <fcntl.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "math_sdpa/atomic_file.h"
+
+namespace {
+
+using nlohmann::json;
+
+long long now_us() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec * 1000000LL + ts.tv_nsec / 1000;
+}
+
+void log_line(const std::string& line) {
+  const char* path = std::getenv("SWEEP_FAKE_LOG");
+  if (!path) return;
+  const int fd = open(path, O_WRONLY | O_APPEND | O_CREAT, 0644);
+  const std::string text = line + "\n";
+  (void)!write(fd, text.data(), text.size());
+  close(fd);
+}
+
+std::string behaviour_for(const std::string& scenario, const std::string& alloc) {
+  std::map<std::string, std::string> table;
+  std::stringstream plan(std::getenv("SWEEP_FAKE") ? std::getenv("SWEEP_FAKE") : "");
+  std::string entry;
+  while (std::getline(plan, entry, ',')) {
+    const size_t eq = entry.find('=');
+    if (eq != std::string::npos) table[entry.substr(0, eq)] = entry.substr(eq + 1);
+  }
+  if (table.count(scenario + "/" + alloc)) return table[scenario + "/" + alloc];
+  if (table.count(scenario)) return table[scenario];
+  return "pass";
+}
+
+json result(const std::string& outcome, int exit_code, const char* error) {
+  return {{"outcome", outcome},
+          {"exit_code", exit_code},
+          {"error", error ? json(error) : json(nullptr)},
+          {"error_stage", nullptr},
+          {"check", {{"rel_error", 1.5e-3}, {"max_abs_error", 2e-3}, {"tolerance", 4e-3}, {"passed", true}}},
+          {"iterations_done", 1},
+          {"timing", {{"call_median_ms", 0.25}, {"call_p10_ms", 0.2}, {"call_p90_ms", 0.3}}},
+          {"stages",
+           {{{"stage", "qk_gemm"}, {"calls", 1}, {"median_ms", 0.05}, {"p10_ms", 0.05}, {"p90_ms", 0.05}, {"clock", "cuda_event"}},
+            {{"stage", "softmax"}, {"calls", 1}, {"median_ms", 0.02}, {"p10_ms", 0.02}, {"p90_ms", 0.02}, {"clock", "cuda_event"}}}},
+          {"device",
+           {{"index", 0}, {"name", "Fake GPU <&>"}, {"compute_capability", "9.0"}, {"sm_count", 132},
+            {"total_memory_bytes", 85017493504LL}, {"driver_version", 13000}, {"runtime_version", 13000},
+            {"cublas_version", 130100}, {"integrated", false}, {"concurrent_managed_access", true},
+            {"pageable_memory_access", false}}},
+          {"watchdog", nullptr},
+          {"wall_seconds", 0.01}};
+}
+
+json stopped(const std::string& outcome, int exit_code, const char* stage, const char* error) {
+  json r = result(outcome, exit_code, error);
+  r["check"] = nullptr;
+  r["iterations_done"] = 0;
+  r["stages"] = json::array();
+  r["error_stage"] = stage ? json(stage) : json(nullptr);
+  if (outcome == "hang" || outcome == "crash") {
+    r["watchdog"] = {{"kind", outcome}, {"stage", stage ? json(stage) : json(nullptr)}, {"classification", "scenario 2 (softmax reduction on unified memory: hung inside softmax)"}};
+  }
+  return r;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string scenario = "0", alloc = "managed", json_path, options;
+  bool check = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    const std::string value = i + 1 < argc ? argv[i + 1] : "";
+    if (a == "--scenario") scenario = value;
+    if (a == "--alloc") alloc = value;
+    if (a == "--check") check = true;
+    if (a == "--json") {
+      json_path = value;
+      ++i;
+      continue;
+    }
+    options += (options.empty() ? "" : " ") + a;
+  }
+  const char* gpu = std::getenv("CUDA_VISIBLE_DEVICES");
+  log_line("start " + std::to_string(now_us()) + " " + std::to_string(getpid()) + " " + (gpu ? gpu : "-") + " | " + options);
+  if (json_path.empty() || !check) {
+    std::fprintf(stderr, "sweep_fake_child: the sweep must pass --json and --check\n");
+    return 99;
+  }
+  const std::string behaviour = behaviour_for(scenario, alloc);
+  auto finish = [&](const json& r, int code) {
+    sdpa::write_file_atomic(json_path, r.dump(2) + "\n");
+    log_line("end " + std::to_string(now_us()) + " " + std::to_string(getpid()));
+    return code;
+  };
+  if (behaviour == "pass") return finish(result("pass", 0, nullptr), 0);
+  if (behaviour == "slow") {
+    usleep(300000);
+    return finish(result("pass", 0, nullptr), 0);
+  }
+  if (behaviour == "mismatch") {
+    json r = result("mismatch", 1, "relative error 5.0e-01 above the bound 4.0e-03");
+    r["check"]["rel_error"] = 0.5;
+    r["check"]["passed"] = false;
+    return finish(r, 1);
+  }
+  if (behaviour == "hang") return finish(stopped("hang", 3, "softmax", "stage softmax did not finish within 0.2 s"), 3);
+  if (behaviour == "cuda_error") {
+    return finish(stopped("cuda_error", 4, "qk_gemm", "CUDA error at gemm.cpp:1 in stage qk_gemm: code=700"), 4);
+  }
+  if (behaviour == "crash_reported") {
+    return finish(stopped("crash", 5, "pv_gemm", "the GPU child died from signal 11 (Segmentation fault)"), 5);
+  }
+  if (behaviour == "waived") {
+    return finish(stopped("waived", 6, nullptr, "scenario 2 needs memory that migrates (<managed> & \"system\")"), 6);
+  }
+  if (behaviour == "no_gpu") return finish(stopped("no_gpu", 7, nullptr, "no usable CUDA GPU: fake"), 7);
+  if (behaviour == "refused") return finish(stopped("refused", 8, nullptr, "managed allocation beyond the guard"), 8);
+  if (behaviour == "usage") {
+    std::fprintf(stderr, "repro: error: --fake: a usage error\n");
+    return 2;
+  }
+  if (behaviour == "exit42") return finish(result("pass", 0, nullptr), 42);
+  if (behaviour == "wrong_exit") return finish(result("pass", 0, nullptr), 1);
+  if (behaviour == "segv") {
+    std::fprintf(stderr, "about to crash\n");
+    std::fflush(stderr);
+    signal(SIGSEGV, SIG_DFL);
+    raise(SIGSEGV);
+  }
+  if (behaviour == "garbage") {
+    sdpa::write_file_atomic(json_path, "{\"outcome\": \"pass\", \x01 not json");
+    return 0;
+  }
+  if (behaviour == "no_json") return 0;
+  if (behaviour == "sleep") {
+    signal(SIGTERM, SIG_IGN);
+    const pid_t grandchild = fork();
+    if (grandchild == 0) {
+      while (true) pause();
+    }
+    log_line("grandchild " + std::to_string(grandchild));
+    while (true) pause();
+  }
+  std::fprintf(stderr, "sweep_fake_child: unknown behaviour '%s'\n", behaviour.c_str());
+  return 98;
+}

@@ -1,0 +1,302 @@
+// test_bench.cpp: `repro bench` without a GPU: its options (defaults, values, run options passed
+// through, bad input), the choice of input sets, the overhead verdict, the summaries computed
+// from samples, and the fields of its JSON result and text. Numbers here are made up: no
+// benchmark figure belongs in a unit test.
+#include <doctest/doctest.h>
+
+#include <string>
+#include <vector>
+
+#include "math_sdpa/errors.h"
+#include "repro/bench.h"
+
+using namespace sdpa;
+
+namespace {
+
+BenchParse parse(std::vector<std::string> args) {
+  args.insert(args.begin(), "bench");
+  std::vector<const char*> argv;
+  for (const auto& a : args) argv.push_back(a.c_str());
+  return parse_bench_command_line(static_cast<int>(argv.size()), argv.data());
+}
+
+// Samples 1.00, 1.01, ... as a stand-in for call times.
+std::vector<double> ramp(int n, double first, double step) {
+  std::vector<double> x;
+  for (int i = 0; i < n; ++i) x.push_back(first + step * i);
+  return x;
+}
+
+BenchSeries series(const char* label, double first) {
+  BenchSeries s;
+  s.label = label;
+  s.samples.wall_ms = ramp(20, first, 0.01);
+  s.samples.gpu_ms = ramp(20, first * 0.5, 0.005);
+  s.samples.event_ms = ramp(20, first * 0.9, 0.01);
+  s.samples.stage_ms[static_cast<size_t>(Stage::softmax)] = ramp(20, 0.1, 0.001);
+  s.samples.stage_ms[static_cast<size_t>(Stage::entry_sync)] = ramp(20, 0.01, 0.0);
+  for (double w : s.samples.wall_ms) s.samples.total_seconds += w / 1e3;
+  return s;
+}
+
+}  // namespace
+
+TEST_SUITE("bench") {
+  TEST_CASE("defaults: the seed's warm-up and iteration counts, input sets from the L2, no fix overhead") {
+    const BenchParse r = parse({});
+    REQUIRE(r.run);
+    CHECK(r.options.warmup == 10);
+    CHECK(r.options.iterations == 100);
+    CHECK(r.options.input_sets == 0);
+    CHECK(r.options.overhead_labels.empty());
+    CHECK(r.options.run.scenario == 0);
+    CHECK(r.options.run.problem.shape_string() == "B=2 Hq=8 Hkv=8 L=128 S=128 E=64");
+  }
+
+  TEST_CASE("bench options and every run option reach the configuration") {
+    const BenchParse r = parse({"-w", "3", "-n", "50", "--input-sets", "5", "--fix-overhead", "2,all", "--json", "b.json",
+                                "--dtype", "fp16", "--precision", "native", "-b", "4", "--heads", "16", "-L", "2048",
+                                "-E", "64", "--alloc", "device", "--fixes", "3", "--check", "--stage-timeout", "5"});
+    REQUIRE(r.run);
+    const BenchOptions& o = r.options;
+    CHECK(o.warmup == 3);
+    CHECK(o.iterations == 50);
+    CHECK(o.input_sets == 5);
+    CHECK(o.overhead_labels == std::vector<std::string>{"2", "all"});
+    REQUIRE(o.overhead_fixes.size() == 2);
+    CHECK(o.overhead_fixes[0].str() == "2");
+    CHECK(o.overhead_fixes[1].str() == "all");
+    CHECK(o.run.json_path == "b.json");
+    CHECK(o.run.problem.dtype == DType::fp16);
+    CHECK(o.run.problem.precision == Precision::native);
+    CHECK(o.run.problem.shape_string() == "B=4 Hq=16 Hkv=16 L=2048 S=2048 E=64");
+    CHECK(o.run.settings().alloc == AllocKind::device);
+    CHECK(o.run.fixes.str() == "3");
+    CHECK(o.run.check);
+    CHECK(o.run.stage_timeout_s == 5);
+    CHECK(o.run.argv.front() == "bench");
+  }
+
+  TEST_CASE("--fix-overhead lists") {
+    std::vector<std::string> labels;
+    std::vector<FixSet> fixes;
+    parse_fix_overhead_list("each", labels, fixes);
+    CHECK(labels == std::vector<std::string>{"1", "2", "3", "4", "all"});
+    CHECK(fixes[3].str() == "4");
+    CHECK(fixes[4] == FixSet::all());
+    parse_fix_overhead_list("none", labels, fixes);
+    CHECK(labels.empty());
+    parse_fix_overhead_list("4,1", labels, fixes);
+    CHECK(labels == std::vector<std::string>{"4", "1"});
+    for (const char* bad : {"5", "0", "1,1", "1,,2", "all,all", "x", "1 2", "each,1", "12"}) {
+      INFO(bad);
+      CHECK_THROWS_AS(parse_fix_overhead_list(bad, labels, fixes), InputError);
+    }
+  }
+
+  TEST_CASE("bad bench command lines: exit 2 with one line") {
+    const std::vector<std::vector<std::string>> bad = {
+        {"-n", "0"},          {"-n", "x"},         {"-w", "-1"},          {"--input-sets", "-1"},
+        {"--input-sets", "65"}, {"--fix-overhead", "7"}, {"--fix-overhead", "1,1"}, {"--iters", "5"},
+        {"--sample-every", "2"}, {"--dtype", "fp8"}, {"--no-such-option"}, {"-L", "0"}};
+    for (const auto& args : bad) {
+      const BenchParse r = parse(args);
+      INFO(args.front(), " -> ", r.message);
+      CHECK_FALSE(r.run);
+      CHECK(r.exit_code == kExitUsage);
+      CHECK(r.message.find('\n') == std::string::npos);
+      CHECK(r.message.rfind("repro bench: error: ", 0) == 0);
+    }
+  }
+
+  TEST_CASE("--help prints the bench and the run options, exit 0") {
+    const BenchParse r = parse({"--help"});
+    CHECK_FALSE(r.run);
+    CHECK(r.exit_code == 0);
+    CHECK(r.message.find("--fix-overhead") != std::string::npos);
+    CHECK(r.message.find("--input-sets") != std::string::npos);
+    CHECK(r.message.find("--precision") != std::string::npos);
+  }
+
+  TEST_CASE("input sets: enough that 3x the L2 is touched between two uses of a set") {
+    const int64_t MiB = 1 << 20, L2 = 50 * MiB, plenty = int64_t{1} << 40;
+    // The seed's shape, native bf16: about 23 MiB a call -> 1 + ceil(150 / 23) = 8 sets.
+    CHECK(choose_input_sets(23 * MiB, L2, 55 * MiB, plenty) == 8);
+    // One call moving 3x the L2 or more needs no rotation.
+    CHECK(choose_input_sets(150 * MiB, L2, 200 * MiB, plenty) == 1);
+    CHECK(choose_input_sets(4096 * MiB, L2, 4200 * MiB, plenty) == 1);
+    // Tiny calls: capped.
+    CHECK(choose_input_sets(1024, L2, 40 * MiB, plenty) == kMaxInputSets);
+    // Memory caps it, never below one.
+    CHECK(choose_input_sets(23 * MiB, L2, 55 * MiB, 200 * MiB) == 3);
+    CHECK(choose_input_sets(23 * MiB, L2, 55 * MiB, 10 * MiB) == 1);
+    // Unknown sizes: one.
+    CHECK(choose_input_sets(0, L2, 0, plenty) == 1);
+    CHECK(choose_input_sets(23 * MiB, 0, 55 * MiB, plenty) == 1);
+  }
+
+  TEST_CASE("overhead verdict against the design document's budget") {
+    CHECK(overhead_verdict(0.95) == "ideal (< 10%)");
+    CHECK(overhead_verdict(1.099) == "ideal (< 10%)");
+    CHECK(overhead_verdict(1.10) == "acceptable (< 20%)");
+    CHECK(overhead_verdict(1.199) == "acceptable (< 20%)");
+    CHECK(overhead_verdict(1.20) == "over budget (>= 20%)");
+    CHECK(overhead_verdict(std::nan("")) == "n/a");
+  }
+
+  TEST_CASE("summaries come from the samples: medians, the seed's iter/s and ms, per stage") {
+    BenchSeries s = series("path", 1.0);
+    summarize_series(s);
+    CHECK(s.wall.n == 20);
+    CHECK(s.wall.median == doctest::Approx(1.095));
+    CHECK(s.wall.median_ci.contains(s.wall.median));
+    CHECK(s.gpu.median == doctest::Approx(0.5475));
+    // 20 calls in sum(1.00 .. 1.19) ms = 21.9 ms: 913.24 iter/s, 1.095 ms average.
+    CHECK(s.iter_per_s == doctest::Approx(20 / 0.0219));
+    CHECK(s.avg_latency_ms == doctest::Approx(1.095));
+    REQUIRE(s.stages.size() == 2);
+    CHECK(s.stages[0].stage == "entry_sync");
+    CHECK(s.stages[0].host_clock);
+    CHECK(s.stages[1].stage == "softmax");
+    CHECK_FALSE(s.stages[1].host_clock);
+  }
+
+  TEST_CASE("a fix comparison: ratio of medians, its interval, Hedges' g, the verdict from the host clock") {
+    OverheadComparison c;
+    c.label = "1";
+    c.fixes_b.add(1);
+    c.a = series("A", 1.0);
+    c.b = series("B", 1.5);  // every call 0.5 ms slower: 1.595 / 1.095
+    summarize_comparison(c);
+    CHECK(c.wall_ratio.ratio == doctest::Approx(1.595 / 1.095));
+    CHECK(c.wall_ratio.ci.contains(c.wall_ratio.ratio));
+    CHECK(c.wall_ratio.ci.low > 1.3);
+    CHECK(c.wall_g > 5);  // 0.5 ms apart with an SD of 0.059 ms
+    CHECK(c.verdict == "over budget (>= 20%)");
+    OverheadComparison skipped;
+    skipped.label = "4";
+    skipped.skipped = true;
+    skipped.skip_reason = "why";
+    summarize_comparison(skipped);
+    CHECK(skipped.verdict == "skipped");
+  }
+
+  TEST_CASE("JSON result: meta, devices, config, benchmarks, fix_overhead") {
+    BenchResult r;
+    r.options = parse({"-n", "20", "--fix-overhead", "1,4", "-L", "512"}).options;
+    DeviceInfo d;
+    d.name = "NVIDIA H200";
+    d.cc_major = 9;
+    d.sm_count = 132;
+    r.device = d;
+    r.l2_bytes = 50 << 20;
+    r.input_sets = 8;
+    r.input_sets_chosen = true;
+    r.bytes_per_call = 23 << 20;
+    r.result_tensor = "output";
+    r.path = series("path", 1.0);
+    summarize_series(r.path);
+    OverheadComparison one;
+    one.label = "1";
+    one.fixes_b.add(1);
+    one.a = series("A", 1.0);
+    one.b = series("B", 1.05);
+    one.b.fixes = one.fixes_b;
+    summarize_comparison(one);
+    r.overhead.push_back(one);
+    OverheadComparison four;
+    four.label = "4";
+    four.fixes_b.add(4);
+    four.skipped = true;
+    four.skip_reason = "this GPU does not support stream-ordered memory pools";
+    summarize_comparison(four);
+    r.overhead.push_back(four);
+
+    const nlohmann::json j = bench_to_json(r);
+    CHECK(j["meta"]["format_version"] == kBenchFormatVersion);
+    CHECK(j["meta"]["command"] == "bench");
+    CHECK(j["meta"]["command_line"][0] == "bench");
+    CHECK(j["meta"].contains("harness_version"));
+    CHECK(j["meta"].contains("git_commit"));
+    REQUIRE(j["devices"].size() == 1);
+    CHECK(j["devices"][0]["name"] == "NVIDIA H200");
+    CHECK(j["devices"][0]["l2_cache_bytes"] == 50 << 20);
+    CHECK(j["config"]["problem"]["q_len"] == 512);
+    CHECK(j["config"]["warmup"] == 10);
+    CHECK(j["config"]["iterations"] == 20);
+    CHECK(j["config"]["input_sets"] == 8);
+    CHECK(j["config"]["input_sets_chosen_from_l2"] == true);
+    CHECK(j["config"]["bootstrap"]["resamples"] == kBootstrapResamples);
+    CHECK(j["config"]["fix_overhead"] == nlohmann::json{"1", "4"});
+    CHECK(j["outcome"] == "pass");
+    REQUIRE(j["benchmarks"].size() == 1);
+    const auto& b = j["benchmarks"][0];
+    CHECK(b["label"] == "path");
+    CHECK(b["summaries"]["wall"]["median_ms"] == doctest::Approx(1.095));
+    CHECK(b["summaries"]["wall"]["median_ci95_ms"].size() == 2);
+    CHECK(b["summaries"]["gpu"]["n"] == 20);
+    CHECK(b["samples"]["wall_ms"].size() == 20);
+    CHECK(b["stages"][1]["stage"] == "softmax");
+    CHECK(b["stages"][1]["clock"] == "cuda_event");
+    CHECK(b["iter_per_s"].get<double>() > 0);
+    REQUIRE(j["fix_overhead"].size() == 2);
+    const auto& f1 = j["fix_overhead"][0];
+    CHECK(f1["fix"] == "1");
+    CHECK(f1["name"] == "gemm_stream_sync");
+    CHECK(f1["is_skipped"] == false);
+    CHECK(f1["ratio_wall"]["ratio"] == doctest::Approx(1.145 / 1.095));
+    CHECK(f1["ratio_wall"]["ci95"].size() == 2);
+    CHECK(f1["ratio_gpu"]["ratio"].is_number());
+    CHECK(f1["hedges_g_wall"].is_number());
+    CHECK(f1["verdict"] == "ideal (< 10%)");
+    CHECK(f1["verdict_uses"] == "wall");
+    CHECK(f1["a"]["label"] == "A");
+    CHECK(f1["b"]["fixes"] == "1");
+    const auto& f4 = j["fix_overhead"][1];
+    CHECK(f4["is_skipped"] == true);
+    CHECK(f4["skip_reason"] == "this GPU does not support stream-ordered memory pools");
+    CHECK(j["watchdog"].is_null());
+  }
+
+  TEST_CASE("text: the seed's block, the per-call and per-stage tables, the fix table, the verdict last") {
+    BenchResult r;
+    r.options = parse({"--fix-overhead", "1"}).options;
+    r.input_sets = 3;
+    r.bytes_per_call = 8 << 20;
+    r.path = series("path", 1.0);
+    summarize_series(r.path);
+    OverheadComparison one;
+    one.label = "1";
+    one.fixes_b.add(1);
+    one.a = series("A", 1.0);
+    one.b = series("B", 1.15);
+    summarize_comparison(one);
+    r.overhead.push_back(one);
+    const std::string text = bench_to_text(r);
+    CHECK(text.find("Throughput:   913.24 iter/s") != std::string::npos);
+    CHECK(text.find("Avg latency:  1.0950 ms") != std::string::npos);
+    CHECK(text.find("whole call (host clock)") != std::string::npos);
+    CHECK(text.find("softmax") != std::string::npos);
+    CHECK(text.find("gemm_stream_sync") != std::string::npos);
+    CHECK(text.find("acceptable (< 20%)") != std::string::npos);
+    CHECK(text.rfind("# result: pass (exit 0)\n") == text.size() - std::string("# result: pass (exit 0)\n").size());
+  }
+
+  TEST_CASE("a hung bench keeps the watchdog's report in its JSON") {
+    BenchResult r;
+    r.options = parse({}).options;
+    r.outcome = "hang";
+    r.exit_code = kExitHang;
+    SupervisedOutcome w;
+    w.kind = SupervisedOutcome::hang;
+    w.stage = "softmax";
+    r.watchdog = w;
+    const nlohmann::json j = bench_to_json(r);
+    CHECK(j["outcome"] == "hang");
+    CHECK(j["exit_code"] == kExitHang);
+    CHECK(j["watchdog"]["stage"] == "softmax");
+    CHECK(j["watchdog"]["scenario"] == 2);
+    CHECK(j["benchmarks"].empty());
+  }
+}

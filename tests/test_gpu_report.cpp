@@ -1,0 +1,139 @@
+// test_gpu_report.cpp: `repro report` and the generated reproducers on a real GPU.
+//
+// For each scenario: `repro report` runs the harness with the fix off and on and writes the
+// folder (scenario 2 with --repeat 2: the complete folder the issue asks for); the folder's
+// repro_scenarioN.cu is built with nvcc -arch=native and run with --fix off and --fix on; each
+// run must complete and its result line (l2, sum, elements of the result tensor) must agree with
+// the harness run of the same configuration within the dtype's tolerance: relative difference
+// of l2 below it, and the sums within tolerance * l2 * sqrt(elements), the most a result within
+// that relative error can move its sum (Cauchy-Schwarz). Where the harness run hung (the bug
+// itself, on an affected machine), the reproducer must time out in the same stage instead.
+// Prints the comparison table and the first 40 lines of scenario 2's REPORT.md.
+#include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <cstdio>
+
+#include "math_sdpa/reference.h"
+#include "report_test_util.h"
+
+using namespace report_test;
+
+namespace {
+
+const char* const kSections[] = {"## Environment",   "## Exact commands", "## Preconditions",
+                                 "## Expected and actual", "## How often", "## Hang", "## Stage times",
+                                 "## Fix off / fix on", "## nvidia-bug-report.sh", "## Files"};
+
+// The first run of the report with this fix setting.
+const nlohmann::json* harness_run(const nlohmann::json& report, const std::string& fix) {
+  for (const auto& run : report["runs"]) {
+    if (run["fix"] == fix) return &run;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+TEST_SUITE("gpu_report") {
+  TEST_CASE("each scenario's report folder is complete, and its reproducer agrees with the harness, fix off and on") {
+    const std::string nvcc = find_nvcc();
+    REQUIRE_MESSAGE(!nvcc.empty(), "the reproducers are built with nvcc, which is neither ", REPORT_TEST_NVCC,
+                    " nor on PATH");
+    const double tolerance = sdpa::tolerance_for(sdpa::DType::bf16, sdpa::Precision::upcast);  // the default dtype
+    const std::string dir = temp_dir("gpu_report");
+    std::printf("%-8s %-4s %-8s %-9s %18s %18s %10s %18s %18s %10s %9s\n", "scenario", "fix", "harness", "reproducer",
+                "l2 (harness)", "l2 (.cu)", "rel diff", "sum (harness)", "sum (.cu)", "bound", "elements");
+    for (int scenario = 1; scenario <= 4; ++scenario) {
+      CAPTURE(scenario);
+      const std::string n = std::to_string(scenario), out = dir + "/scenario" + n;
+      const int repeat = scenario == 2 ? 2 : 1;
+      const Ran report = run_repro({"report", "--scenario", n, "--out", out, "--repeat", std::to_string(repeat)});
+      INFO("repro report stderr: ", report.err);
+      REQUIRE(report.exit_code == 0);
+
+      // A complete folder.
+      const std::string md = read_file(out + "/REPORT.md");
+      for (const char* section : kSections) CHECK_MESSAGE(md.find(std::string("\n") + section + "\n") != std::string::npos, section);
+      CHECK(md.find("not run") == std::string::npos);
+      const nlohmann::json j = nlohmann::json::parse(read_file(out + "/result.json"));
+      REQUIRE(j["runs"].size() == static_cast<size_t>(2 * repeat));
+      for (const auto& run : j["runs"]) CHECK(run["result"].is_object());
+      CHECK(j["environment"]["device"].is_object());
+      const std::string log = read_file(out + "/stage.log");
+      CHECK(log.find("=== run " + std::to_string(2 * repeat) + " of " + std::to_string(2 * repeat)) != std::string::npos);
+      CHECK(log.find("[SDPA_ENTRY]") != std::string::npos);
+      if (scenario == 2) {
+        CHECK(log.find("[MATH_SOFTMAX_START]") != std::string::npos);
+        std::printf("--- first 40 lines of %s/REPORT.md ---\n", out.c_str());
+        size_t at = 0;
+        for (int line = 0; line < 40 && at < md.size(); ++line) {
+          const size_t end = md.find('\n', at);
+          std::printf("%s\n", md.substr(at, end - at).c_str());
+          at = end == std::string::npos ? md.size() : end + 1;
+        }
+        std::printf("---\n");
+      }
+
+      // The reproducer, built as its first comment says, against the harness runs.
+      const std::string cu = out + "/repro_scenario" + n + ".cu", binary = out + "/repro_scenario" + n;
+      const Ran built = run({nvcc, "-O2", "-std=c++17", "-arch=native", cu, "-lcublas", "-o", binary});
+      REQUIRE_MESSAGE(built.exit_code == 0, built.err);
+      for (const std::string fix : {"off", "on"}) {
+        CAPTURE(fix);
+        const nlohmann::json* h = harness_run(j, fix);
+        REQUIRE(h != nullptr);
+        const nlohmann::json& result = (*h)["result"];
+        const Ran ran = run({binary, "--fix", fix, "--timeout", "120"});
+        INFO("reproducer stdout: ", ran.out, " stderr: ", ran.err);
+        if (result["outcome"] == "hang") {  // the bug itself: the reproducer must hang where the harness did
+          CHECK(ran.exit_code == 3);
+          CHECK(ran.err.find("TIMEOUT: hung in " + result["watchdog"]["stage"].get<std::string>()) != std::string::npos);
+          std::printf("%-8d %-4s %-8s %-9s (hung in %s)\n", scenario, fix.c_str(), "hang",
+                      ran.exit_code == 3 ? "timeout" : "?", result["watchdog"]["stage"].get<std::string>().c_str());
+          continue;
+        }
+        REQUIRE(result["outcome"] == "pass");
+        CHECK(ran.exit_code == 0);
+        CHECK(ran.out.find("result: pass ") != std::string::npos);
+        const double l2_h = result["result_stats"]["l2"], sum_h = result["result_stats"]["sum"];
+        const long long elements_h = result["result_stats"]["elements"];
+        const std::string l2_s = result_field(ran.out, "l2"), sum_s = result_field(ran.out, "sum"),
+                          elements_s = result_field(ran.out, "elements");
+        REQUIRE(!l2_s.empty());
+        REQUIRE(!sum_s.empty());
+        REQUIRE(!elements_s.empty());
+        const double l2 = std::stod(l2_s), sum = std::stod(sum_s);
+        const long long elements = std::stoll(elements_s);
+        const double rel = std::fabs(l2 - l2_h) / l2_h;
+        const double sum_bound = tolerance * l2_h * std::sqrt(static_cast<double>(elements_h));
+        CHECK(elements == elements_h);
+        CHECK(rel <= tolerance);
+        CHECK(std::fabs(sum - sum_h) <= sum_bound);
+        std::printf("%-8d %-4s %-8s %-9s %18.10g %18.10g %10.2e %18.10g %18.10g %10.2e %9lld\n", scenario, fix.c_str(),
+                    "pass", ran.exit_code == 0 ? "pass" : "FAIL", l2_h, l2, rel, sum_h, sum, sum_bound, elements);
+      }
+    }
+    remove_tree(dir);
+  }
+
+  TEST_CASE("a hang (injected) fills the Hang section: stage, classification, flight recorder, stage log") {
+    const std::string dir = temp_dir("gpu_report_hang"), out = dir + "/report";
+    const Ran report = run_repro({"report", "--scenario", "2", "--inject", "hang:softmax", "--stage-timeout", "2",
+                                  "--out", out});
+    INFO("stdout: ", report.out, " stderr: ", report.err);
+    REQUIRE(report.exit_code == 0);
+    const std::string md = read_file(out + "/REPORT.md");
+    // The injected hang happens with the fix on as well: the fix cannot clear it.
+    CHECK(md.rfind("# Scenario 2 hangs in softmax on managed memory; fix 2 does not clear it (fix on: hung 1 of 1)\n",
+                   0) == 0);
+    CHECK(md.find("Fix off: hung 1 of 1 runs") != std::string::npos);
+    CHECK(md.find("- **Classification**: scenario 2 (softmax reduction on unified memory") != std::string::npos);
+    CHECK(md.find("| softmax | ") != std::string::npos);
+    CHECK(md.find("RUNNING") != std::string::npos);
+    CHECK(md.find("[MATH_SOFTMAX_START]") != std::string::npos);  // the stage log's tail
+    CHECK(read_file(out + "/repro_scenario2.cu").find("--inject hang:softmax") != std::string::npos);  // noted
+    remove_tree(dir);
+  }
+}

@@ -1,0 +1,573 @@
+// test_report.cpp: `repro report`, `repro info`, `repro --version` and the generated reproducer,
+// without a GPU.
+//
+// Suite "report": the real binary writes a complete folder with --no-run for every scenario;
+// `repro info --json` carries every field of the environment block; --force and an existing
+// folder; bad options exit 2 with one line; and, in-process, the title and sections of a report
+// of made-up runs (a hang, passes, no GPU), the environment's parsers and the template language.
+// Suite "report_nvcc": every scenario's reproducer (and variants covering every section of the
+// template) compiles with nvcc and links with cuBLAS without a warning, and its host side
+// produces exactly the harness's inputs and reference. Skipped (exit 77) without nvcc.
+#include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <cstring>
+#include <map>
+
+#include "math_sdpa/errors.h"
+#include "math_sdpa/problem.h"
+#include "math_sdpa/reference.h"
+#include "repro/environment.h"
+#include "repro/report_writer.h"
+#include "repro/reproducer_cu.h"
+#include "repro/result_json.h"
+#include "report_test_util.h"
+#include "scenarios/scenario.h"
+
+using namespace sdpa;
+using namespace report_test;
+
+namespace {
+
+const std::vector<std::string> kSections = {
+    "## Environment", "## Exact commands", "## Preconditions", "## Expected and actual", "## How often",
+    "## Hang",        "## Stage times",    "## Fix off / fix on", "## nvidia-bug-report.sh", "## Files"};
+
+RunOptions options_for(int scenario, bool fix_on) {
+  RunOptions o;
+  o.scenario = scenario;
+  apply_scenario(scenario, o.conditions);
+  o.check = true;
+  o.log = LogLevel::stages;
+  if (fix_on) {
+    o.own_fix = true;
+    o.fixes.add(scenario_info(scenario).fix_number);
+  }
+  return o;
+}
+
+// The JSON result of a run as the harness writes it (result_to_json), from a few facts.
+nlohmann::json run_json(const RunOptions& o, const std::string& outcome, const std::string& stage = "") {
+  RunResult r;
+  r.options = o;
+  r.settings = o.settings();
+  r.result_tensor = result_tensor_name(r.settings);
+  r.outcome = outcome;
+  if (outcome == "pass") {
+    r.checked = true;
+    r.comparison.rel_error = 1.5e-3;
+    r.tolerance = 4e-3;
+    r.stages.push_back({"softmax", 1, 0.25, 0.25, 0.25, false});
+    r.call_median_ms = 0.5;
+  } else if (outcome == "hang") {
+    r.exit_code = 3;
+    r.error = "stage " + stage + " did not finish within the deadline";
+    r.error_stage = stage;
+    SupervisedOutcome w;
+    w.kind = SupervisedOutcome::hang;
+    w.stage = stage;
+    w.expiry = {true, false, stage, 20.0};
+    w.records.push_back({"qk_gemm", 1000, 2000, "M=128 N=128 K=64", ""});
+    w.records.push_back({stage, 3000, -1, "rows=2048 cols=128", ""});
+    w.log_tail = {"[MATH_SOFTMAX_START] Input shape=[2, 8, 128, 128]"};
+    r.watchdog = w;
+  } else {
+    r.exit_code = outcome == "no_gpu" ? 7 : 4;
+    r.error = outcome == "no_gpu" ? "no usable CUDA GPU: no CUDA device found" : "CUDA error";
+    r.error_stage = stage;
+  }
+  return result_to_json(r);
+}
+
+ReportInput made_up_report(int scenario, const std::vector<std::string>& off, const std::vector<std::string>& on) {
+  ReportInput in;
+  in.fix_off = options_for(scenario, false);
+  in.fix_on = options_for(scenario, true);
+  in.args_off = {"--scenario", std::to_string(scenario), "--check", "--log", "stages", "--fix", "off"};
+  in.args_on = {"--scenario", std::to_string(scenario), "--check", "--log", "stages", "--fix", "on"};
+  in.report_argv = {"report", "--scenario", std::to_string(scenario), "--out", "r"};
+  in.repeat = static_cast<int>(off.size());
+  in.created_utc = "2025-01-01T00:00:00Z";
+  in.environment_error = "not asked in this test";
+  for (bool fix_on : {true, false}) {
+    const auto& outcomes = fix_on ? on : off;
+    for (size_t i = 0; i < outcomes.size(); ++i) {
+      ReportRun run;
+      run.fix_on = fix_on;
+      run.repeat = static_cast<int>(i) + 1;
+      run.args = fix_on ? in.args_on : in.args_off;
+      run.exit_code = outcomes[i] == "pass" ? 0 : outcomes[i] == "hang" ? 3 : 7;
+      run.result = run_json(fix_on ? in.fix_on : in.fix_off, outcomes[i], "softmax");
+      run.output = "[MATH_SOFTMAX_START] Input shape=[2, 8, 128, 128]\n";
+      in.runs.push_back(run);
+    }
+  }
+  return in;
+}
+
+// The checks every bad command line of `repro report` must pass: exit 2, one line on stderr
+// naming the subcommand, nothing on stdout, no folder.
+void check_usage_error(const std::vector<std::string>& args, const std::string& expected_fragment) {
+  const std::string dir = temp_dir("report_bad");
+  std::vector<std::string> full = {"report"};
+  full.insert(full.end(), args.begin(), args.end());
+  for (auto& a : full) {
+    if (a == "DIR") a = dir + "/out";
+  }
+  const Ran r = run_repro(full);
+  INFO("args: ", [&] { std::string s; for (const auto& a : args) s += a + " "; return s; }(), "stderr: ", r.err);
+  CHECK(r.exit_code == 2);
+  CHECK(count_lines(r.err) == 1);
+  CHECK(r.err.rfind("repro report: error: ", 0) == 0);
+  CHECK(r.err.find(expected_fragment) != std::string::npos);
+  CHECK(r.out.empty());
+  CHECK_FALSE(exists(dir + "/out"));
+  remove_tree(dir);
+}
+
+}  // namespace
+
+TEST_SUITE("report") {
+  TEST_CASE("repro report --no-run writes the reproducer, the commands and the REPORT.md template of every scenario") {
+    for (int scenario = 1; scenario <= 4; ++scenario) {
+      CAPTURE(scenario);
+      const std::string dir = temp_dir("report_norun"), out = dir + "/report";
+      const Ran r = run_repro({"report", "--scenario", std::to_string(scenario), "--no-run", "--out", out});
+      CHECK(r.exit_code == 0);
+      CHECK(r.err.empty());
+      const std::string md = read_file(out + "/REPORT.md");
+      const std::string cu_name = "repro_scenario" + std::to_string(scenario) + ".cu";
+      REQUIRE_FALSE(md.empty());
+      CHECK(md.rfind("# Scenario " + std::to_string(scenario) + " (", 0) == 0);
+      CHECK(md.find("not run (report prepared with --no-run)") != std::string::npos);
+      size_t last = 0;
+      for (const auto& section : kSections) {  // every section, in the order of NVIDIA's template
+        const size_t at = md.find("\n" + section + "\n");
+        CHECK_MESSAGE(at != std::string::npos, section);
+        CHECK_MESSAGE(at > last, section);
+        last = at;
+      }
+      CHECK(md.find("./repro --scenario " + std::to_string(scenario) + " --check --log stages --fix off") !=
+            std::string::npos);
+      CHECK(md.find("nvcc -O2 -std=c++17 -arch=native " + cu_name + " -lcublas -o repro_scenario" +
+                    std::to_string(scenario)) != std::string::npos);
+      CHECK(md.find(scenario_info(scenario).hypothesis) != std::string::npos);  // preconditions from the registry
+      CHECK(md.find("| GPU |") != std::string::npos);                            // the environment block
+      CHECK(md.find("| unified memory |") != std::string::npos);
+      CHECK(md.find("sudo nvidia-bug-report.sh") != std::string::npos);
+
+      const nlohmann::json j = nlohmann::json::parse(read_file(out + "/result.json"));
+      CHECK(j["meta"]["kind"] == "report");
+      CHECK(j["report"]["scenario"] == scenario);
+      CHECK(j["report"]["no_run"] == true);
+      CHECK(j["report"]["finding"] == "not_run");
+      CHECK(j["runs"].empty());
+      CHECK(j["environment"]["host"]["cpu_arch"].is_string());
+      CHECK(j["commands"]["reproducer_build"] == reproducer_nvcc_command(scenario));
+      CHECK(read_file(out + "/stage.log").find("Not run (--no-run)") != std::string::npos);
+
+      const std::string cu = read_file(out + "/" + cu_name);
+      CHECK(cu.rfind("// " + cu_name + ": ", 0) == 0);
+      const std::string first_comment = cu.substr(0, cu.find("\n\n"));  // the nvcc line is in the first comment
+      CHECK(first_comment.find(reproducer_nvcc_command(scenario)) != std::string::npos);
+      CHECK(first_comment.find("--fix on") != std::string::npos);
+      CHECK(cu.find("#define FIX 0") != std::string::npos);
+      CHECK(cu.find("TIMEOUT: hung in") != std::string::npos);
+      CHECK(cu.find("#define CHECK(call)") != std::string::npos);
+      CHECK(cu.find("@") == std::string::npos);  // every placeholder filled in
+      CHECK(cu.find("//@") == std::string::npos);
+      remove_tree(dir);
+    }
+  }
+
+  TEST_CASE("repro report without a GPU runs every child, collects what they say, and writes the folder (exit 7)") {
+    if (run_repro({"info", "--json"}).exit_code != 7) {
+      MESSAGE("a GPU is present: the no-GPU report is checked only without one (gpu.report runs real reports)");
+      return;
+    }
+    const std::string dir = temp_dir("report_nogpu"), out = dir + "/report";
+    const Ran r = run_repro({"report", "--scenario", "3", "--dtype", "fp16", "--repeat", "2", "--out", out});
+    CHECK(r.exit_code == 7);
+    CHECK(r.out.find("run 4 of 4: fix off (2 of 2) ... no_gpu (exit 7") != std::string::npos);
+    const std::string md = read_file(out + "/REPORT.md");
+    CHECK(md.rfind("# Scenario 3: not run on this machine (no usable CUDA GPU)\n", 0) == 0);
+    for (const auto& section : kSections) CHECK_MESSAGE(md.find("\n" + section + "\n") != std::string::npos, section);
+    CHECK(md.find("| 1 | on | no_gpu | 7 |") != std::string::npos);
+    CHECK(md.find("First error**: run 1 (fix on): `no_gpu`") != std::string::npos);
+    const nlohmann::json j = nlohmann::json::parse(read_file(out + "/result.json"));
+    REQUIRE(j["runs"].size() == 4);
+    CHECK(j["runs"][0]["fix"] == "on");
+    CHECK(j["runs"][0]["command"] == "./repro --scenario 3 --dtype fp16 --check --log stages --fix on");
+    CHECK(j["runs"][3]["result"]["outcome"] == "no_gpu");
+    CHECK(j["runs"][3]["result"]["config"]["problem"]["dtype"] == "fp16");  // the child parsed the same options
+    CHECK(j["report"]["finding"] == "no_gpu");
+    const std::string log = read_file(out + "/stage.log");
+    CHECK(log.find("=== run 4 of 4: fix off, repeat 2 of 2: ./repro --scenario 3 --dtype fp16") != std::string::npos);
+    CHECK(log.find("no usable CUDA GPU") != std::string::npos);
+    CHECK(exists(out + "/repro_scenario3.cu"));
+    remove_tree(dir);
+  }
+
+  TEST_CASE("each scenario's reproducer contains its own condition and fix, and nothing of the others") {
+    auto generate = [](int n) {
+      return generate_reproducer(options_for(n, false), options_for(n, true), "off", "on");
+    };
+    const std::string s1 = generate(1), s2 = generate(2), s3 = generate(3), s4 = generate(4);
+    CHECK(s1.find("GemmStream::legacy") != std::string::npos);  // scenario 1: the GEMM on the legacy stream
+    CHECK(s1.find("order_gemm_after_producers") != std::string::npos);
+    CHECK(s1.find("cfg.sync_around_gemms") != std::string::npos);  // fix 1
+    CHECK(s1.find("move_scores_to_host") == std::string::npos);
+    CHECK(s2.find("move_scores_to_host") != std::string::npos);  // scenario 2: host read before softmax
+    CHECK(s2.find("cudaMemPrefetchAsync") != std::string::npos);  // fix 2
+    CHECK(s2.find("order_gemm_after_producers") == std::string::npos);
+    CHECK(s3.find("cublasGemmBatchedEx") != std::string::npos);  // scenario 3: [B,S,H,E] K, pointer arrays
+    CHECK(s3.find("K as the [B, S, HKV, E] buffer") != std::string::npos);
+    CHECK(s3.find("transpose_heads_kernel") != std::string::npos);  // fix 3
+    CHECK(s3.find("cudaMemPrefetchAsync") == std::string::npos);
+    CHECK(s4.find("enter_with_page_fault_storm") != std::string::npos);  // scenario 4: touch streams, host touch
+    CHECK(s4.find("cudaMallocFromPoolAsync") != std::string::npos);     // fix 4
+    CHECK(s4.find("softmax_kernel") != std::string::npos);               // the whole path
+    CHECK(s4.find("cublasGemmBatchedEx") == std::string::npos);
+    // The fix is a run-time switch between two configurations, defaulted by FIX.
+    for (const auto* s : {&s1, &s2, &s3, &s4}) {
+      CHECK(s->find("const Config kFixOff = ") != std::string::npos);
+      CHECK(s->find("fix ? kFixOn : kFixOff") != std::string::npos);
+    }
+  }
+
+  TEST_CASE("the reproducer refuses what it cannot express, with one line") {
+    RunOptions o = options_for(4, false);
+    o.problem.dropout_p = 0.1;
+    CHECK_THROWS_WITH_AS(check_reproducible(o), doctest::Contains("--dropout"), InputError);
+    o = options_for(2, false);
+    o.problem.dropout_p = 0.1;  // scenario 2 stops at softmax: dropout never runs
+    CHECK_NOTHROW(check_reproducible(o));
+    o.inputs_dir = "captured";
+    CHECK_THROWS_WITH_AS(check_reproducible(o), doctest::Contains("--inputs"), InputError);
+    CHECK_THROWS_WITH_AS(check_reproducible(options_for(0, false)), doctest::Contains("scenario 0"), InputError);
+  }
+
+  TEST_CASE("repro info --json: every field of the environment block, with or without a GPU") {
+    const Ran r = run_repro({"info", "--json"});
+    REQUIRE((r.exit_code == 0 || r.exit_code == 7));
+    const nlohmann::json j = nlohmann::json::parse(r.out);
+    for (const char* key : {"os", "kernel", "cpu_arch", "nvidia_driver_version"}) {
+      CHECK_MESSAGE(j["host"][key].is_string(), key);
+      CHECK_FALSE(j["host"][key].get<std::string>().empty());
+    }
+    for (const char* key : {"driver_version", "runtime_version", "cublas_loaded_version", "cublas_built_version"}) {
+      CHECK_MESSAGE(j["cuda"][key].is_number_integer(), key);
+    }
+    CHECK(j["cuda"]["runtime_version"].get<int>() >= 13000);
+    CHECK(j["cuda"]["cublas_built_version"].get<int>() >= 130000);
+    CHECK(j["cuda"]["cublas_loaded_version"].get<int>() >= 130000);  // loading cuBLAS needs no GPU
+    CHECK(j["cuda"]["cublas_static"].is_boolean());
+    CHECK(j["meta"]["harness_version"].is_string());
+    CHECK(j["affected_platform"]["checks"].size() == 4);
+    CHECK(j["affected_platform"]["matches"].is_boolean());
+    if (r.exit_code == 7) {  // CI: the host part, and why there is no device
+      CHECK(j["device"].is_null());
+      CHECK(j["gpu_error"].get<std::string>().rfind("no usable CUDA GPU: ", 0) == 0);
+      CHECK(j["affected_platform"]["matches"] == false);
+      CHECK(count_lines(r.err) == 1);
+      CHECK(r.err.find("no usable CUDA GPU: ") != std::string::npos);
+    } else {
+      for (const char* key : {"name", "compute_capability", "sm_count", "total_memory_bytes", "integrated",
+                              "concurrent_managed_access", "pageable_memory_access",
+                              "pageable_memory_access_uses_host_page_tables", "direct_managed_mem_access_from_host",
+                              "host_native_atomic_supported"}) {
+        CHECK_MESSAGE(j["device"].contains(key), key);
+      }
+      CHECK(j["gpu_error"].is_null());
+    }
+    const Environment e = environment_from_json(j);  // the report reads it back this way
+    CHECK(e.host.cpu_arch == j["host"]["cpu_arch"].get<std::string>());
+    CHECK(environment_to_json(e)["cuda"] == j["cuda"]);
+
+    const Ran text = run_repro({"info"});
+    CHECK(text.exit_code == r.exit_code);
+    for (const char* label : {"GPU:", "NVIDIA driver:", "CUDA driver:", "CUDA runtime:", "cuBLAS:", "OS:", "kernel:",
+                              "CPU architecture:", "unified memory:", "affected platform:"}) {
+      CHECK_MESSAGE(text.out.find(label) != std::string::npos, label);
+    }
+    const Ran bad = run_repro({"info", "--bogus"});
+    CHECK(bad.exit_code == 2);
+    CHECK(count_lines(bad.err) == 1);
+  }
+
+  TEST_CASE("repro --version: version, commit, compiler and flags, CUDA, architectures, cuBLAS built and loaded") {
+    const Ran r = run_repro({"--version"});
+    CHECK(r.exit_code == 0);
+    CHECK(r.out.rfind("repro (sdpa-repro) ", 0) == 0);
+    CHECK(r.out.find(" commit ") != std::string::npos);
+    for (const char* label : {"compiler:", "C++ flags:", "CUDA compiler:", "CUDA flags:", "CUDA toolkit:",
+                              "GPU architectures:", "cuBLAS:", "cuBLAS linkage:"}) {
+      CHECK_MESSAGE(r.out.find(label) != std::string::npos, label);
+    }
+    CHECK(r.out.find("machine code sm_") != std::string::npos);
+    CHECK(r.out.find("built against 13.") != std::string::npos);
+    CHECK(r.out.find(", loaded 13.") != std::string::npos);
+    const Ran bad = run_repro({"--version", "now"});
+    CHECK(bad.exit_code == 2);
+    CHECK(count_lines(bad.err) == 1);
+  }
+
+  TEST_CASE("an existing --out folder is left alone without --force and its report replaced with it") {
+    const std::string dir = temp_dir("report_force");
+    std::ofstream(dir + "/mine.txt") << "keep me\n";
+    const Ran refused = run_repro({"report", "--scenario", "1", "--no-run", "--out", dir});
+    CHECK(refused.exit_code == 2);
+    CHECK(count_lines(refused.err) == 1);
+    CHECK(refused.err.find("exists; use --force") != std::string::npos);
+    CHECK_FALSE(exists(dir + "/REPORT.md"));
+    const Ran forced = run_repro({"report", "--scenario", "1", "--no-run", "--out", dir, "--force"});
+    CHECK(forced.exit_code == 0);
+    CHECK(exists(dir + "/REPORT.md"));
+    CHECK(exists(dir + "/repro_scenario1.cu"));
+    CHECK(read_file(dir + "/mine.txt") == "keep me\n");  // only the report's own files are replaced
+    const Ran again = run_repro({"report", "--scenario", "1", "--no-run", "--out", dir, "--force"});
+    CHECK(again.exit_code == 0);
+    const Ran file = run_repro({"report", "--scenario", "1", "--no-run", "--out", dir + "/mine.txt", "--force"});
+    CHECK(file.exit_code == 2);
+    CHECK(file.err.find("not a directory") != std::string::npos);
+    remove_tree(dir);
+  }
+
+  TEST_CASE("bad command lines of repro report exit 2 with one line and write nothing") {
+    check_usage_error({"--scenario", "2"}, "--out");
+    check_usage_error({"--scenario", "0", "--out", "DIR"}, "scenario 0");
+    check_usage_error({"--scenario", "5", "--out", "DIR"}, "--scenario");
+    check_usage_error({"--scenario", "2", "--fix", "on", "--out", "DIR"}, "--fix");
+    check_usage_error({"--scenario", "2", "--fixes", "1", "--out", "DIR"}, "--fixes");
+    check_usage_error({"--scenario", "2", "--json", "x.json", "--out", "DIR"}, "--json");
+    check_usage_error({"--scenario", "2", "--no-fork", "--out", "DIR"}, "--no-fork");
+    check_usage_error({"--scenario", "2", "--inputs", "captured", "--out", "DIR"}, "--inputs");
+    check_usage_error({"--scenario", "2", "--save-output", "o.npy", "--out", "DIR"}, "--save-output");
+    check_usage_error({"--scenario", "4", "--dropout", "0.1", "--out", "DIR"}, "--dropout");
+    check_usage_error({"--scenario", "2", "--repeat", "0", "--out", "DIR"}, "--repeat");
+    check_usage_error({"--scenario", "2", "--repeat", "many", "--out", "DIR"}, "--repeat");
+    check_usage_error({"--scenario", "2", "--dtype", "fp64", "--out", "DIR"}, "--dtype");
+    check_usage_error({"--scenario", "2", "--heads", "8", "--kv-heads", "3", "--out", "DIR"}, "kv-heads");
+    check_usage_error({"--scenario", "2", "--inject", "hang:pv_gemm", "--out", "DIR"}, "--inject");
+    check_usage_error({"--scenario", "2", "--bogus", "--out", "DIR"}, "--bogus");
+    check_usage_error({"--scenario", "2", "--out", "DIR", "stray"}, "stray");
+  }
+
+  TEST_CASE("the title states the finding: a hang that the fix clears") {
+    const ReportInput in = made_up_report(2, {"hang", "pass", "hang"}, {"pass", "pass", "pass"});
+    CHECK(report_finding(in) == "hang");
+    CHECK(report_title(in) == "Scenario 2 hangs in softmax on managed memory; fix 2 clears it");
+    const std::string md = report_markdown(in);
+    for (const auto& section : kSections) CHECK_MESSAGE(md.find("\n" + section + "\n") != std::string::npos, section);
+    CHECK(md.find("Fix off: hung 2 of 3 runs") != std::string::npos);
+    CHECK(md.find("Fix on: hung 0 of 3 runs") != std::string::npos);
+    CHECK(md.find("- **Classification**: scenario 2 (softmax reduction on unified memory") != std::string::npos);
+    CHECK(md.find("| softmax | ") != std::string::npos);  // the flight recorder row of the hung stage
+    CHECK(md.find("RUNNING") != std::string::npos);
+    CHECK(md.find("[MATH_SOFTMAX_START] Input shape=[2, 8, 128, 128]") != std::string::npos);  // stage log tail
+    CHECK(md.find("| 4 | off | hang | 3 | softmax |") != std::string::npos);  // fix on ran first
+    const nlohmann::json j = report_json(in);
+    CHECK(j["runs"].size() == 6);
+    CHECK(j["runs"][3]["fix"] == "off");
+    CHECK(j["runs"][3]["result"]["watchdog"]["stage"] == "softmax");
+    const std::string log = report_stage_log(in);
+    CHECK(log.find("=== run 6 of 6: fix off, repeat 3 of 3") != std::string::npos);
+  }
+
+  TEST_CASE("the title states the finding: not reproduced, a failing fix, no GPU") {
+    const ReportInput quiet = made_up_report(2, {"pass", "pass"}, {"pass", "pass"});
+    CHECK(report_title(quiet) == "Scenario 2: not reproduced on this machine (fix off: pass 2 of 2; fix on: pass 2 of 2)");
+    const std::string md = report_markdown(quiet);
+    CHECK(md.find("No run hung or crashed.") != std::string::npos);
+    CHECK(md.find("| softmax | 0.2500 | 0.2500 |") != std::string::npos);  // stage times, fix off and on
+    const ReportInput stuck = made_up_report(2, {"hang"}, {"hang"});
+    CHECK(report_title(stuck) == "Scenario 2 hangs in softmax on managed memory; fix 2 does not clear it (fix on: "
+                                 "hung 1 of 1)");
+    const ReportInput worse = made_up_report(2, {"pass"}, {"hang"});
+    CHECK(report_finding(worse) == "fix_fails");
+    CHECK(report_title(worse).find("not reproduced with fix 2 off") != std::string::npos);
+    const ReportInput nogpu = made_up_report(3, {"no_gpu"}, {"no_gpu"});
+    CHECK(report_finding(nogpu) == "no_gpu");
+    CHECK(report_title(nogpu) == "Scenario 3: not run on this machine (no usable CUDA GPU)");
+  }
+
+  TEST_CASE("environment: the driver version, the OS name, the architectures, the affected platform") {
+    CHECK(parse_nvidia_driver_version("NVRM version: NVIDIA UNIX Open Kernel Module for aarch64  580.95.05  Release "
+                                      "Build  (dvs-builder@U16-I3-B03-4-3)  Sun Jul 27 06:54:38 UTC 2025\nGCC version:  "
+                                      "gcc version 13.3.0\n") == "580.95.05");
+    CHECK(parse_nvidia_driver_version("NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.129.03  Thu Oct 19 "
+                                      "18:56:32 UTC 2023\n") == "535.129.03");
+    CHECK(parse_nvidia_driver_version("") == "unknown");
+    CHECK(parse_os_release("NAME=\"Ubuntu\"\nPRETTY_NAME=\"Ubuntu 24.04.3 LTS\"\nID=ubuntu\n") == "Ubuntu 24.04.3 LTS");
+    CHECK(parse_os_release("ID=alpine\n") == "unknown");
+    CHECK(describe_cuda_architectures("90-real;121-real;121-virtual") == "machine code sm_90 sm_121, PTX compute_121");
+    CHECK(describe_cuda_architectures("90") == "machine code sm_90, PTX compute_90");
+    CHECK(cublas_version_string(130100) == "13.1.0");
+    CHECK(cuda_version_string(13000) == "13.0");
+
+    Environment spark;
+    spark.host.cpu_arch = "aarch64";
+    DeviceInfo gb10;
+    gb10.name = "NVIDIA GB10";
+    gb10.cc_major = 12;
+    gb10.cc_minor = 1;
+    gb10.integrated = gb10.pageable_memory_access = gb10.pageable_memory_access_uses_host_page_tables = true;
+    spark.device = gb10;
+    CHECK(affected_platform_summary(spark).rfind("matches the affected platform", 0) == 0);
+    Environment h100 = spark;
+    h100.host.cpu_arch = "x86_64";
+    h100.device->cc_major = 9;
+    h100.device->cc_minor = 0;
+    h100.device->integrated = h100.device->pageable_memory_access = false;
+    const std::string summary = affected_platform_summary(h100);
+    CHECK(summary.find("does not match") == 0);
+    CHECK(summary.find("compute capability 9.0 (affected: 12.1)") != std::string::npos);
+    // The device's unified-memory attributes survive the JSON round trip (the child reports them).
+    const DeviceInfo back = device_from_json(device_to_json(gb10));
+    CHECK(back.pageable_memory_access_uses_host_page_tables);
+    CHECK_FALSE(back.direct_managed_mem_access_from_host);
+    const Environment again = environment_from_json(environment_to_json(spark));
+    CHECK(again.device->name == "NVIDIA GB10");
+    CHECK(environment_to_json(again)["affected_platform"]["matches"] == true);
+  }
+
+  TEST_CASE("the template language: sections, alternatives, negation, nesting, values; mistakes throw") {
+    const std::map<std::string, bool> flags{{"a", true}, {"b", false}};
+    const std::map<std::string, std::string> values{{"X", "1"}, {"Y_2", "@Y_2@"}};
+    CHECK(expand_template("x=@X@\n//@if a\nA\n//@else\nnot A\n//@endif\n", flags, values) == "x=1\nA\n");
+    CHECK(expand_template("//@if b || !a\nno\n//@else\nyes\n//@endif\n", flags, values) == "yes\n");
+    CHECK(expand_template("//@if b\n//@if a\nno\n//@endif\n//@else\nout\n//@endif\n", flags, values) == "out\n");
+    CHECK(expand_template("mail@host and @Y_2@\n", flags, values) == "mail@host and @Y_2@\n");  // never rescanned
+    CHECK_THROWS_AS(expand_template("//@if c\n//@endif\n", flags, values), std::logic_error);
+    CHECK_THROWS_AS(expand_template("@Z@\n", flags, values), std::logic_error);
+    CHECK_THROWS_AS(expand_template("//@if a\n", flags, values), std::logic_error);
+    CHECK_THROWS_AS(expand_template("//@endif\n", flags, values), std::logic_error);
+  }
+}
+
+// Compiling takes a few seconds per program; the suite runs as its own CTest entry.
+TEST_SUITE("report_nvcc") {
+  TEST_CASE("every reproducer compiles with nvcc and links with cuBLAS, without a warning; its inputs and its "
+            "reference are the harness's") {
+    const std::string nvcc = find_nvcc();
+    if (nvcc.empty()) {
+      std::printf("SKIPPED: nvcc not found (neither %s nor on PATH); the generated reproducers were not compiled\n",
+                  REPORT_TEST_NVCC);
+      std::fflush(stdout);
+      std::exit(77);
+    }
+    // The four scenarios as the report writes them, then variants that switch in every section of
+    // the template: dtypes and precisions, masks, GQA, the GEMM entry points, allocators, streams.
+    const std::vector<std::vector<std::string>> configs = {
+        {"--scenario", "1"},
+        {"--scenario", "2"},
+        {"--scenario", "3"},
+        {"--scenario", "4"},
+        {"--scenario", "1", "--dtype", "fp16", "--precision", "native", "--gemm-stream", "aux", "--full", "--mask",
+         "causal", "--stream", "legacy"},
+        {"--scenario", "2", "--dtype", "fp32", "--scores-to-host", "both", "--mask", "bool", "--mask-dims", "BxH",
+         "--kv-heads", "2", "--log", "sync"},
+        {"--scenario", "3", "--gemm-api", "strided", "--dtype", "fp16", "-L", "40", "-S", "72", "-E", "80"},
+        {"--scenario", "4", "--alloc", "host", "--mask", "float", "--mask-dims", "1xH", "--advise",
+         "preferred:gpu,read-mostly", "--stream", "per-thread", "--iters", "2"},
+        {"--scenario", "2", "--alloc", "system", "--full", "--scores-to-host", "advise", "--precision", "native"},
+    };
+    const std::string dir = temp_dir("report_nvcc");
+    for (size_t i = 0; i < configs.size(); ++i) {
+      std::string line;
+      for (const auto& a : configs[i]) line += a + " ";
+      CAPTURE(line);
+      const std::string out = dir + "/c" + std::to_string(i);
+      std::vector<std::string> args = {"report", "--no-run", "--out", out};
+      args.insert(args.end(), configs[i].begin(), configs[i].end());
+      const Ran generated = run_repro(args);
+      REQUIRE(generated.exit_code == 0);
+      const std::string cu = out + "/repro_scenario" + configs[i][1] + ".cu";
+      // As the first comment says, with -arch=sm_90 for speed and host warnings on.
+      const Ran built = run({nvcc, "-O2", "-std=c++17", "-arch=sm_90", "-Xcompiler", "-Wall,-Wextra", cu, "-lcublas",
+                             "-o", out + "/repro"});
+      CHECK_MESSAGE(built.exit_code == 0, built.err);
+      CHECK_MESSAGE(built.err.find("warning") == std::string::npos, built.err);
+      std::printf("compiled %-22s %s\n", ("repro_scenario" + configs[i][1] + ".cu").c_str(), line.c_str());
+    }
+
+    // Its host side alone (no GPU): the inputs must be the harness's, bit for bit, and its float64
+    // reference the harness's.
+    struct HostCheck {
+      std::vector<std::string> args;
+      SdpaProblem problem;
+      const char* tensor;
+    };
+    std::vector<HostCheck> checks(3);
+    checks[0].args = {"--scenario", "2", "--dtype", "fp16", "--mask", "bool", "--mask-dims", "Bx1", "-L", "33", "-S",
+                      "47"};
+    checks[0].problem.dtype = DType::fp16;
+    checks[0].problem.mask = MaskKind::boolean;
+    checks[0].problem.mask_per_batch = true;
+    checks[0].problem.q_len = 33;
+    checks[0].problem.kv_len = 47;
+    checks[0].tensor = "probs";
+    checks[1].args = {"--scenario", "4", "--mask", "float", "--mask-dims", "1xH", "--heads", "4", "--kv-heads", "2",
+                      "--seed", "7"};
+    checks[1].problem.mask = MaskKind::additive;
+    checks[1].problem.mask_per_head = true;
+    checks[1].problem.q_heads = 4;
+    checks[1].problem.kv_heads = 2;
+    checks[1].problem.seed = 7;
+    checks[1].tensor = "output";
+    checks[2].args = {"--scenario", "1", "--dtype", "fp32", "--scale", "-0.3"};
+    checks[2].problem.dtype = DType::fp32;
+    checks[2].problem.scale = -0.3;
+    checks[2].tensor = "scores";
+    for (size_t i = 0; i < checks.size(); ++i) {
+      const HostCheck& c = checks[i];
+      const std::string out = dir + "/h" + std::to_string(i), name = "repro_scenario" + c.args[1] + ".cu";
+      std::vector<std::string> args = {"report", "--no-run", "--out", out};
+      args.insert(args.end(), c.args.begin(), c.args.end());
+      REQUIRE(run_repro(args).exit_code == 0);
+      // The reproducer's main renamed away, and a main that writes its inputs and reference raw.
+      const SdpaProblem& p = c.problem;
+      std::ofstream(out + "/host_side.cu")
+          << "#define main reproducer_main\n#include \"" << name << "\"\n#undef main\n"
+          << "int main(int, char** argv) {\n"
+          << "  const Inputs in = make_inputs();\n  const std::vector<double> ref = reference(in);\n"
+          << "  FILE* f = std::fopen(argv[1], \"wb\");\n"
+          << "  std::fwrite(in.q.data(), 4, in.q.size(), f);\n  std::fwrite(in.k.data(), 4, in.k.size(), f);\n"
+          << "  std::fwrite(in.v.data(), 4, in.v.size(), f);\n"
+          << (p.mask == MaskKind::boolean ? "  std::fwrite(in.bool_mask.data(), 1, in.bool_mask.size(), f);\n" : "")
+          << (p.mask == MaskKind::additive ? "  std::fwrite(in.additive_mask.data(), 4, in.additive_mask.size(), f);\n"
+                                           : "")
+          << "  std::fwrite(ref.data(), 8, ref.size(), f);\n  return std::fclose(f);\n}\n";
+      const Ran built = run({nvcc, "-O2", "-std=c++17", "-arch=sm_90", out + "/host_side.cu", "-lcublas", "-o",
+                             out + "/host_side"});
+      REQUIRE_MESSAGE(built.exit_code == 0, built.err);
+      REQUIRE(run({out + "/host_side", out + "/host_side.bin"}).exit_code == 0);
+      const std::string bytes = read_file(out + "/host_side.bin");
+
+      const HostInputs in = make_random_inputs(p, p.seed);
+      const std::vector<double> ref = reference_tensor(p, in, c.tensor);
+      std::string expected;
+      auto append = [&](const void* data, size_t n) { expected.append(static_cast<const char*>(data), n); };
+      append(in.q.data(), 4 * in.q.size());
+      append(in.k.data(), 4 * in.k.size());
+      append(in.v.data(), 4 * in.v.size());
+      append(in.bool_mask.data(), in.bool_mask.size());
+      append(in.additive_mask.data(), 4 * in.additive_mask.size());
+      const size_t input_bytes = expected.size();
+      REQUIRE(bytes.size() == input_bytes + 8 * ref.size());
+      CHECK(std::memcmp(bytes.data(), expected.data(), input_bytes) == 0);  // bit-identical inputs
+      double diff2 = 0, ref2 = 0;
+      for (size_t k = 0; k < ref.size(); ++k) {
+        double x;
+        std::memcpy(&x, bytes.data() + input_bytes + 8 * k, 8);
+        diff2 += (x - ref[k]) * (x - ref[k]);
+        ref2 += ref[k] * ref[k];
+      }
+      CHECK(std::sqrt(diff2 / ref2) < 1e-12);  // the same float64 reference (up to FMA contraction)
+      std::printf("host side of %s matches the harness: %zu input bytes identical, %zu reference values\n",
+                  name.c_str(), input_bytes, ref.size());
+    }
+    remove_tree(dir);
+  }
+}

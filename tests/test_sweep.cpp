@@ -1,0 +1,894 @@
+// test_sweep.cpp: `repro sweep` (issue 6). Matrix expansion from the defaults, the command line
+// and matrix files; bad axes and files (exit 2, one line); --dry-run against the committed
+// schema (results/sweep.schema.json); the outcome of every way a cell's process can end, with a
+// fake child (sweep_fake_child.cpp) run by the real repro binary; the per-cell deadline; resume
+// after SIGINT, after SIGKILL and over a truncated JSON-lines file; one worker per GPU; the SVG;
+// and the schema validator and the XML checker the tests rely on.
+#include <doctest/doctest.h>
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+
+#include "json_schema_check.h"
+#include "math_sdpa/errors.h"
+#include "repro/sweep_matrix.h"
+#include "repro/sweep_options.h"
+#include "repro/sweep_output.h"
+#include "repro/sweep_runner.h"
+
+using namespace sdpa;
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+namespace {
+
+double now_s() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) / 1e9;
+}
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+void write_text(const std::string& path, const std::string& text) { std::ofstream(path, std::ios::binary) << text; }
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> lines;
+  std::stringstream s(text);
+  std::string line;
+  while (std::getline(s, line)) lines.push_back(line);
+  return lines;
+}
+
+std::vector<json> read_jsonl_lines(const std::string& path) {
+  std::vector<json> records;
+  for (const auto& line : lines_of(read_text(path))) records.push_back(json::parse(line));
+  return records;
+}
+
+size_t count_of(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + what.size())) ++n;
+  return n;
+}
+
+struct TempDir {
+  std::string path;
+  TempDir() {
+    char name[] = "/tmp/sdpa_sweep_test_XXXXXX";
+    path = mkdtemp(name);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+  std::string operator/(const std::string& name) const { return path + "/" + name; }
+};
+
+using Env = std::vector<std::pair<std::string, std::string>>;
+
+struct Started {
+  pid_t pid = -1;
+  double start_s = 0;
+  std::string out_path, err_path;
+};
+
+struct Ran {
+  int exit_code = -1;  // -1: died from a signal
+  std::string out, err;
+  double seconds = 0;
+};
+
+// Starts the real repro binary in `dir` with `env` added to a clean environment for the sweep
+// (no CUDA_VISIBLE_DEVICES unless given); stdout and stderr go to files.
+Started start_repro(const std::vector<std::string>& args, const Env& env, const std::string& dir) {
+  static int runs = 0;
+  Started s;
+  s.out_path = "/tmp/sdpa_sweep_test_" + std::to_string(getpid()) + "_" + std::to_string(++runs) + ".out";
+  s.err_path = s.out_path + ".err";
+  std::vector<std::string> argv{SWEEP_TEST_REPRO};
+  argv.insert(argv.end(), args.begin(), args.end());
+  std::vector<char*> c_argv;
+  for (auto& a : argv) c_argv.push_back(a.data());
+  c_argv.push_back(nullptr);
+  std::fflush(nullptr);  // or the child would write the test runner's buffered output again
+  s.start_s = now_s();
+  s.pid = fork();
+  REQUIRE(s.pid >= 0);
+  if (s.pid == 0) {
+    for (int sig : {SIGTERM, SIGINT, SIGSEGV, SIGABRT}) signal(sig, SIG_DFL);
+    if (chdir(dir.c_str()) != 0) _exit(126);
+    for (const char* name : {"CUDA_VISIBLE_DEVICES", "SWEEP_FAKE", "SWEEP_FAKE_LOG"}) unsetenv(name);
+    for (const auto& [name, value] : env) setenv(name.c_str(), value.c_str(), 1);
+    const int out = open(s.out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    const int err = open(s.err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (out < 0 || err < 0 || dup2(out, STDOUT_FILENO) < 0 || dup2(err, STDERR_FILENO) < 0) _exit(126);
+    execv(c_argv[0], c_argv.data());
+    _exit(127);
+  }
+  return s;
+}
+
+Ran finish(const Started& s, double limit_s = 60) {
+  Ran r;
+  int status = 0;
+  while (waitpid(s.pid, &status, WNOHANG) != s.pid) {
+    if (now_s() - s.start_s > limit_s) {
+      kill(s.pid, SIGKILL);
+      waitpid(s.pid, &status, 0);
+      FAIL("repro did not return within ", limit_s, " s");
+    }
+    usleep(2000);
+  }
+  r.seconds = now_s() - s.start_s;
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  r.out = read_text(s.out_path);
+  r.err = read_text(s.err_path);
+  std::remove(s.out_path.c_str());
+  std::remove(s.err_path.c_str());
+  return r;
+}
+
+Ran run_repro(const std::vector<std::string>& args, const Env& env, const std::string& dir) {
+  return finish(start_repro(args, env, dir));
+}
+
+// `repro sweep` with the fake child and the given options; one worker and a 5 s deadline unless
+// they say otherwise.
+std::vector<std::string> sweep_args(const std::string& json_path, std::vector<std::string> options) {
+  std::vector<std::string> a{"sweep", "--repro-binary", SWEEP_TEST_FAKE_CHILD, "--stage-timeout", "0.2", "--iters", "1",
+                             "--json", json_path};
+  a.insert(a.end(), options.begin(), options.end());
+  for (const auto& [option, value] : {std::pair<const char*, const char*>{"--gpus", "1"}, {"--cell-timeout", "5"}}) {
+    if (std::find(options.begin(), options.end(), option) == options.end()) a.insert(a.end(), {option, value});
+  }
+  return a;
+}
+
+const json& schema() {
+  static const json s = json::parse(read_text(SWEEP_TEST_SCHEMA));
+  return s;
+}
+
+void check_valid(const json& doc, const std::string& pointer = "") {
+  const auto errors = sdpa_test::schema_errors(schema(), doc, pointer);
+  for (const auto& e : errors) MESSAGE("schema: ", e);
+  CHECK(errors.empty());
+}
+
+// One run of the fake child, from its log.
+struct FakeRun {
+  std::string options, gpu;
+  long long start_us = 0, end_us = -1;
+};
+
+std::vector<FakeRun> read_fake_log(const std::string& path, std::vector<int>* grandchildren = nullptr) {
+  std::vector<FakeRun> runs;
+  std::map<std::string, size_t> by_pid;
+  for (const auto& line : lines_of(read_text(path))) {
+    std::stringstream s(line);
+    std::string kind, t, pid;
+    s >> kind >> t;
+    if (kind == "grandchild" && grandchildren) grandchildren->push_back(std::stoi(t));
+    if (kind == "start") {
+      FakeRun r;
+      r.start_us = std::stoll(t);
+      std::string bar;
+      s >> pid >> r.gpu >> bar;
+      std::getline(s, r.options);
+      r.options.erase(0, r.options.find_first_not_of(' '));
+      by_pid[pid] = runs.size();
+      runs.push_back(r);
+    }
+    if (kind == "end") {
+      s >> pid;
+      runs[by_pid.at(pid)].end_us = std::stoll(t);
+    }
+  }
+  return runs;
+}
+
+// The options string the fake child logs for a cell: its command line without "repro".
+std::string logged_options(const json& cell) {
+  std::string s;
+  const auto& cl = cell.at("command_line");
+  for (size_t i = 1; i < cl.size(); ++i) s += (i > 1 ? " " : "") + cl[i].get<std::string>();
+  return s;
+}
+
+size_t runs_of(const std::vector<FakeRun>& runs, const std::string& options) {
+  return static_cast<size_t>(std::count_if(runs.begin(), runs.end(), [&](const FakeRun& r) { return r.options == options; }));
+}
+
+bool process_alive(int pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  if (!stat) return false;
+  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+  const size_t paren = text.rfind(')');
+  return paren != std::string::npos && paren + 2 < text.size() && text[paren + 2] != 'Z' && text[paren + 2] != 'X';
+}
+
+// "" if `xml` is well formed (for what our SVG uses: a declaration, elements, attributes in
+// double quotes, character data, entities), else what is wrong.
+std::string xml_problem(const std::string& xml) {
+  auto bad_text = [](const std::string& t) -> std::string {
+    for (size_t i = 0; i < t.size(); ++i) {
+      const unsigned char c = static_cast<unsigned char>(t[i]);
+      if (c == '<') return "a raw '<' in text";
+      if (c < 0x20 && c != '\t' && c != '\n' && c != '\r') return "a control character in text";
+      if (c == '&') {
+        const size_t semi = t.find(';', i);
+        if (semi == std::string::npos) return "an '&' without ';'";
+        const std::string entity = t.substr(i + 1, semi - i - 1);
+        const bool named = entity == "amp" || entity == "lt" || entity == "gt" || entity == "quot" || entity == "apos";
+        const bool numeric = entity.size() > 1 && entity[0] == '#' &&
+                             std::all_of(entity.begin() + 1, entity.end(), [](char d) { return d >= '0' && d <= '9'; });
+        if (!named && !numeric) return "an unknown entity &" + entity + ";";
+      }
+    }
+    return "";
+  };
+  auto name_ok = [](const std::string& n) {
+    return !n.empty() && std::all_of(n.begin(), n.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == ':' || c == '_'; });
+  };
+  std::vector<std::string> open;
+  bool root_seen = false;
+  size_t i = 0;
+  while (i < xml.size()) {
+    if (xml[i] != '<') {
+      const size_t next = xml.find('<', i);
+      const std::string text = xml.substr(i, next == std::string::npos ? std::string::npos : next - i);
+      if (open.empty() && text.find_first_not_of(" \t\r\n") != std::string::npos) return "text outside the root element";
+      const std::string problem = bad_text(text);
+      if (!problem.empty()) return problem;
+      i = next == std::string::npos ? xml.size() : next;
+      continue;
+    }
+    if (xml.compare(i, 2, "<?") == 0) {
+      if (root_seen) return "a declaration after the root";
+      const size_t end = xml.find("?>", i);
+      if (end == std::string::npos) return "an unterminated declaration";
+      i = end + 2;
+      continue;
+    }
+    const size_t end = xml.find('>', i);
+    if (end == std::string::npos) return "an unterminated tag";
+    std::string tag = xml.substr(i + 1, end - i - 1);
+    i = end + 1;
+    if (!tag.empty() && tag[0] == '/') {
+      if (open.empty() || open.back() != tag.substr(1)) return "</" + tag.substr(1) + "> closes nothing open";
+      open.pop_back();
+      continue;
+    }
+    const bool self_closing = !tag.empty() && tag.back() == '/';
+    if (self_closing) tag.pop_back();
+    size_t p = tag.find_first_of(" \t\n");
+    const std::string name = tag.substr(0, p);
+    if (!name_ok(name)) return "a bad element name '" + name + "'";
+    std::set<std::string> attributes;
+    while (p != std::string::npos && (p = tag.find_first_not_of(" \t\n", p)) != std::string::npos) {
+      const size_t eq = tag.find('=', p);
+      if (eq == std::string::npos || eq + 1 >= tag.size() || tag[eq + 1] != '"') return "an attribute without =\"...\" in <" + name + ">";
+      const std::string attribute = tag.substr(p, eq - p);
+      if (!name_ok(attribute) || !attributes.insert(attribute).second) return "a bad or repeated attribute in <" + name + ">";
+      const size_t close = tag.find('"', eq + 2);
+      if (close == std::string::npos) return "an unterminated attribute in <" + name + ">";
+      const std::string problem = bad_text(tag.substr(eq + 2, close - eq - 2));
+      if (!problem.empty()) return problem + " (an attribute of <" + name + ">)";
+      p = close + 1;
+    }
+    if (open.empty() && root_seen) return "a second root element";
+    root_seen = true;
+    if (!self_closing) open.push_back(name);
+  }
+  if (!open.empty()) return "<" + open.back() + "> is not closed";
+  return root_seen ? "" : "no root element";
+}
+
+SweepParseResult parse_sweep(std::vector<std::string> args) {
+  args.insert(args.begin(), "sweep");
+  std::vector<const char*> argv;
+  for (const auto& a : args) argv.push_back(a.c_str());
+  return parse_sweep_command_line(static_cast<int>(argv.size()), argv.data());
+}
+
+std::set<std::string> keys_of(const std::vector<SweepCell>& cells) {
+  std::set<std::string> keys;
+  for (const auto& c : cells) keys.insert(c.key());
+  return keys;
+}
+
+bool has_args(const std::vector<std::string>& args, const std::vector<std::string>& sequence) {
+  return std::search(args.begin(), args.end(), sequence.begin(), sequence.end()) != args.end();
+}
+
+}  // namespace
+
+TEST_SUITE("sweep") {
+  TEST_CASE("the default matrix: scenarios 0-4 x fix off/on x bf16/fp16/fp32 x managed/device/async x two shapes") {
+    const std::vector<SweepCell> cells = expand_matrix(SweepAxes{});
+    REQUIRE(cells.size() == 180);
+    CHECK(keys_of(cells).size() == 180);
+    const SweepCell& first = cells.front();
+    CHECK(first.key() ==
+          "scenario=0 fix=off dtype=bf16 precision=upcast shape=2x8x128x128x64 alloc=managed stream=non-blocking iters=5 "
+          "repeat=0");
+    CHECK(first.fix_list == "none");
+    CHECK(cells[1].alloc == "device");  // the last axes vary fastest
+    CHECK(cells[3].shape == "2x8x512x512x64");
+    std::map<int, int> per_scenario;
+    std::map<std::string, int> per_shape, per_dtype, per_alloc;
+    for (const auto& c : cells) {
+      CHECK(c.index == &c - cells.data());
+      ++per_scenario[c.scenario], ++per_shape[c.shape], ++per_dtype[c.dtype], ++per_alloc[c.alloc];
+      const auto args = c.run_args();
+      CHECK(has_args(args, {"--check"}));
+      CHECK(has_args(args, {"--scenario", std::to_string(c.scenario)}));
+      CHECK(has_args(args, {"--alloc", c.alloc}));
+      if (c.fix == "on" && c.scenario == 0) {
+        CHECK(has_args(args, {"--fixes", "all"}));  // scenario 0 has no fix of its own
+        CHECK(c.fix_list == "all");
+      } else if (c.fix == "on") {
+        CHECK(has_args(args, {"--fix", "on"}));
+        CHECK(c.fix_list == std::to_string(c.scenario));
+      } else {
+        CHECK(c.fix_list == "none");
+      }
+    }
+    CHECK(per_scenario == std::map<int, int>{{0, 36}, {1, 36}, {2, 36}, {3, 36}, {4, 36}});
+    CHECK(per_shape == std::map<std::string, int>{{"2x8x128x128x64", 90}, {"2x8x512x512x64", 90}});
+    CHECK(per_dtype.size() == 3);
+    CHECK(per_alloc == std::map<std::string, int>{{"managed", 60}, {"device", 60}, {"async", 60}});
+  }
+
+  TEST_CASE("axes on the command line, canonical values, and where the files go") {
+    const SweepParseResult r =
+        parse_sweep({"--scenarios", "0,2", "--fix", "off,on,all,3+1", "--dtypes", "bf16,fp32", "--precisions",
+                     "upcast,native", "--shapes", "2x8x128x128x64,1x24x4608x4608x128", "--allocs", "managed,device",
+                     "--streams", "non-blocking,legacy", "--iters", "3", "--repeats", "2", "--json", "out/s.json"});
+    REQUIRE_MESSAGE(r.run, r.message);
+    const SweepOptions& o = r.options;
+    CHECK(o.axes.fixes == std::vector<std::string>{"off", "on", "all", "1+3"});
+    CHECK(o.json_path == "out/s.json");
+    CHECK(o.jsonl_path == "out/s.jsonl");
+    CHECK(o.svg_path == "out/s.svg");
+    const auto cells = expand_matrix(o.axes);
+    CHECK(cells.size() == 2 * 4 * 2 * 2 * 2 * 2 * 2 * 2);
+    CHECK(keys_of(cells).size() == cells.size());
+    const auto fix13 = std::find_if(cells.begin(), cells.end(), [](const SweepCell& c) { return c.fix == "1+3"; });
+    REQUIRE(fix13 != cells.end());
+    CHECK(has_args(fix13->run_args(), {"--fixes", "1,3"}));
+    CHECK(fix13->fix_list == "1,3");
+    const SweepCell& last = cells.back();
+    CHECK(last.key() ==
+          "scenario=2 fix=1+3 dtype=fp32 precision=native shape=1x24x4608x4608x128 alloc=device stream=legacy iters=3 "
+          "repeat=1");
+    CHECK(has_args(last.run_args(), {"-b", "1", "--heads", "24", "-L", "4608", "-S", "4608", "-E", "128"}));
+    CHECK(has_args(last.run_args(), {"--stream", "legacy", "--iters", "3"}));
+
+    const SweepParseResult defaults = parse_sweep({});
+    REQUIRE(defaults.run);
+    CHECK(defaults.options.json_path == "sweep-results/sweep.json");
+    CHECK(defaults.options.jsonl_path == "sweep-results/sweep.jsonl");
+    CHECK(parse_sweep({"--out", "d"}).options.svg_path == "d/sweep.svg");
+    CHECK(defaults.options.cell_timeout_s > defaults.options.stage_timeout_s);
+  }
+
+  TEST_CASE("a matrix file: the same cells as the same axes on the command line; left-out keys keep their defaults") {
+    TempDir dir;
+    write_text(dir / "m.json",
+               R"({"scenarios": [1, 2], "fix": ["off", "1,3"], "dtypes": ["fp16"], "shapes": ["2x8x128x128x64"],
+                   "allocs": ["managed", "async"], "iters": 2, "repeats": 3})");
+    const SweepParseResult file = parse_sweep({"--matrix", dir / "m.json"});
+    REQUIRE_MESSAGE(file.run, file.message);
+    const SweepParseResult cli = parse_sweep({"--scenarios", "1,2", "--fix", "off,1+3", "--dtypes", "fp16", "--shapes",
+                                              "2x8x128x128x64", "--allocs", "managed,async", "--iters", "2", "--repeats", "3"});
+    REQUIRE(cli.run);
+    const auto from_file = expand_matrix(file.options.axes);
+    CHECK(from_file.size() == 2 * 2 * 1 * 1 * 1 * 2 * 1 * 3);
+    CHECK(keys_of(from_file) == keys_of(expand_matrix(cli.options.axes)));
+    CHECK(file.options.axes.precisions == std::vector<std::string>{"upcast"});
+    CHECK(file.options.axes.streams == std::vector<std::string>{"non-blocking"});
+  }
+
+  TEST_CASE("bad axis values and bad matrix files: exit 2 with one line") {
+    TempDir dir;
+    const std::vector<std::vector<std::string>> bad_lines{
+        {"--scenarios", "5"}, {"--scenarios", "0,,1"}, {"--scenarios", ""}, {"--scenarios", "1,1"}, {"--scenarios", "x"},
+        {"--fix", "maybe"}, {"--fix", "5"}, {"--fix", "1+1"}, {"--fix", "off,none"}, {"--dtypes", "fp8"},
+        {"--precisions", "double"}, {"--shapes", "2x8x128x128"}, {"--shapes", "2x8x0x128x64"},
+        {"--shapes", "2x8x128x128x64x1"}, {"--shapes", "axbxcxdxe"}, {"--shapes", "2x8x-1x128x64"},
+        {"--shapes", "99999999x99999999x99999999x99999999x64"}, {"--allocs", "gpu"}, {"--allocs", "managed,"},
+        {"--streams", "fast"}, {"--iters", "0"}, {"--repeats", "0"}, {"--repeats", "two"}, {"--resume", "--force"},
+        {"--cell-timeout", "1", "--stage-timeout", "5"}, {"--cell-timeout", "0"}, {"--gpus", "0"}, {"--bogus"},
+        {"--out", "a", "--json", "b.json"}, {"--matrix", dir / "missing.json"}, {"--matrix", dir / "m.json", "--dtypes", "bf16"}};
+    write_text(dir / "m.json", R"({"dtypes": ["bf16"]})");
+    const std::vector<std::string> bad_files{
+        "not json", "[1, 2]", R"({"dtype": ["bf16"]})", R"({"dtypes": "bf16"})", R"({"dtypes": []})",
+        R"({"dtypes": [1]})", R"({"scenarios": ["0"]})", R"({"scenarios": [7]})", R"({"scenarios": [0.5]})",
+        R"({"iters": 0})", R"({"iters": "3"})", R"({"repeats": 1.5})", R"({"shapes": ["2x8"]})",
+        R"({"fix": ["on", "on"]})", R"({"allocs": ["managed", null]})", R"({"streams": [["legacy"]]})"};
+    std::vector<std::vector<std::string>> cases = bad_lines;
+    for (size_t i = 0; i < bad_files.size(); ++i) {
+      const std::string path = dir / ("bad" + std::to_string(i) + ".json");
+      write_text(path, bad_files[i]);
+      cases.push_back({"--matrix", path});
+    }
+    for (const auto& args : cases) {
+      std::string shown;
+      for (const auto& a : args) shown += a + " ";
+      CAPTURE(shown);
+      const SweepParseResult r = parse_sweep(args);
+      CHECK_FALSE(r.run);
+      CHECK(r.exit_code == kExitUsage);
+      CHECK(r.message.rfind("repro sweep: error: ", 0) == 0);
+      CHECK(r.message.find('\n') == std::string::npos);
+    }
+    // Through the real binary: exit 2, one line on stderr, nothing on stdout, nothing written.
+    for (const auto& args : {std::vector<std::string>{"sweep", "--dtypes", "fp8"},
+                             std::vector<std::string>{"sweep", "--matrix", dir / "bad2.json"}}) {
+      const Ran r = run_repro(args, {}, dir.path);
+      CHECK(r.exit_code == 2);
+      CHECK(r.out.empty());
+      CHECK(lines_of(r.err).size() == 1);
+      CHECK(r.err.rfind("repro sweep: error: ", 0) == 0);
+    }
+    CHECK_FALSE(fs::exists(dir / "sweep-results"));
+  }
+
+  TEST_CASE("--dry-run prints every cell as JSON valid against the schema, and runs nothing") {
+    TempDir dir;
+    const Ran r = run_repro({"sweep", "--dry-run", "--repro-binary", SWEEP_TEST_FAKE_CHILD, "--gpus", "1"},
+                            {{"SWEEP_FAKE_LOG", dir / "fake.log"}}, dir.path);
+    REQUIRE(r.exit_code == 0);
+    const json doc = json::parse(r.out);
+    check_valid(doc);
+    CHECK(doc["meta"]["dry_run"] == true);
+    CHECK(doc["meta"]["command_line"] == json({"repro", "sweep", "--dry-run", "--repro-binary", SWEEP_TEST_FAKE_CHILD, "--gpus", "1"}));
+    CHECK(doc["matrix"]["cells"] == 180);
+    CHECK(doc["summary"]["result"] == "PLANNED");
+    REQUIRE(doc["cells"].size() == 180);
+    for (const auto& c : doc["cells"]) {
+      CHECK(c["outcome"] == "planned");
+      CHECK(c["command_line"][0] == "repro");
+      check_valid(c, "#/$defs/cell");
+    }
+    CHECK(doc["cells"][179]["key"] ==
+          "scenario=4 fix=on dtype=fp32 precision=upcast shape=2x8x512x512x64 alloc=async stream=non-blocking iters=5 repeat=0");
+    CHECK_FALSE(fs::exists(dir / "fake.log"));
+    CHECK_FALSE(fs::exists(dir / "sweep-results"));
+  }
+
+  TEST_CASE("every way a cell's process can end gets its outcome; the outputs are valid and the SVG well formed") {
+    struct Case {
+      int scenario;
+      const char* alloc;
+      const char* behaviour;
+      const char* outcome;
+      int exit_code;  // -1: null
+      const char* stage;  // nullptr: null
+      const char* error_part;
+    };
+    const std::vector<Case> cases{
+        {0, "managed", "pass", "pass", 0, nullptr, ""},
+        {0, "device", "mismatch", "mismatch", 1, nullptr, "above the bound"},
+        {0, "async", "waived", "waived", 6, nullptr, "needs memory that migrates"},
+        {0, "host", "cuda_error", "cuda_error", 4, "qk_gemm", "code=700"},
+        {0, "system", "refused", "refused", 8, nullptr, "beyond the guard"},
+        {1, "managed", "hang", "hang", 3, "softmax", "did not finish"},
+        {1, "device", "crash_reported", "crash", 5, "pv_gemm", "signal 11"},
+        {1, "async", "no_gpu", "no_gpu", 7, nullptr, "no usable CUDA GPU"},
+        {1, "host", "usage", "usage", 2, nullptr, "a usage error"},
+        {1, "system", "exit42", "crash", 42, nullptr, "not one of its exit codes"},
+        {2, "managed", "segv", "crash", -1, nullptr, "signal 11"},
+        {2, "device", "garbage", "crash", 0, nullptr, "malformed"},
+        {2, "async", "no_json", "crash", 0, nullptr, "wrote no JSON"},
+        {2, "host", "sleep", "timeout", -1, nullptr, "deadline of 1 s"},
+        {2, "system", "wrong_exit", "crash", 1, nullptr, "says exit_code 0"},
+    };
+    std::string plan;
+    for (const auto& c : cases) plan += std::to_string(c.scenario) + "/" + c.alloc + "=" + c.behaviour + ",";
+    TempDir dir;
+    const auto args = sweep_args(dir / "out/s.json", {"--scenarios", "0,1,2", "--fix", "off", "--dtypes", "bf16", "--shapes",
+                                                      "2x8x128x128x64", "--allocs", "managed,device,async,host,system",
+                                                      "--cell-timeout", "1"});
+    const Ran r = run_repro(args, {{"SWEEP_FAKE", plan}}, dir.path);
+    INFO(r.err);
+    CHECK(r.exit_code == 1);
+    CHECK(r.seconds < 8);
+
+    const json doc = json::parse(read_text(dir / "out/s.json"));
+    check_valid(doc);
+    const auto lines = read_jsonl_lines(dir / "out/s.jsonl");
+    CHECK(lines.size() == cases.size());
+    for (const auto& line : lines) check_valid(line, "#/$defs/cell");
+    REQUIRE(doc["cells"].size() == cases.size());
+    CHECK(doc["summary"]["result"] == "FAILED");
+    CHECK(doc["summary"]["cells_done"] == cases.size());
+    REQUIRE(doc["devices"].size() == 1);
+    CHECK(doc["devices"][0]["name"] == "Fake GPU <&>");
+    CHECK(doc["devices"][0]["gpu"].is_null());
+    for (const auto& c : cases) {
+      CAPTURE(c.behaviour);
+      const auto found = std::find_if(doc["cells"].begin(), doc["cells"].end(), [&](const json& cell) {
+        return cell["axes"]["scenario"] == c.scenario && cell["axes"]["alloc"] == c.alloc;
+      });
+      REQUIRE(found != doc["cells"].end());
+      const json& cell = *found;
+      CHECK(cell["outcome"] == c.outcome);
+      CHECK(cell["exit_code"] == (c.exit_code < 0 ? json(nullptr) : json(c.exit_code)));
+      CHECK(cell["stage"] == (c.stage ? json(c.stage) : json(nullptr)));
+      if (cell["outcome"] != "pass") {
+        REQUIRE(cell["error"].is_string());
+        CHECK(cell["error"].get<std::string>().find(c.error_part) != std::string::npos);
+        CHECK(cell["error"].get<std::string>().find('\n') == std::string::npos);
+      }
+      CHECK(cell["is_skipped"] == (c.outcome == std::string("waived")));
+      CHECK(cell["wall_seconds"].get<double>() >= 0);
+    }
+    auto cell_of = [&](int scenario, const char* alloc) {
+      return *std::find_if(doc["cells"].begin(), doc["cells"].end(), [&](const json& cell) {
+        return cell["axes"]["scenario"] == scenario && cell["axes"]["alloc"] == alloc;
+      });
+    };
+    const json pass = cell_of(0, "managed");
+    CHECK(pass["error"].is_null());
+    CHECK(pass["rel_error"] == 1.5e-3);
+    CHECK(pass["tolerance"] == 4e-3);
+    CHECK(pass["call_median_ms"] == 0.25);
+    CHECK(pass["stage_median_ms"] == json({{"qk_gemm", 0.05}, {"softmax", 0.02}}));
+    CHECK(pass["device"] == 0);
+    CHECK(cell_of(0, "async")["skip_reason"].get<std::string>().find("needs memory that migrates") != std::string::npos);
+    CHECK(cell_of(0, "device")["rel_error"] == 0.5);
+    CHECK(cell_of(1, "managed")["classification"].get<std::string>().find("scenario 2") == 0);
+    CHECK(cell_of(1, "managed")["call_median_ms"].is_null());  // no call completed
+    const json segv = cell_of(2, "managed");
+    CHECK(segv["signal"] == SIGSEGV);
+    CHECK(std::find(segv["stderr_tail"].begin(), segv["stderr_tail"].end(), "about to crash") != segv["stderr_tail"].end());
+    const double slept = cell_of(2, "host")["wall_seconds"];
+    CHECK(slept >= 1.0);
+    CHECK(slept < 2.0);
+
+    // The table: a row per cell, the footer, the verdict.
+    size_t rows = 0;
+    for (const auto& line : lines_of(r.out)) rows += !line.empty() && line[0] != '#';
+    CHECK(rows == cases.size());
+    CHECK(r.out.find("# 15 of 15 cells: 1 passed, 1 waived, 1 mismatched, 1 hung, 1 timed out, 6 crashed, 1 CUDA errors, "
+                     "1 usage errors, 1 without a GPU, 1 refused") != std::string::npos);
+    CHECK(r.out.find("# Sweep: FAILED") != std::string::npos);
+    CHECK(r.err.find("[15/15]") != std::string::npos);  // the progress line
+
+    const std::string svg = read_text(dir / "out/s.svg");
+    CHECK(xml_problem(svg) == "");
+    CHECK(count_of(svg, "class=\"cell\"") == cases.size());
+    CHECK(svg.find(">HANG</text>") != std::string::npos);
+    CHECK(svg.find(">softmax</text>") != std::string::npos);
+    // Nothing but the three outputs is left behind (the cells' scratch JSON files are gone).
+    std::set<std::string> files;
+    for (const auto& entry : fs::directory_iterator(dir / "out")) files.insert(entry.path().filename());
+    CHECK(files == std::set<std::string>{"s.json", "s.jsonl", "s.svg"});
+  }
+
+  TEST_CASE("a hanging child costs its deadline: the sweep is back within the deadline + 1 s, the group killed") {
+    TempDir dir;
+    const auto args = sweep_args(dir / "s.json", {"--scenarios", "2", "--fix", "off", "--dtypes", "bf16", "--shapes",
+                                                  "2x8x128x128x64", "--allocs", "host", "--cell-timeout", "0.5"});
+    const Ran r = run_repro(args, {{"SWEEP_FAKE", "2=sleep"}, {"SWEEP_FAKE_LOG", dir / "fake.log"}}, dir.path);
+    CHECK(r.exit_code == 1);
+    CHECK(r.seconds <= 1.5);
+    const json doc = json::parse(read_text(dir / "s.json"));
+    REQUIRE(doc["cells"].size() == 1);
+    CHECK(doc["cells"][0]["outcome"] == "timeout");
+    std::vector<int> grandchildren;
+    read_fake_log(dir / "fake.log", &grandchildren);
+    REQUIRE(grandchildren.size() == 1);
+    const double until = now_s() + 1;
+    while (process_alive(grandchildren[0]) && now_s() < until) usleep(10000);
+    CHECK_FALSE(process_alive(grandchildren[0]));  // the whole process group went
+  }
+
+  TEST_CASE("pass and waived only: exit 0 and OK; an existing sweep is kept unless --force or --resume") {
+    TempDir dir;
+    const auto args = sweep_args(dir / "s.json", {"--scenarios", "0,2", "--fix", "off", "--dtypes", "bf16", "--shapes",
+                                                  "2x8x128x128x64", "--allocs", "managed"});
+    const Env env{{"SWEEP_FAKE", "2=waived"}, {"SWEEP_FAKE_LOG", dir / "fake.log"}};
+    const Ran r = run_repro(args, env, dir.path);
+    CHECK(r.exit_code == 0);
+    CHECK(r.out.find("# 2 of 2 cells: 1 passed, 1 waived, 0 mismatched, 0 hung") != std::string::npos);
+    CHECK(r.out.find("# Sweep: OK") != std::string::npos);
+    const std::string before = read_text(dir / "s.json");
+
+    const Ran again = run_repro(args, env, dir.path);
+    CHECK(again.exit_code == 2);
+    CHECK(lines_of(again.err).size() == 1);
+    CHECK(again.err.find("exists") != std::string::npos);
+    CHECK(read_text(dir / "s.json") == before);
+
+    auto forced = args;
+    forced.push_back("--force");
+    CHECK(run_repro(forced, env, dir.path).exit_code == 0);
+    CHECK(read_fake_log(dir / "fake.log").size() == 4);  // both cells ran again
+    CHECK(read_jsonl_lines(dir / "s.jsonl").size() == 2);
+  }
+
+  TEST_CASE("SIGINT: no new cell starts, the final JSON holds what finished; --resume runs each remaining cell once") {
+    TempDir dir;
+    const auto args = sweep_args(dir / "s.json", {"--scenarios", "0,1", "--fix", "off", "--dtypes", "bf16,fp16", "--shapes",
+                                                  "2x8x128x128x64", "--allocs", "managed,device"});
+    const Env env{{"SWEEP_FAKE", "0=slow,1=slow"}, {"SWEEP_FAKE_LOG", dir / "fake.log"}};
+    const Started s = start_repro(args, env, dir.path);
+    const double until = now_s() + 20;
+    while (lines_of(read_text(dir / "s.jsonl")).size() < 2 && now_s() < until) usleep(20000);
+    kill(s.pid, SIGINT);
+    const Ran r = finish(s);
+    CHECK(r.exit_code == 128 + SIGINT);
+    CHECK(r.out.find("# Sweep: INCOMPLETE (interrupted") != std::string::npos);
+    const auto first = read_jsonl_lines(dir / "s.jsonl");
+    CHECK(first.size() >= 2);
+    CHECK(first.size() < 8);
+    const json doc = json::parse(read_text(dir / "s.json"));
+    check_valid(doc);
+    CHECK(doc["summary"]["interrupted"] == true);
+    CHECK(doc["summary"]["result"] == "INCOMPLETE");
+    CHECK(doc["cells"].size() == first.size());
+    const std::string svg = read_text(dir / "s.svg");
+    CHECK(xml_problem(svg) == "");
+    CHECK(count_of(svg, "class=\"cell\"") == 8);
+    CHECK(svg.find(">not run</text>") != std::string::npos);
+
+    auto resume = args;
+    resume.push_back("--resume");
+    const Ran resumed = run_repro(resume, env, dir.path);
+    CHECK(resumed.exit_code == 0);
+    const json done = json::parse(read_text(dir / "s.json"));
+    check_valid(done);
+    CHECK(done["summary"]["result"] == "OK");
+    std::set<std::string> keys;
+    for (const auto& c : done["cells"]) keys.insert(c["key"].get<std::string>());
+    CHECK(keys.size() == 8);
+    CHECK(done["cells"].size() == 8);
+    const auto all = read_jsonl_lines(dir / "s.jsonl");
+    CHECK(all.size() == 8);
+    const auto runs = read_fake_log(dir / "fake.log");
+    for (const auto& c : first) CHECK(runs_of(runs, logged_options(c)) == 1);  // finished cells never ran again
+    for (const auto& c : all) CHECK(runs_of(runs, logged_options(c)) >= 1);
+  }
+
+  TEST_CASE("SIGKILL of the sweep and a truncated last line: --resume keeps every finished cell exactly once") {
+    TempDir dir;
+    const auto args = sweep_args(dir / "s.json", {"--scenarios", "0,1", "--fix", "off", "--dtypes", "bf16,fp16", "--shapes",
+                                                  "2x8x128x128x64", "--allocs", "managed,device"});
+    const Env env{{"SWEEP_FAKE", "0=slow,1=slow"}, {"SWEEP_FAKE_LOG", dir / "fake.log"}};
+    const Started s = start_repro(args, env, dir.path);
+    const double until = now_s() + 20;
+    while (lines_of(read_text(dir / "s.jsonl")).size() < 3 && now_s() < until) usleep(20000);
+    kill(s.pid, SIGKILL);
+    finish(s);
+    CHECK_FALSE(fs::exists(dir / "s.json"));
+    // The machine went down in the middle of a line: the last line loses its end.
+    const std::string text = read_text(dir / "s.jsonl");
+    const auto finished = lines_of(text);
+    REQUIRE(finished.size() >= 3);
+    write_text(dir / "s.jsonl", text.substr(0, text.size() - finished.back().size() / 2 - 1));
+    const json cut = json::parse(finished.back());
+
+    auto resume = args;
+    resume.push_back("--resume");
+    const Ran r = run_repro(resume, env, dir.path);
+    CHECK(r.exit_code == 0);
+    CHECK(r.err.find("warning: " + (dir / "s.jsonl") + ": line " + std::to_string(finished.size())) != std::string::npos);
+    const auto all = read_jsonl_lines(dir / "s.jsonl");  // every line whole again
+    CHECK(all.size() == 8);
+    const json doc = json::parse(read_text(dir / "s.json"));
+    check_valid(doc);
+    std::set<std::string> keys;
+    for (const auto& c : doc["cells"]) keys.insert(c["key"].get<std::string>());
+    CHECK(keys.size() == 8);
+    const auto runs = read_fake_log(dir / "fake.log");
+    for (size_t i = 0; i + 1 < finished.size(); ++i) CHECK(runs_of(runs, logged_options(json::parse(finished[i]))) == 1);
+    CHECK(runs_of(runs, logged_options(cut)) == 2);  // its line was lost, so it ran again
+
+    // A damaged line before the last is not a truncation: refuse, one line.
+    auto lines = lines_of(read_text(dir / "s.jsonl"));
+    lines[1] = "{\"key\": ";
+    std::string damaged;
+    for (const auto& l : lines) damaged += l + "\n";
+    write_text(dir / "s.jsonl", damaged);
+    const Ran refused = run_repro(resume, env, dir.path);
+    CHECK(refused.exit_code == 2);
+    CHECK(lines_of(refused.err).size() == 1);
+    CHECK(refused.err.find("line 2 is not JSON") != std::string::npos);
+  }
+
+  TEST_CASE("several GPUs: one worker per GPU, each child sees its own CUDA_VISIBLE_DEVICES, cells overlap") {
+    TempDir dir;
+    const auto args = sweep_args(dir / "s.json", {"--scenarios", "0,1", "--fix", "off", "--dtypes", "bf16,fp16", "--shapes",
+                                                  "2x8x128x128x64", "--allocs", "managed", "--gpus", "2"});
+    const Ran r = run_repro(args, {{"CUDA_VISIBLE_DEVICES", "0,1"}, {"SWEEP_FAKE", "0=slow,1=slow"},
+                                   {"SWEEP_FAKE_LOG", dir / "fake.log"}},
+                            dir.path);
+    CHECK(r.exit_code == 0);
+    const auto runs = read_fake_log(dir / "fake.log");
+    REQUIRE(runs.size() == 4);
+    std::set<std::string> gpus;
+    bool overlap = false;
+    for (const auto& a : runs) {
+      gpus.insert(a.gpu);
+      for (const auto& b : runs) overlap |= &a != &b && a.start_us < b.end_us && b.start_us < a.end_us;
+    }
+    CHECK(gpus == std::set<std::string>{"0", "1"});
+    CHECK(overlap);
+    const json doc = json::parse(read_text(dir / "s.json"));
+    check_valid(doc);
+    CHECK(doc["matrix"]["workers"] == json({"0", "1"}));
+    REQUIRE(doc["devices"].size() == 2);
+    std::set<std::string> device_gpus{doc["devices"][0]["gpu"], doc["devices"][1]["gpu"]};
+    CHECK(device_gpus == std::set<std::string>{"0", "1"});
+  }
+
+  TEST_CASE("workers come from --gpus and CUDA_VISIBLE_DEVICES without touching CUDA") {
+    const char* saved = std::getenv("CUDA_VISIBLE_DEVICES");
+    const std::string saved_value = saved ? saved : "";
+    setenv("CUDA_VISIBLE_DEVICES", "2,3", 1);
+    CHECK(sweep_workers(0) == std::vector<std::string>{"2", "3"});
+    CHECK(sweep_workers(1) == std::vector<std::string>{"2"});
+    CHECK_THROWS_AS(sweep_workers(3), InputError);
+    setenv("CUDA_VISIBLE_DEVICES", "", 1);
+    CHECK(sweep_workers(0) == std::vector<std::string>{""});
+    unsetenv("CUDA_VISIBLE_DEVICES");
+    CHECK(sweep_workers(4) == std::vector<std::string>{"0", "1", "2", "3"});
+    CHECK(sweep_workers(1) == std::vector<std::string>{""});
+    if (saved) setenv("CUDA_VISIBLE_DEVICES", saved_value.c_str(), 1);
+  }
+
+  TEST_CASE("a cell's record from how its process ended and what it wrote") {
+    SweepAxes axes;
+    axes.scenarios = {2};
+    axes.fixes = {"on"};
+    axes.dtypes = {"bf16"};
+    axes.shapes = {"2x8x128x128x64"};
+    axes.allocs = {"device"};
+    const SweepCell cell = expand_matrix(axes).front();
+    auto ended = [](ChildEnd::Kind kind, int status) {
+      ChildEnd e;
+      e.kind = kind;
+      e.status = status;
+      e.wall_s = 0.5;
+      e.deadline_s = 60;
+      e.stderr_tail = {"repro: waived: scenario 2 needs memory that migrates"};
+      return e;
+    };
+    const json waived_result = {{"outcome", "waived"}, {"exit_code", 6}, {"error", "needs memory that migrates"},
+                                {"error_stage", nullptr}, {"check", nullptr}, {"iterations_done", 0},
+                                {"timing", {{"call_median_ms", 0.0}}}, {"stages", json::array()}, {"device", nullptr},
+                                {"watchdog", nullptr}};
+    const json waived = finished_cell_json(cell, 10, "1", ended(ChildEnd::exited, 6), waived_result.dump());
+    check_valid(waived, "#/$defs/cell");
+    CHECK(waived["outcome"] == "waived");
+    CHECK(waived["is_skipped"] == true);
+    CHECK(waived["skip_reason"] == "needs memory that migrates");
+    CHECK(waived["gpu"] == "1");
+    CHECK(waived["call_median_ms"].is_null());
+    CHECK(waived["axes"]["fix_list"] == "2");
+    CHECK(waived["command_line"] == json({"repro", "--scenario", "2", "--fix", "on", "--dtype", "bf16", "--precision",
+                                          "upcast", "-b", "2", "--heads", "8", "-L", "128", "-S", "128", "-E", "64",
+                                          "--alloc", "device", "--stream", "non-blocking", "--iters", "5", "--check",
+                                          "--stage-timeout", "10"}));
+    json typed_wrong = waived_result;
+    typed_wrong["error"] = 42;
+    CHECK(finished_cell_json(cell, 10, "", ended(ChildEnd::exited, 6), typed_wrong.dump())["outcome"] == "crash");
+    const json killed = finished_cell_json(cell, 10, "", ended(ChildEnd::signalled, SIGKILL), std::nullopt);
+    CHECK(killed["outcome"] == "crash");
+    CHECK(killed["signal"] == SIGKILL);
+    CHECK(killed["exit_code"].is_null());
+    const json usage = finished_cell_json(cell, 10, "", ended(ChildEnd::exited, 2), std::nullopt);
+    CHECK(usage["outcome"] == "usage");
+    CHECK(usage["error"] == "repro: waived: scenario 2 needs memory that migrates");
+    CHECK(finished_cell_json(cell, 10, "", ended(ChildEnd::timed_out, 0), std::nullopt)["outcome"] == "timeout");
+  }
+
+  TEST_CASE("the SVG: a square per configuration, worst repeat shown, text escaped, well formed") {
+    SweepAxes axes;
+    axes.scenarios = {0, 1};
+    axes.fixes = {"off"};
+    axes.dtypes = {"bf16", "fp32"};
+    axes.shapes = {"2x8x128x128x64"};
+    axes.allocs = {"managed"};
+    axes.repeats = 2;
+    std::vector<json> records;
+    for (const auto& c : expand_matrix(axes)) records.push_back(planned_cell_json(c, 10));
+    REQUIRE(records.size() == 8);
+    records[0]["outcome"] = "pass";
+    records[0]["call_median_ms"] = 0.125;
+    records[1]["outcome"] = "pass";
+    records[2]["outcome"] = "hang";  // fp32, repeat 0
+    records[2]["stage"] = "softmax";
+    records[3]["outcome"] = "pass";
+    records[4]["outcome"] = "crash";
+    records[4]["error"] = "a <script> & \"quotes\" 'too'\x01 here";
+    const std::string svg = sweep_svg(records, "title with <&>");
+    CHECK(xml_problem(svg) == "");
+    CHECK(count_of(svg, "class=\"cell\"") == 4);
+    CHECK(svg.find(">HANG 1/2</text>") != std::string::npos);
+    CHECK(svg.find(">softmax</text>") != std::string::npos);
+    CHECK(svg.find(">0.125 ms</text>") != std::string::npos);
+    CHECK(svg.find("a &lt;script&gt; &amp; &quot;quotes&quot; &apos;too&apos;? here") != std::string::npos);
+    CHECK(svg.find("title with &lt;&amp;&gt;") != std::string::npos);
+    CHECK(svg.find("worst of 2 repeats") != std::string::npos);
+
+    // The default matrix: one square per cell, two panels (one per shape).
+    std::vector<json> planned;
+    for (const auto& c : expand_matrix(SweepAxes{})) planned.push_back(planned_cell_json(c, 10));
+    const std::string full = sweep_svg(planned, "default");
+    CHECK(xml_problem(full) == "");
+    CHECK(count_of(full, "class=\"cell\"") == 180);
+    CHECK(count_of(full, ">shape 2x8x") == 2);
+  }
+
+  TEST_CASE("the XML checker finds what is wrong") {
+    CHECK(xml_problem("<?xml version=\"1.0\"?>\n<a x=\"1\"><b/>text &amp; &#65;</a>\n") == "");
+    for (const char* bad : {"<a><b></a></b>", "<a>x & y</a>", "<a>1 < 2</a>", "<a x=1/>", "<a></a><b/>", "<a>",
+                            "<a x=\"<\"/>", "<a>&nbsp;</a>", "text<a/>", "<a x=\"1\" x=\"2\"/>", "<a>\x01</a>", ""}) {
+      CAPTURE(bad);
+      CHECK(xml_problem(bad) != "");
+    }
+  }
+
+  TEST_CASE("the schema validator accepts good documents and names what is wrong in bad ones") {
+    const json schema = json::parse(R"({
+      "$schema": "https://json-schema.org/draft/2020-12/schema",
+      "type": "object", "required": ["a"], "additionalProperties": false,
+      "properties": {
+        "a": {"type": "integer", "minimum": 1},
+        "b": {"enum": ["x", "y"]},
+        "c": {"type": "array", "items": {"$ref": "#/$defs/s"}},
+        "d": {"type": ["string", "null"]},
+        "e": {"type": "object", "additionalProperties": {"type": "number"}}
+      },
+      "$defs": {"s": {"type": "string"}}
+    })");
+    using sdpa_test::schema_errors;
+    CHECK(schema_errors(schema, json::parse(R"({"a": 1, "b": "x", "c": ["p"], "d": null, "e": {"k": 1.5}})")).empty());
+    CHECK(schema_errors(schema, json::parse(R"({"a": 2.0})")).empty());
+    const std::vector<std::pair<const char*, const char*>> bad{
+        {R"({})", "required property \"a\""},
+        {R"({"a": 0})", "/a: 0 is below the minimum 1"},
+        {R"({"a": "1"})", "/a: \"1\" is not of type \"integer\""},
+        {R"({"a": 1.5})", "/a"},
+        {R"({"a": 1, "b": "z"})", "/b: \"z\" is not one of"},
+        {R"({"a": 1, "c": ["p", 1]})", "/c/1"},
+        {R"({"a": 1, "f": 1})", "property \"f\" is not allowed"},
+        {R"({"a": 1, "d": 3})", "/d"},
+        {R"({"a": 1, "e": {"k": "v"}})", "/e/k"},
+        {R"([1])", "is not of type \"object\""},
+    };
+    for (const auto& [doc, expected] : bad) {
+      CAPTURE(doc);
+      const auto errors = schema_errors(schema, json::parse(doc));
+      REQUIRE(errors.size() == 1);
+      CHECK(errors[0].find(expected) != std::string::npos);
+    }
+    CHECK(schema_errors(schema, json("x"), "#/$defs/s").empty());
+    CHECK(schema_errors(schema, json(1), "#/$defs/s").size() == 1);
+    CHECK_THROWS_AS(schema_errors(json::parse(R"({"pattern": "^a"})"), json("a")), std::invalid_argument);
+    CHECK_THROWS_AS(schema_errors(schema, json(1), "#/$defs/missing"), std::invalid_argument);
+    CHECK_THROWS_AS(schema_errors(json::parse(R"({"$ref": "other.json"})"), json(1)), std::invalid_argument);
+  }
+}
