@@ -1,7 +1,16 @@
 // kernels.cu: elementwise, mask, softmax and dropout kernels of the Math SDPA path.
 //
-// Written for clarity and correctness first: grid-stride loops with 64-bit indices (scores of
-// the 4608-token image layer have 5e8 elements), fp32 arithmetic, one rounding per store.
+// Every kernel here is memory-bound: the floor is the bytes it must move over the GPU's copy
+// bandwidth (notes/PERF.md has the numbers). So each one moves its bytes once, 16 bytes per
+// access where the pointers and sizes allow (Vec below; launchers fall back to narrower vectors
+// or single elements, and odd tails are done element by element), with 64-bit indices (scores of
+// the 4608-token image layer have 5e8 elements). Arithmetic is fp32 and each stored value is
+// rounded once. Reductions run in a fixed order, so every call gives bitwise the same result
+// (tensor_stats, the --log values diagnostic, excepted: it adds with atomics).
+//
+// Softmax (the one kernel whose speed matters most: it reads and writes the whole score tensor)
+// keeps each row in registers, so it reads every score once and writes every probability once;
+// rows too long for registers take a two-pass fallback (plan_safe_softmax says which runs).
 #include "kernels.h"
 
 #include <cuda_bf16.h>
@@ -9,6 +18,8 @@
 
 #include <algorithm>
 #include <cfloat>
+#include <stdexcept>
+#include <type_traits>
 
 #include "cuda_check.h"
 #include "philox.h"
@@ -17,14 +28,28 @@ namespace sdpa {
 
 namespace {
 
-__device__ __forceinline__ float load(const float* p, int64_t i) { return p[i]; }
-__device__ __forceinline__ float load(const __half* p, int64_t i) { return __half2float(p[i]); }
-__device__ __forceinline__ float load(const __nv_bfloat16* p, int64_t i) { return __bfloat162float(p[i]); }
-__device__ __forceinline__ void store(float* p, int64_t i, float v) { p[i] = v; }
-__device__ __forceinline__ void store(__half* p, int64_t i, float v) { p[i] = __float2half_rn(v); }
-__device__ __forceinline__ void store(__nv_bfloat16* p, int64_t i, float v) { p[i] = __float2bfloat16_rn(v); }
+__device__ __forceinline__ float to_float(float x) { return x; }
+__device__ __forceinline__ float to_float(__half x) { return __half2float(x); }
+__device__ __forceinline__ float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
+template <typename T> __device__ __forceinline__ T from_float(float v);
+template <> __device__ __forceinline__ float from_float<float>(float v) { return v; }
+template <> __device__ __forceinline__ __half from_float<__half>(float v) { return __float2half_rn(v); }
+template <> __device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
+
+// N consecutive elements moved by one instruction: the alignment makes the compiler emit a single
+// ld/st.global.v2/v4 (two for the 32-byte fp32 side of a conversion from a 16-bit type).
+template <typename T, int N> struct alignas(sizeof(T) * N) Vec {
+  T v[N];
+};
+template <typename T, int N> __device__ __forceinline__ Vec<T, N> load_vec(const T* p) {
+  return *reinterpret_cast<const Vec<T, N>*>(p);
+}
+template <typename T, int N> __device__ __forceinline__ void store_vec(T* p, const Vec<T, N>& x) {
+  *reinterpret_cast<Vec<T, N>*>(p) = x;
+}
 
 template <typename T> struct TypeTag { using type = T; };
+template <int N> using Width = std::integral_constant<int, N>;
 
 // Calls f(TypeTag<T>{}) with the device element type of `t`.
 template <typename F> void dispatch(DType t, F&& f) {
@@ -35,38 +60,104 @@ template <typename F> void dispatch(DType t, F&& f) {
   }
 }
 
+// Elements in 16 bytes of the narrower of two element types: the vector width an elementwise
+// kernel over them uses when everything is aligned (the wider side then moves 32 bytes).
+template <typename A, typename B = A> constexpr int max_width() {
+  return 16 / static_cast<int>(sizeof(A) < sizeof(B) ? sizeof(A) : sizeof(B));
+}
+
+bool aligned(const void* p, size_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
+
+// Calls f(Width<W>{}) with W = Max when `vectorise`, else W = 1: two instantiations per kernel,
+// the fast one and the element-by-element one for misaligned pointers.
+template <int Max, typename F> void dispatch_width(bool vectorise, F&& f) {
+  if (vectorise) {
+    f(Width<Max>{});
+  } else {
+    f(Width<1>{});
+  }
+}
+
 constexpr int kThreads = 256;
 
-// Enough blocks to fill the GPU several times over; grid-stride loops cover the rest.
-int grid_for(int64_t n) {
-  const int64_t blocks = (n + kThreads - 1) / kThreads;
+// Enough blocks for one vector per thread, capped (the loops are grid-stride); one 16-byte
+// access per thread per iteration with a full grid keeps ~32 KB in flight per SM, above what
+// Hopper needs to reach its copy bandwidth.
+int grid_for(int64_t items) {
+  const int64_t blocks = (items + kThreads - 1) / kThreads;
   return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(blocks, 65535LL * 8)));
 }
 
 #define GRID_STRIDE_LOOP(i, n) \
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < (n); i += static_cast<int64_t>(gridDim.x) * blockDim.x)
 
-template <typename Src, typename Dst>
-__global__ void convert_scale_kernel(const Src* src, Dst* dst, int64_t n, float factor) {
-  GRID_STRIDE_LOOP(i, n) store(dst, i, load(src, i) * factor);
-}
-
-template <typename T>
-__global__ void fill_kernel(T* dst, int64_t n, float value) {
-  GRID_STRIDE_LOOP(i, n) store(dst, i, value);
-}
-
-template <typename T>
-__global__ void repeat_heads_kernel(const T* src, HeadStrides in, T* dst, int64_t batch, int64_t kv_heads,
-                                    int64_t group, int64_t rows, int64_t head_dim) {
-  const int64_t n = batch * kv_heads * group * rows * head_dim;
-  GRID_STRIDE_LOOP(i, n) {
-    const int64_t e = i % head_dim;
-    const int64_t s = (i / head_dim) % rows;
-    const int64_t out_head = (i / (head_dim * rows)) % (kv_heads * group);
-    const int64_t b = i / (head_dim * rows * kv_heads * group);
-    dst[i] = src[b * in.batch + (out_head / group) * in.head + s * in.row + e];
+// The loop of every elementwise kernel: body(first, Width<W>{}) handles elements
+// [first, first + W). The n / W whole vectors go grid-stride; the n % W tail elements, one each,
+// to the first threads of the grid.
+template <int W, typename Body> __device__ __forceinline__ void vector_loop(int64_t n, Body&& body) {
+  const int64_t vectors = n / W;
+  GRID_STRIDE_LOOP(v, vectors) body(v * W, Width<W>{});
+  if constexpr (W > 1) {
+    const int64_t tid = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+    if (tid < n % W) body(vectors * W + tid, Width<1>{});
   }
+}
+
+// Up to kMaxConvertJobs tensors, one per blockIdx.y, passed by value.
+struct ConvertJobs {
+  const void* src[kMaxConvertJobs];
+  void* dst[kMaxConvertJobs];
+  int64_t n[kMaxConvertJobs];
+};
+
+// jobs.x[j] with constant indices only: a run-time index into a kernel parameter would copy the
+// struct to local memory.
+template <typename X> __device__ __forceinline__ X pick(const X (&x)[kMaxConvertJobs], int j) {
+  static_assert(kMaxConvertJobs == 4, "pick() selects among four");
+  return j == 0 ? x[0] : j == 1 ? x[1] : j == 2 ? x[2] : x[3];
+}
+
+template <typename Src, typename Dst, int W>
+__global__ void __launch_bounds__(kThreads) convert_scale_kernel(ConvertJobs jobs, float factor) {
+  const int j = blockIdx.y;
+  const Src* src = static_cast<const Src*>(pick(jobs.src, j));
+  Dst* dst = static_cast<Dst*>(pick(jobs.dst, j));
+  vector_loop<W>(pick(jobs.n, j), [&](int64_t i, auto width) {
+    constexpr int V = decltype(width)::value;
+    const Vec<Src, V> x = load_vec<Src, V>(src + i);
+    Vec<Dst, V> y;
+#pragma unroll
+    for (int k = 0; k < V; ++k) y.v[k] = from_float<Dst>(to_float(x.v[k]) * factor);
+    store_vec<Dst, V>(dst + i, y);
+  });
+}
+
+template <typename T, int W>
+__global__ void __launch_bounds__(kThreads) fill_kernel(T* dst, int64_t n, float value) {
+  vector_loop<W>(n, [&](int64_t i, auto width) {
+    constexpr int V = decltype(width)::value;
+    Vec<T, V> y;
+#pragma unroll
+    for (int k = 0; k < V; ++k) y.v[k] = from_float<T>(value);
+    store_vec<T, V>(dst + i, y);
+  });
+}
+
+// Vectors run along E (vectorised only when E and every stride are multiples of W, so a vector
+// never leaves its row).
+template <typename T, int W>
+__global__ void __launch_bounds__(kThreads) repeat_heads_kernel(const T* src, HeadStrides in, T* dst, int64_t batch,
+                                                                int64_t kv_heads, int64_t group, int64_t rows,
+                                                                int64_t head_dim) {
+  const int64_t n = batch * kv_heads * group * rows * head_dim;
+  vector_loop<W>(n, [&](int64_t i, auto width) {
+    constexpr int V = decltype(width)::value;
+    // Three 64-bit divisions (each a called subroutine on the GPU) instead of seven.
+    const int64_t row_index = i / head_dim, e = i - row_index * head_dim;
+    const int64_t slice = row_index / rows, s = row_index - slice * rows;
+    const int64_t b = slice / (kv_heads * group), out_head = slice - b * (kv_heads * group);
+    store_vec<T, V>(dst + i, load_vec<T, V>(src + b * in.batch + (out_head / group) * in.head + s * in.row + e));
+  });
 }
 
 // 32 x 32 tiles: read rows of K (E contiguous), write rows of K^T (S contiguous). The +1
@@ -106,46 +197,151 @@ __global__ void touch_pages_kernel(const unsigned char* data, size_t pages, size
   if (sum) atomicAdd(sink, sum);
 }
 
-template <typename T>
-__global__ void build_additive_mask_kernel(const uint8_t* bool_mask, T* dst, int64_t slices, int64_t L, int64_t S) {
-  GRID_STRIDE_LOOP(i, slices * L * S) {
-    const bool keep = bool_mask ? bool_mask[i] != 0 : (i % S) <= (i / S) % L;
-    store(dst, i, keep ? 0.0f : -INFINITY);
-  }
+template <typename T, int W>
+__global__ void __launch_bounds__(kThreads) build_additive_mask_kernel(const uint8_t* bool_mask, T* dst, int64_t slices,
+                                                                       int64_t L, int64_t S) {
+  vector_loop<W>(slices * L * S, [&](int64_t i, auto width) {
+    constexpr int V = decltype(width)::value;
+    Vec<T, V> y;
+    if (bool_mask) {
+      const Vec<uint8_t, V> m = load_vec<uint8_t, V>(bool_mask + i);
+#pragma unroll
+      for (int k = 0; k < V; ++k) y.v[k] = from_float<T>(m.v[k] != 0 ? 0.0f : -INFINITY);
+    } else {
+#pragma unroll
+      for (int k = 0; k < V; ++k) y.v[k] = from_float<T>(((i + k) % S) <= ((i + k) / S) % L ? 0.0f : -INFINITY);
+    }
+    store_vec<T, V>(dst + i, y);
+  });
 }
 
-template <typename T, typename M>
-__global__ void add_mask_kernel(T* scores, const M* mask, int64_t B, int64_t H, int64_t L, int64_t S,
-                                bool per_batch, bool per_head) {
-  GRID_STRIDE_LOOP(i, B * H * L * S) {
-    const int64_t ls = i % (L * S);
-    const int64_t h = (i / (L * S)) % H;
-    const int64_t b = i / (L * S * H);
+// Vectorised only when L*S is a multiple of W, so a vector never crosses from one mask slice
+// into the next.
+template <typename T, typename M, int W>
+__global__ void __launch_bounds__(kThreads) add_mask_kernel(T* scores, const M* mask, int64_t B, int64_t H, int64_t L,
+                                                            int64_t S, bool per_batch, bool per_head) {
+  vector_loop<W>(B * H * L * S, [&](int64_t i, auto width) {
+    constexpr int V = decltype(width)::value;
+    const int64_t bh = i / (L * S), ls = i - bh * (L * S);
+    const int64_t b = bh / H, h = bh - b * H;
     const int64_t slice = (per_batch ? b : 0) * (per_head ? H : 1) + (per_head ? h : 0);
-    store(scores, i, load(scores, i) + load(mask, slice * L * S + ls));
-  }
+    Vec<T, V> x = load_vec<T, V>(scores + i);
+    const Vec<M, V> m = load_vec<M, V>(mask + slice * L * S + ls);
+#pragma unroll
+    for (int k = 0; k < V; ++k) x.v[k] = from_float<T>(to_float(x.v[k]) + to_float(m.v[k]));
+    store_vec<T, V>(scores + i, x);
+  });
 }
 
-// Online (max, sum) pair for softmax: merging keeps sum relative to the running max.
+// --- softmax ---
+
+// max that propagates NaN (fmaxf drops it): a row with a NaN must come out all NaN.
+__device__ __forceinline__ float max_nan(float a, float b) { return (a > b || a != a) ? a : b; }
+struct MaxOp {
+  __device__ __forceinline__ float operator()(float a, float b) const { return max_nan(a, b); }
+};
+struct SumOp {
+  __device__ __forceinline__ float operator()(float a, float b) const { return a + b; }
+};
+
+// Reduces over the threads of one row: a butterfly within the warp (every lane ends with the
+// same bits: each step adds the same two values), then, for rows wider than a warp, the warps'
+// partials through shared memory, which every thread reads back in the same fixed order. So all
+// threads of a row hold the bitwise-same total, and every call gets the same one.
+template <typename Op>
+__device__ __forceinline__ float row_reduce(float x, Op op, float* partials, int threads_per_row) {
+#pragma unroll
+  for (int offset = 16; offset > 0; offset >>= 1) x = op(x, __shfl_xor_sync(0xffffffffu, x, offset));
+  if (threads_per_row == 32) return x;  // uniform over the block: no barrier is skipped by some
+  if (threadIdx.x % 32 == 0) partials[threadIdx.x / 32] = x;
+  __syncthreads();
+  float total = partials[0];
+  for (int w = 1; w < threads_per_row / 32; ++w) total = op(total, partials[w]);
+  return total;
+}
+
+// Online (max, sum) pair: merging keeps sum relative to the running max.
 struct MaxSum {
   float max, sum;
 };
+
+// The row in registers: thread t of a row holds vectors t, t + threads_per_row, ... (so a warp's
+// loads are consecutive 16-byte vectors), kSoftmaxElemsPerThread elements at most; slots past
+// the row's end hold -inf, which adds exp(-inf) = 0 to the sum. One read and one write per
+// element, exp computed once. Blocks hold one row (threads_per_row > 32) or several warp rows.
+//
+// Launch bounds: with two 1024-thread blocks a multiprocessor, 32 registers, which every width
+// but 1 fits without spilling; the element-by-element variants (odd rows) are allowed 64.
+template <typename T, int W>
+__global__ void __launch_bounds__(kSoftmaxMaxThreadsPerRow, W == 1 ? 1 : 2)
+    safe_softmax_rows_kernel(const T* in, T* out, int64_t rows, int cols, int threads_per_row) {
+  constexpr int kVectors = kSoftmaxElemsPerThread / W;
+  __shared__ float max_partials[32], sum_partials[32];
+  const int rows_per_block = blockDim.x / threads_per_row;
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * rows_per_block + threadIdx.x / threads_per_row;
+  const int t = threadIdx.x % threads_per_row;
+  const bool row_valid = row < rows;  // only the last block of warp rows can run past the end
+  const int vectors = cols / W;
+  const T* x = in + row * cols;
+  T* y = out + row * cols;
+
+  float v[kSoftmaxElemsPerThread];
+#pragma unroll
+  for (int k = 0; k < kVectors; ++k) {
+    const int c = t + k * threads_per_row;
+    if (row_valid && c < vectors) {
+      const Vec<T, W> p = load_vec<T, W>(x + static_cast<int64_t>(c) * W);
+#pragma unroll
+      for (int j = 0; j < W; ++j) v[k * W + j] = to_float(p.v[j]);
+    } else {
+#pragma unroll
+      for (int j = 0; j < W; ++j) v[k * W + j] = -INFINITY;
+    }
+  }
+  float row_max = -INFINITY;
+#pragma unroll
+  for (int k = 0; k < kSoftmaxElemsPerThread; ++k) row_max = max_nan(row_max, v[k]);
+  row_max = row_reduce(row_max, MaxOp{}, max_partials, threads_per_row);
+  // _safe_softmax: a fully masked row (max == -inf) is all zeros, not 0/0. (A NaN max makes
+  // every exp, the sum and so every output NaN, as PyTorch's softmax does.)
+  const bool fully_masked = row_max == -INFINITY;
+  float sum = 0.0f;
+#pragma unroll
+  for (int k = 0; k < kSoftmaxElemsPerThread; ++k) {
+    v[k] = fully_masked ? 0.0f : expf(v[k] - row_max);
+    sum += v[k];
+  }
+  const MaxSum total{row_max, row_reduce(sum, SumOp{}, sum_partials, threads_per_row)};
+  const float inv_sum = 1.0f / total.sum;
+#pragma unroll
+  for (int k = 0; k < kVectors; ++k) {
+    const int c = t + k * threads_per_row;
+    if (row_valid && c < vectors) {
+      Vec<T, W> q;
+#pragma unroll
+      for (int j = 0; j < W; ++j) q.v[j] = from_float<T>(fully_masked ? 0.0f : v[k * W + j] * inv_sum);
+      store_vec<T, W>(y + static_cast<int64_t>(c) * W, q);
+    }
+  }
+}
+
 __device__ __forceinline__ MaxSum merge(MaxSum a, MaxSum b) {
   const float m = fmaxf(a.max, b.max);
   if (m == -INFINITY) return {m, 0.0f};  // both empty or all -inf so far
   return {m, a.sum * expf(a.max - m) + b.sum * expf(b.max - m)};
 }
 
-// One block per row. Pass 1: each thread folds its strided elements into (max, sum); the block
-// merges them. Pass 2: writes exp(x - max) / sum. A NaN input makes the row NaN, as in PyTorch.
+// Fallback for rows too long for registers: one block per row. Pass 1: each thread folds its
+// strided elements into (max, sum); the block merges them in a fixed order. Pass 2 reads the row
+// again (mostly from L2) and writes exp(x - max) / sum. A NaN input makes the row NaN.
 template <typename T>
-__global__ void safe_softmax_kernel(const T* in, T* out, int64_t cols) {
+__global__ void safe_softmax_long_rows_kernel(const T* in, T* out, int64_t cols) {
   const int64_t row = blockIdx.x;
   const T* x = in + row * cols;
   T* y = out + row * cols;
   MaxSum acc{-INFINITY, 0.0f};
   for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
-    const float v = load(x, c);
+    const float v = to_float(x[c]);
     if (isnan(v)) {
       acc = {NAN, NAN};
       break;
@@ -179,18 +375,45 @@ __global__ void safe_softmax_kernel(const T* in, T* out, int64_t cols) {
   const float inv_sum = 1.0f / total.sum;
   for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
     // _safe_softmax: a fully masked row (max == -inf) is all zeros, not 0/0.
-    store(y, c, total.max == -INFINITY ? 0.0f : expf(load(x, c) - total.max) * inv_sum);
+    y[c] = from_float<T>(total.max == -INFINITY ? 0.0f : expf(to_float(x[c]) - total.max) * inv_sum);
   }
 }
 
-template <typename T>
-__global__ void dropout_kernel(T* data, int64_t n, uint64_t seed, uint64_t offset, float keep_prob) {
-  const float inv_keep = 1.0f / keep_prob;
-  GRID_STRIDE_LOOP(i, n) {
-    const bool keep = dropout_keep(seed, offset, static_cast<uint64_t>(i), keep_prob);
-    store(data, i, keep ? load(data, i) * inv_keep : 0.0f);
+// --- dropout ---
+
+// The uniform numbers of elements [first, first + V): one Philox call per four elements when
+// `first` is a multiple of four (every whole vector), one per element otherwise (the tail).
+template <int V>
+__device__ __forceinline__ void dropout_uniforms(uint64_t seed, uint64_t offset, uint64_t first, float (&u)[V]) {
+  if constexpr (V % 4 == 0) {
+#pragma unroll
+    for (int g = 0; g < V; g += 4) {
+      const Philox4x32 r = dropout_philox_block(seed, offset, (first + g) >> 2);
+#pragma unroll
+      for (int k = 0; k < 4; ++k) u[g + k] = dropout_uniform_from_bits(r.v[k]);
+    }
+  } else {
+#pragma unroll
+    for (int k = 0; k < V; ++k) u[k] = dropout_uniform(seed, offset, first + k);
   }
 }
+
+template <typename T, int W>
+__global__ void __launch_bounds__(kThreads) dropout_kernel(T* data, int64_t n, uint64_t seed, uint64_t offset,
+                                                           float keep_prob) {
+  const float inv_keep = 1.0f / keep_prob;
+  vector_loop<W>(n, [&](int64_t i, auto width) {
+    constexpr int V = decltype(width)::value;
+    float u[V];
+    dropout_uniforms<V>(seed, offset, static_cast<uint64_t>(i), u);
+    Vec<T, V> x = load_vec<T, V>(data + i);
+#pragma unroll
+    for (int k = 0; k < V; ++k) x.v[k] = from_float<T>(u[k] < keep_prob ? to_float(x.v[k]) * inv_keep : 0.0f);
+    store_vec<T, V>(data + i, x);
+  });
+}
+
+// --- tensor statistics (--log values) ---
 
 __device__ void atomic_min_float(float* addr, float v) {
   int* a = reinterpret_cast<int*>(addr);
@@ -222,7 +445,7 @@ __global__ void tensor_stats_kernel(const T* data, int64_t n, TensorStats* stats
   unsigned long long nans = 0, infs = 0;
   double sum = 0;
   GRID_STRIDE_LOOP(i, n) {
-    const float v = load(data, i);
+    const float v = to_float(data[i]);
     if (isnan(v)) {
       ++nans;
     } else if (isinf(v)) {
@@ -252,33 +475,73 @@ void launch_tensor_stats(const void* data, DType type, int64_t n, TensorStats* s
   CUDA_CHECK_LAUNCH();
 }
 
-void launch_convert_scale(const void* src, DType src_type, void* dst, DType dst_type, int64_t n, float factor,
-                          cudaStream_t stream) {
+void launch_convert_scale_batch(const ConvertJob* jobs, int count, DType src_type, DType dst_type, float factor,
+                                cudaStream_t stream) {
+  if (count < 1 || count > kMaxConvertJobs) {
+    throw std::invalid_argument("launch_convert_scale_batch: 1 to 4 jobs");  // a programming error, not input
+  }
+  ConvertJobs args{};
+  int64_t largest = 0;
+  for (int j = 0; j < count; ++j) {
+    args.src[j] = jobs[j].src;
+    args.dst[j] = jobs[j].dst;
+    args.n[j] = jobs[j].n;
+    largest = std::max(largest, jobs[j].n);
+  }
+  if (largest == 0) return;
   dispatch(src_type, [&](auto src_tag) {
     using Src = typename decltype(src_tag)::type;
     dispatch(dst_type, [&](auto dst_tag) {
       using Dst = typename decltype(dst_tag)::type;
-      convert_scale_kernel<<<grid_for(n), kThreads, 0, stream>>>(static_cast<const Src*>(src),
-                                                                 static_cast<Dst*>(dst), n, factor);
+      constexpr int kWidth = max_width<Src, Dst>();
+      bool vectorise = true;
+      for (int j = 0; j < count; ++j) {
+        vectorise = vectorise && aligned(jobs[j].src, kWidth * sizeof(Src)) && aligned(jobs[j].dst, kWidth * sizeof(Dst));
+      }
+      dispatch_width<kWidth>(vectorise, [&](auto width) {
+        constexpr int W = decltype(width)::value;
+        const dim3 grid(static_cast<unsigned>(grid_for((largest + W - 1) / W)), static_cast<unsigned>(count));
+        convert_scale_kernel<Src, Dst, W><<<grid, kThreads, 0, stream>>>(args, factor);
+      });
     });
   });
   CUDA_CHECK_LAUNCH();
 }
 
+void launch_convert_scale(const void* src, DType src_type, void* dst, DType dst_type, int64_t n, float factor,
+                          cudaStream_t stream) {
+  const ConvertJob job{src, dst, n};
+  launch_convert_scale_batch(&job, 1, src_type, dst_type, factor, stream);
+}
+
 void launch_fill(void* dst, DType type, int64_t n, float value, cudaStream_t stream) {
+  if (n == 0) return;
   dispatch(type, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    fill_kernel<<<grid_for(n), kThreads, 0, stream>>>(static_cast<T*>(dst), n, value);
+    constexpr int kWidth = max_width<T>();
+    dispatch_width<kWidth>(aligned(dst, kWidth * sizeof(T)), [&](auto width) {
+      constexpr int W = decltype(width)::value;
+      fill_kernel<T, W><<<grid_for((n + W - 1) / W), kThreads, 0, stream>>>(static_cast<T*>(dst), n, value);
+    });
   });
   CUDA_CHECK_LAUNCH();
 }
 
 void launch_repeat_heads(const void* src, HeadStrides src_strides, void* dst, DType type, int64_t batch,
                          int64_t kv_heads, int64_t group, int64_t rows, int64_t head_dim, cudaStream_t stream) {
+  const int64_t n = batch * kv_heads * group * rows * head_dim;
+  if (n == 0) return;
   dispatch(type, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    repeat_heads_kernel<<<grid_for(batch * kv_heads * group * rows * head_dim), kThreads, 0, stream>>>(
-        static_cast<const T*>(src), src_strides, static_cast<T*>(dst), batch, kv_heads, group, rows, head_dim);
+    constexpr int kWidth = max_width<T>();
+    const bool vectorise = head_dim % kWidth == 0 && src_strides.batch % kWidth == 0 && src_strides.head % kWidth == 0 &&
+                           src_strides.row % kWidth == 0 && aligned(src, kWidth * sizeof(T)) &&
+                           aligned(dst, kWidth * sizeof(T));
+    dispatch_width<kWidth>(vectorise, [&](auto width) {
+      constexpr int W = decltype(width)::value;
+      repeat_heads_kernel<T, W><<<grid_for((n + W - 1) / W), kThreads, 0, stream>>>(
+          static_cast<const T*>(src), src_strides, static_cast<T*>(dst), batch, kv_heads, group, rows, head_dim);
+    });
   });
   CUDA_CHECK_LAUNCH();
 }
@@ -307,38 +570,100 @@ void launch_touch_pages(const void* data, size_t bytes, unsigned long long* sink
 
 void launch_build_additive_mask(const uint8_t* bool_mask, void* dst, DType type, int64_t slices, int64_t L,
                                 int64_t S, cudaStream_t stream) {
+  const int64_t n = slices * L * S;
+  if (n == 0) return;
   dispatch(type, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    build_additive_mask_kernel<<<grid_for(slices * L * S), kThreads, 0, stream>>>(bool_mask, static_cast<T*>(dst),
-                                                                                 slices, L, S);
+    constexpr int kWidth = max_width<T>();
+    const bool vectorise = aligned(dst, kWidth * sizeof(T)) && (!bool_mask || aligned(bool_mask, kWidth));
+    dispatch_width<kWidth>(vectorise, [&](auto width) {
+      constexpr int W = decltype(width)::value;
+      build_additive_mask_kernel<T, W><<<grid_for((n + W - 1) / W), kThreads, 0, stream>>>(bool_mask, static_cast<T*>(dst),
+                                                                                            slices, L, S);
+    });
   });
   CUDA_CHECK_LAUNCH();
 }
 
 void launch_add_mask(void* scores, DType scores_type, const void* mask, DType mask_type, int64_t B, int64_t H,
                      int64_t L, int64_t S, bool mask_per_batch, bool mask_per_head, cudaStream_t stream) {
+  const int64_t n = B * H * L * S;
+  if (n == 0) return;
   dispatch(scores_type, [&](auto scores_tag) {
     using T = typename decltype(scores_tag)::type;
     dispatch(mask_type, [&](auto mask_tag) {
       using M = typename decltype(mask_tag)::type;
-      add_mask_kernel<<<grid_for(B * H * L * S), kThreads, 0, stream>>>(
-          static_cast<T*>(scores), static_cast<const M*>(mask), B, H, L, S, mask_per_batch, mask_per_head);
+      constexpr int kWidth = max_width<T, M>();
+      const bool vectorise = (L * S) % kWidth == 0 && aligned(scores, kWidth * sizeof(T)) && aligned(mask, kWidth * sizeof(M));
+      dispatch_width<kWidth>(vectorise, [&](auto width) {
+        constexpr int W = decltype(width)::value;
+        add_mask_kernel<T, M, W><<<grid_for((n + W - 1) / W), kThreads, 0, stream>>>(
+            static_cast<T*>(scores), static_cast<const M*>(mask), B, H, L, S, mask_per_batch, mask_per_head);
+      });
     });
   });
   CUDA_CHECK_LAUNCH();
 }
 
+SoftmaxPlan plan_safe_softmax(const void* in, const void* out, DType type, int64_t cols) {
+  SoftmaxPlan plan;
+  const int64_t elem = static_cast<int64_t>(dtype_size(type));
+  // The widest vector (16 bytes at most) that divides the row, so every row starts aligned.
+  int width = static_cast<int>(16 / elem);
+  while (width > 1 && (cols % width != 0 || !aligned(in, width * elem) || !aligned(out, width * elem))) width /= 2;
+  const int64_t vectors = cols / width;
+  const int64_t per_thread = kSoftmaxElemsPerThread / width;
+  const int64_t threads_needed = std::max<int64_t>(1, (vectors + per_thread - 1) / per_thread);
+  const int64_t threads = (threads_needed + 31) / 32 * 32;  // whole warps
+  if (threads > kSoftmaxMaxThreadsPerRow) {
+    plan.row_in_registers = false;
+    plan.vector_width = 1;
+    plan.threads_per_row = kThreads;
+    plan.rows_per_block = 1;
+    return plan;
+  }
+  plan.row_in_registers = true;
+  plan.vector_width = width;
+  plan.threads_per_row = static_cast<int>(threads);
+  plan.rows_per_block = threads == 32 ? 4 : 1;  // warp rows: 128-thread blocks
+  return plan;
+}
+
 void launch_safe_softmax(const void* in, void* out, DType type, int64_t rows, int64_t cols, cudaStream_t stream) {
-  // Short rows get one warp, long rows a full block.
-  const int threads = cols <= 32 ? 32 : cols <= 128 ? 128 : kThreads;
+  if (rows == 0 || cols == 0) return;
+  const SoftmaxPlan plan = plan_safe_softmax(in, out, type, cols);
+  // Blocks beyond the grid's x limit are split into several launches.
+  const int64_t max_grid = 2147483647LL;
   dispatch(type, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    // One block per row; rows beyond the grid's x limit are split into several launches.
-    const int64_t max_grid = 2147483647LL;
-    for (int64_t first = 0; first < rows; first += max_grid) {
-      const int64_t count = std::min(max_grid, rows - first);
-      safe_softmax_kernel<<<static_cast<unsigned>(count), threads, 0, stream>>>(
-          static_cast<const T*>(in) + first * cols, static_cast<T*>(out) + first * cols, cols);
+    const T* x = static_cast<const T*>(in);
+    T* y = static_cast<T*>(out);
+    if (!plan.row_in_registers) {
+      for (int64_t first = 0; first < rows; first += max_grid) {
+        const int64_t count = std::min(max_grid, rows - first);
+        safe_softmax_long_rows_kernel<<<static_cast<unsigned>(count), kThreads, 0, stream>>>(x + first * cols,
+                                                                                           y + first * cols, cols);
+      }
+      return;
+    }
+    auto launch_rows = [&](auto width) {
+      constexpr int W = decltype(width)::value;
+      const int64_t rows_per_launch = max_grid * plan.rows_per_block;
+      for (int64_t first = 0; first < rows; first += rows_per_launch) {
+        const int64_t count = std::min(rows_per_launch, rows - first);
+        const int64_t blocks = (count + plan.rows_per_block - 1) / plan.rows_per_block;
+        safe_softmax_rows_kernel<T, W><<<static_cast<unsigned>(blocks), plan.threads_per_row * plan.rows_per_block, 0,
+                                         stream>>>(x + first * cols, y + first * cols, count, static_cast<int>(cols),
+                                                   plan.threads_per_row);
+      }
+    };
+    switch (plan.vector_width) {
+      case 8:
+        if constexpr (sizeof(T) == 2) launch_rows(Width<8>{});
+        break;
+      case 4: launch_rows(Width<4>{}); break;
+      case 2: launch_rows(Width<2>{}); break;
+      default: launch_rows(Width<1>{}); break;
     }
   });
   CUDA_CHECK_LAUNCH();
@@ -346,9 +671,15 @@ void launch_safe_softmax(const void* in, void* out, DType type, int64_t rows, in
 
 void launch_dropout(void* data, DType type, int64_t n, uint64_t seed, uint64_t offset, float keep_prob,
                     cudaStream_t stream) {
+  if (n == 0) return;
   dispatch(type, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    dropout_kernel<<<grid_for(n), kThreads, 0, stream>>>(static_cast<T*>(data), n, seed, offset, keep_prob);
+    constexpr int kWidth = max_width<T>();
+    dispatch_width<kWidth>(aligned(data, kWidth * sizeof(T)), [&](auto width) {
+      constexpr int W = decltype(width)::value;
+      dropout_kernel<T, W><<<grid_for((n + W - 1) / W), kThreads, 0, stream>>>(static_cast<T*>(data), n, seed, offset,
+                                                                               keep_prob);
+    });
   });
   CUDA_CHECK_LAUNCH();
 }

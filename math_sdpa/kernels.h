@@ -1,8 +1,10 @@
 // kernels.h: the path's own kernels (everything that is not a GEMM), launched on a stream.
 //
-// Each launcher dispatches on the runtime dtype, launches, and checks the launch
-// (CUDA_CHECK_LAUNCH). Elementwise math is done in fp32 and rounded once on store, as
-// PyTorch's TensorIterator kernels do for fp16/bf16.
+// Each launcher dispatches on the runtime dtype (and on the widest vector the pointers and sizes
+// allow), launches, and checks the launch (CUDA_CHECK_LAUNCH). Elementwise math is done in fp32
+// and rounded once on store, as PyTorch's TensorIterator kernels do for fp16/bf16. Every kernel
+// of the path is deterministic: the same inputs give bitwise the same outputs on every call
+// (only launch_tensor_stats, a diagnostic for --log values, adds with atomics in any order).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -16,6 +18,17 @@ namespace sdpa {
 // dst[i] = src[i] * factor, converting between dtypes (upcast, scaling, the final cast).
 void launch_convert_scale(const void* src, DType src_type, void* dst, DType dst_type, int64_t n, float factor,
                           cudaStream_t stream);
+
+// Several conversions with the same types and factor in one launch (the upcast stage converts
+// Q, K and V: one launch instead of three, which is most of that stage's time at small shapes).
+struct ConvertJob {
+  const void* src;
+  void* dst;
+  int64_t n;
+};
+constexpr int kMaxConvertJobs = 4;
+void launch_convert_scale_batch(const ConvertJob* jobs, int count, DType src_type, DType dst_type, float factor,
+                                cudaStream_t stream);
 
 // Fills n elements with `value` (used to poison outputs with NaN before every run).
 void launch_fill(void* dst, DType type, int64_t n, float value, cudaStream_t stream);
@@ -56,8 +69,24 @@ void launch_add_mask(void* scores, DType scores_type, const void* mask, DType ma
                      int64_t L, int64_t S, bool mask_per_batch, bool mask_per_head, cudaStream_t stream);
 
 // _safe_softmax over rows of length `cols`: out = exp(x - max) / sum, fp32 accumulation, and a
-// row whose entries are all -inf gives zeros instead of NaN.
+// row whose entries are all -inf gives zeros instead of NaN; a row with a NaN is all NaN.
+// `out` may be `in` (in place) but must not overlap it otherwise.
 void launch_safe_softmax(const void* in, void* out, DType type, int64_t rows, int64_t cols, cudaStream_t stream);
+
+// How launch_safe_softmax runs a row of `cols` elements (host-only; for tests and notes). Rows
+// that fit in registers (up to 16 elements a thread, 1024 threads a row: 16384 elements; fewer
+// when cols is odd or a pointer is misaligned, since the vector width drops) are read once and
+// written once: a warp per row for rows up to 32 threads' worth (four rows a block), a block
+// per row above that. Longer rows take the fallback, which reads each row twice.
+struct SoftmaxPlan {
+  bool row_in_registers = false;
+  int vector_width = 1;     // elements per load and store (16 bytes at most)
+  int threads_per_row = 0;  // a multiple of 32
+  int rows_per_block = 1;
+};
+SoftmaxPlan plan_safe_softmax(const void* in, const void* out, DType type, int64_t cols);
+constexpr int kSoftmaxElemsPerThread = 16;
+constexpr int kSoftmaxMaxThreadsPerRow = 1024;
 
 // Dropout in place: element i kept with probability keep_prob (Philox keyed by seed, offset;
 // philox.h) and scaled by 1 / keep_prob, else zeroed.

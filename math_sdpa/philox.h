@@ -41,15 +41,27 @@ SDPA_HOST_DEVICE Philox4x32 philox4x32_10(Philox4x32 counter, uint32_t key0, uin
   return counter;
 }
 
-// The uniform number in [0, 1) for element `index` of a dropout call keyed by (seed, offset).
-// One Philox call yields four numbers, used by four consecutive elements. The value is a
-// multiple of 2^-24, exact in float and double, so GPU and CPU compare it identically.
-SDPA_HOST_DEVICE float dropout_uniform(uint64_t seed, uint64_t offset, uint64_t index) {
-  uint64_t block = index >> 2;
+// The four uniform numbers of a dropout call keyed by (seed, offset) for elements 4*block ..
+// 4*block + 3: one Philox call yields four numbers, used by four consecutive elements (so a
+// vectorised kernel calls it once per four elements).
+SDPA_HOST_DEVICE Philox4x32 dropout_philox_block(uint64_t seed, uint64_t offset, uint64_t block) {
   Philox4x32 counter{{static_cast<uint32_t>(block), static_cast<uint32_t>(block >> 32),
                       static_cast<uint32_t>(offset), static_cast<uint32_t>(offset >> 32)}};
-  Philox4x32 r = philox4x32_10(counter, static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32));
-  return static_cast<float>(r.v[index & 3] >> 8) * (1.0f / 16777216.0f);
+  return philox4x32_10(counter, static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32));
+}
+
+// One Philox output word as a uniform number in [0, 1): a multiple of 2^-24, exact in float and
+// double, so GPU and CPU compare it identically.
+SDPA_HOST_DEVICE float dropout_uniform_from_bits(uint32_t bits) {
+  return static_cast<float>(bits >> 8) * (1.0f / 16777216.0f);
+}
+
+// The uniform number in [0, 1) for element `index` of a dropout call keyed by (seed, offset).
+// (Word chosen by selects, not r.v[index & 3]: a run-time index would put r in local memory.)
+SDPA_HOST_DEVICE float dropout_uniform(uint64_t seed, uint64_t offset, uint64_t index) {
+  const Philox4x32 r = dropout_philox_block(seed, offset, index >> 2);
+  const uint32_t word = (index & 2) ? ((index & 1) ? r.v[3] : r.v[2]) : ((index & 1) ? r.v[1] : r.v[0]);
+  return dropout_uniform_from_bits(word);
 }
 
 // Keep decision shared by the kernel and the reference: keep with probability keep_prob.

@@ -308,9 +308,11 @@ void MathSdpa::run() {
   const void* v = value_.get();
   if (runs(Stage::upcast)) {
     stage(Stage::upcast, std::string(dtype_name(p.dtype)) + "->fp32", [&] {
-      launch_convert_scale(query_.get(), p.dtype, query_acc_.get(), ct, p.q_elems(), 1.0f, stream_);
-      launch_convert_scale(key_.get(), p.dtype, key_acc_.get(), ct, p.kv_elems(), 1.0f, stream_);  // keeps K's layout
-      launch_convert_scale(value_.get(), p.dtype, value_acc_.get(), ct, p.kv_elems(), 1.0f, stream_);
+      // Q, K (keeping its layout) and V in one launch: three conversions, one launch's overhead.
+      const ConvertJob jobs[] = {{query_.get(), query_acc_.get(), p.q_elems()},
+                                 {key_.get(), key_acc_.get(), p.kv_elems()},
+                                 {value_.get(), value_acc_.get(), p.kv_elems()}};
+      launch_convert_scale_batch(jobs, 3, p.dtype, ct, 1.0f, stream_);
     });
     q = query_acc_.get();
     k = key_acc_.get();
