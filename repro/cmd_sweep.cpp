@@ -56,17 +56,22 @@ std::map<std::string, json> resume_from(const std::string& jsonl_path, const std
     for (const auto& r : prior.records) kept += r.dump() + "\n";
     write_file_atomic(jsonl_path, kept);
   }
-  std::set<std::string> planned;
-  for (const auto& c : cells) planned.insert(c.key());
+  std::map<std::string, const SweepCell*> planned;
+  for (const auto& c : cells) planned.emplace(c.key(), &c);
   std::map<std::string, json> finished;
   size_t foreign = 0, repeated = 0;
   for (const auto& r : prior.records) {
     const std::string key = r.at("key");
-    if (!planned.count(key)) {
+    const auto cell = planned.find(key);
+    if (cell == planned.end()) {
       ++foreign;
-    } else if (!finished.emplace(key, r).second) {
-      ++repeated;
+      continue;
     }
+    // The key is made from the axes: a record whose axes say otherwise was edited by hand.
+    if (r.at("axes") != cell_axes_to_json(*cell->second)) {
+      throw InputError(jsonl_path + ": the cell " + key + " has axes that do not match its key (use --force to start again)");
+    }
+    if (!finished.emplace(key, r).second) ++repeated;
   }
   if (foreign) warn(std::to_string(foreign) + " cell(s) in " + jsonl_path + " are not in this matrix; they stay there");
   if (repeated) warn(std::to_string(repeated) + " cell(s) in " + jsonl_path + " appear twice; the first is kept");

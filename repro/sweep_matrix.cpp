@@ -155,6 +155,16 @@ void canonicalise_axes(SweepAxes& a) {
 
 std::vector<SweepCell> expand_matrix(SweepAxes a) {
   canonicalise_axes(a);
+  // Counted before anything is built: --repeats 100000000 must be an error, not an exhausted host.
+  double planned = static_cast<double>(a.repeats);
+  for (size_t n : {a.scenarios.size(), a.fixes.size(), a.dtypes.size(), a.precisions.size(), a.shapes.size(),
+                   a.allocs.size(), a.streams.size()}) {
+    planned *= static_cast<double>(n);
+  }
+  if (planned > kMaxSweepCells) {
+    throw InputError("the matrix has " + std::to_string(static_cast<long long>(planned)) + " cells, more than " +
+                     std::to_string(kMaxSweepCells) + " (fewer repeats, or split it into several sweeps)");
+  }
   std::vector<SweepCell> cells;
   for (int scenario : a.scenarios)
     for (const auto& fix : a.fixes)
@@ -186,9 +196,13 @@ SweepAxes read_matrix_file(const std::string& path) {
   if (!in) throw InputError("--matrix: cannot read " + path);
   std::stringstream text;
   text << in.rdbuf();
+  return parse_matrix(text.str(), path);
+}
+
+SweepAxes parse_matrix(const std::string& text, const std::string& path) {
   nlohmann::json j;
   try {
-    j = nlohmann::json::parse(text.str());
+    j = nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& e) {
     throw InputError("--matrix " + path + ": not JSON: " + one_line(e.what()));
   }
@@ -223,9 +237,9 @@ SweepAxes read_matrix_file(const std::string& path) {
     if (!ok) throw InputError(where + "\"scenarios\" must be a non-empty list of integers");
     a.scenarios.clear();
     for (const auto& x : v) {
-      const int64_t s = x.get<int64_t>();
-      if (s < 0 || s > 4) throw InputError(where + "\"scenarios\": " + std::to_string(s) + " is not a scenario (expected 0-4)");
-      a.scenarios.push_back(static_cast<int>(s));
+      // Compared as JSON numbers, so 2^64 - 1 is not read as -1 first.
+      if (x < 0 || x > 4) throw InputError(where + "\"scenarios\": " + x.dump() + " is not a scenario (expected 0-4)");
+      a.scenarios.push_back(x.get<int>());
     }
   }
   strings("fix", a.fixes);

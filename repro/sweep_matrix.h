@@ -50,6 +50,9 @@ std::vector<std::string> split_axis_list(const std::string& text, const std::str
 // Throws InputError (one line, naming the option) on an empty axis, a bad or repeated value.
 void canonicalise_axes(SweepAxes& axes);
 
+// The most cells one sweep may have: at a second or more a cell, a day's work.
+constexpr int kMaxSweepCells = 100000;
+
 // Every combination, in axis order (scenario slowest, repeat fastest). Canonicalises first and
 // checks each cell's run options as `repro` would.
 std::vector<SweepCell> expand_matrix(SweepAxes axes);
@@ -58,6 +61,8 @@ std::vector<SweepCell> expand_matrix(SweepAxes axes);
 // precisions, shapes, allocs, streams (lists of strings), iters, repeats (integers >= 1); a key
 // left out keeps its default. Unknown keys, wrong types and empty lists throw InputError.
 SweepAxes read_matrix_file(const std::string& path);
+// The same for the text of one (`path` names it in messages).
+SweepAxes parse_matrix(const std::string& text, const std::string& path);
 
 nlohmann::json axes_to_json(const SweepAxes& axes);
 nlohmann::json cell_axes_to_json(const SweepCell& cell);

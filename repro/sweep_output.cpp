@@ -191,13 +191,48 @@ void append_jsonl_line(const std::string& path, const json& record) {
   if (!written || !synced) throw InputError("cannot append to " + path + ": " + reason);
 }
 
+std::string cell_record_problem(const json& r) {
+  if (!r.is_object()) return "not an object";
+  auto has = [&](const json& j, const char* key, bool (json::*type)() const noexcept, bool null_ok) {
+    return j.contains(key) && ((j.at(key).*type)() || (null_ok && j.at(key).is_null()));
+  };
+  if (!has(r, "key", &json::is_string, false)) return "no \"key\" string";
+  if (!has(r, "index", &json::is_number_integer, false)) return "no \"index\" integer";
+  if (!has(r, "outcome", &json::is_string, false)) return "no \"outcome\" string";
+  const std::string outcome = r.at("outcome");
+  const auto& outcomes = sweep_outcomes();
+  if (outcome == "planned" || std::find(outcomes.begin(), outcomes.end(), outcome) == outcomes.end()) {
+    return "\"outcome\" is not the outcome of a finished cell";
+  }
+  if (!has(r, "axes", &json::is_object, false)) return "no \"axes\" object";
+  const json& a = r.at("axes");
+  for (const char* key : {"scenario", "iters", "repeat"}) {
+    if (!has(a, key, &json::is_number_integer, false)) return std::string("no \"axes.") + key + "\" integer";
+  }
+  for (const char* key : {"fix", "fix_list", "dtype", "precision", "shape", "alloc", "stream"}) {
+    if (!has(a, key, &json::is_string, false)) return std::string("no \"axes.") + key + "\" string";
+  }
+  if (!has(r, "device", &json::is_object, true)) return "no \"device\" object or null";
+  if (!has(r, "gpu", &json::is_string, true)) return "no \"gpu\" string or null";
+  for (const char* key : {"stage", "error"}) {
+    if (!has(r, key, &json::is_string, true)) return std::string("no \"") + key + "\" string or null";
+  }
+  for (const char* key : {"exit_code", "signal", "rel_error", "call_median_ms", "wall_seconds"}) {
+    if (!has(r, key, &json::is_number, true)) return std::string("no \"") + key + "\" number or null";
+  }
+  return "";
+}
+
 JsonlContents read_jsonl(const std::string& path) {
-  JsonlContents out;
   std::ifstream in(path, std::ios::binary);
-  if (!in) return out;
+  if (!in) return {};
   std::stringstream text;
   text << in.rdbuf();
-  const std::string all = text.str();
+  return parse_jsonl(text.str(), path);
+}
+
+JsonlContents parse_jsonl(const std::string& all, const std::string& path) {
+  JsonlContents out;
   size_t start = 0, number = 0;
   while (start < all.size()) {
     ++number;
@@ -212,10 +247,8 @@ JsonlContents read_jsonl(const std::string& path) {
     } else {
       try {
         record = json::parse(line);
-        if (!record.is_object() || !record.contains("key") || !record.at("key").is_string() ||
-            !record.contains("outcome") || !record.at("outcome").is_string()) {
-          problem = "is not a cell record";
-        }
+        const std::string why = cell_record_problem(record);
+        if (!why.empty()) problem = "is not a finished cell's record (" + why + ")";
       } catch (const json::exception&) {
         problem = "is not JSON";
       }

@@ -37,14 +37,22 @@ nlohmann::json sweep_document(const SweepMeta& meta, const std::vector<nlohmann:
 // loses no finished cell. Throws InputError if the file cannot be written.
 void append_jsonl_line(const std::string& path, const nlohmann::json& record);
 
+// Why a JSON-lines record is not a finished cell's record that the outputs can use ("" when it
+// is one): key, index, a finished outcome, the axes with their types, device, gpu, stage, error,
+// and the numbers (or nulls) the table and the SVG show.
+std::string cell_record_problem(const nlohmann::json& record);
+
 struct JsonlContents {
   std::vector<nlohmann::json> records;
   std::vector<std::string> warnings;  // one line each
   bool dropped_last_line = false;     // a truncated or unreadable last line was left out
 };
-// Reads a JSON-lines file of cell records (a missing file is empty). A bad last line, as a
-// killed writer leaves it, is left out with a warning; a bad line before it throws InputError.
+// Reads a JSON-lines file of cell records (a missing file is empty). A bad last line (not JSON,
+// or not a cell record), as a killed writer leaves it, is left out with a warning; a bad line
+// before it throws InputError.
 JsonlContents read_jsonl(const std::string& path);
+// The same for the text of one (`path` names it in messages).
+JsonlContents parse_jsonl(const std::string& text, const std::string& path);
 
 // One row per cell (axes, outcome, stage, relative error, call time), and a footer with the
 // count of each outcome and OK or FAILED.

@@ -135,7 +135,10 @@ TEST_SUITE("bad_input") {
         {{"--batch"}, "batch"},
         {{"--json"}, "json"},
         {{"--iters", "2", "--", "extra"}, "extra"},
-        {{"report"}, "report"},  // a subcommand that is not implemented yet, or needs --out
+        {{"report"}, "report"},
+        {{"sweep", "--repeats", "100000000"}, "more than 100000"},
+        {{"sweep", "--dtypes", "bf16,,fp16"}, "dtypes"},
+        {{"sweep", "--scenarios", "9"}, "scenario"},  // a subcommand that is not implemented yet, or needs --out
     };
     Scratch scratch;
     int checked = 0;
@@ -160,5 +163,125 @@ TEST_SUITE("bad_input") {
       ++checked;
     }
     CHECK(checked >= 50);
+  }
+
+  TEST_CASE("bad sweep matrix files: exit 2, one line, nothing written, no hang") {
+    const std::string deep(100000, '[');  // nesting deep enough to break a recursive parser
+    const std::vector<std::pair<std::string, std::string>> files = {
+        {"", "not JSON"},
+        {"{", "not JSON"},
+        {"{\"scenarios\": [0, 1]", "not JSON"},  // truncated
+        {std::string("\x00\xff\xfe\x7f garbage", 13), "not JSON"},
+        {deep, "not JSON"},
+        {deep + std::string(100000, ']'), "object"},
+        {"[1, 2]", "object"},
+        {"{\"scenarios\": [7]}", "scenario"},
+        {"{\"scenarios\": [18446744073709551615]}", "18446744073709551615"},
+        {"{\"scenarios\": [-1]}", "scenario"},
+        {"{\"scenarios\": \"0\"}", "scenarios"},
+        {"{\"scenarios\": [1.5]}", "scenarios"},
+        {"{\"scenarios\": []}", "scenarios"},
+        {"{\"dtypes\": [\"fp64\"]}", "dtype"},
+        {"{\"dtypes\": [16]}", "dtypes"},
+        {"{\"fix\": [\"maybe\"]}", "fix"},
+        {"{\"shapes\": [\"2x8x128\"]}", "shape"},
+        {"{\"shapes\": [\"2x8x128x128x99999999999999999999\"]}", "shape"},
+        {"{\"allocs\": [\"unified\"]}", "alloc"},
+        {"{\"iters\": 0}", "iters"},
+        {"{\"iters\": 1e12}", "iters"},
+        {"{\"iters\": 99999999999}", "iters"},
+        {"{\"repeats\": \"2\"}", "repeats"},
+        {"{\"colour\": [\"red\"]}", "unknown key"},
+        {"null", "object"},
+        {"{\"repeats\": 100000000}", "more than 100000"},
+    };
+    Scratch scratch;
+    for (const auto& [content, needle] : files) {
+      scratch.write("m.json", content);
+      const test_util::ProgramRun o = run_repro({"sweep", "--matrix", "m.json", "--json", "s.json"}, scratch);
+      INFO("matrix file: ", content.substr(0, 60), " -> exit ", o.exit_code, ", stderr: ", o.err.substr(0, 300));
+      CHECK_FALSE(o.timed_out);
+      CHECK(o.exit_code == kExitUsage);
+      CHECK(o.err.find('\n') == o.err.size() - 1);  // exactly one line
+      CHECK(o.err.find(needle) != std::string::npos);
+      CHECK(scratch.listing() == "m.json\n");  // nothing written
+    }
+    const test_util::ProgramRun missing = run_repro({"sweep", "--matrix", "absent.json", "--json", "s.json"}, scratch);
+    CHECK(missing.exit_code == kExitUsage);
+    CHECK(missing.err.find("cannot read") != std::string::npos);
+  }
+
+  TEST_CASE("bad sweep resume files: exit 2, one line, the file untouched, nothing else written, no hang") {
+    // A finished cell's record in the form the sweep writes it (its key is not in the matrix
+    // below: a foreign cell, which --resume keeps), to follow each bad line: only a damaged last
+    // line is forgiven (a killed sweep leaves one), a damaged line before it is an error.
+    const std::string good =
+        "{\"key\":\"elsewhere\",\"index\":0,\"outcome\":\"pass\",\"axes\":{\"scenario\":0,\"fix\":\"off\","
+        "\"fix_list\":\"none\",\"dtype\":\"bf16\",\"precision\":\"upcast\",\"shape\":\"2x8x128x128x64\","
+        "\"alloc\":\"managed\",\"stream\":\"non-blocking\",\"iters\":1,\"repeat\":0},\"device\":null,"
+        "\"gpu\":null,\"stage\":null,\"error\":null,\"exit_code\":0,\"signal\":null,\"rel_error\":0.001,"
+        "\"call_median_ms\":0.5,\"wall_seconds\":1.5}\n";
+    auto with = [&](std::string field, const std::string& value) {  // `good` with one field replaced
+      std::string r = good;
+      const size_t at = r.find("\"" + field + "\":");
+      const size_t start = at + field.size() + 3;
+      const size_t end = r.find_first_of(",}", r[start] == '{' ? r.find('}', start) + 1 : start);
+      return r.replace(start, end - start, value);
+    };
+    const std::vector<std::pair<std::string, std::string>> files = {
+        {"not json\n" + good, "line 1 is not JSON"},
+        {"\n" + good, "line 1 is not JSON"},
+        {std::string("\x00\xff\xfe\n", 4) + good, "line 1 is not JSON"},
+        {"{\"key\": \"elsewhere\", \"outco\n" + good, "line 1 is not JSON"},  // a truncated line, not the last
+        {"[]\n" + good, "not an object"},
+        {"{}\n" + good, "key"},
+        {with("key", "7") + good, "key"},
+        {with("index", "\"0\"") + good, "index"},
+        {with("outcome", "\"planned\"") + good, "outcome"},
+        {with("outcome", "\"banana\"") + good, "outcome"},
+        {with("outcome", "null") + good, "outcome"},
+        {with("axes", "\"all\"") + good, "axes"},
+        {with("device", "3") + good, "device"},
+        {with("gpu", "0") + good, "gpu"},
+        {with("stage", "[]") + good, "stage"},
+        {with("error", "{}") + good, "error"},
+        {with("signal", "\"9\"") + good, "signal"},
+        {with("rel_error", "true") + good, "rel_error"},
+        {good + with("axes", "{\"scenario\":\"0\"}"), ""},  // a damaged last line is forgiven: excluded below
+        {with("axes", "{\"scenario\":\"0\"}") + good, "axes.scenario"},
+    };
+    Scratch scratch;
+    const std::vector<std::string> args = {"sweep", "--scenarios", "0", "--fix", "off", "--dtypes", "bf16", "--shapes",
+                                           "2x8x128x128x64", "--allocs", "managed", "--iters", "1", "--json", "s.json",
+                                           "--resume"};
+    int checked = 0;
+    for (const auto& [content, needle] : files) {
+      if (needle.empty()) continue;
+      std::system(("rm -rf '" + scratch.dir + "'/*").c_str());
+      scratch.write("s.jsonl", content);
+      const test_util::ProgramRun o = run_repro(args, scratch);
+      INFO("resume file: ", content.substr(0, 120), " -> exit ", o.exit_code, ", stderr: ", o.err.substr(0, 300));
+      CHECK_FALSE(o.timed_out);
+      CHECK(o.exit_code == kExitUsage);
+      CHECK(o.err.find('\n') == o.err.size() - 1);  // exactly one line
+      CHECK(o.err.find(needle) != std::string::npos);
+      CHECK(scratch.listing() == "s.jsonl\n");                       // nothing else written
+      CHECK(test_util::read_file(scratch.path("s.jsonl")) == content);  // and the finished cells kept
+      ++checked;
+    }
+    CHECK(checked >= 15);
+    // A planned cell's record whose axes disagree with its key was edited: refused too.
+    std::string edited = good;
+    const std::string key =
+        "scenario=0 fix=off dtype=bf16 precision=upcast shape=2x8x128x128x64 alloc=managed stream=non-blocking iters=1 repeat=0";
+    edited.replace(edited.find("elsewhere"), 9, key);
+    edited.replace(edited.find("\"bf16\""), 6, "\"fp16\"");
+    std::system(("rm -rf '" + scratch.dir + "'/*").c_str());
+    scratch.write("s.jsonl", edited);
+    const test_util::ProgramRun o = run_repro(args, scratch);
+    INFO(o.err);
+    CHECK(o.exit_code == kExitUsage);
+    CHECK(o.err.find("do not match") != std::string::npos);
+    CHECK(scratch.listing() == "s.jsonl\n");
   }
 }
