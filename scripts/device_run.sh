@@ -6,12 +6,21 @@
 #   scripts/device_run.sh [probe] [tests] [check] [watchdog] [scenarios] [logs] [mutant]
 #
 #   probe      the GPU, driver, unified-memory attributes, tools present
-#   tests      ctest (every label), the GPU test binaries' own tables
+#   tests      ctest (every label but sanitizer), the GPU test binaries' own tables
 #   check      repro --scenario 0 --check at the default and the image-layer shape, both allocators
 #   watchdog   a clean --log values run (the expected stage-log pattern)
 #   scenarios  scripts/scenario_table.py at the default shape and at B=2 H=8 L=S=2048
 #   logs       each scenario's stage log with its fix off and on (--log stages)
 #   mutant     a deliberately broken softmax must fail the GPU tests
+#   sweep      the default sweep (repro sweep): footer, wall time, cell count; JSON, JSONL, SVG kept
+#   report     repro report --scenario 2: the folder and the first 40 lines of its REPORT.md
+#   soak       each scenario's 1000-call soak table (fix off), then the ladder (scripts/ladder.sh)
+#   sanitizer  ctest -L sanitizer (memcheck, racecheck, initcheck, synccheck)
+#   release    the release and release-static presets: size, ldd, --version, embedded code
+#
+# The default is the first seven; the others take minutes each and are named explicitly, a
+# call each (a call may run for 10 minutes at most):
+#   scripts/device_run.sh sweep report soak     scripts/device_run.sh sanitizer release
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-device-out}
@@ -19,6 +28,7 @@ mkdir -p "$out"
 export PATH="$PATH:/usr/local/cuda/bin"
 sections=("$@")
 ((${#sections[@]})) || sections=(probe tests check watchdog scenarios logs mutant)
+# The release presets build their own trees; the other sections use build-gpu.
 want() { [[ " ${sections[*]} " == *" $1 "* ]]; }
 summary="$out/summary.txt"
 : >"$summary"
@@ -44,8 +54,8 @@ if want probe; then
 fi
 
 if want tests; then
-  ctest --test-dir build-gpu --output-on-failure -j 2 >"$out/ctest.log" 2>&1
-  say "== ctest (rc=$?)"; grep -E "Test +#|tests passed|tests failed" "$out/ctest.log" >>"$summary"
+  ctest --test-dir build-gpu --output-on-failure -j 2 -LE sanitizer >"$out/ctest.log" 2>&1
+  say "== ctest -LE sanitizer (rc=$?)"; grep -E "Test +#|tests passed|tests failed" "$out/ctest.log" >>"$summary"
   grep -E -A3 "ERROR" "$out/ctest.log" | head -30 >>"$summary"
   ./build-gpu/tests/gpu_tests --test-suite=gpu --test-case='*matrix*' >"$out/gpu_matrix.txt" 2>&1
   ./build-gpu/tests/gpu_tests --test-suite=gpu_scenarios >"$out/gpu_scenarios.txt" 2>&1
@@ -93,6 +103,57 @@ if want mutant; then
   SDPA_TEST_SEED=1 /tmp/mutant/build/tests/gpu_tests --test-suite=gpu --test-case='*matrix*' >"$out/mutant.txt" 2>&1
   say "== mutant (softmax off by 0.1%): gpu_tests rc=$? (must be non-zero)"
   grep -E "test cases|assertions" "$out/mutant.txt" >>"$summary"
+fi
+
+if want sweep; then
+  start_ms=$(date +%s%3N)
+  $repro sweep --out "$out/sweep" >"$out/sweep_stdout.txt" 2>"$out/sweep_stderr.txt"
+  rc=$?
+  wall=$(( ($(date +%s%3N) - start_ms) / 1000 ))
+  say "== default sweep (rc=$rc, wall ${wall} s): repro sweep --out sweep"
+  python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print('cells in JSON:', len(d['cells']), 'summary:', json.dumps(d['summary']))" \
+    "$out/sweep/sweep.json" >>"$summary" 2>&1
+  tail -n 14 "$out/sweep_stdout.txt" >>"$summary"
+fi
+
+if want report; then
+  $repro report --scenario 2 --out "$out/report2" --force >"$out/report2_stdout.txt" 2>&1
+  say "== repro report --scenario 2 --out report2 (rc=$?)"
+  ls -la "$out/report2" >>"$summary"
+  head -n 40 "$out/report2/REPORT.md" >>"$summary"
+fi
+
+if want soak; then
+  for n in 0 1 2 3 4; do
+    $repro --scenario "$n" --check --iters 1000 --sample-every 100 >"$out/soak_s$n.txt" 2>&1
+    say "== soak: repro --scenario $n --check --iters 1000 --sample-every 100 (rc=$?)"
+    grep -E "^#  calls|^  +[0-9]+  |^# memory|^# result" "$out/soak_s$n.txt" >>"$summary"
+  done
+  scripts/ladder.sh $repro >"$out/ladder.txt" 2>&1
+  say "== ladder (rc=$?): scripts/ladder.sh $repro"; cat "$out/ladder.txt" >>"$summary"
+fi
+
+if want sanitizer; then
+  ctest --test-dir build-gpu -L sanitizer -j 4 --output-on-failure >"$out/sanitizer.log" 2>&1
+  say "== ctest -L sanitizer (rc=$?)"
+  grep -E "Test +#|tests passed|tests failed" "$out/sanitizer.log" >>"$summary"
+  say "runs: $(grep -c ' rc=' "$out/sanitizer.log"), with 0 errors: $(grep -c 'ERROR SUMMARY: 0 errors' "$out/sanitizer.log")"
+  grep -E "^sanitizer |runs|FAILED" "$out/sanitizer.log" | head -20 >>"$summary"
+fi
+
+if want release; then
+  for preset in release release-static; do
+    (cmake --preset "$preset" && cmake --build --preset "$preset" -j "$(nproc)") >"$out/$preset.log" 2>&1
+    say "== preset $preset (rc=$?)"
+    bin=build-$preset/repro
+    [[ -x $bin ]] || { tail -20 "$out/$preset.log" >>"$summary"; continue; }
+    ls -la "$bin" | awk '{print $5, $9}' >>"$summary"
+    ldd "$bin" >>"$summary" 2>&1
+    "$bin" --version >>"$summary" 2>&1
+    cuobjdump --list-elf "$bin" 2>/dev/null | grep -o 'sm_[0-9]*[af]\?' | sort | uniq -c | tr '\n' ' ' >>"$summary"
+    echo >>"$summary"
+    "$bin" --scenario 2 --check --iters 3 | tail -n 2 >>"$summary" 2>&1
+  done
 fi
 
 # Only a few files come back from the device machine: everything goes into one archive.
