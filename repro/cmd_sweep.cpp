@@ -124,7 +124,7 @@ int run_sweep(const SweepOptions& o) {
   meta.axes = o.axes;
   meta.cell_timeout_s = o.cell_timeout_s;
   meta.stage_timeout_s = o.stage_timeout_s;
-  meta.workers = sweep_workers(o.gpus);
+  meta.workers = sweep_workers(o.gpus, o.cells_per_gpu);
   if (o.dry_run) {
     std::vector<json> planned;
     for (const auto& c : cells) planned.push_back(planned_cell_json(c, o.stage_timeout_s));
@@ -169,7 +169,7 @@ int run_sweep(const SweepOptions& o) {
     std::cerr << "repro sweep: resuming: " << finished.size() << " of " << cells.size() << " cells already done\n";
   }
   std::cerr << "repro sweep: " << pending.size() << " cells to run on " << settings.workers.size() << " worker(s)"
-            << (settings.workers.size() > 1 ? " (one per GPU)" : "") << "; writing " << o.jsonl_path << "\n";
+            << (settings.workers.size() > 1 ? " (" + std::to_string(o.cells_per_gpu) + " per GPU)" : std::string()) << "; writing " << o.jsonl_path << "\n";
 
   const int64_t start_us = monotonic_us();
   Progress progress(cells.size(), finished.size());

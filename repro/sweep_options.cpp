@@ -70,6 +70,11 @@ SweepParseResult parse_sweep_command_line(int argc, const char* const* argv) {
       ->capture_default_str();
   app.add_option("--gpus", o.gpus, "workers, one per GPU (default: CUDA_VISIBLE_DEVICES or the GPUs the driver lists)")
       ->check(CLI::Range(1, 1024));
+  app.add_option("--cells-per-gpu", o.cells_per_gpu,
+                 "cells run at once on each GPU (more is faster, but the cells then share the GPU: its memory, "
+                 "its fault handling; keep 1 to reproduce a hang in isolation)")
+      ->check(CLI::Range(1, 8))
+      ->capture_default_str();
   app.add_option("--repro-binary", o.repro_binary, "the program each cell runs")->group("");  // for tests
   ParseResult parsed;
   if (!parse_app(app, argc, argv, "repro sweep", parsed)) {

@@ -21,6 +21,7 @@ struct SweepOptions {
   double cell_timeout_s = 60;    // the sweep's deadline per cell
   double stage_timeout_s = 10;   // the child watchdog's per-stage deadline
   int gpus = 0;                  // 0: count them
+  int cells_per_gpu = 1;         // cells running at once on one GPU
   std::string repro_binary;      // hidden: the program each cell runs (tests pass a fake child)
   std::vector<std::string> argv;  // the command line as given
 };

@@ -358,7 +358,10 @@ int run_cells(const std::vector<SweepCell>& cells, const SweepRunSettings& setti
   return g_stop_signal;
 }
 
-std::vector<std::string> sweep_workers(int gpus_option) {
+namespace {
+
+// One worker per visible GPU (see sweep_workers).
+std::vector<std::string> gpu_workers(int gpus_option) {
   std::vector<std::string> workers;
   if (const char* visible = std::getenv("CUDA_VISIBLE_DEVICES")) {
     std::stringstream list(visible);
@@ -386,6 +389,14 @@ std::vector<std::string> sweep_workers(int gpus_option) {
   }
   if (count <= 1) return {""};
   for (int i = 0; i < count; ++i) workers.push_back(std::to_string(i));
+  return workers;
+}
+
+}  // namespace
+
+std::vector<std::string> sweep_workers(int gpus_option, int cells_per_gpu) {
+  std::vector<std::string> workers;
+  for (const auto& gpu : gpu_workers(gpus_option)) workers.insert(workers.end(), static_cast<size_t>(cells_per_gpu), gpu);
   return workers;
 }
 

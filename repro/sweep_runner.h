@@ -64,6 +64,7 @@ int run_cells(const std::vector<SweepCell>& cells, const SweepRunSettings& setti
 // One worker per visible GPU, without initialising CUDA: --gpus N (gpus_option > 0), else the
 // entries of CUDA_VISIBLE_DEVICES, else the GPUs the NVIDIA driver lists in /proc. Returns the
 // CUDA_VISIBLE_DEVICES value of each worker ({""}: one worker, environment left as it is).
-std::vector<std::string> sweep_workers(int gpus_option);
+// With cells_per_gpu > 1 each GPU has that many workers, GPU by GPU ({"0", "0", "1", "1"}).
+std::vector<std::string> sweep_workers(int gpus_option, int cells_per_gpu = 1);
 
 }  // namespace sdpa

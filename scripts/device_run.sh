@@ -114,6 +114,12 @@ if want sweep; then
   python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print('cells in JSON:', len(d['cells']), 'summary:', json.dumps(d['summary']))" \
     "$out/sweep/sweep.json" >>"$summary" 2>&1
   tail -n 14 "$out/sweep_stdout.txt" >>"$summary"
+  # The same matrix with four cells at a time on the GPU: how much of a cell is process start.
+  start_ms=$(date +%s%3N)
+  $repro sweep --out "$out/sweep_x4" --cells-per-gpu 4 >"$out/sweep_x4_stdout.txt" 2>"$out/sweep_x4_stderr.txt"
+  rc=$?
+  say "== default sweep, --cells-per-gpu 4 (rc=$rc, wall $(( ($(date +%s%3N) - start_ms) / 1000 )) s)"
+  tail -n 3 "$out/sweep_x4_stdout.txt" >>"$summary"
 fi
 
 if want report; then

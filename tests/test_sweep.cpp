@@ -743,12 +743,37 @@ TEST_SUITE("sweep") {
     CHECK(device_gpus == std::set<std::string>{"0", "1"});
   }
 
+  TEST_CASE("--cells-per-gpu 2: two cells at once on one GPU, never more") {
+    TempDir dir;
+    const auto args = sweep_args(dir / "s.json", {"--scenarios", "0,1,2", "--fix", "off", "--dtypes", "bf16,fp16", "--shapes",
+                                                  "2x8x128x128x64", "--allocs", "managed", "--cells-per-gpu", "2"});
+    const Ran r = run_repro(args, {{"CUDA_VISIBLE_DEVICES", "0"}, {"SWEEP_FAKE", "0=slow,1=slow,2=slow"},
+                                   {"SWEEP_FAKE_LOG", dir / "fake.log"}},
+                            dir.path);
+    INFO(r.err);
+    CHECK(r.exit_code == 0);
+    const auto runs = read_fake_log(dir / "fake.log");
+    REQUIRE(runs.size() == 6);
+    int most_at_once = 0;
+    for (const auto& a : runs) {
+      CHECK(a.gpu == "0");
+      int at_once = 0;  // the runs going on when `a` started, itself included
+      for (const auto& b : runs) at_once += b.start_us <= a.start_us && a.start_us < b.end_us;
+      most_at_once = std::max(most_at_once, at_once);
+    }
+    CHECK(most_at_once == 2);
+    const json doc = json::parse(read_text(dir / "s.json"));
+    check_valid(doc);
+    CHECK(doc["matrix"]["workers"] == json({"0", "0"}));
+  }
+
   TEST_CASE("workers come from --gpus and CUDA_VISIBLE_DEVICES without touching CUDA") {
     const char* saved = std::getenv("CUDA_VISIBLE_DEVICES");
     const std::string saved_value = saved ? saved : "";
     setenv("CUDA_VISIBLE_DEVICES", "2,3", 1);
     CHECK(sweep_workers(0) == std::vector<std::string>{"2", "3"});
     CHECK(sweep_workers(1) == std::vector<std::string>{"2"});
+    CHECK(sweep_workers(0, 2) == std::vector<std::string>{"2", "2", "3", "3"});
     CHECK_THROWS_AS(sweep_workers(3), InputError);
     setenv("CUDA_VISIBLE_DEVICES", "", 1);
     CHECK(sweep_workers(0) == std::vector<std::string>{""});
