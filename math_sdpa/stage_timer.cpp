@@ -12,6 +12,12 @@ StageTimer::StageTimer() {
   }
 }
 
+StageTimer::StageTimer(Stage first, Stage last) : StageTimer() {
+  span_only_ = true;
+  span_first_ = first;
+  span_last_ = last;
+}
+
 StageTimer::~StageTimer() {
   for (int i = 0; i < kStageCount; ++i) {
     cudaEventDestroy(begin_[i]);
@@ -21,6 +27,13 @@ StageTimer::~StageTimer() {
 
 void StageTimer::stage_begin(Stage s, const std::string&, void* stream) {
   const int i = static_cast<int>(s);
+  if (span_only_) {
+    if (s == span_first_) {
+      first_gpu_stage_ = i;
+      CUDA_CHECK(cudaEventRecord(begin_[i], static_cast<cudaStream_t>(stream)));
+    }
+    return;
+  }
   ran_[i] = true;
   if (host_timed(s)) {
     host_begin_[i] = std::chrono::steady_clock::now();
@@ -33,6 +46,13 @@ void StageTimer::stage_begin(Stage s, const std::string&, void* stream) {
 
 void StageTimer::stage_end(Stage s, const std::string&, void* stream) {
   const int i = static_cast<int>(s);
+  if (span_only_) {
+    if (s == span_last_ && first_gpu_stage_ >= 0) {
+      last_gpu_stage_ = i;
+      CUDA_CHECK(cudaEventRecord(end_[i], static_cast<cudaStream_t>(stream)));
+    }
+    return;
+  }
   if (host_timed(s)) {
     host_ms_[i] = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - host_begin_[i]).count();
     return;
@@ -51,7 +71,7 @@ void StageTimer::collect_call() {
       samples_[i].push_back(ms);
     }
   }
-  if (first_gpu_stage_ >= 0) {
+  if (first_gpu_stage_ >= 0 && last_gpu_stage_ >= 0) {
     float ms = 0;
     CUDA_CHECK(cudaEventElapsedTime(&ms, begin_[first_gpu_stage_], end_[last_gpu_stage_]));
     call_ms_.push_back(ms);

@@ -230,7 +230,8 @@ json bench_to_json(const BenchResult& r) {
                  {"bootstrap", {{"method", "percentile"}, {"resamples", kBootstrapResamples}, {"confidence", 0.95},
                                 {"seed", kBootstrapSeed}}},
                  {"clocks",
-                  {{"gpu", "CUDA events: first GPU stage's start to last GPU stage's end"},
+                  {{"gpu", "CUDA events: first GPU stage's start to last GPU stage's end, nothing timed in between"},
+                   {"stages", "a second pass of as many calls, with CUDA events around every GPU stage"},
                    {"event", "CUDA events on the path's stream before and after the whole call"},
                    {"wall", "host steady clock around the whole call (its synchronisations included)"}}}};
   j["scenario"] = scenario_to_json(o.run.scenario);

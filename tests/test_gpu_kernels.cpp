@@ -445,8 +445,12 @@ TEST_SUITE("gpu_kernels") {
     CHECK(wall["n"] == 7);
     CHECK(wall["median_ms"].get<double>() > 0);
     CHECK(wall["median_ci95_ms"][0].get<double>() <= wall["median_ms"].get<double>());
-    CHECK(j["benchmarks"][0]["summaries"]["gpu"]["median_ms"].get<double>() > 0);
+    const auto& summaries = j["benchmarks"][0]["summaries"];
+    CHECK(summaries["gpu"]["n"] == 7);  // the timed pass: the GPU span of every call
+    CHECK(summaries["gpu"]["median_ms"].get<double>() > 0);
+    CHECK(summaries["gpu"]["median_ms"].get<double>() <= summaries["event"]["median_ms"].get<double>());  // inside the call
     CHECK(j["benchmarks"][0]["stages"].size() >= 7);
+    for (const auto& stage : j["benchmarks"][0]["stages"]) CHECK(stage["n"] == 7);  // the stage pass
     CHECK(plain.out.find("Throughput:") != std::string::npos);
 
     const test_util::JsonRun fix = run_repro({"bench", "-w", "1", "-n", "4", "-L", "64", "--input-sets", "2", "--fix-overhead", "1,4"});
