@@ -10,7 +10,8 @@
 //
 // Softmax (the one kernel whose speed matters most: it reads and writes the whole score tensor)
 // keeps each row in registers, so it reads every score once and writes every probability once;
-// rows too long for registers take a two-pass fallback (plan_safe_softmax says which runs).
+// rows too long for registers take a two-pass fallback. Warp per row or block per row as PyTorch
+// chooses (plan_safe_softmax in kernels.h says which runs, and why).
 #include "kernels.h"
 
 #include <cuda_bf16.h>
@@ -266,16 +267,19 @@ struct MaxSum {
 };
 
 // The row in registers: thread t of a row holds vectors t, t + threads_per_row, ... (so a warp's
-// loads are consecutive 16-byte vectors), kSoftmaxElemsPerThread elements at most; slots past
-// the row's end hold -inf, which adds exp(-inf) = 0 to the sum. One read and one write per
-// element, exp computed once. Blocks hold one row (threads_per_row > 32) or several warp rows.
+// loads are consecutive 16-byte vectors), E elements at most; slots past the row's end hold
+// -inf, which adds exp(-inf) = 0 to the sum. One read and one write per element, exp computed
+// once. Blocks hold one row (threads_per_row > 32) or several warp rows.
 //
-// Launch bounds: with two 1024-thread blocks a multiprocessor, 32 registers, which every width
-// but 1 fits without spilling; the element-by-element variants (odd rows) are allowed 64.
-template <typename T, int W>
-__global__ void __launch_bounds__(kSoftmaxMaxThreadsPerRow, W == 1 ? 1 : 2)
+// Launch bounds: E = 16 (any row up to 16384): with two 1024-thread blocks a multiprocessor, 32
+// registers, which every width but 1 fits without spilling; the element-by-element variants (odd
+// rows) are allowed 64. E = 32 (warp rows of 513-1024 elements): 128-thread blocks, registers
+// as the compiler needs.
+template <typename T, int W, int E>
+__global__ void __launch_bounds__(E == 32 ? 128 : kSoftmaxMaxThreadsPerRow, E == 32 ? 1 : (W == 1 ? 1 : 2))
     safe_softmax_rows_kernel(const T* in, T* out, int64_t rows, int cols, int threads_per_row) {
-  constexpr int kVectors = kSoftmaxElemsPerThread / W;
+  static_assert(E == 16 || E == 32, "16 or 32 elements a thread");
+  constexpr int kVectors = E / W;
   __shared__ float max_partials[32], sum_partials[32];
   const int rows_per_block = blockDim.x / threads_per_row;
   const int64_t row = static_cast<int64_t>(blockIdx.x) * rows_per_block + threadIdx.x / threads_per_row;
@@ -285,7 +289,7 @@ __global__ void __launch_bounds__(kSoftmaxMaxThreadsPerRow, W == 1 ? 1 : 2)
   const T* x = in + row * cols;
   T* y = out + row * cols;
 
-  float v[kSoftmaxElemsPerThread];
+  float v[E];
 #pragma unroll
   for (int k = 0; k < kVectors; ++k) {
     const int c = t + k * threads_per_row;
@@ -300,14 +304,14 @@ __global__ void __launch_bounds__(kSoftmaxMaxThreadsPerRow, W == 1 ? 1 : 2)
   }
   float row_max = -INFINITY;
 #pragma unroll
-  for (int k = 0; k < kSoftmaxElemsPerThread; ++k) row_max = max_nan(row_max, v[k]);
+  for (int k = 0; k < E; ++k) row_max = max_nan(row_max, v[k]);
   row_max = row_reduce(row_max, MaxOp{}, max_partials, threads_per_row);
   // _safe_softmax: a fully masked row (max == -inf) is all zeros, not 0/0. (A NaN max makes
   // every exp, the sum and so every output NaN, as PyTorch's softmax does.)
   const bool fully_masked = row_max == -INFINITY;
   float sum = 0.0f;
 #pragma unroll
-  for (int k = 0; k < kSoftmaxElemsPerThread; ++k) {
+  for (int k = 0; k < E; ++k) {
     v[k] = fully_masked ? 0.0f : expf(v[k] - row_max);
     sum += v[k];
   }
@@ -611,10 +615,17 @@ SoftmaxPlan plan_safe_softmax(const void* in, const void* out, DType type, int64
   // The widest vector (16 bytes at most) that divides the row, so every row starts aligned.
   int width = static_cast<int>(16 / elem);
   while (width > 1 && (cols % width != 0 || !aligned(in, width * elem) || !aligned(out, width * elem))) width /= 2;
+  if (cols <= kSoftmaxWarpRowMaxCols) {  // a warp per row, four rows a 128-thread block
+    plan.row_in_registers = true;
+    plan.vector_width = width;
+    plan.elems_per_thread = cols <= 32 * kSoftmaxElemsPerThread ? kSoftmaxElemsPerThread : 2 * kSoftmaxElemsPerThread;
+    plan.threads_per_row = 32;
+    plan.rows_per_block = 4;
+    return plan;
+  }
   const int64_t vectors = cols / width;
   const int64_t per_thread = kSoftmaxElemsPerThread / width;
-  const int64_t threads_needed = std::max<int64_t>(1, (vectors + per_thread - 1) / per_thread);
-  const int64_t threads = (threads_needed + 31) / 32 * 32;  // whole warps
+  const int64_t threads = ((vectors + per_thread - 1) / per_thread + 31) / 32 * 32;  // whole warps
   if (threads > kSoftmaxMaxThreadsPerRow) {
     plan.row_in_registers = false;
     plan.vector_width = 1;
@@ -625,7 +636,7 @@ SoftmaxPlan plan_safe_softmax(const void* in, const void* out, DType type, int64
   plan.row_in_registers = true;
   plan.vector_width = width;
   plan.threads_per_row = static_cast<int>(threads);
-  plan.rows_per_block = threads == 32 ? 4 : 1;  // warp rows: 128-thread blocks
+  plan.rows_per_block = 1;  // a block per row: the reduction goes through shared memory
   return plan;
 }
 
@@ -646,24 +657,32 @@ void launch_safe_softmax(const void* in, void* out, DType type, int64_t rows, in
       }
       return;
     }
-    auto launch_rows = [&](auto width) {
+    auto launch_rows = [&](auto width, auto elems) {
       constexpr int W = decltype(width)::value;
+      constexpr int E = decltype(elems)::value;
       const int64_t rows_per_launch = max_grid * plan.rows_per_block;
       for (int64_t first = 0; first < rows; first += rows_per_launch) {
         const int64_t count = std::min(rows_per_launch, rows - first);
         const int64_t blocks = (count + plan.rows_per_block - 1) / plan.rows_per_block;
-        safe_softmax_rows_kernel<T, W><<<static_cast<unsigned>(blocks), plan.threads_per_row * plan.rows_per_block, 0,
+        safe_softmax_rows_kernel<T, W, E><<<static_cast<unsigned>(blocks), plan.threads_per_row * plan.rows_per_block, 0,
                                          stream>>>(x + first * cols, y + first * cols, count, static_cast<int>(cols),
                                                    plan.threads_per_row);
       }
     };
-    switch (plan.vector_width) {
-      case 8:
-        if constexpr (sizeof(T) == 2) launch_rows(Width<8>{});
-        break;
-      case 4: launch_rows(Width<4>{}); break;
-      case 2: launch_rows(Width<2>{}); break;
-      default: launch_rows(Width<1>{}); break;
+    auto launch_width = [&](auto elems) {
+      switch (plan.vector_width) {
+        case 8:
+          if constexpr (sizeof(T) == 2) launch_rows(Width<8>{}, elems);
+          break;
+        case 4: launch_rows(Width<4>{}, elems); break;
+        case 2: launch_rows(Width<2>{}, elems); break;
+        default: launch_rows(Width<1>{}, elems); break;
+      }
+    };
+    if (plan.elems_per_thread == 2 * kSoftmaxElemsPerThread) {
+      launch_width(Width<2 * kSoftmaxElemsPerThread>{});
+    } else {
+      launch_width(Width<kSoftmaxElemsPerThread>{});
     }
   });
   CUDA_CHECK_LAUNCH();

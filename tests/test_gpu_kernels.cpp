@@ -207,23 +207,6 @@ TEST_SUITE("gpu_kernels") {
     }
   }
 
-  TEST_CASE("softmax plans: rows up to 16384 in registers, longer ones in the fallback") {
-    DeviceArray a(16 * 16385 * 4);
-    void* p = a.at(0);
-    for (DType t : kDTypes) {
-      INFO(dtype_name(t));
-      CHECK(plan_safe_softmax(p, p, t, 16384).row_in_registers);
-      CHECK(plan_safe_softmax(p, p, t, 16384).threads_per_row == 1024);
-      CHECK_FALSE(plan_safe_softmax(p, p, t, 16385).row_in_registers);
-      CHECK_FALSE(plan_safe_softmax(p, p, t, 100000).row_in_registers);
-      CHECK(plan_safe_softmax(p, p, t, 512).threads_per_row == 32);  // a warp per row
-      CHECK(plan_safe_softmax(p, p, t, 512).rows_per_block == 4);
-      CHECK(plan_safe_softmax(p, p, t, 4608).vector_width == static_cast<int>(16 / dtype_size(t)));
-      CHECK(plan_safe_softmax(p, p, t, 33).vector_width == 1);  // odd: element by element
-      CHECK(plan_safe_softmax(p, a.at(dtype_size(t)), t, 1024).vector_width == 1);  // misaligned output
-    }
-  }
-
   TEST_CASE("softmax with misaligned pointers, long odd rows, and in place") {
     int cases = 0;
     for (DType t : kDTypes) {
