@@ -4,9 +4,9 @@
 // written out again as one plain CUDA program for an NVIDIA engineer to read, build and run with
 // nothing else from us: the same stages in the same order, the same cuBLAS calls with the same
 // parameters, the same input generator and the same float64 reference. Its kernels compute what
-// the harness's compute, in their plain form (one thread per element; softmax one block per row
-// with a shared-memory reduction, the structure scenario 2's hypothesis is about) rather than the
-// harness's tuned ones, so results agree within the dtype's tolerance, not bit for bit.
+// the harness's compute, in their plain form (one thread per element; softmax a warp or a block
+// per row where PyTorch has a warp or a block per row) rather than the harness's tuned ones, so
+// results agree within the dtype's tolerance, not bit for bit.
 // reproducer_cu.cpp decides which sections a configuration needs and fills in the values.
 //
 // Template language (expand_template in reproducer_cu.h): a line `//@if a || !b` starts a section
@@ -478,23 +478,34 @@ __global__ void add_mask_kernel(T* scores, const M* mask, bool per_batch, bool p
 //@endif
 //@if softmax
 
-// _safe_softmax over rows of S, one block per row, fp32 accumulation: an online (max, sum) pair
-// per thread, merged across the block; a row that is all -inf gives zeros, not NaN.
+// _safe_softmax over rows of S, fp32 accumulation: an online (max, sum) pair per thread, merged
+// across the row; a row that is all -inf gives zeros, not NaN. Split as PyTorch splits it
+// (host_softmax in aten/src/ATen/native/cuda/SoftMax.cu): rows of up to 1024 elements a warp
+// each, merged by shuffles alone (no shared memory, no barrier, as its warp softmax); longer rows
+// a block each, merged through shared memory between two __syncthreads (as cunn_SoftMaxForward:
+// the block reduction scenario 2's hypothesis is about).
+constexpr int64_t kWarpSoftmaxMaxCols = 1024;
 struct MaxSum {
   float max, sum;
 };
 __device__ __forceinline__ MaxSum merge(MaxSum a, MaxSum b) {
+  if (isnan(a.max) || isnan(b.max)) return {NAN, NAN};
   const float m = fmaxf(a.max, b.max);
   if (m == -INFINITY) return {m, 0.0f};
   return {m, a.sum * expf(a.max - m) + b.sum * expf(b.max - m)};
 }
 
-template <typename T>
-__global__ void safe_softmax_kernel(const T* in, T* out, int64_t cols) {
-  const T* x = in + blockIdx.x * cols;
-  T* y = out + blockIdx.x * cols;
+template <bool kWarpPerRow, typename T>
+__global__ void safe_softmax_kernel(const T* in, T* out, int64_t rows, int64_t cols) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t row = kWarpPerRow ? static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + warp : blockIdx.x;
+  if (row >= rows) return;  // warp rows only: the whole warp leaves together
+  const int first = kWarpPerRow ? lane : threadIdx.x;
+  const int stride = kWarpPerRow ? 32 : blockDim.x;
+  const T* x = in + row * cols;
+  T* y = out + row * cols;
   MaxSum acc{-INFINITY, 0.0f};
-  for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
+  for (int64_t c = first; c < cols; c += stride) {
     const float v = load(x, c);
     if (isnan(v)) {
       acc = {NAN, NAN};
@@ -507,26 +518,25 @@ __global__ void safe_softmax_kernel(const T* in, T* out, int64_t cols) {
       acc.sum += expf(v - acc.max);
     }
   }
-  for (int offset = 16; offset > 0; offset >>= 1) {
-    const MaxSum other{__shfl_xor_sync(0xffffffffu, acc.max, offset), __shfl_xor_sync(0xffffffffu, acc.sum, offset)};
-    acc = isnan(acc.max) || isnan(other.max) ? MaxSum{NAN, NAN} : merge(acc, other);
+  for (int offset = 16; offset > 0; offset >>= 1) {  // every lane ends with the warp's total
+    acc = merge(acc, {__shfl_xor_sync(0xffffffffu, acc.max, offset), __shfl_xor_sync(0xffffffffu, acc.sum, offset)});
   }
-  __shared__ MaxSum warp_acc[32];
-  __shared__ MaxSum row_acc;
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
-  if (lane == 0) warp_acc[warp] = acc;
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    MaxSum total = warp_acc[0];
-    for (int w = 1; w < warps; ++w) {
-      total = isnan(total.max) || isnan(warp_acc[w].max) ? MaxSum{NAN, NAN} : merge(total, warp_acc[w]);
+  MaxSum total = acc;
+  if constexpr (!kWarpPerRow) {
+    __shared__ MaxSum warp_acc[32];
+    __shared__ MaxSum row_acc;
+    if (lane == 0) warp_acc[warp] = acc;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      MaxSum merged = warp_acc[0];
+      for (int w = 1; w < static_cast<int>(blockDim.x / 32); ++w) merged = merge(merged, warp_acc[w]);
+      row_acc = merged;
     }
-    row_acc = total;
+    __syncthreads();
+    total = row_acc;
   }
-  __syncthreads();
-  const MaxSum total = row_acc;
   const float inv_sum = 1.0f / total.sum;
-  for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
+  for (int64_t c = first; c < cols; c += stride) {
     store(y, c, total.max == -INFINITY ? 0.0f : expf(load(x, c) - total.max) * inv_sum);
   }
 }
@@ -1102,8 +1112,12 @@ struct Path {
 //@endif
 //@if softmax
     gpu_step("softmax", stream, [&] {
-      const int threads = S <= 32 ? 32 : S <= 128 ? 128 : kThreads;  // short rows: one warp
-      safe_softmax_kernel<<<static_cast<unsigned>(B * H * L), threads, 0, stream>>>(scores, probs, S);
+      const int64_t rows = B * H * L;
+      if (S <= kWarpSoftmaxMaxCols) {  // a warp per row, four rows a block
+        safe_softmax_kernel<true><<<static_cast<unsigned>((rows + 3) / 4), 128, 0, stream>>>(scores, probs, rows, S);
+      } else {  // a block per row
+        safe_softmax_kernel<false><<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(scores, probs, rows, S);
+      }
       CHECK_LAUNCH();
     });
 //@if scores_advise
