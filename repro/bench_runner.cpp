@@ -315,16 +315,7 @@ void BenchRunner::run() {
 
   check_outputs(*base);
   if (ro.check || !ro.save_output_path.empty()) {
-    const std::vector<float> result = base->paths.front()->download_result();
-    if (!ro.save_output_path.empty()) {
-      const int64_t last = r_.result_tensor == "output" ? p.head_dim : p.kv_len;
-      write_npy_float32(ro.save_output_path, {p.batch, p.q_heads, p.q_len, last}, result.data());
-    }
-    if (ro.check) {
-      r_.checked = true;
-      r_.tolerance = tolerance_for(p.dtype, p.precision);
-      r_.comparison = compare_to_reference(result, reference_tensor(p, inputs_, r_.result_tensor));
-    }
+    save_and_check_result(r_, r_.options.run, inputs_, base->paths.front()->download_result());
   }
   // NaN never passes, with or without --check.
   judge_outputs(r_, r_.result_tensor + "s of the input sets");

@@ -12,6 +12,9 @@
 #include <string>
 
 #include "math_sdpa/errors.h"
+#include "math_sdpa/npy.h"
+#include "math_sdpa/reference.h"
+#include "options.h"
 
 namespace sdpa {
 
@@ -41,6 +44,22 @@ void run_recording_outcome(Result& r, Body&& body) {
     fail("usage", kExitUsage, "out of host memory for tensors of this size");
   }
   r.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+// The result tensor of a finished run: written to --save-output, and with --check compared with
+// the float64 reference computed from the same inputs (r.checked, r.tolerance, r.comparison).
+template <class Result>
+void save_and_check_result(Result& r, const RunOptions& o, const HostInputs& inputs, const std::vector<float>& result) {
+  const SdpaProblem& p = o.problem;
+  if (!o.save_output_path.empty()) {
+    const int64_t last = r.result_tensor == "output" ? p.head_dim : p.kv_len;
+    write_npy_float32(o.save_output_path, {p.batch, p.q_heads, p.q_len, last}, result.data());
+  }
+  if (o.check) {
+    r.checked = true;
+    r.tolerance = tolerance_for(p.dtype, p.precision);
+    r.comparison = compare_to_reference(result, reference_tensor(p, inputs, r.result_tensor));
+  }
 }
 
 // A mismatch when any output is not finite, or (with --check) the error exceeds the tolerance.

@@ -121,15 +121,7 @@ void run_on_gpu(RunResult& r, int progress_fd) {
     r.result_sum += x;
   }
   r.result_l2 = std::sqrt(r.result_l2);
-  if (!o.save_output_path.empty()) {
-    const int64_t last = r.result_tensor == "output" ? p.head_dim : p.kv_len;
-    write_npy_float32(o.save_output_path, {p.batch, p.q_heads, p.q_len, last}, result.data());
-  }
-  if (o.check) {
-    r.checked = true;
-    r.tolerance = tolerance_for(p.dtype, p.precision);
-    r.comparison = compare_to_reference(result, reference_tensor(p, inputs, r.result_tensor));
-  }
+  save_and_check_result(r, o, inputs, result);
   if (o.sample_every > 0) r.soak = judge_soak(r.memory);
   // NaN never passes, with or without --check.
   if (!r.soak.flat) {
