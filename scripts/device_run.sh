@@ -20,7 +20,8 @@
 #
 # The default is the first seven; the others take minutes each and are named explicitly, a
 # call each (a call may run for 10 minutes at most):
-#   scripts/device_run.sh sweep report soak     scripts/device_run.sh sanitizer release
+#   scripts/device_run.sh sweep report soak     scripts/device_run.sh sanitizer
+#   scripts/device_run.sh release
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-device-out}
