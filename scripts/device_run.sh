@@ -55,7 +55,7 @@ if want probe; then
 fi
 
 if want tests; then
-  ctest --test-dir build-gpu --output-on-failure -j 2 -LE sanitizer >"$out/ctest.log" 2>&1
+  ctest --test-dir build-gpu --output-on-failure -j 4 -LE sanitizer >"$out/ctest.log" 2>&1
   say "== ctest -LE sanitizer (rc=$?)"; grep -E "Test +#|tests passed|tests failed" "$out/ctest.log" >>"$summary"
   grep -E -A3 "ERROR" "$out/ctest.log" | head -30 >>"$summary"
   ./build-gpu/tests/gpu_tests --test-suite=gpu --test-case='*matrix*' >"$out/gpu_matrix.txt" 2>&1
