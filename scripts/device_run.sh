@@ -141,11 +141,12 @@ if want soak; then
 fi
 
 if want sanitizer; then
-  ctest --test-dir build-gpu -L sanitizer -j 4 --output-on-failure >"$out/sanitizer.log" 2>&1
+  ctest --test-dir build-gpu -L sanitizer -j 4 -V >"$out/sanitizer.log" 2>&1  # -V: every run's line
   say "== ctest -L sanitizer (rc=$?)"
   grep -E "Test +#|tests passed|tests failed" "$out/sanitizer.log" >>"$summary"
-  say "runs: $(grep -c ' rc=' "$out/sanitizer.log"), with 0 errors: $(grep -c 'ERROR SUMMARY: 0 errors' "$out/sanitizer.log")"
-  grep -E "^sanitizer |runs|FAILED" "$out/sanitizer.log" | head -20 >>"$summary"
+  say "runs: $(grep -c ' rc=' "$out/sanitizer.log"), with 0 errors: $(grep -Ec ' rc=(0|6) .*(ERROR SUMMARY: 0 errors|RACECHECK SUMMARY: 0 hazards displayed \(0 errors, 0 warnings\))' "$out/sanitizer.log")"
+  grep -E ": (memcheck|racecheck|initcheck|synccheck): " "$out/sanitizer.log" >>"$summary"
+  grep -E " rc=" "$out/sanitizer.log" | grep -v "rc=0 .*0 errors" | head -20 >>"$summary"
 fi
 
 if want release; then

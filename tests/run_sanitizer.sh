@@ -31,12 +31,16 @@ check() {  # label, command...
   "$sanitizer" "${args[@]}" "$@" >"$log" 2>&1
   local rc=$?
   local summary
-  summary=$(grep -E "ERROR SUMMARY|LEAK SUMMARY" "$log" | tr '\n' ' ')
+  summary=$(grep -E "(ERROR|LEAK|RACECHECK) SUMMARY" "$log" | tr '\n' ' ')
   runs=$((runs + 1))
   printf '%-44s rc=%-3d %s\n' "$label" "$rc" "${summary:-no summary}"
-  if [[ $rc -ne 0 && $rc -ne 6 ]] || ! grep -q "ERROR SUMMARY: 0 errors" "$log"; then
+  # racecheck ends with its own line, "RACECHECK SUMMARY: 0 hazards displayed (0 errors, 0
+  # warnings)"; the other tools with "ERROR SUMMARY: 0 errors".
+  if [[ $rc -ne 0 && $rc -ne 6 ]] ||
+    ! grep -Eq "ERROR SUMMARY: 0 errors|RACECHECK SUMMARY: 0 hazards displayed \(0 errors, 0 warnings\)" "$log"; then
     failed=1
-    grep -E -B2 -A12 "^========= (Invalid|Uninitialized|Race|Barrier|Leaked|Error)" "$log" | head -40
+    grep -E -B2 -A12 "^========= (Invalid|Uninitialized|Race|Barrier|Leaked|Error|Warning)" "$log" | head -40
+    [[ -n $summary ]] || tail -n 8 "$log"  # no summary line at all: show how the tool ended
   fi
 }
 for scenario in 0 1 2 3 4; do
