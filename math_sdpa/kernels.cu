@@ -20,6 +20,7 @@
 #include <algorithm>
 #include <cfloat>
 #include <stdexcept>
+#include <string>
 #include <type_traits>
 
 #include "cuda_check.h"
@@ -516,6 +517,23 @@ void launch_convert_scale(const void* src, DType src_type, void* dst, DType dst_
                           cudaStream_t stream) {
   const ConvertJob job{src, dst, n};
   launch_convert_scale_batch(&job, 1, src_type, dst_type, factor, stream);
+}
+
+void require_kernel_image_for_device(int device) {
+  cudaFuncAttributes attributes{};
+  const cudaError_t status = cudaFuncGetAttributes(&attributes, fill_kernel<float, 1>);
+  if (status == cudaErrorNoKernelImageForDevice) {
+    (void)cudaGetLastError();  // not sticky, but leave no error behind for the next check
+    int major = 0, minor = 0;
+    CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+    CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
+    const std::string sm = std::to_string(major) + std::to_string(minor);
+    throw CudaError("this repro binary holds no machine code or PTX that this GPU (sm_" + sm +
+                        ") can run: use a build whose `repro --version` lists sm_" + sm +
+                        " (the release preset) or rebuild with -DCMAKE_CUDA_ARCHITECTURES=" + sm,
+                    "setup", "cudaErrorNoKernelImageForDevice");
+  }
+  CUDA_CHECK(status);
 }
 
 void launch_fill(void* dst, DType type, int64_t n, float value, cudaStream_t stream) {

@@ -30,6 +30,11 @@ constexpr int kMaxConvertJobs = 4;
 void launch_convert_scale_batch(const ConvertJob* jobs, int count, DType src_type, DType dst_type, float factor,
                                 cudaStream_t stream);
 
+// Throws CudaError with a one-line explanation when this binary holds neither machine code nor
+// PTX that the current GPU can run (e.g. the sm_121-only spark-static build on an H100): without
+// this the first symptom is a cryptic cuBLAS initialisation failure or a failed launch.
+void require_kernel_image_for_device(int device);
+
 // Fills n elements with `value` (used to poison outputs with NaN before every run).
 void launch_fill(void* dst, DType type, int64_t n, float value, cudaStream_t stream);
 

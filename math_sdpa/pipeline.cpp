@@ -31,6 +31,7 @@ MathSdpa::MathSdpa(const SdpaProblem& problem, const PathSettings& settings, All
   problem_.validate();
   settings_.alloc = allocator_.kind();
   CUDA_CHECK(cudaGetDevice(&device_));
+  require_kernel_image_for_device(device_);
   int concurrent = 0;
   CUDA_CHECK(cudaDeviceGetAttribute(&concurrent, cudaDevAttrConcurrentManagedAccess, device_));
   concurrent_managed_access_ = concurrent != 0;
