@@ -453,6 +453,34 @@ TEST_SUITE("sweep") {
     CHECK_FALSE(fs::exists(dir / "sweep-results"));
   }
 
+  TEST_CASE("the committed default sweep in results/ is valid against the schema and consistent with its JSONL") {
+    // The GPU result issue 6 asks for (results/h200-2026-11-23/sweep/): the schema must keep
+    // accepting it, and the final JSON and the JSON lines must hold the same 180 cells.
+    const fs::path folder = fs::path(SWEEP_TEST_SCHEMA).parent_path() / "h200-2026-11-23" / "sweep";
+    const json doc = json::parse(read_text((folder / "sweep.json").string()));
+    check_valid(doc);
+    REQUIRE(doc["cells"].size() == 180);
+    std::set<std::string> keys;
+    int passed = 0, waived = 0;
+    for (const auto& c : doc["cells"]) {
+      keys.insert(c["key"].get<std::string>());
+      const std::string outcome = c["outcome"];
+      passed += outcome == "pass";
+      waived += outcome == "waived";
+      CHECK_MESSAGE((outcome == "pass" || outcome == "waived"), c["key"]);
+    }
+    CHECK(keys.size() == 180);
+    CHECK(doc["summary"]["outcomes"]["pass"] == passed);
+    CHECK(doc["summary"]["outcomes"]["waived"] == waived);
+    CHECK(passed + waived == 180);
+    const auto lines = read_jsonl_lines((folder / "sweep.jsonl").string());
+    std::set<std::string> line_keys;
+    for (const auto& line : lines) {
+      if (line.contains("key")) line_keys.insert(line["key"].get<std::string>());
+    }
+    CHECK(line_keys == keys);
+  }
+
   TEST_CASE("--dry-run prints every cell as JSON valid against the schema, and runs nothing") {
     TempDir dir;
     const Ran r = run_repro({"sweep", "--dry-run", "--repro-binary", SWEEP_TEST_FAKE_CHILD, "--gpus", "1"},
