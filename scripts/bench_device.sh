@@ -64,7 +64,8 @@ if want sass; then
     awk '/Function :/ {if (name) printf "%-90s LDG128=%d STG128=%d local=%d\n", name, l, s, x; name=$3; l=s=x=0}
          /LDG.E.128/ {l++} /STG.E.128/ {s++} /(LDL|STL)/ {x++}
          END {if (name) printf "%-90s LDG128=%d STG128=%d local=%d\n", name, l, s, x}' "$out/kernels.sass" \
-      | grep -E "softmax|convert_scale" | cut -c1-140 >>"$summary"
+      | grep -E "softmax|convert_scale" | sed -E 's/_ZN4sdpa43_GLOBAL__N__[0-9a-f_]+kernels_cu_[0-9a-f]+[0-9]+//' >>"$summary"
+    say "local memory: $(grep -cE '\b(LDL|STL)(\.[A-Z0-9.]+)? ' "$out/kernels.sass") LDL/STL instructions in the whole object"
   else
     say "== SASS: cuobjdump or $obj not found"
   fi
