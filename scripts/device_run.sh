@@ -131,6 +131,11 @@ if want report; then
   say "== repro report --scenario 2 --out report2 (rc=$?)"
   ls -la "$out/report2" >>"$summary"
   head -n 40 "$out/report2/REPORT.md" >>"$summary"
+  # Every scenario's generated repro_scenarioN.cu built with nvcc and run, fix off and on, against
+  # the harness run it came from (the test prints the comparison table).
+  ./build-gpu/tests/gpu_tests --test-suite=gpu_report >"$out/gpu_report.txt" 2>&1
+  say "== gpu_tests --test-suite=gpu_report (rc=$?)"
+  grep -E -B2 -A14 "^scenario|test cases|assertions" "$out/gpu_report.txt" | head -60 >>"$summary"
 fi
 
 if want soak; then
