@@ -1,6 +1,6 @@
 # prune_cuda_library.cmake: a static CUDA library cut down to the GPU architectures this build
 # embeds, so that a binary with cuBLAS linked statically stays small enough to attach to a bug
-# report (run at build time by the SDPA_STATIC_CUBLAS block of CMakeLists.txt):
+# report (run at build time by cublas.cmake when SDPA_STATIC_CUBLAS is ON):
 #
 #   cmake -DNVPRUNE=/usr/local/cuda/bin/nvprune -DNVCC=/usr/local/cuda/bin/nvcc -DINPUT=libcublas_static.a
 #         -DOUTPUT=pruned/libcublas_static.a -DARCHITECTURES=90-real,121-real,121-virtual [-DCUOBJDUMP=...]

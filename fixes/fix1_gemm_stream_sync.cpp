@@ -8,7 +8,6 @@
 #include <cstdio>
 
 #include "fix.h"
-#include "math_sdpa/cuda_check.h"
 
 namespace sdpa {
 
@@ -24,7 +23,7 @@ class GemmStreamSync : public Fix {
  private:
   static void synchronize(HookContext& c, const char* when) {
     if (c.stage != Stage::qk_gemm && c.stage != Stage::pv_gemm) return;
-    CUDA_CHECK(cudaStreamSynchronize(c.path_stream));
+    c.gpu->synchronize_stream(c.path_stream);
     char buf[160];
     std::snprintf(buf, sizeof buf, "[FIX_1] cuBLAS handle on the producing stream %p; cudaStreamSynchronize %s the GEMM",
                   static_cast<void*>(c.path_stream), when);

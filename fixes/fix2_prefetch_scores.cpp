@@ -8,7 +8,6 @@
 #include <cstdio>
 
 #include "fix.h"
-#include "math_sdpa/cuda_check.h"
 
 namespace sdpa {
 
@@ -21,22 +20,19 @@ class PrefetchScores : public Fix {
     if (c.stage != Stage::softmax) return;
     char buf[200];
     if (migratable(c.scores_kind)) {
-      cudaMemLocation gpu{};
-      gpu.type = cudaMemLocationTypeDevice;
-      gpu.id = c.device;
-      CUDA_CHECK(cudaMemPrefetchAsync(c.scores, c.scores_bytes, gpu, 0, c.stream));
+      c.gpu->prefetch_to_device(c.scores, c.scores_bytes, c.device, c.stream);
       std::snprintf(buf, sizeof buf, "[FIX_2] cudaMemPrefetchAsync(scores, %zu bytes, device %d); cudaStreamSynchronize",
                     c.scores_bytes, c.device);
     } else {
       std::snprintf(buf, sizeof buf, "[FIX_2] prefetch skipped (%s memory does not migrate); cudaStreamSynchronize",
                     alloc_kind_name(c.scores_kind));
     }
-    CUDA_CHECK(cudaStreamSynchronize(c.stream));
+    c.gpu->synchronize_stream(c.stream);
     c.note(buf);
   }
   void after_stage(HookContext& c) override {
     if (c.stage != Stage::softmax) return;
-    CUDA_CHECK(cudaDeviceSynchronize());
+    c.gpu->synchronize_device();
     c.note("[FIX_2] cudaDeviceSynchronize after softmax");
   }
 };

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "math_sdpa/errors.h"
-#include "repro/options.h"
+#include "repro/cli/run_options.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::vector<std::string> args{"repro"};

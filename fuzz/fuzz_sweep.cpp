@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "math_sdpa/errors.h"
-#include "repro/sweep_matrix.h"
-#include "repro/sweep_output.h"
+#include "repro/sweep/matrix.h"
+#include "repro/sweep/sweep_output.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;

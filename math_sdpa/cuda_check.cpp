@@ -27,7 +27,6 @@ const char* source_relative(const char* file) {
 }  // namespace
 
 void set_current_stage(const char* name) { g_current_stage = name; }
-const char* current_stage() { return g_current_stage; }
 
 void check_cuda(cudaError_t status, const char* call, const char* file, int line) {
   if (status != cudaSuccess) raise(cudaGetErrorName(status), call, file, line, static_cast<int>(status));

@@ -26,7 +26,6 @@ struct CudaError : std::runtime_error {
 
 // The stage the calling thread is in; set by the pipeline around each stage.
 void set_current_stage(const char* name);
-const char* current_stage();
 
 void check_cuda(cudaError_t status, const char* call, const char* file, int line);
 void check_cuda(cublasStatus_t status, const char* call, const char* file, int line);

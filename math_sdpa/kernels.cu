@@ -81,6 +81,7 @@ template <int Max, typename F> void dispatch_width(bool vectorise, F&& f) {
 }
 
 constexpr int kThreads = 256;
+static_assert(kThreads == kSoftmaxFallbackThreads, "softmax_plan.h describes the fallback block");
 
 // Enough blocks for one vector per thread, capped (the loops are grid-stride); one 16-byte
 // access per thread per iteration with a full grid keeps ~32 KB in flight per SM, above what
@@ -625,37 +626,6 @@ void launch_add_mask(void* scores, DType scores_type, const void* mask, DType ma
     });
   });
   CUDA_CHECK_LAUNCH();
-}
-
-SoftmaxPlan plan_safe_softmax(const void* in, const void* out, DType type, int64_t cols) {
-  SoftmaxPlan plan;
-  const int64_t elem = static_cast<int64_t>(dtype_size(type));
-  // The widest vector (16 bytes at most) that divides the row, so every row starts aligned.
-  int width = static_cast<int>(16 / elem);
-  while (width > 1 && (cols % width != 0 || !aligned(in, width * elem) || !aligned(out, width * elem))) width /= 2;
-  if (cols <= kSoftmaxWarpRowMaxCols) {  // a warp per row, four rows a 128-thread block
-    plan.row_in_registers = true;
-    plan.vector_width = width;
-    plan.elems_per_thread = cols <= 32 * kSoftmaxElemsPerThread ? kSoftmaxElemsPerThread : 2 * kSoftmaxElemsPerThread;
-    plan.threads_per_row = 32;
-    plan.rows_per_block = 4;
-    return plan;
-  }
-  const int64_t vectors = cols / width;
-  const int64_t per_thread = kSoftmaxElemsPerThread / width;
-  const int64_t threads = ((vectors + per_thread - 1) / per_thread + 31) / 32 * 32;  // whole warps
-  if (threads > kSoftmaxMaxThreadsPerRow) {
-    plan.row_in_registers = false;
-    plan.vector_width = 1;
-    plan.threads_per_row = kThreads;
-    plan.rows_per_block = 1;
-    return plan;
-  }
-  plan.row_in_registers = true;
-  plan.vector_width = width;
-  plan.threads_per_row = static_cast<int>(threads);
-  plan.rows_per_block = 1;  // a block per row: the reduction goes through shared memory
-  return plan;
 }
 
 void launch_safe_softmax(const void* in, void* out, DType type, int64_t rows, int64_t cols, cudaStream_t stream) {

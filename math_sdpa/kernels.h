@@ -12,6 +12,7 @@
 #include <cstdint>
 
 #include "dtype.h"
+#include "softmax_plan.h"
 
 namespace sdpa {
 
@@ -78,26 +79,7 @@ void launch_add_mask(void* scores, DType scores_type, const void* mask, DType ma
 // `out` may be `in` (in place) but must not overlap it otherwise.
 void launch_safe_softmax(const void* in, void* out, DType type, int64_t rows, int64_t cols, cudaStream_t stream);
 
-// How launch_safe_softmax runs a row of `cols` elements (host-only; for tests and notes). It
-// follows PyTorch's split (host_softmax in aten/src/ATen/native/cuda/SoftMax.cu): rows of up to
-// 1024 elements get a warp each (registers and shuffles, no shared memory, no block barrier, as
-// PyTorch's warp softmax), four rows a block; longer rows a block each, reducing through shared
-// memory with __syncthreads (the structure of PyTorch's cunn_SoftMaxForward, which scenario 2's
-// hypothesis is about). Either way the row is held in registers (up to 16 elements a thread, or
-// 32 for warp rows longer than 512), read once and written once, while it fits: 16384 elements
-// (1024 threads x 16). Longer rows take the fallback, which reads each row twice. The vector
-// width drops (to 1 at worst) when cols is odd or a pointer is misaligned.
-struct SoftmaxPlan {
-  bool row_in_registers = false;
-  int vector_width = 1;       // elements per load and store (16 bytes at most)
-  int elems_per_thread = 16;  // the row's share each thread holds in registers (16 or 32)
-  int threads_per_row = 0;    // a multiple of 32
-  int rows_per_block = 1;
-};
-SoftmaxPlan plan_safe_softmax(const void* in, const void* out, DType type, int64_t cols);
-constexpr int64_t kSoftmaxWarpRowMaxCols = 1024;  // PyTorch's limit for its warp softmax
-constexpr int kSoftmaxElemsPerThread = 16;
-constexpr int kSoftmaxMaxThreadsPerRow = 1024;
+// How it runs a row: softmax_plan.h (plan_safe_softmax).
 
 // Dropout in place: element i kept with probability keep_prob (Philox keyed by seed, offset;
 // philox.h) and scaled by 1 / keep_prob, else zeroed.

@@ -122,12 +122,6 @@ MathSdpa::~MathSdpa() {
   destroy_streams();
 }
 
-size_t MathSdpa::workspace_bytes() const {
-  size_t total = 0;
-  for (const auto& r : allocator_.records()) total += r.bytes;
-  return total;
-}
-
 void MathSdpa::bind_cublas(cudaStream_t stream) {
   if (cublas_stream_ == stream && cublas_stream_ != nullptr) return;
   CUDA_CHECK(cublasSetStream(cublas_, stream));
@@ -231,6 +225,17 @@ std::vector<float> MathSdpa::download_result() {
   return out;
 }
 
+void MathSdpa::GpuHookActions::synchronize_stream(StreamHandle stream) { CUDA_CHECK(cudaStreamSynchronize(stream)); }
+
+void MathSdpa::GpuHookActions::synchronize_device() { CUDA_CHECK(cudaDeviceSynchronize()); }
+
+void MathSdpa::GpuHookActions::prefetch_to_device(void* data, size_t bytes, int device, StreamHandle stream) {
+  cudaMemLocation gpu{};
+  gpu.type = cudaMemLocationTypeDevice;
+  gpu.id = device;
+  CUDA_CHECK(cudaMemPrefetchAsync(data, bytes, gpu, 0, stream));
+}
+
 void MathSdpa::note(Stage s, const std::string& text) {
   for (auto* o : observers_) o->stage_note(s, text);
 }
@@ -240,7 +245,7 @@ void MathSdpa::stage(Stage s, const std::string& detail, const std::function<voi
   set_current_stage(stage_name(s));
   for (auto* o : observers_) o->stage_begin(s, detail, stream);
   HookContext ctx{s, stream, stream_, device_, scores_.get(), scores_.bytes(), allocator_.kind(),
-                  [this, s](const std::string& text) { note(s, text); }};
+                  [this, s](const std::string& text) { note(s, text); }, &hook_actions_};
   for (auto* h : hooks_) h->before_stage(ctx);
   body();
   for (auto* h : hooks_) h->after_stage(ctx);

@@ -51,12 +51,10 @@ class MathSdpa {
   void add_hook(PathHook* hook) { hooks_.push_back(hook); }
   void set_instrumentation(const PathInstrumentation& instrumentation) { instrumentation_ = instrumentation; }
   const std::vector<GemmCall>& gemm_calls() const { return gemm_calls_; }
-  const SdpaProblem& problem() const { return problem_; }
   const PathSettings& settings() const { return settings_; }
   cudaStream_t stream() const { return stream_; }
   // What the constructor did beyond allocating (memory advice), for the stage log.
   const std::vector<std::string>& setup_notes() const { return setup_notes_; }
-  size_t workspace_bytes() const;
 
  private:
   void stage(Stage s, const std::string& detail, const std::function<void()>& body, cudaStream_t on = nullptr);
@@ -98,6 +96,12 @@ class MathSdpa {
   cudaStream_t cublas_stream_ = nullptr;
   std::vector<StageObserver*> observers_;
   std::vector<PathHook*> hooks_;
+  // What the hooks (the fixes) ask of the GPU, carried out here so that fixes/ needs no CUDA.
+  struct GpuHookActions : HookActions {
+    void synchronize_stream(StreamHandle stream) override;
+    void synchronize_device() override;
+    void prefetch_to_device(void* data, size_t bytes, int device, StreamHandle stream) override;
+  } hook_actions_;
   std::vector<GemmCall> gemm_calls_;
   PathInstrumentation instrumentation_;
   std::vector<std::string> setup_notes_;

@@ -2,7 +2,7 @@
 // configuration when the first argument is an option.
 #include <string>
 
-#include "commands.h"
+#include "repro/commands.h"
 
 int main(int argc, char** argv) {
   using namespace sdpa;

@@ -15,7 +15,7 @@
 namespace report_test {
 
 using Ran = test_util::ProgramRun;
-using test_util::read_file;
+using test_util::file_text;
 using test_util::remove_tree;
 using test_util::temp_dir;
 
@@ -28,13 +28,13 @@ inline bool exists(const std::string& path) {
 inline Ran run(const std::vector<std::string>& args) { return test_util::run_program(args); }
 
 inline Ran run_repro(std::vector<std::string> args) {
-  args.insert(args.begin(), REPORT_TEST_REPRO);
+  args.insert(args.begin(), SDPA_REPRO_BINARY);
   return run(args);
 }
 
 // nvcc from the build (CMAKE_CUDA_COMPILER), else from PATH; "" when there is none.
 inline std::string find_nvcc() {
-  const std::string built = REPORT_TEST_NVCC;
+  const std::string built = SDPA_NVCC;
   if (!built.empty() && ::access(built.c_str(), X_OK) == 0) return built;
   if (std::system("command -v nvcc > /dev/null 2>&1") == 0) return "nvcc";
   return "";

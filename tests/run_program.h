@@ -17,6 +17,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "repro/common/text.h"
+
 namespace test_util {
 
 struct ProgramRun {
@@ -31,12 +33,8 @@ struct ProgramOptions {
   std::string cwd;       // non-empty: runs there, so relative output paths land there
 };
 
-inline std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+// The file's bytes, or "" when it cannot be read.
+inline std::string file_text(const std::string& path) { return sdpa::read_file(path).value_or(""); }
 
 // A fresh empty folder under /tmp; the caller removes it (remove_tree).
 inline std::string temp_dir(const char* what) {
@@ -84,8 +82,8 @@ inline ProgramRun run_program(const std::vector<std::string>& args, const Progra
   }
   r.wall_s = elapsed();
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  r.out = read_file(out);
-  r.err = read_file(err);
+  r.out = file_text(out);
+  r.err = file_text(err);
   remove_tree(dir);
   return r;
 }
@@ -104,7 +102,7 @@ inline JsonRun run_with_json(const std::string& binary, std::vector<std::string>
   args.push_back(json);
   JsonRun r;
   static_cast<ProgramRun&>(r) = run_program(args, options);
-  r.result = nlohmann::json::parse(read_file(json), nullptr, false);
+  r.result = nlohmann::json::parse(file_text(json), nullptr, false);
   remove_tree(dir);
   return r;
 }

@@ -266,7 +266,7 @@ TEST_SUITE("bad_input") {
       CHECK(o.err.find('\n') == o.err.size() - 1);  // exactly one line
       CHECK(o.err.find(needle) != std::string::npos);
       CHECK(scratch.listing() == "s.jsonl\n");                       // nothing else written
-      CHECK(test_util::read_file(scratch.path("s.jsonl")) == content);  // and the finished cells kept
+      CHECK(test_util::file_text(scratch.path("s.jsonl")) == content);  // and the finished cells kept
       ++checked;
     }
     CHECK(checked >= 15);

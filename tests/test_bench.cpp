@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "math_sdpa/errors.h"
-#include "repro/bench.h"
+#include "repro/bench/bench.h"
 
 using namespace sdpa;
 
@@ -71,7 +71,7 @@ TEST_SUITE("bench") {
     CHECK(o.run.problem.dtype == DType::fp16);
     CHECK(o.run.problem.precision == Precision::native);
     CHECK(o.run.problem.shape_string() == "B=4 Hq=16 Hkv=16 L=2048 S=2048 E=64");
-    CHECK(o.run.settings().alloc == AllocKind::device);
+    CHECK(o.run.settings.alloc == AllocKind::device);
     CHECK(o.run.fixes.str() == "3");
     CHECK(o.run.check);
     CHECK(o.run.stage_timeout_s == 5);

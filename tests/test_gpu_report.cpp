@@ -39,7 +39,7 @@ const nlohmann::json* harness_run(const nlohmann::json& report, const std::strin
 TEST_SUITE("gpu_report") {
   TEST_CASE("each scenario's report folder is complete, and its reproducer agrees with the harness, fix off and on") {
     const std::string nvcc = find_nvcc();
-    REQUIRE_MESSAGE(!nvcc.empty(), "the reproducers are built with nvcc, which is neither ", REPORT_TEST_NVCC,
+    REQUIRE_MESSAGE(!nvcc.empty(), "the reproducers are built with nvcc, which is neither ", SDPA_NVCC,
                     " nor on PATH");
     const double tolerance = sdpa::tolerance_for(sdpa::DType::bf16, sdpa::Precision::upcast);  // the default dtype
     const std::string dir = temp_dir("gpu_report");
@@ -54,14 +54,14 @@ TEST_SUITE("gpu_report") {
       REQUIRE(report.exit_code == 0);
 
       // A complete folder.
-      const std::string md = read_file(out + "/REPORT.md");
+      const std::string md = file_text(out + "/REPORT.md");
       for (const char* section : kSections) CHECK_MESSAGE(md.find(std::string("\n") + section + "\n") != std::string::npos, section);
       CHECK(md.find("not run") == std::string::npos);
-      const nlohmann::json j = nlohmann::json::parse(read_file(out + "/result.json"));
+      const nlohmann::json j = nlohmann::json::parse(file_text(out + "/result.json"));
       REQUIRE(j["runs"].size() == static_cast<size_t>(2 * repeat));
       for (const auto& run : j["runs"]) CHECK(run["result"].is_object());
       CHECK(j["environment"]["device"].is_object());
-      const std::string log = read_file(out + "/stage.log");
+      const std::string log = file_text(out + "/stage.log");
       CHECK(log.find("=== run " + std::to_string(2 * repeat) + " of " + std::to_string(2 * repeat)) != std::string::npos);
       CHECK(log.find("[SDPA_ENTRY]") != std::string::npos);
       if (scenario == 2) {
@@ -124,7 +124,7 @@ TEST_SUITE("gpu_report") {
                                   "--out", out});
     INFO("stdout: ", report.out, " stderr: ", report.err);
     REQUIRE(report.exit_code == 0);
-    const std::string md = read_file(out + "/REPORT.md");
+    const std::string md = file_text(out + "/REPORT.md");
     // The injected hang happens with the fix on as well: the fix cannot clear it.
     CHECK(md.rfind("# Scenario 2 hangs in softmax on managed memory; fix 2 does not clear it (fix on: hung 1 of 1)\n",
                    0) == 0);
@@ -133,7 +133,7 @@ TEST_SUITE("gpu_report") {
     CHECK(md.find("| softmax | ") != std::string::npos);
     CHECK(md.find("RUNNING") != std::string::npos);
     CHECK(md.find("[MATH_SOFTMAX_START]") != std::string::npos);  // the stage log's tail
-    CHECK(read_file(out + "/repro_scenario2.cu").find("--inject hang:softmax") != std::string::npos);  // noted
+    CHECK(file_text(out + "/repro_scenario2.cu").find("--inject hang:softmax") != std::string::npos);  // noted
     remove_tree(dir);
   }
 }

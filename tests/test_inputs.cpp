@@ -10,7 +10,7 @@
 
 #include "math_sdpa/errors.h"
 #include "math_sdpa/npy.h"
-#include "repro/inputs.h"
+#include "repro/cli/inputs.h"
 
 using namespace sdpa;
 

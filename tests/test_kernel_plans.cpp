@@ -7,7 +7,7 @@
 #include <cstdint>
 
 #include "math_sdpa/dtype.h"
-#include "math_sdpa/kernels.h"
+#include "math_sdpa/softmax_plan.h"
 
 using namespace sdpa;
 

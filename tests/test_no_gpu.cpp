@@ -7,7 +7,7 @@
 #include <string>
 
 #include "math_sdpa/errors.h"
-#include "repro/run_result.h"
+#include "repro/run/run_result.h"
 
 int main() {
   int count = 0;

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "math_sdpa/errors.h"
-#include "repro/options.h"
+#include "repro/cli/run_options.h"
 
 using namespace sdpa;
 
@@ -29,7 +29,7 @@ TEST_SUITE("options") {
     CHECK(o.problem.dtype == DType::bf16);
     CHECK(o.problem.precision == Precision::upcast);
     CHECK(o.problem.mask == MaskKind::none);
-    CHECK(o.settings().alloc == AllocKind::managed);
+    CHECK(o.settings.alloc == AllocKind::managed);
     CHECK(o.fixes.empty());
     CHECK(o.iters == 1);
     CHECK_FALSE(o.check);
@@ -54,7 +54,7 @@ TEST_SUITE("options") {
     CHECK(p.dropout_p == 0.25);
     CHECK(p.softmax_scale() == 0.5);
     CHECK(p.seed == 99);
-    CHECK(r.options.settings().alloc == AllocKind::device);
+    CHECK(r.options.settings.alloc == AllocKind::device);
     CHECK(r.options.allow_oversubscription);
     CHECK(r.options.iters == 7);
     CHECK(r.options.check);

@@ -18,10 +18,10 @@
 #include "math_sdpa/errors.h"
 #include "math_sdpa/problem.h"
 #include "math_sdpa/reference.h"
-#include "repro/environment.h"
-#include "repro/report_writer.h"
-#include "repro/reproducer_cu.h"
-#include "repro/result_json.h"
+#include "repro/info/environment.h"
+#include "repro/report/report_writer.h"
+#include "repro/report/reproducer/generator.h"
+#include "repro/run/run_json.h"
 #include "report_test_util.h"
 #include "scenarios/scenario.h"
 
@@ -40,10 +40,12 @@ RunOptions options_for(int scenario, bool fix_on) {
   apply_scenario(scenario, o.conditions);
   o.check = true;
   o.log = LogLevel::stages;
+  FixSet fixes;
   if (fix_on) {
     o.own_fix = true;
-    o.fixes.add(scenario_info(scenario).fix_number);
+    fixes.add(scenario_info(scenario).fix_number);
   }
+  o.set_fixes(fixes);
   return o;
 }
 
@@ -51,7 +53,7 @@ RunOptions options_for(int scenario, bool fix_on) {
 nlohmann::json run_json(const RunOptions& o, const std::string& outcome, const std::string& stage = "") {
   RunResult r;
   r.options = o;
-  r.settings = o.settings();
+  r.settings = o.settings;
   r.result_tensor = result_tensor_name(r.settings);
   r.outcome = outcome;
   if (outcome == "pass") {
@@ -136,7 +138,7 @@ TEST_SUITE("report") {
       const Ran r = run_repro({"report", "--scenario", std::to_string(scenario), "--no-run", "--out", out});
       CHECK(r.exit_code == 0);
       CHECK(r.err.empty());
-      const std::string md = read_file(out + "/REPORT.md");
+      const std::string md = file_text(out + "/REPORT.md");
       const std::string cu_name = "repro_scenario" + std::to_string(scenario) + ".cu";
       REQUIRE_FALSE(md.empty());
       CHECK(md.rfind("# Scenario " + std::to_string(scenario) + " (", 0) == 0);
@@ -157,7 +159,7 @@ TEST_SUITE("report") {
       CHECK(md.find("| unified memory |") != std::string::npos);
       CHECK(md.find("sudo nvidia-bug-report.sh") != std::string::npos);
 
-      const nlohmann::json j = nlohmann::json::parse(read_file(out + "/result.json"));
+      const nlohmann::json j = nlohmann::json::parse(file_text(out + "/result.json"));
       CHECK(j["meta"]["kind"] == "report");
       CHECK(j["report"]["scenario"] == scenario);
       CHECK(j["report"]["no_run"] == true);
@@ -165,9 +167,9 @@ TEST_SUITE("report") {
       CHECK(j["runs"].empty());
       CHECK(j["environment"]["host"]["cpu_arch"].is_string());
       CHECK(j["commands"]["reproducer_build"] == reproducer_nvcc_command(scenario));
-      CHECK(read_file(out + "/stage.log").find("Not run (--no-run)") != std::string::npos);
+      CHECK(file_text(out + "/stage.log").find("Not run (--no-run)") != std::string::npos);
 
-      const std::string cu = read_file(out + "/" + cu_name);
+      const std::string cu = file_text(out + "/" + cu_name);
       CHECK(cu.rfind("// " + cu_name + ": ", 0) == 0);
       const std::string first_comment = cu.substr(0, cu.find("\n\n"));  // the nvcc line is in the first comment
       CHECK(first_comment.find(reproducer_nvcc_command(scenario)) != std::string::npos);
@@ -190,19 +192,19 @@ TEST_SUITE("report") {
     const Ran r = run_repro({"report", "--scenario", "3", "--dtype", "fp16", "--repeat", "2", "--out", out});
     CHECK(r.exit_code == 7);
     CHECK(r.out.find("run 4 of 4: fix off (2 of 2) ... no_gpu (exit 7") != std::string::npos);
-    const std::string md = read_file(out + "/REPORT.md");
+    const std::string md = file_text(out + "/REPORT.md");
     CHECK(md.rfind("# Scenario 3: not run on this machine (no usable CUDA GPU)\n", 0) == 0);
     for (const auto& section : kSections) CHECK_MESSAGE(md.find("\n" + section + "\n") != std::string::npos, section);
     CHECK(md.find("| 1 | on | no_gpu | 7 |") != std::string::npos);
     CHECK(md.find("First error**: run 1 (fix on): `no_gpu`") != std::string::npos);
-    const nlohmann::json j = nlohmann::json::parse(read_file(out + "/result.json"));
+    const nlohmann::json j = nlohmann::json::parse(file_text(out + "/result.json"));
     REQUIRE(j["runs"].size() == 4);
     CHECK(j["runs"][0]["fix"] == "on");
     CHECK(j["runs"][0]["command"] == "./repro --scenario 3 --dtype fp16 --check --log stages --fix on");
     CHECK(j["runs"][3]["result"]["outcome"] == "no_gpu");
     CHECK(j["runs"][3]["result"]["config"]["problem"]["dtype"] == "fp16");  // the child parsed the same options
     CHECK(j["report"]["finding"] == "no_gpu");
-    const std::string log = read_file(out + "/stage.log");
+    const std::string log = file_text(out + "/stage.log");
     CHECK(log.find("=== run 4 of 4: fix off, repeat 2 of 2: ./repro --scenario 3 --dtype fp16") != std::string::npos);
     CHECK(log.find("no usable CUDA GPU") != std::string::npos);
     CHECK(exists(out + "/repro_scenario3.cu"));
@@ -325,7 +327,7 @@ TEST_SUITE("report") {
     CHECK(forced.exit_code == 0);
     CHECK(exists(dir + "/REPORT.md"));
     CHECK(exists(dir + "/repro_scenario1.cu"));
-    CHECK(read_file(dir + "/mine.txt") == "keep me\n");  // only the report's own files are replaced
+    CHECK(file_text(dir + "/mine.txt") == "keep me\n");  // only the report's own files are replaced
     const Ran again = run_repro({"report", "--scenario", "1", "--no-run", "--out", dir, "--force"});
     CHECK(again.exit_code == 0);
     const Ran file = run_repro({"report", "--scenario", "1", "--no-run", "--out", dir + "/mine.txt", "--force"});
@@ -453,7 +455,7 @@ TEST_SUITE("report_nvcc") {
     const std::string nvcc = find_nvcc();
     if (nvcc.empty()) {
       std::printf("SKIPPED: nvcc not found (neither %s nor on PATH); the generated reproducers were not compiled\n",
-                  REPORT_TEST_NVCC);
+                  SDPA_NVCC);
       std::fflush(stdout);
       std::exit(77);
     }
@@ -543,7 +545,7 @@ TEST_SUITE("report_nvcc") {
                              out + "/host_side"});
       REQUIRE_MESSAGE(built.exit_code == 0, built.err);
       REQUIRE(run({out + "/host_side", out + "/host_side.bin"}).exit_code == 0);
-      const std::string bytes = read_file(out + "/host_side.bin");
+      const std::string bytes = file_text(out + "/host_side.bin");
 
       const HostInputs in = make_random_inputs(p, p.seed);
       const std::vector<double> ref = reference_tensor(p, in, c.tensor);

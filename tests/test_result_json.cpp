@@ -3,7 +3,7 @@
 
 #include <cmath>
 
-#include "repro/result_json.h"
+#include "repro/run/run_json.h"
 #include "scenarios/scenario.h"
 
 using namespace sdpa;
@@ -29,9 +29,11 @@ TEST_SUITE("result_json") {
     r.gemms.push_back(qk_gemm_call(16, 128, 128, 64, DType::fp32, KtOperand{false, 64, 128 * 64}, GemmApi::strided));
     r.options.scenario = 2;
     r.options.own_fix = true;
-    r.options.fixes.add(2);
     apply_scenario(2, r.options.conditions);
-    r.settings = r.options.settings();
+    FixSet fix2;
+    fix2.add(2);
+    r.options.set_fixes(fix2);
+    r.settings = r.options.settings;
     r.result_tensor = "probs";
     r.allocations.push_back({"scores", 1024, 0x1000, AllocKind::managed});
     const nlohmann::json j = result_to_json(r);

@@ -8,7 +8,7 @@
 
 #include "fixes/fix.h"
 #include "math_sdpa/errors.h"
-#include "repro/options.h"
+#include "repro/cli/run_options.h"
 #include "scenarios/scenario.h"
 
 using namespace sdpa;
@@ -26,7 +26,7 @@ PathSettings run_settings(const std::vector<std::string>& args) {
   const ParseResult r = parse(args);
   INFO(r.message);
   REQUIRE(r.run);
-  return r.options.settings();
+  return r.options.settings;
 }
 
 // The settings whose value differs between a and b, as name -> value in b.

@@ -2,7 +2,7 @@
 // the allocation count.
 #include <doctest/doctest.h>
 
-#include "repro/soak.h"
+#include "repro/run/soak.h"
 
 using namespace sdpa;
 

@@ -23,10 +23,11 @@
 
 #include "json_schema_check.h"
 #include "math_sdpa/errors.h"
-#include "repro/sweep_matrix.h"
-#include "repro/sweep_options.h"
-#include "repro/sweep_output.h"
-#include "repro/sweep_runner.h"
+#include "repro/common/text.h"
+#include "repro/sweep/matrix.h"
+#include "repro/sweep/sweep_options.h"
+#include "repro/sweep/sweep_output.h"
+#include "repro/sweep/cell_runner.h"
 
 using namespace sdpa;
 using nlohmann::json;
@@ -40,12 +41,7 @@ double now_s() {
   return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) / 1e9;
 }
 
-std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+std::string read_text(const std::string& path) { return sdpa::read_file(path).value_or(""); }
 
 void write_text(const std::string& path, const std::string& text) { std::ofstream(path, std::ios::binary) << text; }
 
@@ -103,7 +99,7 @@ Started start_repro(const std::vector<std::string>& args, const Env& env, const 
   Started s;
   s.out_path = "/tmp/sdpa_sweep_test_" + std::to_string(getpid()) + "_" + std::to_string(++runs) + ".out";
   s.err_path = s.out_path + ".err";
-  std::vector<std::string> argv{SWEEP_TEST_REPRO};
+  std::vector<std::string> argv{SDPA_REPRO_BINARY};
   argv.insert(argv.end(), args.begin(), args.end());
   std::vector<char*> c_argv;
   for (auto& a : argv) c_argv.push_back(a.data());

@@ -15,7 +15,7 @@
 #include "math_sdpa/errors.h"
 #include "math_sdpa/fault_spec.h"
 #include "math_sdpa/stage_log.h"
-#include "repro/supervisor.h"
+#include "repro/supervise/supervisor.h"
 
 using namespace sdpa;
 

@@ -1,0 +1,253 @@
+// options.cpp: CLI11 definition of a run's options.
+#include "repro/cli/run_options.h"
+
+#include <CLI/CLI.hpp>
+
+#include <cmath>
+#include <map>
+
+#include "fixes/fix.h"
+#include "math_sdpa/errors.h"
+#include "scenarios/scenario.h"
+
+namespace sdpa {
+
+namespace {
+
+const std::map<std::string, DType> kDTypes{{"bf16", DType::bf16}, {"fp16", DType::fp16}, {"fp32", DType::fp32}};
+const std::map<std::string, Precision> kPrecisions{{"upcast", Precision::upcast}, {"native", Precision::native}};
+const std::map<std::string, MaskKind> kMasks{
+    {"none", MaskKind::none}, {"bool", MaskKind::boolean}, {"float", MaskKind::additive}, {"causal", MaskKind::causal}};
+
+// The scenarios and fixes, for the end of --help.
+std::string scenario_help() {
+  std::string s = "Scenarios (--scenario N; README.md has a section on each):\n";
+  for (const ScenarioInfo& sc : scenario_table()) {
+    s += "  " + std::to_string(sc.number) + "  " + sc.title + "\n";
+    if (sc.number == 0) continue;
+    s += "     sets up: " + std::string(sc.setup) + "\n";
+    s += "     runs: " + std::string(sc.runs) + "\n";
+    s += "     a hang looks like: " + std::string(sc.hang_signature) + "\n";
+    s += "     its fix (--fix on): fix " + std::to_string(sc.fix_number) + ", " + fix_info(sc.fix_number).what + "\n";
+  }
+  s += "Fixes (--fixes 1,2,3,4|all|none, any combination, any scenario):\n";
+  for (int n = 1; n <= kFixCount; ++n) {
+    s += "  " + std::to_string(n) + "  " + fix_info(n).name + " (" + fix_info(n).hook_point + ")\n";
+  }
+  return s;
+}
+
+// Decimal digits only, within 64 bits.
+uint64_t parse_seed(const std::string& text) {
+  uint64_t value = 0;
+  if (text.empty() || text.size() > 20) throw InputError("--seed: '" + text.substr(0, 40) + "' is not an integer in [0, 2^64)");
+  for (char c : text) {
+    const unsigned digit = static_cast<unsigned>(c - '0');
+    if (digit > 9 || value > (UINT64_MAX - digit) / 10) {
+      throw InputError("--seed: '" + text.substr(0, 40) + "' is not an integer in [0, 2^64)");
+    }
+    value = value * 10 + digit;
+  }
+  return value;
+}
+
+}  // namespace
+
+void RunOptions::set_fixes(const FixSet& set) {
+  fixes = set;
+  settings = conditions;
+  for (const auto& fix : make_fixes(fixes)) fix->configure(settings);
+}
+
+struct RunOptionParser::Fields {
+  RunOptions o;
+  std::string dtype = "bf16", precision = "upcast", mask = "none", mask_dims = "1x1";
+  int64_t kv_heads = 0, kv_len = 0;
+  double scale = std::nan("");
+  std::string log = "off", inject;
+  std::string fix = "off", fixes, alloc, stream, gemm_stream, gemm_order, k_layout, gemm_api, scores_to_host, host_touch,
+              advise;
+  int touch_streams = 0;
+  bool full = false;
+  std::string seed;
+  CLI::Option *dtype_opt, *kv_heads_opt, *kv_len_opt, *touch_streams_opt, *seed_opt;
+};
+
+RunOptionParser::RunOptionParser(CLI::App& app) : f_(std::make_unique<Fields>()) {
+  Fields& f = *f_;
+  RunOptions& o = f.o;
+  SdpaProblem& p = o.problem;
+  app.option_defaults()->always_capture_default();
+  app.add_option("--scenario", o.scenario, "0 = the full path; 1-4 the deadlock scenarios (below)")
+      ->check(CLI::Range(0, 4));
+  app.add_option("--fix", f.fix, "on: apply the scenario's own fix")->check(CLI::IsMember({"on", "off"}));
+  app.add_option("--fixes", f.fixes, "fixes to apply, any scenario: a list of 1-4, all or none")->default_str("none");
+  app.add_flag("--full", f.full, "run the whole path under the scenario's conditions, not just the part it exercises");
+
+  f.dtype_opt = app.add_option("--dtype", f.dtype, "element type")->check(CLI::IsMember({"bf16", "fp16", "fp32"}));
+  app.add_option("--precision", f.precision,
+                 "upcast: fp16/bf16 computed in fp32 (PyTorch default); native: stay in the dtype "
+                 "(allow_fp16_bf16_reduction_math_sdp)")
+      ->check(CLI::IsMember({"upcast", "native"}));
+  app.add_option("-b,--batch", p.batch, "batch size B");
+  app.add_option("--heads", p.q_heads, "query heads Hq");
+  f.kv_heads_opt = app.add_option("--kv-heads", f.kv_heads, "key/value heads Hkv (default: Hq; fewer = grouped-query attention)")
+                       ->default_str("Hq");
+  app.add_option("-L,--q-len", p.q_len, "query length L");
+  f.kv_len_opt = app.add_option("-S,--kv-len", f.kv_len, "key/value length S (default: L)")->default_str("L");
+  app.add_option("-E,--head-dim", p.head_dim, "head dimension E");
+  app.add_option("--mask", f.mask, "attention mask: none, bool, float (additive), causal (is_causal)")
+      ->check(CLI::IsMember({"none", "bool", "float", "causal"}));
+  app.add_option("--mask-dims", f.mask_dims, "mask broadcast over batch x heads: 1x1, Bx1, 1xH or BxH")
+      ->check(CLI::IsMember({"1x1", "Bx1", "1xH", "BxH"}));
+  app.add_option("--dropout", p.dropout_p, "dropout probability in [0, 1)");
+  app.add_option("--scale", f.scale, "softmax scale")->default_str("1/sqrt(E)");
+  // A string, parsed strictly below: CLI11 would accept 2^64 and wrap or saturate it.
+  f.seed_opt = app.add_option("--seed", f.seed, "seed of the random inputs and of the dropout stream (0 to 2^64-1)")
+      ->default_str(std::to_string(p.seed));
+
+  app.add_option("--alloc", f.alloc, "where tensors live: managed, device, async (stream-ordered pool), host (pinned), system")
+      ->default_str("managed");
+  app.add_flag("--allow-oversubscription", o.allow_oversubscription,
+               "allow managed/host/system allocations beyond 90% of free memory (can hang the GPU)");
+  app.add_option("--advise", f.advise,
+                 "cudaMemAdvise on every managed tensor: a list of preferred:gpu, preferred:cpu, accessed-by:gpu, "
+                 "accessed-by:cpu, read-mostly")
+      ->default_str("none");
+  app.add_option("--stream", f.stream, "the path's stream: non-blocking, legacy (default stream), per-thread")
+      ->default_str("non-blocking");
+  app.add_option("--gemm-stream", f.gemm_stream, "stream of the Q.K^T GEMM's cuBLAS handle: same, legacy, aux")
+      ->default_str("same (scenario 1: legacy)");
+  app.add_option("--gemm-order", f.gemm_order, "ordering of that GEMM after Q and K: event, or none (a deliberate race)")
+      ->default_str("event");
+  app.add_option("--k-layout", f.k_layout, "layout K^T is viewed from: bhse (contiguous) or bshe ([B, S, H, E] buffer)")
+      ->default_str("bhse (scenario 3: bshe)");
+  app.add_option("--gemm-api", f.gemm_api, "Q.K^T entry point: strided (at::bmm) or batched (cublasGemmBatchedEx)")
+      ->default_str("strided (scenario 3: batched)");
+  app.add_option("--scores-to-host", f.scores_to_host, "before softmax: none, read (host reads them), advise (prefer CPU), both")
+      ->default_str("none (scenario 2: read)");
+  f.touch_streams_opt = app.add_option("--touch-streams", f.touch_streams, "streams touching every page at entry")
+                            ->check(CLI::Range(0, 64))
+                            ->default_str("0 (scenario 4: 4)");
+  app.add_option("--host-touch", f.host_touch, "a host thread touches the pages at entry too: on or off")
+      ->default_str("off (scenario 4: on)");
+
+  app.add_option("--iters", o.iters, "calls of the path")->check(CLI::Range(1, 100000000));
+  app.add_option("--sample-every", o.sample_every,
+                 "soak: sample GPU free memory, RSS and live allocations every N calls; growth after the first "
+                 "sample beyond 1 MiB fails the run (exit 1)")
+      ->check(CLI::Range(0, 100000000));
+  app.add_flag("--check", o.check, "compare with the float64 CPU reference and print the relative error");
+  app.add_option("--json", o.json_path, "write the result as JSON to this file");
+  app.add_option("--inputs", o.inputs_dir, "load q.npy, k.npy, v.npy and optional mask.npy from this directory");
+  app.add_option("--save-output", o.save_output_path, "write the result tensor to this .npy file (float32)");
+  app.add_option("--log", f.log,
+                 "stage log on stderr: off; stages (lines only); sync (device sync after every stage); values "
+                 "(also min/max/isnan/isinf/sums)")
+      ->check(CLI::IsMember({"off", "stages", "sync", "values"}));
+  app.add_option("--stage-timeout", o.stage_timeout_s, "watchdog deadline per stage, seconds")->check(CLI::Range(0.01, 86400.0));
+  app.add_option("--timeout", o.run_timeout_s, "watchdog deadline for the whole run, seconds (0 = none)")
+      ->check(CLI::Range(0.0, 604800.0));
+  app.add_flag("--no-fork", o.no_fork, "run in one process with a watchdog thread (for cuda-gdb and compute-sanitizer)");
+  app.add_option("--inject", f.inject,
+                 "fault injection: hang:STAGE, error:STAGE or slow:STAGE:MS; stages: entry_sync mask_prepare upcast "
+                 "scale_q gqa_expand scale_k kt_contiguous qk_gemm mask_add scores_to_host softmax dropout pv_gemm "
+                 "cast_output stream_sync");
+  app.footer(scenario_help());
+}
+
+RunOptionParser::~RunOptionParser() = default;
+
+RunOptions RunOptionParser::finish(int argc, const char* const* argv) const {
+  const Fields& f = *f_;
+  RunOptions o = f.o;
+  SdpaProblem& p = o.problem;
+  for (int i = 0; i < argc; ++i) o.argv.emplace_back(argv[i]);
+  o.dtype_given = f.dtype_opt->count() > 0;
+  p.dtype = kDTypes.at(f.dtype);
+  p.precision = kPrecisions.at(f.precision);
+  p.mask = kMasks.at(f.mask);
+  p.mask_per_batch = f.mask_dims[0] == 'B';
+  p.mask_per_head = f.mask_dims[2] == 'H';
+  p.kv_heads = f.kv_heads_opt->count() ? f.kv_heads : p.q_heads;
+  p.kv_len = f.kv_len_opt->count() ? f.kv_len : p.q_len;
+  if (!std::isnan(f.scale)) p.scale = f.scale;
+  if (f.seed_opt->count()) p.seed = parse_seed(f.seed);
+
+  // Defaults, then the scenario's preconditions, then what the command line says explicitly.
+  PathSettings& c = o.conditions;
+  apply_scenario(o.scenario, c);
+  if (f.full) c.last_stage = Stage::stream_sync;
+  if (!f.alloc.empty()) c.alloc = parse_alloc_kind(f.alloc);
+  if (!f.stream.empty()) c.stream = parse_stream_mode(f.stream);
+  if (!f.gemm_stream.empty()) c.qk_gemm_stream = parse_gemm_stream(f.gemm_stream);
+  if (!f.gemm_order.empty()) c.qk_gemm_order = parse_gemm_order(f.gemm_order);
+  if (!f.k_layout.empty()) c.k_layout = parse_k_layout(f.k_layout);
+  if (!f.gemm_api.empty()) c.qk_gemm_api = parse_gemm_api(f.gemm_api);
+  if (!f.scores_to_host.empty()) c.scores_to_host = parse_scores_to_host(f.scores_to_host);
+  if (f.touch_streams_opt->count()) c.entry_touch_streams = f.touch_streams;
+  if (!f.host_touch.empty()) {
+    if (f.host_touch != "on" && f.host_touch != "off") {
+      throw InputError("--host-touch: unknown value '" + f.host_touch + "' (expected on|off)");
+    }
+    c.entry_host_touch = f.host_touch == "on";
+  }
+  if (!f.advise.empty()) c.advice = parse_advice_list(f.advise);
+
+  FixSet fixes = parse_fix_list(f.fixes);
+  o.own_fix = f.fix == "on";
+  if (o.own_fix) {
+    if (o.scenario == 0) throw InputError("--fix on: scenario 0 has no fix of its own (use --fixes 1,2,3,4 or all)");
+    fixes.add(scenario_info(o.scenario).fix_number);
+  }
+  o.set_fixes(fixes);
+
+  parse_log_level(f.log, o.log);
+  if (!f.inject.empty()) o.inject = parse_fault_spec(f.inject);
+  if (o.inputs_dir.empty()) {  // with --inputs, shapes come from the files
+    p.validate();
+    if (o.inject.kind != FaultSpec::none && !stage_runs(o.inject.stage, p, o.settings)) {
+      throw InputError(std::string("--inject: stage ") + stage_name(o.inject.stage) +
+                       " does not run in this configuration (mask_prepare needs --mask bool|causal, upcast and "
+                       "cast_output fp16/bf16 with --precision upcast, gqa_expand --kv-heads < --heads, kt_contiguous "
+                       "a K^T copy (fix 3), mask_add a mask, scores_to_host scenario 2, dropout --dropout > 0, and "
+                       "scenarios 1-3 stop early unless --full)");
+    }
+  }
+  return o;
+}
+
+bool parse_app(CLI::App& app, int argc, const char* const* argv, const std::string& program, ParseResult& result) {
+  try {
+    app.parse(argc, argv);
+    return true;
+  } catch (const CLI::CallForHelp&) {
+    result.message = app.help();
+  } catch (const CLI::ParseError& e) {
+    result.exit_code = kExitUsage;
+    result.message = program + ": error: " + one_line(e.what());
+  }
+  return false;
+}
+
+ParseResult parse_command_line(int argc, const char* const* argv) {
+  ParseResult result;
+  CLI::App app{
+      "repro: the PyTorch Math SDPA path (bmm Q.K^T, mask, softmax, dropout, bmm V) rebuilt on cuBLAS and "
+      "unified memory, to reproduce the DGX Spark hang in isolation. Subcommands: repro report|sweep|bench|info "
+      "--help; repro --version.",
+      "repro"};
+  RunOptionParser parser(app);
+  if (!parse_app(app, argc, argv, "repro", result)) return result;
+  try {
+    result.options = parser.finish(argc, argv);
+  } catch (const InputError& e) {
+    result.exit_code = kExitUsage;
+    result.message = std::string("repro: error: ") + e.what();
+    return result;
+  }
+  result.run = true;
+  return result;
+}
+
+}  // namespace sdpa

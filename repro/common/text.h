@@ -1,0 +1,19 @@
+// text.h: the small text and file helpers every part of the CLI uses.
+#pragma once
+
+#include <optional>
+#include <string>
+
+namespace sdpa {
+
+// `s` on one line: newlines become spaces, trailing spaces go (CLI11's messages can span lines;
+// the harness promises one).
+std::string one_line(std::string s);
+
+// One number through a printf format, e.g. format_number("%.3f", x).
+std::string format_number(const char* printf_format, double x);
+
+// The whole file as bytes, or nothing when it cannot be opened.
+std::optional<std::string> read_file(const std::string& path);
+
+}  // namespace sdpa

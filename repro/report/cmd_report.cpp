@@ -1,0 +1,223 @@
+// cmd_report.cpp: `repro report --scenario N [run options] --out DIR [--repeat K] [--no-run]
+// [--force]`: the folder a user attaches to an NVIDIA bug.
+//
+// It runs the scenario with its own fix off and on, K times each, every run being this binary
+// run again as a child (`repro [options] --fix off|on --check --log stages --json FILE`), so each
+// is supervised by its own watchdog exactly as a plain run is, and the commands in the report
+// are the commands that ran. The environment block comes from `repro info --json`, also a child
+// (with a deadline), so this process never calls CUDA and a GPU wedged by a hung run cannot stop
+// the report. DIR then gets REPORT.md, result.json, stage.log and repro_scenarioN.cu, each
+// written atomically. --no-run writes all of it without running anything (no GPU needed).
+//
+// Exit codes: 0 the folder was written; 2 bad options, an existing DIR without --force, or a
+// configuration the reproducer cannot express (nothing run, nothing written); 7 the folder was
+// written but no run found a usable GPU.
+#include <CLI/CLI.hpp>
+#include "repro/common/text.h"
+#include <stdlib.h>
+
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <set>
+#include <sstream>
+
+#include "repro/supervise/child_process.h"
+#include "repro/commands.h"
+#include "math_sdpa/atomic_file.h"
+#include "math_sdpa/errors.h"
+#include "repro/cli/run_options.h"
+#include "repro/report/report_writer.h"
+#include "repro/report/reproducer/generator.h"
+#include "scenarios/scenario.h"
+
+namespace sdpa {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr double kInfoTimeoutS = 60;  // `repro info` only queries; longer means a stuck driver
+
+// The run options of the report's command line: without the report's own options, and
+// without --check and --log, which the report sets for every run.
+std::vector<std::string> run_args(int argc, char** argv) {
+  static const std::set<std::string> with_value = {"--out", "--repeat", "--log"};
+  static const std::set<std::string> flags = {"--no-run", "--force", "--check"};
+  std::vector<std::string> out;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i], name = arg.substr(0, arg.find('='));
+    if (flags.count(arg)) continue;
+    if (with_value.count(name)) {
+      if (name == arg) ++i;  // "--out DIR" rather than "--out=DIR"
+      continue;
+    }
+    out.push_back(arg);
+  }
+  return out;
+}
+
+std::string read_text(const fs::path& path) { return read_file(path.string()).value_or(""); }
+
+// A private scratch folder for the children's files, removed whatever happens.
+struct ScratchDir {
+  fs::path path;
+  ScratchDir() {
+    std::string pattern = (fs::temp_directory_path() / "repro-report-XXXXXX").string();
+    if (!mkdtemp(pattern.data())) throw InputError("cannot create a scratch folder in " + fs::temp_directory_path().string());
+    path = pattern;
+  }
+  ~ScratchDir() {
+    std::error_code ignored;
+    fs::remove_all(path, ignored);
+  }
+};
+
+void query_environment_in_child(const std::string& self, const ScratchDir& scratch, ReportInput& in) {
+  const fs::path out = scratch.path / "info.json", err = scratch.path / "info.err";
+  const ChildResult r = run_child(self, {"info", "--json"}, out.string(), err.string(), kInfoTimeoutS);
+  if (r.timed_out) {
+    in.environment_error = "`repro info` did not finish within 60 s (a stuck driver?)";
+    return;
+  }
+  try {
+    in.environment = environment_from_json(nlohmann::json::parse(read_text(out)));
+  } catch (const std::exception&) {
+    std::string first_line = read_text(err);
+    first_line = first_line.substr(0, first_line.find('\n'));
+    in.environment_error = "`repro info --json` gave no environment (exit " + std::to_string(r.exit_code) + ")" +
+                           (first_line.empty() ? "" : ": " + first_line);
+  }
+}
+
+ReportRun run_once(const std::string& self, const ScratchDir& scratch, const std::vector<std::string>& args, bool fix_on,
+                   int repeat, int index) {
+  ReportRun run;
+  run.fix_on = fix_on;
+  run.repeat = repeat;
+  run.args = args;
+  const fs::path json = scratch.path / ("run" + std::to_string(index) + ".json");
+  const fs::path output = scratch.path / ("run" + std::to_string(index) + ".log");
+  std::vector<std::string> with_json = args;
+  with_json.insert(with_json.end(), {"--json", json.string()});
+  const ChildResult r = run_child(self, with_json, output.string(), output.string());
+  run.exit_code = r.exit_code;
+  run.wall_s = r.wall_s;
+  run.output = read_text(output);
+  if (fs::exists(json)) {
+    nlohmann::json j = nlohmann::json::parse(read_text(json), nullptr, false);
+    if (!j.is_discarded()) run.result = std::move(j);
+  }
+  return run;
+}
+
+int write_report(CLI::App& app, const RunOptionParser& parser, int argc, char** argv, const std::string& out_dir,
+                 int repeat, bool no_run, bool force) {
+  for (const char* name : {"--fix", "--fixes", "--json", "--no-fork", "--inputs", "--save-output"}) {
+    if (app.count(name)) {
+      throw InputError(std::string(name) + ": not an option of repro report (it runs the scenario's own fix off and "
+                                           "on, writes DIR/result.json, supervises every run and regenerates the "
+                                           "inputs in the reproducer)");
+    }
+  }
+  ReportInput in;
+  in.report_argv.assign(argv, argv + argc);
+  in.report_argv[0] = "report";
+  in.repeat = repeat;
+  in.no_run = no_run;
+  in.created_utc = utc_now();
+  in.fix_off = parser.finish(argc, argv);
+  check_reproducible(in.fix_off);
+  // Every run logs its stages (at least), and every run is checked against the reference.
+  const LogLevel log = in.fix_off.log > LogLevel::stages ? in.fix_off.log : LogLevel::stages;
+  in.fix_off.log = log;
+  in.fix_off.check = true;
+  in.fix_on = in.fix_off;
+  FixSet with_own_fix = in.fix_on.fixes;
+  with_own_fix.add(scenario_info(in.fix_off.scenario).fix_number);
+  in.fix_on.own_fix = true;
+  in.fix_on.set_fixes(with_own_fix);
+  const std::vector<std::string> base = run_args(argc, argv);
+  for (bool fix_on : {false, true}) {
+    std::vector<std::string>& args = fix_on ? in.args_on : in.args_off;
+    args = base;
+    args.insert(args.end(), {"--check", "--log", log_level_name(log), "--fix", fix_on ? "on" : "off"});
+  }
+  const std::string reproducer =
+      generate_reproducer(in.fix_off, in.fix_on, display_command(in.args_off), display_command(in.args_on));
+
+  std::error_code ec;
+  const fs::file_status status = fs::status(out_dir, ec);
+  if (fs::exists(status)) {
+    if (!fs::is_directory(status)) throw InputError("--out: " + out_dir + " exists and is not a directory");
+    if (!force) throw InputError("--out: " + out_dir + " exists; use --force to replace the report in it");
+  }
+
+  const std::string self = self_executable();
+  ScratchDir scratch;
+  query_environment_in_child(self, scratch, in);
+  if (!no_run) {
+    // Fix on first: a hang with the fix off may leave the GPU unusable, and must not pass for
+    // the fix failing.
+    const int total = 2 * repeat;
+    for (bool fix_on : {true, false}) {
+      for (int k = 1; k <= repeat; ++k) {
+        const int index = static_cast<int>(in.runs.size()) + 1;
+        std::cout << "repro report: run " << index << " of " << total << ": fix " << (fix_on ? "on" : "off")
+                  << " (" << k << " of " << repeat << ") ... " << std::flush;
+        in.runs.push_back(run_once(self, scratch, fix_on ? in.args_on : in.args_off, fix_on, k, index));
+        const ReportRun& r = in.runs.back();
+        char wall[32];
+        std::snprintf(wall, sizeof wall, "%.2f s", r.wall_s);
+        std::cout << (r.result ? (*r.result).value("outcome", std::string("?")) : std::string("no result"))
+                  << " (exit " << r.exit_code << ", " << wall << ")\n";
+      }
+    }
+  }
+
+  fs::create_directories(out_dir, ec);
+  if (ec) throw InputError("--out: cannot create " + out_dir + ": " + ec.message());
+  const fs::path dir(out_dir);
+  const std::string cu = reproducer_file_name(in.fix_off.scenario);
+  write_file_atomic((dir / cu).string(), reproducer);
+  write_file_atomic((dir / "result.json").string(), report_json(in).dump(2) + "\n");
+  write_file_atomic((dir / "stage.log").string(), report_stage_log(in));
+  write_file_atomic((dir / "REPORT.md").string(), report_markdown(in));
+  std::cout << "repro report: wrote " << out_dir << "/{REPORT.md, result.json, stage.log, " << cu << "}\n"
+            << "# " << report_title(in) << "\n";
+  return report_finding(in) == "no_gpu" ? kExitNoGpu : kExitPass;
+}
+
+}  // namespace
+
+int report_main(int argc, char** argv) {
+  CLI::App app{"repro report: a bug-report folder for NVIDIA. Runs the scenario with its own fix off and on (--repeat "
+               "K times each, every run supervised as a plain run is) and writes DIR/REPORT.md (the finding, the "
+               "environment, the exact commands, expected and actual, how often, the hung stage, stage times, fix "
+               "off/on), DIR/result.json, DIR/stage.log and DIR/repro_scenarioN.cu, a single-file reproducer. "
+               "--no-run writes all of it without a GPU.",
+               "repro report"};
+  RunOptionParser parser(app);
+  std::string out_dir;
+  int repeat = 1;
+  bool no_run = false, force = false;
+  app.add_option("--out", out_dir, "the report folder (must not exist, unless --force)")->required();
+  app.add_option("--repeat", repeat, "runs of each setting, fix off and fix on")->check(CLI::Range(1, 1000));
+  app.add_flag("--no-run", no_run, "write what needs no GPU: the reproducer, the commands, the REPORT.md template");
+  app.add_flag("--force", force, "replace the report in an existing --out folder");
+  ParseResult parsed;
+  if (!parse_app(app, argc, argv, "repro report", parsed)) {
+    (parsed.exit_code == 0 ? std::cout : std::cerr) << parsed.message << "\n";
+    return parsed.exit_code;
+  }
+  try {
+    return write_report(app, parser, argc, argv, out_dir, repeat, no_run, force);
+  } catch (const std::exception& e) {  // InputError; a generator bug (std::logic_error) reads the same way
+    std::cerr << "repro report: error: " << one_line(e.what()) << "\n";
+    return kExitUsage;
+  }
+}
+
+}  // namespace sdpa

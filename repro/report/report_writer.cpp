@@ -1,0 +1,530 @@
+// report_writer.cpp: REPORT.md, result.json and stage.log from the report's runs.
+//
+// Every statement in the report is read from the runs' JSON results (result_json.cpp) or from
+// the scenario registry; nothing is measured or recomputed here.
+#include "repro/report/report_writer.h"
+#include "repro/common/text.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <sstream>
+
+#include "repro/supervise/child_process.h"
+#include "fixes/fix_list.h"
+#include "math_sdpa/reference.h"
+#include "repro/report/reproducer/generator.h"
+#include "repro/run/run_json.h"
+#include "scenarios/scenario.h"
+#include "version.h"
+
+namespace sdpa {
+
+namespace {
+
+using nlohmann::json;
+
+constexpr size_t kFlightRecorderRows = 16;  // of the 64 the watchdog keeps: the stages before the hang
+
+// What the report needs of one run, read from its JSON result.
+struct RunView {
+  const ReportRun* run = nullptr;
+  int index = 0;           // 1-based, in the order the runs ran
+  std::string outcome;     // result.json's outcome, or "no_result" when the child wrote none
+  std::string stage;       // the hung stage, or the stage of the error
+  std::string error;
+  std::string alloc;
+  std::optional<double> rel_error;
+  bool passed() const { return outcome == "pass"; }
+};
+
+std::string str(const json& j, const char* key) {
+  return j.contains(key) && j.at(key).is_string() ? j.at(key).get<std::string>() : std::string();
+}
+
+RunView view(const ReportRun& r, int index) {
+  RunView v;
+  v.run = &r;
+  v.index = index;
+  if (!r.result || !r.result->is_object()) {
+    v.outcome = "no_result";
+    v.error = "the run wrote no result (exit " + std::to_string(r.exit_code) + ")";
+    return v;
+  }
+  const json& j = *r.result;
+  v.outcome = str(j, "outcome");
+  v.error = str(j, "error");
+  v.stage = str(j, "error_stage");
+  if (j.contains("watchdog") && j["watchdog"].is_object()) v.stage = str(j["watchdog"], "stage");
+  if (j.contains("config")) v.alloc = str(j["config"], "alloc");
+  if (j.contains("check") && j["check"].is_object() && j["check"]["rel_error"].is_number()) {
+    v.rel_error = j["check"]["rel_error"].get<double>();
+  }
+  return v;
+}
+
+std::vector<RunView> views(const ReportInput& in, std::optional<bool> fix_on = std::nullopt) {
+  std::vector<RunView> out;
+  for (size_t i = 0; i < in.runs.size(); ++i) {
+    if (!fix_on || in.runs[i].fix_on == *fix_on) out.push_back(view(in.runs[i], static_cast<int>(i) + 1));
+  }
+  return out;
+}
+
+bool all_pass(const std::vector<RunView>& runs) {
+  return !runs.empty() && std::all_of(runs.begin(), runs.end(), [](const RunView& v) { return v.passed(); });
+}
+
+// "hangs in softmax", "fails with a CUDA error in qk_gemm", ...
+std::string verb(const RunView& v) {
+  const std::string in_stage = v.stage.empty() ? "" : " in " + v.stage;
+  if (v.outcome == "hang") return "hangs" + in_stage;
+  if (v.outcome == "crash") return "crashes" + in_stage;
+  if (v.outcome == "cuda_error") return "fails with a CUDA error" + in_stage;
+  if (v.outcome == "mismatch") return "gives a wrong result (" + v.error + ")";
+  if (v.outcome == "waived") return "is waived on this GPU (" + v.error + ")";
+  if (v.outcome == "refused") return "is refused by the memory guard";
+  if (v.outcome == "no_gpu") return "cannot run (no usable CUDA GPU)";
+  if (v.outcome == "no_result") return "ends without a result";
+  return "ends with outcome " + v.outcome;
+}
+
+// The fix-off run that best shows the finding: the first hang, else the first failure.
+const RunView* worst(const std::vector<RunView>& runs) {
+  for (const auto& v : runs) {
+    if (v.outcome == "hang") return &v;
+  }
+  for (const auto& v : runs) {
+    if (!v.passed()) return &v;
+  }
+  return nullptr;
+}
+
+// "hung 3 of 5, pass 2 of 5"
+std::string counts(const std::vector<RunView>& runs) {
+  std::map<std::string, int> n;
+  std::vector<std::string> order;
+  for (const auto& v : runs) {
+    if (n[v.outcome]++ == 0) order.push_back(v.outcome);
+  }
+  std::sort(order.begin(), order.end(), [](const std::string& a, const std::string& b) {
+    return (a == "pass") < (b == "pass");  // failures first
+  });
+  std::string s;
+  for (const auto& o : order) {
+    s += (s.empty() ? "" : ", ") + (o == "hang" ? std::string("hung") : o) + " " + std::to_string(n[o]) + " of " +
+         std::to_string(runs.size());
+  }
+  return s.empty() ? "no runs" : s;
+}
+
+int fix_number(const ReportInput& in) { return scenario_info(in.fix_off.scenario).fix_number; }
+
+std::string cell(const std::string& s) {  // a Markdown table cell
+  std::string out;
+  for (char c : s) out += c == '|' ? std::string("\\|") : c == '\n' ? std::string(" ") : std::string(1, c);
+  return out;
+}
+
+std::string code_block(const std::string& text) {
+  std::string s = "```\n" + text;
+  if (!s.empty() && s.back() != '\n') s += "\n";
+  return s + "```\n";
+}
+
+std::string environment_section(const ReportInput& in) {
+  std::ostringstream s;
+  s << "## Environment\n\n";
+  if (!in.environment) {
+    s << "Not available: " << in.environment_error << "\n\n";
+    return s.str();
+  }
+  s << "From `repro info` on the machine of the report.\n\n| | |\n|---|---|\n";
+  for (const auto& [label, value] : environment_lines(*in.environment)) s << "| " << label << " | " << cell(value) << " |\n";
+  s << "\n";
+  return s.str();
+}
+
+std::string commands_section(const ReportInput& in) {
+  const int n = in.fix_off.scenario;
+  std::ostringstream s;
+  s << "## Exact commands\n\n"
+    << "The harness (the attached `repro` binary; every run is a supervised child process whose watchdog names a "
+       "hung stage):\n\n"
+    << "    " << display_command(in.args_off) << "\n"
+    << "    " << display_command(in.args_on) << "\n\n";
+  if (in.no_run) {
+    std::vector<std::string> run_it;
+    for (const auto& a : in.report_argv) {
+      if (a != "--no-run") run_it.push_back(a);
+    }
+    s << "Not run yet (`--no-run`). On the affected machine, `" << display_command(run_it) << "` (with `--force` "
+      << "to replace this folder) runs them and fills in the results.\n\n";
+  } else {
+    s << "Each ran " << in.repeat << " time(s), fix on first and then fix off (so that a GPU left unusable by a "
+      << "hang cannot pass for a failing fix), each adding `--json FILE`; `result.json` holds every result and "
+      << "`stage.log` every run's output. This report: `" << display_command(in.report_argv) << "`.\n\n";
+  }
+  s << "The single-file reproducer `" << reproducer_file_name(n) << "` (CUDA runtime and cuBLAS only; its first "
+    << "comment says the same):\n\n"
+    << "    " << reproducer_nvcc_command(n) << "\n"
+    << "    " << reproducer_run_command(n, false) << "\n"
+    << "    " << reproducer_run_command(n, true) << "\n\n"
+    << "`-arch=native` builds for the GPU at hand; `-arch=sm_121` for DGX Spark (GB10), `-arch=sm_90` for H100. "
+    << "`--timeout S` bounds a hung step (default 60 s: it prints `TIMEOUT: hung in <step>` and exits 3). Its "
+    << "`result:` line has the l2, sum and elements of the result tensor, to compare with `result_stats` in "
+    << "`result.json`.\n\n";
+  return s.str();
+}
+
+std::string preconditions_section(const ReportInput& in) {
+  const ScenarioInfo& sc = scenario_info(in.fix_off.scenario);
+  const FixInfo& fix = fix_info(sc.fix_number);
+  const SdpaProblem& p = in.fix_off.problem;
+  const PathSettings off = in.fix_off.settings, on = in.fix_on.settings;
+  std::ostringstream s;
+  s << "## Preconditions\n\n"
+    << "- **Scenario " << sc.number << "**: " << sc.title << ".\n"
+    << "- **Hypothesis**: " << sc.hypothesis << ".\n"
+    << "- **Set up**: " << sc.setup << ".\n"
+    << "- **Runs**: " << sc.runs << ".\n"
+    << "- **Fix " << sc.fix_number << "** (`" << fix.name << "`, `--fix on`): " << fix.what << ".\n"
+    << "- **Problem**: " << p.shape_string() << ", dtype " << dtype_name(p.dtype) << ", precision "
+    << precision_name(p.precision) << ", mask " << mask_kind_name(p.mask) << ", dropout " << p.dropout_p
+    << ", scale " << format_number("%.6g", p.softmax_scale()) << ", seed " << p.seed << ", " << in.fix_off.iters
+    << " call(s) per run.\n"
+    << "- **A hang looks like**: " << sc.hang_signature << ".\n\n";
+  std::string pre;
+  for (const auto& [name, value] : sc.preconditions) pre += (pre.empty() ? "" : ", ") + ("`" + name + "=" + value + "`");
+  s << "The scenario's preconditions (its registry entry): " << (pre.empty() ? "none" : pre) << ". The settings the "
+    << "runs used, where they differ from a plain run (`settings` in `result.json`):\n\n"
+    << "| setting | fix off | fix on |\n|---|---|---|\n";
+  const auto plain = settings_fields(PathSettings{}), a = settings_fields(off), b = settings_fields(on);
+  for (const auto& [name, value] : a) {
+    if (value != plain.at(name) || b.at(name) != plain.at(name)) {
+      s << "| " << name << " | " << value << " | " << b.at(name) << " |\n";
+    }
+  }
+  s << "\n";
+  return s.str();
+}
+
+std::string expected_section(const ReportInput& in, const std::vector<RunView>& off, const std::vector<RunView>& on) {
+  const SdpaProblem& p = in.fix_off.problem;
+  const std::string tensor = result_tensor_name(in.fix_off.settings);
+  std::ostringstream s;
+  s << "## Expected and actual\n\n"
+    << "- **Expected**: every run completes (exit 0) and its " << tensor << " tensor matches the float64 CPU "
+    << "reference within " << format_number("%g", tolerance_for(p.dtype, p.precision)) << " (‖out − ref‖ / ‖ref‖), with fix "
+    << fix_number(in) << " off and on.\n";
+  if (in.no_run) {
+    s << "- **Actual**: not run (`--no-run`).\n\n";
+    return s.str();
+  }
+  auto actual = [&](const std::vector<RunView>& runs) {
+    std::string t = counts(runs);
+    std::vector<double> errors;
+    for (const auto& v : runs) {
+      if (v.rel_error) errors.push_back(*v.rel_error);
+    }
+    if (!errors.empty()) {
+      t += "; rel_error " + format_number("%.3e", *std::min_element(errors.begin(), errors.end())) + " to " +
+           format_number("%.3e", *std::max_element(errors.begin(), errors.end()));
+    }
+    return t;
+  };
+  s << "- **Actual, fix off**: " << actual(off) << ".\n"
+    << "- **Actual, fix on**: " << actual(on) << ".\n";
+  for (const auto& v : views(in)) {
+    if (!v.passed()) {
+      s << "- **First error**: run " << v.index << " (fix " << (v.run->fix_on ? "on" : "off") << "): `"
+        << v.outcome << "`" << (v.stage.empty() ? "" : " in stage `" + v.stage + "`") << ": " << v.error << ".\n";
+      break;
+    }
+  }
+  s << "\n";
+  return s.str();
+}
+
+std::string how_often_section(const ReportInput& in, const std::vector<RunView>& off, const std::vector<RunView>& on) {
+  std::ostringstream s;
+  s << "## How often\n\n";
+  if (in.no_run) {
+    s << "Not run (`--no-run`). `--repeat K` runs each setting K times.\n\n";
+    return s.str();
+  }
+  auto hung = [](const std::vector<RunView>& runs) {
+    const auto n = std::count_if(runs.begin(), runs.end(), [](const RunView& v) { return v.outcome == "hang"; });
+    return "hung " + std::to_string(n) + " of " + std::to_string(runs.size()) + " runs";
+  };
+  s << "Fix off: " << hung(off) << " (" << counts(off) << "). Fix on: " << hung(on) << " (" << counts(on) << ").\n\n";
+  return s.str();
+}
+
+std::string hang_section(const ReportInput& in) {
+  std::ostringstream s;
+  s << "## Hang\n\n";
+  if (in.no_run) {
+    s << "Not run (`--no-run`). A hang is reported with its stage, how long it ran, the flight recorder (the last "
+         "stage records) and its classification by the design document's signatures.\n\n";
+    return s.str();
+  }
+  const std::vector<RunView> all = views(in);
+  const RunView* shown = nullptr;  // the first hang, else the first crash: both carry the watchdog's findings
+  for (const auto& v : all) {
+    if (v.outcome == "hang") {
+      shown = &v;
+      break;
+    }
+    if (!shown && v.outcome == "crash") shown = &v;
+  }
+  if (!shown) {
+    s << "No run hung or crashed.";
+    for (const auto& v : all) {
+      if (!v.passed()) {
+        s << " The first failure: run " << v.index << ", `" << v.outcome << "`"
+          << (v.stage.empty() ? "" : " in stage `" + v.stage + "`") << ": " << v.error << ".";
+        break;
+      }
+    }
+    s << "\n\n";
+    return s.str();
+  }
+  const RunView& v = *shown;
+  static const json none;
+  const json& w = v.run->result->contains("watchdog") ? v.run->result->at("watchdog") : none;
+  if (!w.is_object()) {
+    s << "Run " << v.index << ": " << v.error << " (the run recorded no watchdog findings).\n\n";
+    return s.str();
+  }
+  s << "Run " << v.index << " (fix " << (v.run->fix_on ? "on" : "off") << "): " << v.error << " (" << str(w, "kind")
+    << " after " << format_number("%.2f", w.value("running_seconds", 0.0)) << " s in the stage).\n\n"
+    << "- **Classification**: " << str(w, "classification") << ".\n"
+    << "- **Stage**: `" << (v.stage.empty() ? "(none)" : v.stage) << "`.\n\n";
+  const json& records = w["flight_recorder"];
+  const size_t first = records.size() > kFlightRecorderRows ? records.size() - kFlightRecorderRows : 0;
+  s << "Flight recorder (the last " << records.size() - first << " stage records, oldest first):\n\n"
+    << "| stage | start_s | duration_ms | detail |\n|---|---|---|---|\n";
+  for (size_t i = first; i < records.size(); ++i) {
+    const json& r = records[i];
+    s << "| " << str(r, "stage") << " | " << format_number("%.4f", r.value("start_s", 0.0)) << " | "
+      << (r["duration_ms"].is_number() ? format_number("%.3f", r["duration_ms"].get<double>()) : std::string("RUNNING")) << " | "
+      << cell(str(r, "detail").substr(0, 160)) << " |\n";
+  }
+  s << "\nStage log tail:\n\n";
+  std::string tail;
+  if (w.contains("stage_log_tail")) {
+    for (const auto& line : w["stage_log_tail"]) tail += line.get<std::string>() + "\n";
+  }
+  s << code_block(tail.empty() ? "(empty)" : tail) << "\n";
+  return s.str();
+}
+
+std::string stage_times_section(const ReportInput& in, const std::vector<RunView>& off, const std::vector<RunView>& on) {
+  std::ostringstream s;
+  s << "## Stage times\n\n";
+  if (in.no_run) {
+    s << "Not run (`--no-run`).\n\n";
+    return s.str();
+  }
+  // Per stage, the median over runs of each run's median (ms); only runs that completed.
+  auto medians = [](const std::vector<RunView>& runs) {
+    std::map<std::string, std::vector<double>> per_stage;
+    for (const auto& v : runs) {
+      if (!v.passed()) continue;
+      for (const auto& st : (*v.run->result)["stages"]) {
+        per_stage[str(st, "stage")].push_back(st.value("median_ms", 0.0));
+      }
+      per_stage["call (GPU stages)"].push_back((*v.run->result)["timing"].value("call_median_ms", 0.0));
+    }
+    std::map<std::string, double> out;
+    for (auto& [stage, xs] : per_stage) {
+      std::sort(xs.begin(), xs.end());
+      const size_t n = xs.size();
+      out[stage] = n % 2 ? xs[n / 2] : (xs[n / 2 - 1] + xs[n / 2]) / 2;
+    }
+    return out;
+  };
+  const auto a = medians(off), b = medians(on);
+  if (a.empty() && b.empty()) {
+    s << "No run completed, so there are no stage times.\n\n";
+    return s.str();
+  }
+  s << "Median over the runs that completed of each run's median, ms (CUDA events; entry_sync and stream_sync on "
+       "the host clock):\n\n| stage | fix off | fix on |\n|---|---|---|\n";
+  std::vector<std::string> order;
+  for (int i = 0; i < kStageCount; ++i) order.push_back(stage_name(static_cast<Stage>(i)));
+  order.push_back("call (GPU stages)");
+  for (const auto& stage : order) {
+    if (!a.count(stage) && !b.count(stage)) continue;
+    auto value = [&](const std::map<std::string, double>& m) {
+      return m.count(stage) ? format_number("%.4f", m.at(stage)) : std::string("—");
+    };
+    s << "| " << stage << " | " << value(a) << " | " << value(b) << " |\n";
+  }
+  s << "\n";
+  return s.str();
+}
+
+std::string runs_section(const ReportInput& in) {
+  std::ostringstream s;
+  s << "## Fix off / fix on\n\n";
+  if (in.no_run) {
+    s << "| run | fix | outcome | exit | stage | rel_error | wall_s |\n|---|---|---|---|---|---|---|\n"
+      << "| — | off | not run | — | — | — | — |\n| — | on | not run | — | — | — | — |\n\n";
+    return s.str();
+  }
+  s << "Every run in the order it ran:\n\n| run | fix | outcome | exit | stage | rel_error | wall_s |\n"
+    << "|---|---|---|---|---|---|---|\n";
+  for (const auto& v : views(in)) {
+    s << "| " << v.index << " | " << (v.run->fix_on ? "on" : "off") << " | " << v.outcome << " | "
+      << v.run->exit_code << " | " << (v.stage.empty() ? "—" : v.stage) << " | "
+      << (v.rel_error ? format_number("%.3e", *v.rel_error) : std::string("—")) << " | " << format_number("%.2f", v.run->wall_s) << " |\n";
+  }
+  s << "\n";
+  return s.str();
+}
+
+std::string bug_report_section(const ReportInput& in) {
+  const int n = in.fix_off.scenario;
+  std::ostringstream s;
+  s << "## nvidia-bug-report.sh\n\n"
+    << "NVIDIA asks for the driver's log with every bug. Collect it as root on the affected machine, best while a "
+    << "hang is in progress: start the reproducer with a long timeout (`./repro_scenario" << n
+    << " --timeout 900`, or the harness with `--stage-timeout 900`) and, once it is stuck, run from a second "
+    << "terminal:\n\n"
+    << "    sudo nvidia-bug-report.sh\n\n"
+    << "It writes `nvidia-bug-report.log.gz` in the current directory. If it hangs itself (a wedged driver), run "
+    << "`sudo nvidia-bug-report.sh --safe-mode`; add `--extra-system-data` when NVIDIA asks for more. Attach the "
+    << "`.log.gz` with this folder.\n\n";
+  return s.str();
+}
+
+}  // namespace
+
+std::string display_command(const std::vector<std::string>& args) {
+  std::vector<std::string> all{"./repro"};
+  all.insert(all.end(), args.begin(), args.end());
+  return shell_command(all);
+}
+
+std::string report_finding(const ReportInput& in) {
+  if (in.no_run) return "not_run";
+  const auto off = views(in, false), on = views(in, true);
+  const auto all = views(in);
+  for (const char* everywhere : {"no_gpu", "waived"}) {  // the machine, not the scenario, decided
+    if (!all.empty() &&
+        std::all_of(all.begin(), all.end(), [&](const RunView& v) { return v.outcome == everywhere; })) {
+      return everywhere;
+    }
+  }
+  if (all_pass(off)) return all_pass(on) ? "not_reproduced" : "fix_fails";
+  const RunView* w = worst(off);
+  return w && w->outcome == "hang" ? "hang" : "failure";
+}
+
+std::string report_title(const ReportInput& in) {
+  const int n = in.fix_off.scenario, fix = fix_number(in);
+  const std::string scenario = "Scenario " + std::to_string(n);
+  const auto off = views(in, false), on = views(in, true);
+  const std::string finding = report_finding(in);
+  if (finding == "not_run") return scenario + " (" + scenario_info(n).title + "): not run (report prepared with --no-run)";
+  if (finding == "no_gpu") return scenario + ": not run on this machine (no usable CUDA GPU)";
+  if (finding == "waived") return scenario + ": waived on this machine (" + off.front().error + ")";
+  if (finding == "not_reproduced") {
+    return scenario + ": not reproduced on this machine (fix off: " + counts(off) + "; fix on: " + counts(on) + ")";
+  }
+  if (finding == "fix_fails") {
+    return scenario + ": not reproduced with fix " + std::to_string(fix) + " off (" + counts(off) + "); with it on it " +
+           verb(*worst(on)) + " (" + counts(on) + ")";
+  }
+  const RunView& w = *worst(off);
+  std::string title = scenario + " " + verb(w);
+  if (!w.alloc.empty() && (w.outcome == "hang" || w.outcome == "crash" || w.outcome == "cuda_error" ||
+                           w.outcome == "mismatch")) {
+    title += " on " + w.alloc + " memory";
+  }
+  if (all_pass(on)) return title + "; fix " + std::to_string(fix) + " clears it";
+  return title + "; fix " + std::to_string(fix) + " does not clear it (fix on: " + counts(on) + ")";
+}
+
+std::string report_markdown(const ReportInput& in) {
+  const ScenarioInfo& sc = scenario_info(in.fix_off.scenario);
+  const auto off = views(in, false), on = views(in, true);
+  std::ostringstream s;
+  s << "# " << report_title(in) << "\n\n"
+    << "Scenario " << sc.number << " of sdpa-repro (" << sc.title << "), with fix " << sc.fix_number << " off and "
+    << "on; " << (in.no_run ? std::string("not run yet") : std::to_string(in.repeat) + " run(s) each") << ". Written by "
+    << "`repro report` (sdpa-repro " << kHarnessVersion << ", commit " << kGitCommit << ") on " << in.created_utc
+    << ".\n\n";
+  s << environment_section(in) << commands_section(in) << preconditions_section(in) << expected_section(in, off, on)
+    << how_often_section(in, off, on) << hang_section(in) << stage_times_section(in, off, on) << runs_section(in)
+    << bug_report_section(in);
+  s << "## Files\n\n"
+    << "- `REPORT.md`: this report.\n"
+    << "- `result.json`: the environment, the commands and every run's full JSON result (configuration, device, "
+       "outcome, per-stage times, GEMM calls, allocations, the watchdog's findings).\n"
+    << "- `stage.log`: every run's output: the stage log (`--log " << log_level_name(in.fix_off.log)
+    << "`), the result table and any hang report.\n"
+    << "- `" << reproducer_file_name(in.fix_off.scenario) << "`: the single-file reproducer.\n";
+  return s.str();
+}
+
+json report_json(const ReportInput& in) {
+  const int n = in.fix_off.scenario;
+  json runs = json::array();
+  for (const auto& v : views(in)) {
+    runs.push_back({{"index", v.index},
+                    {"fix", v.run->fix_on ? "on" : "off"},
+                    {"repeat", v.run->repeat},
+                    {"command", display_command(v.run->args)},
+                    {"exit_code", v.run->exit_code},
+                    {"outcome", v.outcome},
+                    {"wall_seconds", v.run->wall_s},
+                    {"result", v.run->result ? *v.run->result : json(nullptr)}});
+  }
+  json j;
+  j["meta"] = {{"format_version", kResultFormatVersion},
+               {"kind", "report"},
+               {"harness", "sdpa-repro"},
+               {"harness_version", kHarnessVersion},
+               {"git_commit", kGitCommit},
+               {"command_line", in.report_argv}};
+  j["report"] = {{"scenario", n},
+                 {"fix", fix_number(in)},
+                 {"title", report_title(in)},
+                 {"finding", report_finding(in)},
+                 {"repeat", in.repeat},
+                 {"no_run", in.no_run},
+                 {"created_utc", in.created_utc}};
+  j["scenario"] = scenario_to_json(n);
+  j["environment"] = in.environment ? environment_to_json(*in.environment) : json(nullptr);
+  j["environment_error"] = in.environment ? json(nullptr) : json(in.environment_error);
+  j["commands"] = {{"fix_off", display_command(in.args_off)},
+                   {"fix_on", display_command(in.args_on)},
+                   {"reproducer_build", reproducer_nvcc_command(n)},
+                   {"reproducer_fix_off", reproducer_run_command(n, false)},
+                   {"reproducer_fix_on", reproducer_run_command(n, true)}};
+  j["runs"] = runs;
+  return j;
+}
+
+std::string report_stage_log(const ReportInput& in) {
+  std::ostringstream s;
+  s << "# stage.log: the output of every run of `" << display_command(in.report_argv)
+    << "` (stdout and stderr: the stage log, the result table, any hang report), in the order they ran.\n";
+  if (in.no_run) {
+    s << "# Not run (--no-run).\n";
+    return s.str();
+  }
+  for (const auto& v : views(in)) {
+    s << "\n=== run " << v.index << " of " << in.runs.size() << ": fix " << (v.run->fix_on ? "on" : "off")
+      << ", repeat " << v.run->repeat << " of " << in.repeat << ": " << display_command(v.run->args) << " (exit "
+      << v.run->exit_code << ", " << format_number("%.2f", v.run->wall_s) << " s) ===\n"
+      << v.run->output;
+    if (!v.run->output.empty() && v.run->output.back() != '\n') s << "\n";
+  }
+  return s.str();
+}
+
+}  // namespace sdpa

@@ -1,0 +1,62 @@
+// report_writer.h: the contents of the bug-report folder `repro report` writes: REPORT.md,
+// result.json and stage.log, from the runs it made (or none, with --no-run).
+//
+// Host-only and free of side effects: cmd_report.cpp runs the children and writes the files;
+// everything here turns values into text, so the CPU tests check the title, every section and
+// the JSON against made-up runs (a hang, a pass, no GPU) without a GPU.
+//
+// REPORT.md follows NVIDIA's bug template: a one-line finding, the environment, the exact
+// commands (harness and the single-file reproducer), the preconditions, expected and actual,
+// how often, the hung stage with the flight recorder and its classification, per-stage times,
+// the fix off / fix on table, and how to collect nvidia-bug-report.sh's log.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "repro/info/environment.h"
+#include "repro/cli/run_options.h"
+
+namespace sdpa {
+
+// One harness run of the report, as its child process ended.
+struct ReportRun {
+  bool fix_on = false;
+  int repeat = 1;                         // 1..K within its fix setting
+  std::vector<std::string> args;          // `repro` followed by these is the command it ran
+  int exit_code = -1;                     // -1: it never ran
+  double wall_s = 0;
+  std::optional<nlohmann::json> result;  // its --json result (result_json.h), when it wrote one
+  std::string output;                     // its stdout and stderr: table, stage log, hang report
+};
+
+struct ReportInput {
+  RunOptions fix_off, fix_on;                 // the two configurations (as the children parse them)
+  std::vector<std::string> args_off, args_on; // their command lines, without the binary
+  std::vector<std::string> report_argv;       // `repro report ...` as given
+  int repeat = 1;
+  bool no_run = false;
+  std::string created_utc;                     // "2025-11-02 14:03:07 UTC"
+  std::optional<Environment> environment;      // from `repro info --json`
+  std::string environment_error;               // why there is none
+  std::vector<ReportRun> runs;                 // in the order they ran
+};
+
+// "hang", "not_reproduced", "failure" (a crash, CUDA error, mismatch... with the fix off),
+// "fix_fails" (pass with the fix off, failures with it on), "no_gpu" or "waived" (every run),
+// "not_run".
+std::string report_finding(const ReportInput& in);
+// One line: "Scenario 2 hangs in softmax on managed memory; fix 2 clears it".
+std::string report_title(const ReportInput& in);
+
+std::string report_markdown(const ReportInput& in);
+nlohmann::json report_json(const ReportInput& in);
+std::string report_stage_log(const ReportInput& in);
+
+// "./repro --scenario 2 ... --fix off" for REPORT.md and the reproducer's comment.
+std::string display_command(const std::vector<std::string>& args);
+
+}  // namespace sdpa

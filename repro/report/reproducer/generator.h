@@ -1,0 +1,44 @@
+// reproducer_cu.h: the single-file reproducer `repro_scenarioN.cu` that `repro report` writes.
+//
+// One CUDA program for exactly one scenario and one set of parameters, depending only on the
+// CUDA runtime and cuBLAS: the path's stages, the scenario's conditions, its fix switchable by
+// `#define FIX 0|1` or `--fix on|off`, its own error checks naming file and line, its own
+// timeout ("TIMEOUT: hung in <step>", exit 3, instead of hanging forever), the harness's input
+// generator and a float64 reference, and a result line (rel_error, l2, sum, elements) to set
+// against the harness run it came from. It is cut from one template (reproducer_template.cpp)
+// with only the sections the configuration needs, so an NVIDIA engineer reads no dead code.
+//
+// Host-only: generating it needs no GPU (`repro report --no-run`).
+#pragma once
+
+#include <map>
+#include <string>
+
+#include "repro/cli/run_options.h"
+
+namespace sdpa {
+
+// Throws InputError (one line) for what the reproducer cannot express: dropout that runs (the
+// reproducer has no Philox stream), captured inputs (--inputs), scenario 0 (no fix to switch).
+void check_reproducible(const RunOptions& options);
+
+// `repro_scenario2.cu`; `nvcc -O2 -std=c++17 -arch=native repro_scenario2.cu -lcublas -o
+// repro_scenario2`; `./repro_scenario2 --fix on`.
+std::string reproducer_file_name(int scenario);
+std::string reproducer_nvcc_command(int scenario, const std::string& arch = "native");
+std::string reproducer_run_command(int scenario, bool fix_on);
+
+// The program for the harness runs `fix_off` and `fix_on` (the same options but for the
+// scenario's own fix), whose command lines go into its first comment. Throws InputError as
+// check_reproducible does, and std::logic_error if the two differ in more than that fix.
+std::string generate_reproducer(const RunOptions& fix_off, const RunOptions& fix_on, const std::string& command_off,
+                                const std::string& command_on);
+
+// The template and its expansion (see reproducer_template.cpp for the language). Every flag a
+// `//@if` names and every `@NAME@` must be given: a missing one is a bug in the generator and
+// throws std::logic_error, so that no half-expanded program is ever written.
+const char* reproducer_template();
+std::string expand_template(const std::string& text, const std::map<std::string, bool>& flags,
+                            const std::map<std::string, std::string>& values);
+
+}  // namespace sdpa

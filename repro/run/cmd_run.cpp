@@ -1,0 +1,38 @@
+// cmd_run.cpp: `repro [options]`, one configuration.
+//
+// Parses the command line and runs the path in a supervised child process (supervisor.h): the
+// parent never calls CUDA and reports a hang (exit 3) or a crash (exit 5) with the hung stage,
+// the flight recorder and the tail of the stage log. With --no-fork the path runs in this
+// process under a watchdog thread. The summary table goes to stdout, errors as one line to
+// stderr, --json is written atomically, and the exit code is the documented one
+// (math_sdpa/errors.h, README "Exit codes").
+#include <iostream>
+
+#include "repro/commands.h"
+#include "repro/cli/run_options.h"
+#include "repro/run/run_text.h"
+#include "repro/run/run_json.h"
+#include "repro/run/run_result.h"
+#include "repro/supervise/supervised_command.h"
+
+namespace sdpa {
+
+int run_main(int argc, char** argv) {
+  const ParseResult parsed = parse_command_line(argc, argv);
+  if (!parsed.run) {
+    (parsed.exit_code == 0 ? std::cout : std::cerr) << parsed.message << "\n";
+    return parsed.exit_code;
+  }
+  const RunOptions& options = parsed.options;
+  SupervisedCommand<RunResult> command;
+  command.name = "repro";
+  command.run = &options;
+  command.configuration = configuration_line(options);
+  command.work = [&](int fd) { return run_repro(options, fd); };
+  command.hang_result = [&](const SupervisedOutcome& o) { return watchdog_result(options, o); };
+  command.to_text = result_to_text;
+  command.to_json = result_to_json;
+  return run_supervised_command(command);
+}
+
+}  // namespace sdpa

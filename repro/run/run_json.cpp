@@ -1,0 +1,204 @@
+// result_json.cpp
+#include "repro/run/run_json.h"
+
+#include <cmath>
+
+#include "fixes/fix_list.h"
+#include "scenarios/scenario.h"
+#include "version.h"
+
+namespace sdpa {
+
+namespace {
+// JSON has no NaN or inf; a non-finite error is written as null.
+nlohmann::json finite_or_null(double x) { return std::isfinite(x) ? nlohmann::json(x) : nlohmann::json(nullptr); }
+}  // namespace
+
+nlohmann::json problem_to_json(const SdpaProblem& p) {
+  return {{"batch", p.batch},
+          {"q_heads", p.q_heads},
+          {"kv_heads", p.kv_heads},
+          {"q_len", p.q_len},
+          {"kv_len", p.kv_len},
+          {"head_dim", p.head_dim},
+          {"dtype", dtype_name(p.dtype)},
+          {"precision", precision_name(p.precision)},
+          {"mask", mask_kind_name(p.mask)},
+          {"mask_dims", std::string(p.mask_per_batch ? "B" : "1") + "x" + (p.mask_per_head ? "H" : "1")},
+          {"dropout", p.dropout_p},
+          {"scale", p.softmax_scale()},
+          {"seed", p.seed},
+          {"gqa", p.gqa()}};
+}
+
+nlohmann::json device_to_json(const DeviceInfo& d) {
+  return {{"index", d.index},
+          {"name", d.name},
+          {"compute_capability", std::to_string(d.cc_major) + "." + std::to_string(d.cc_minor)},
+          {"sm_count", d.sm_count},
+          {"total_memory_bytes", d.total_memory},
+          {"driver_version", d.driver_version},
+          {"runtime_version", d.runtime_version},
+          {"cublas_version", d.cublas_version},
+          {"integrated", d.integrated},
+          {"concurrent_managed_access", d.concurrent_managed_access},
+          {"pageable_memory_access", d.pageable_memory_access},
+          {"pageable_memory_access_uses_host_page_tables", d.pageable_memory_access_uses_host_page_tables},
+          {"direct_managed_mem_access_from_host", d.direct_managed_mem_access_from_host},
+          {"host_native_atomic_supported", d.host_native_atomic_supported}};
+}
+
+DeviceInfo device_from_json(const nlohmann::json& j) {
+  DeviceInfo d;
+  d.index = j.at("index").get<int>();
+  d.name = j.at("name").get<std::string>();
+  const std::string cc = j.at("compute_capability").get<std::string>();
+  d.cc_major = std::stoi(cc.substr(0, cc.find('.')));
+  d.cc_minor = std::stoi(cc.substr(cc.find('.') + 1));
+  d.sm_count = j.at("sm_count").get<int>();
+  d.total_memory = j.at("total_memory_bytes").get<uint64_t>();
+  d.driver_version = j.at("driver_version").get<int>();
+  d.runtime_version = j.at("runtime_version").get<int>();
+  d.cublas_version = j.at("cublas_version").get<int>();
+  d.integrated = j.at("integrated").get<bool>();
+  d.concurrent_managed_access = j.at("concurrent_managed_access").get<bool>();
+  d.pageable_memory_access = j.at("pageable_memory_access").get<bool>();
+  // Absent from results written before these attributes were recorded.
+  d.pageable_memory_access_uses_host_page_tables = j.value("pageable_memory_access_uses_host_page_tables", false);
+  d.direct_managed_mem_access_from_host = j.value("direct_managed_mem_access_from_host", false);
+  d.host_native_atomic_supported = j.value("host_native_atomic_supported", false);
+  return d;
+}
+
+nlohmann::json settings_to_json(const PathSettings& s) {
+  nlohmann::json j = nlohmann::json::object();
+  for (const auto& [name, value] : settings_fields(s)) j[name] = value;
+  return j;
+}
+
+nlohmann::json scenario_to_json(int number) {
+  const ScenarioInfo& s = scenario_info(number);
+  nlohmann::json pre = nlohmann::json::object();
+  for (const auto& [name, value] : s.preconditions) pre[name] = value;
+  return {{"number", s.number},
+          {"title", s.title},
+          {"hypothesis", s.hypothesis},
+          {"setup", s.setup},
+          {"runs", s.runs},
+          {"fix", s.fix_number},
+          {"hang_signature", s.hang_signature},
+          {"preconditions", pre}};
+}
+
+nlohmann::json result_to_json(const RunResult& r) {
+  using nlohmann::json;
+  const RunOptions& o = r.options;
+  json j;
+  j["meta"] = {{"format_version", kResultFormatVersion},
+               {"harness", "sdpa-repro"},
+               {"harness_version", kHarnessVersion},
+               {"git_commit", kGitCommit},
+               {"command_line", o.argv}};
+  j["device"] = r.device ? device_to_json(*r.device) : nlohmann::json(nullptr);
+  nlohmann::json fixes = nlohmann::json::array();
+  for (int n : o.fixes.numbers()) fixes.push_back({{"number", n}, {"name", fix_info(n).name}, {"what", fix_info(n).what}});
+  j["scenario"] = scenario_to_json(o.scenario);
+  j["config"] = {{"scenario", o.scenario},
+                 {"problem", problem_to_json(o.problem)},
+                 {"fix", o.own_fix ? "on" : "off"},
+                 {"fixes", fixes},
+                 {"fix_list", o.fixes.str()},
+                 {"conditions", settings_to_json(o.conditions)},
+                 {"settings", settings_to_json(r.settings)},
+                 {"alloc", alloc_kind_name(r.settings.alloc)},
+                 {"allow_oversubscription", o.allow_oversubscription},
+                 {"iters", o.iters},
+                 {"check", o.check},
+                 {"log", log_level_name(o.log)},
+                 {"stage_timeout_s", o.stage_timeout_s},
+                 {"run_timeout_s", o.run_timeout_s},
+                 {"no_fork", o.no_fork},
+                 {"inject", fault_spec_string(o.inject)},
+                 {"inputs", o.inputs_dir.empty() ? json(nullptr) : json(o.inputs_dir)}};
+  j["outcome"] = r.outcome;
+  j["exit_code"] = r.exit_code;
+  j["error"] = r.error.empty() ? json(nullptr) : json(r.error);
+  j["error_stage"] = r.error_stage.empty() ? json(nullptr) : json(r.error_stage);
+  j["check"] = r.checked ? json{{"rel_error", finite_or_null(r.comparison.rel_error)},
+                                {"max_abs_error", finite_or_null(r.comparison.max_abs_error)},
+                                {"tolerance", r.tolerance},
+                                {"passed", r.comparison.passed(r.tolerance)}}
+                         : json(nullptr);
+  j["result_tensor"] = r.result_tensor;
+  j["result_stats"] = {{"elements", r.result_elements}, {"l2", r.result_l2}, {"sum", r.result_sum}};
+  j["nonfinite_outputs"] = r.nonfinite_outputs;
+  j["iterations_done"] = r.iterations_done;
+  j["timing"] = {{"call_median_ms", r.call_median_ms}, {"call_p10_ms", r.call_p10_ms}, {"call_p90_ms", r.call_p90_ms}};
+  json stages = json::array();
+  for (const auto& s : r.stages) {
+    stages.push_back({{"stage", s.stage},
+                      {"calls", s.calls},
+                      {"median_ms", s.median_ms},
+                      {"p10_ms", s.p10_ms},
+                      {"p90_ms", s.p90_ms},
+                      {"clock", s.host_clock ? "host" : "cuda_event"}});
+  }
+  j["stages"] = stages;
+  json gemms = json::array();
+  for (const auto& g : r.gemms) {
+    gemms.push_back({{"name", g.name},     {"function", g.function}, {"transa", std::string(1, g.transa)},
+                     {"transb", std::string(1, g.transb)}, {"m", g.m}, {"n", g.n}, {"k", g.k},
+                     {"lda", g.lda},       {"ldb", g.ldb},           {"ldc", g.ldc},
+                     {"stride_a", g.stride_a}, {"stride_b", g.stride_b}, {"stride_c", g.stride_c},
+                     {"batch", g.batch},   {"type", dtype_name(g.ab_type)}, {"compute", "fp32"}});
+  }
+  j["gemms"] = gemms;
+  json allocs = json::array();
+  for (const auto& a : r.allocations) {
+    allocs.push_back({{"tensor", a.what}, {"bytes", a.bytes}, {"kind", alloc_kind_name(a.kind)}});
+  }
+  j["allocations"] = allocs;
+  json memory = json::array();
+  for (const auto& m : r.memory) {
+    memory.push_back({{"calls", m.calls},
+                      {"gpu_free_mib", m.gpu_free_mib},
+                      {"rss_mib", m.rss_mib},
+                      {"live_allocations", m.live_allocations},
+                      {"live_mib", m.live_mib}});
+  }
+  j["memory"] = {{"samples", memory},
+                 {"flat", r.soak.flat},
+                 {"gpu_free_drift_mib", r.soak.gpu_free_drift_mib},
+                 {"rss_drift_mib", r.soak.rss_drift_mib},
+                 {"allocation_drift", r.soak.allocation_drift},
+                 {"summary", r.soak.summary}};
+  j["wall_seconds"] = r.wall_seconds;
+  j["watchdog"] = nullptr;
+  if (r.watchdog) {
+    const SupervisedOutcome& w = *r.watchdog;
+    Stage stage;
+    const bool known = parse_stage(w.stage, stage);
+    json records = json::array();
+    for (const auto& f : w.records) {
+      records.push_back({{"stage", f.stage},
+                         {"start_s", (f.start_us - w.start_us) / 1e6},
+                         {"duration_ms", f.end_us < 0 ? json(nullptr) : json((f.end_us - f.start_us) / 1e3)},
+                         {"running", f.end_us < 0},
+                         {"detail", f.detail},
+                         {"summary", f.summary}});
+    }
+    j["watchdog"] = {{"kind", w.kind == SupervisedOutcome::hang ? "hang" : w.kind == SupervisedOutcome::crashed ? "crash" : "bad_output"},
+                     {"stage", w.stage.empty() ? json(nullptr) : json(w.stage)},
+                     {"classification", known ? json(classify_hang(stage)) : json("unclassified")},
+                     {"scenario", known ? scenario_for_hung_stage(stage) : 0},
+                     {"whole_run_timeout", w.expiry.whole_run},
+                     {"running_seconds", w.expiry.running_s},
+                     {"signal", w.signal},
+                     {"message", w.message},
+                     {"flight_recorder", records},
+                     {"stage_log_tail", w.log_tail}};
+  }
+  return j;
+}
+
+}  // namespace sdpa

@@ -1,0 +1,168 @@
+// runner.cpp: one run of the harness on the GPU: set up, call the path --iters times, check.
+#include <chrono>
+#include <memory>
+#include <cmath>
+#include <cstring>
+
+#include "fixes/fix.h"
+#include "repro/cli/inputs.h"
+#include "math_sdpa/cuda_check.h"
+#include "math_sdpa/errors.h"
+#include "math_sdpa/fault_injector.h"
+#include "math_sdpa/nvtx_observer.h"
+#include "math_sdpa/stage_log.h"
+#include "math_sdpa/npy.h"
+#include "math_sdpa/pipeline.h"
+#include "math_sdpa/reference.h"
+#include "math_sdpa/stage_timer.h"
+#include "math_sdpa/stats.h"
+#include "repro/run/outcome.h"
+#include "repro/run/progress_reporter.h"
+#include "repro/run/run_json.h"
+#include "repro/run/run_result.h"
+
+namespace sdpa {
+
+namespace {
+
+void fill_timings(const StageTimer& timer, RunResult& r) {
+  for (int i = 0; i < kStageCount; ++i) {
+    const auto& s = timer.samples()[i];
+    if (s.empty()) continue;
+    const Stage stage = static_cast<Stage>(i);
+    r.stages.push_back({stage_name(stage), static_cast<int>(s.size()), median(s), percentile(s, 10), percentile(s, 90),
+                        stage == Stage::entry_sync || stage == Stage::stream_sync});
+  }
+  r.call_median_ms = median(timer.call_ms());
+  r.call_p10_ms = percentile(timer.call_ms(), 10);
+  r.call_p90_ms = percentile(timer.call_ms(), 90);
+}
+
+MemorySample sample_memory(int64_t calls, const Allocator& allocator) {
+  MemorySample m;
+  m.calls = calls;
+  size_t free_bytes = 0, total_bytes = 0;
+  CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+  m.gpu_free_mib = static_cast<double>(free_bytes) / (1 << 20);
+  m.rss_mib = resident_set_mib();
+  m.live_allocations = static_cast<int64_t>(allocator.live_allocations());
+  m.live_mib = static_cast<double>(allocator.live_bytes()) / (1 << 20);
+  return m;
+}
+
+void run_on_gpu(RunResult& r, int progress_fd) {
+  RunOptions& o = r.options;
+  SdpaProblem& p = o.problem;
+  r.settings = o.settings;
+  r.result_tensor = result_tensor_name(r.settings);
+  r.device = query_device_info(0);
+  CUDA_CHECK(cudaSetDevice(0));
+  // Captured inputs fix the shapes, so they load first; random ones are made only after the
+  // workspace was allocated, so an oversized request is refused before any host memory is used.
+  HostInputs inputs;
+  if (!o.inputs_dir.empty()) inputs = load_npy_inputs(o.inputs_dir, p, o.dtype_given);
+
+  AllocatorOptions alloc_options;
+  alloc_options.allow_oversubscription = o.allow_oversubscription;
+  auto allocator = make_allocator(r.settings.alloc, alloc_options);
+  const auto fixes = make_fixes(o.fixes);
+
+  std::vector<float> result;
+  {
+    // Observers, in the order they see each boundary: the watchdog's reporter first (the
+    // supervisor must hear of a stage before anything in it can hang), the injected fault last.
+    std::unique_ptr<ProgressReporter> reporter;
+    if (progress_fd >= 0) {
+      reporter = std::make_unique<ProgressReporter>(progress_fd);
+      reporter->report_device(device_to_json(*r.device).dump());
+    }
+    MathSdpa path(p, r.settings, *allocator);
+    r.gemms = path.gemm_calls();
+    StageLogger logger(p, r.settings);
+    NvtxObserver nvtx;
+    StageTimer timer;
+    std::unique_ptr<FaultInjector> injector;
+    if (o.inject.kind != FaultSpec::none) injector = std::make_unique<FaultInjector>(o.inject);
+    if (reporter) path.add_observer(reporter.get());
+    if (o.log != LogLevel::off) {
+      path.add_observer(&logger);
+      for (const auto& a : allocator->records()) logger.log_allocation(a.what, a.bytes, a.address, alloc_kind_name(a.kind));
+      for (const auto& line : path.setup_notes()) logger.write(line);
+    }
+    path.add_observer(&nvtx);
+    path.add_observer(&timer);
+    if (injector) path.add_observer(injector.get());
+    for (const auto& fix : fixes) path.add_hook(fix.get());
+    path.set_instrumentation({o.log >= LogLevel::sync, o.log == LogLevel::values});
+    if (o.inputs_dir.empty()) inputs = make_random_inputs(p, p.seed);
+    path.upload(inputs);
+    for (int it = 0; it < o.iters; ++it) {
+      path.poison_result();
+      path.run();
+      timer.collect_call();
+      r.iterations_done = it + 1;
+      if (reporter) reporter->report_calls(it + 1);
+      if (o.sample_every > 0 && ((it + 1) % o.sample_every == 0 || it + 1 == o.iters)) {
+        r.memory.push_back(sample_memory(it + 1, *allocator));
+      }
+    }
+    fill_timings(timer, r);
+    result = path.download_result();
+  }
+  r.allocations = allocator->records();
+
+  r.result_elements = static_cast<int64_t>(result.size());
+  for (float x : result) {
+    if (!std::isfinite(x)) {
+      ++r.nonfinite_outputs;
+      continue;
+    }
+    r.result_l2 += static_cast<double>(x) * x;
+    r.result_sum += x;
+  }
+  r.result_l2 = std::sqrt(r.result_l2);
+  save_and_check_result(r, o, inputs, result);
+  if (o.sample_every > 0) r.soak = judge_soak(r.memory);
+  // NaN never passes, with or without --check.
+  if (!r.soak.flat) {
+    r.outcome = "leak";
+    r.exit_code = kExitMismatch;
+    r.error = "memory grew during the soak: " + r.soak.summary;
+  }
+  judge_outputs(r, r.result_tensor);
+}
+
+}  // namespace
+
+RunResult run_repro(const RunOptions& options, int progress_fd) {
+  RunResult r;
+  r.options = options;
+  run_recording_outcome(r, [&] { run_on_gpu(r, progress_fd); });
+  return r;
+}
+
+RunResult watchdog_result(const RunOptions& options, const SupervisedOutcome& outcome) {
+  RunResult r;
+  r.options = options;
+  r.settings = options.settings;
+  r.result_tensor = result_tensor_name(r.settings);
+  const bool hang = outcome.kind == SupervisedOutcome::hang;
+  r.outcome = hang ? "hang" : "crash";
+  r.exit_code = hang ? kExitHang : kExitCrash;
+  r.error = hang ? "stage " + (outcome.stage.empty() ? std::string("(none)") : outcome.stage) +
+                       " did not finish within the deadline"
+                 : outcome.message;
+  r.error_stage = outcome.stage;
+  r.iterations_done = static_cast<int>(outcome.calls_done);
+  r.wall_seconds = outcome.elapsed_s;
+  r.watchdog = outcome;
+  if (!outcome.device_json.empty()) {
+    try {
+      r.device = device_from_json(nlohmann::json::parse(outcome.device_json));
+    } catch (const std::exception&) {
+    }
+  }
+  return r;
+}
+
+}  // namespace sdpa

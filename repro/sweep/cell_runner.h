@@ -1,0 +1,70 @@
+// sweep_runner.h: runs the cells of a sweep, each as its own `repro` process, and turns how
+// each ended into its cell record (the JSON object that goes into the JSON-lines file and the
+// sweep document; results/sweep.schema.json, "$defs/cell").
+//
+// A cell is fork + execv of the repro binary with an argument vector (never a shell), in its own
+// process group, with --check and --json into a scratch file. Its own watchdog reports a hang
+// with the stage (exit 3); on top of that the sweep gives each cell a deadline and kills the
+// whole group after it (outcome "timeout"), so a child stuck anywhere, even before its watchdog
+// starts, costs one cell and never the sweep. The sweep parent never calls CUDA: GPUs are
+// counted from CUDA_VISIBLE_DEVICES or the driver's /proc entries, and each worker's children
+// get CUDA_VISIBLE_DEVICES set to their GPU.
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "repro/sweep/matrix.h"
+
+namespace sdpa {
+
+// Every outcome a cell can have, best first; "planned" is a cell of --dry-run.
+const std::vector<std::string>& sweep_outcomes();
+// pass and waived; anything else makes the sweep fail.
+bool outcome_is_success(const std::string& outcome);
+
+struct SweepRunSettings {
+  std::string repro_binary;
+  std::vector<std::string> workers{""};  // CUDA_VISIBLE_DEVICES of each worker; "" = inherited
+  double cell_timeout_s = 60;
+  double stage_timeout_s = 10;     // the child watchdog's --stage-timeout
+  std::string scratch_prefix;      // a cell's child writes its JSON to <prefix><index>.json
+};
+
+// A cell's options as run: `repro` followed by them is the cell's command line.
+std::vector<std::string> cell_command_args(const SweepCell& cell, double stage_timeout_s);
+
+// The record of a cell that has not run (--dry-run): axes, command line, results null.
+nlohmann::json planned_cell_json(const SweepCell& cell, double stage_timeout_s);
+
+// How a cell's process ended, as the sweep saw it.
+struct ChildEnd {
+  enum Kind { exited, signalled, timed_out } kind = exited;
+  int status = 0;  // the exit code, or the signal
+  double wall_s = 0;
+  double deadline_s = 0;
+  std::vector<std::string> stderr_tail;  // the last lines the child wrote to stderr
+};
+
+// The record of a finished cell, from how its process ended and the text of its --json file
+// (nullopt when it wrote none). `gpu` is the worker's CUDA_VISIBLE_DEVICES ("" = inherited).
+nlohmann::json finished_cell_json(const SweepCell& cell, double stage_timeout_s, const std::string& gpu,
+                                  const ChildEnd& end, const std::optional<std::string>& child_json);
+
+// Runs the cells in order, at most one per worker at a time, and calls on_done with each
+// finished cell's record as it finishes. SIGINT or SIGTERM stops it: no new cell starts, the
+// running ones are killed and not reported. Returns that signal, or 0 when every cell ran.
+int run_cells(const std::vector<SweepCell>& cells, const SweepRunSettings& settings,
+              const std::function<void(const nlohmann::json&)>& on_done);
+
+// One worker per visible GPU, without initialising CUDA: --gpus N (gpus_option > 0), else the
+// entries of CUDA_VISIBLE_DEVICES, else the GPUs the NVIDIA driver lists in /proc. Returns the
+// CUDA_VISIBLE_DEVICES value of each worker ({""}: one worker, environment left as it is).
+// With cells_per_gpu > 1 each GPU has that many workers, GPU by GPU ({"0", "0", "1", "1"}).
+std::vector<std::string> sweep_workers(int gpus_option, int cells_per_gpu = 1);
+
+}  // namespace sdpa

@@ -1,0 +1,129 @@
+// sweep_options.cpp: CLI11 definition of `repro sweep`.
+#include "repro/sweep/sweep_options.h"
+
+#include <CLI/CLI.hpp>
+
+#include <sstream>
+
+#include "math_sdpa/errors.h"
+#include "repro/cli/run_options.h"
+
+namespace sdpa {
+
+namespace {
+
+std::string joined(const std::vector<std::string>& values) {
+  std::string s;
+  for (const auto& v : values) s += (s.empty() ? "" : ",") + v;
+  return s;
+}
+
+const char* kDescription =
+    "repro sweep: runs a matrix of configurations, each in its own supervised repro process with its own deadline, "
+    "one worker per visible GPU, and writes the results as JSON (plus a JSON-lines file of finished cells, a table "
+    "on stdout and an SVG heatmap). Axes take comma-separated lists.";
+
+const char* kFooter =
+    "Outcomes: pass, mismatch, hang (with the stage), timeout (the sweep's deadline), crash, cuda_error, waived (with "
+    "the reason), usage, no_gpu, refused.\n"
+    "Exit codes: 0 every cell passed or was waived; 1 any other outcome; 2 usage error; 130/143 interrupted by "
+    "SIGINT/SIGTERM (the cells that finished are kept; --resume runs the rest).";
+
+}  // namespace
+
+SweepParseResult parse_sweep_command_line(int argc, const char* const* argv) {
+  SweepParseResult result;
+  SweepOptions& o = result.options;
+  const SweepAxes defaults;
+  std::string scenarios, fixes, dtypes, precisions, shapes, allocs, streams, matrix, out_dir;
+  CLI::App app{kDescription, "repro sweep"};
+  app.footer(kFooter);
+  std::vector<CLI::Option*> axis_options{
+      app.add_option("--scenarios", scenarios, "scenarios, 0-4")->default_str("0,1,2,3,4"),
+      app.add_option("--fix", fixes, "fix modes: off, on (the scenario's own fix; all four for scenario 0), all, or fix "
+                                     "numbers joined by '+' (1+3)")
+          ->default_str(joined(defaults.fixes)),
+      app.add_option("--dtypes", dtypes, "bf16, fp16, fp32")->default_str(joined(defaults.dtypes)),
+      app.add_option("--precisions", precisions, "upcast, native")->default_str(joined(defaults.precisions)),
+      app.add_option("--shapes", shapes, "shapes BxHxLxSxE")->default_str(joined(defaults.shapes)),
+      app.add_option("--allocs", allocs, "managed, device, async, host, system")->default_str(joined(defaults.allocs)),
+      app.add_option("--streams", streams, "non-blocking, legacy, per-thread")->default_str(joined(defaults.streams)),
+      app.add_option("--iters", o.axes.iters, "calls of the path in each run")->default_str(std::to_string(defaults.iters)),
+      app.add_option("--repeats", o.axes.repeats, "runs of each configuration")->default_str(std::to_string(defaults.repeats)),
+  };
+  auto* matrix_opt = app.add_option("--matrix", matrix,
+                                    "the axes from a JSON file: {\"scenarios\": [0, 1], \"fix\": [\"off\", \"on\"], \"dtypes\": "
+                                    "[...], \"precisions\", \"shapes\", \"allocs\", \"streams\", \"iters\": N, \"repeats\": N}");
+  for (auto* axis : axis_options) matrix_opt->excludes(axis);
+  auto* out_opt = app.add_option("--out", out_dir, "directory for sweep.json, sweep.jsonl and sweep.svg")
+                      ->default_str("sweep-results");
+  app.add_option("--json", o.json_path, "the sweep document; FILE.jsonl and FILE.svg go beside it")->excludes(out_opt);
+  auto* force_opt = app.add_flag("--force", o.force, "start again where a sweep's results already are");
+  app.add_flag("--resume", o.resume, "continue an interrupted sweep: skip the cells its JSON-lines file holds")
+      ->excludes(force_opt);
+  app.add_flag("--dry-run", o.dry_run, "print the cells as JSON and run nothing");
+  app.add_option("--cell-timeout", o.cell_timeout_s, "the sweep's deadline for each cell, seconds")
+      ->check(CLI::Range(0.1, 86400.0))
+      ->capture_default_str();
+  app.add_option("--stage-timeout", o.stage_timeout_s, "each run's watchdog deadline per stage, seconds")
+      ->check(CLI::Range(0.01, 86400.0))
+      ->capture_default_str();
+  app.add_option("--gpus", o.gpus, "workers, one per GPU (default: CUDA_VISIBLE_DEVICES or the GPUs the driver lists)")
+      ->check(CLI::Range(1, 1024));
+  app.add_option("--cells-per-gpu", o.cells_per_gpu,
+                 "cells run at once on each GPU (more is faster, but the cells then share the GPU: its memory, "
+                 "its fault handling; keep 1 to reproduce a hang in isolation)")
+      ->check(CLI::Range(1, 8))
+      ->capture_default_str();
+  app.add_option("--repro-binary", o.repro_binary, "the program each cell runs")->group("");  // for tests
+  ParseResult parsed;
+  if (!parse_app(app, argc, argv, "repro sweep", parsed)) {
+    result.exit_code = parsed.exit_code;
+    result.message = parsed.message;
+    return result;
+  }
+  for (int i = 0; i < argc; ++i) o.argv.emplace_back(argv[i]);
+  try {
+    if (matrix_opt->count()) o.axes = read_matrix_file(matrix);
+    // An axis option given, even as "", replaces the default; "" is then an empty item.
+    auto given = [&](const char* name) { return app.get_option(name)->count() > 0; };
+    auto list = [&](const std::string& text, const char* option, std::vector<std::string>& out) {
+      if (given(option)) out = split_axis_list(text, option);
+    };
+    if (given("--scenarios")) {
+      o.axes.scenarios.clear();
+      for (const auto& s : split_axis_list(scenarios, "--scenarios")) {
+        if (s.size() != 1 || s[0] < '0' || s[0] > '4') throw InputError("--scenarios: '" + s + "' is not a scenario (expected 0-4)");
+        o.axes.scenarios.push_back(s[0] - '0');
+      }
+    }
+    list(fixes, "--fix", o.axes.fixes);
+    list(dtypes, "--dtypes", o.axes.dtypes);
+    list(precisions, "--precisions", o.axes.precisions);
+    list(shapes, "--shapes", o.axes.shapes);
+    list(allocs, "--allocs", o.axes.allocs);
+    list(streams, "--streams", o.axes.streams);
+    canonicalise_axes(o.axes);
+    if (o.stage_timeout_s >= o.cell_timeout_s) {
+      std::ostringstream why;
+      why << "--stage-timeout (" << o.stage_timeout_s << " s) must be below --cell-timeout (" << o.cell_timeout_s
+          << " s), or a hang is reported as a timeout without its stage";
+      throw InputError(why.str());
+    }
+  } catch (const InputError& e) {
+    result.exit_code = kExitUsage;
+    result.message = std::string("repro sweep: error: ") + one_line(e.what());
+    return result;
+  }
+  if (o.json_path.empty()) o.json_path = (out_dir.empty() ? std::string("sweep-results") : out_dir) + "/sweep.json";
+  const std::string suffix = ".json";
+  const bool has_suffix = o.json_path.size() > suffix.size() &&
+                          o.json_path.compare(o.json_path.size() - suffix.size(), suffix.size(), suffix) == 0;
+  const std::string stem = has_suffix ? o.json_path.substr(0, o.json_path.size() - suffix.size()) : o.json_path;
+  o.jsonl_path = stem + ".jsonl";
+  o.svg_path = stem + ".svg";
+  result.run = true;
+  return result;
+}
+
+}  // namespace sdpa

@@ -1,0 +1,40 @@
+// sweep_options.h: the command line of `repro sweep`, parsed into a SweepOptions value.
+//
+// Host-only and separate from running, like options.h, so every option and every bad input is
+// tested without a GPU (tests/test_sweep.cpp).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "repro/sweep/matrix.h"
+
+namespace sdpa {
+
+struct SweepOptions {
+  SweepAxes axes;                // from the axis options or --matrix
+  std::string json_path;         // the sweep document; the JSON-lines file and the SVG go beside it
+  std::string jsonl_path, svg_path;
+  bool force = false;            // start again over an existing sweep
+  bool resume = false;           // continue one: skip the cells its JSON-lines file has
+  bool dry_run = false;
+  double cell_timeout_s = 60;    // the sweep's deadline per cell
+  double stage_timeout_s = 10;   // the child watchdog's per-stage deadline
+  int gpus = 0;                  // 0: count them
+  int cells_per_gpu = 1;         // cells running at once on one GPU
+  std::string repro_binary;      // hidden: the program each cell runs (tests pass a fake child)
+  std::vector<std::string> argv;  // the command line as given
+};
+
+struct SweepParseResult {
+  bool run = false;
+  int exit_code = 0;
+  std::string message;  // the help text, or one error line
+  SweepOptions options;
+};
+
+// argv[0] is "sweep". Bad options and bad axis values give exit 2 and one line
+// "repro sweep: error: ...".
+SweepParseResult parse_sweep_command_line(int argc, const char* const* argv);
+
+}  // namespace sdpa

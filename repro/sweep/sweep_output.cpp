@@ -1,0 +1,437 @@
+// sweep_output.cpp
+#include "repro/sweep/sweep_output.h"
+#include "repro/common/text.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "math_sdpa/errors.h"
+#include "repro/sweep/cell_runner.h"
+#include "version.h"
+
+namespace sdpa {
+
+namespace {
+
+using nlohmann::json;
+
+std::string str_or(const json& j, const char* key, const std::string& otherwise) {
+  return j.contains(key) && j.at(key).is_string() ? j.at(key).get<std::string>() : otherwise;
+}
+
+std::map<std::string, int> count_outcomes(const std::vector<json>& cells) {
+  std::map<std::string, int> counts;
+  for (const auto& o : sweep_outcomes()) counts[o] = 0;
+  for (const auto& c : cells) ++counts[c.at("outcome").get<std::string>()];
+  return counts;
+}
+
+// OK: every cell ran and passed or was waived; FAILED: any other outcome; INCOMPLETE: only
+// good outcomes, but not every cell ran; PLANNED: a dry run.
+std::string verdict(const std::vector<json>& cells, size_t planned, bool interrupted) {
+  const auto counts = count_outcomes(cells);
+  size_t done = 0;
+  bool failed = false;
+  for (const auto& [outcome, n] : counts) {
+    if (outcome == "planned") continue;
+    done += static_cast<size_t>(n);
+    failed |= n > 0 && !outcome_is_success(outcome);
+  }
+  if (!cells.empty() && counts.at("planned") == static_cast<int>(cells.size())) return "PLANNED";
+  if (failed) return "FAILED";
+  if (interrupted || done < planned) return "INCOMPLETE";
+  return "OK";
+}
+
+// The footer's words for each outcome; the outcomes of a run on a GPU always appear, the
+// others only when some cell had them.
+struct FooterEntry {
+  const char* outcome;
+  const char* words;
+  bool always;
+};
+const std::vector<FooterEntry> kFooterWords{
+    {"pass", "passed", true},         {"waived", "waived", true},        {"mismatch", "mismatched", true},
+    {"hang", "hung", true},           {"timeout", "timed out", true},    {"crash", "crashed", true},
+    {"cuda_error", "CUDA errors", true}, {"usage", "usage errors", false}, {"no_gpu", "without a GPU", false},
+    {"refused", "refused", false},    {"planned", "not run (dry run)", false}};
+
+// --- the heatmap ---
+
+struct OutcomeStyle {
+  const char* fill;
+  const char* ink;
+  const char* label;
+};
+
+// Worst last: a square holding several repeats shows the worst of them.
+const std::vector<std::pair<std::string, OutcomeStyle>> kOutcomeStyles{
+    {"pass", {"#2e7d32", "#ffffff", "pass"}},
+    {"waived", {"#bdbdbd", "#212121", "waived"}},
+    {"planned", {"#ffffff", "#757575", "not run"}},
+    {"refused", {"#546e7a", "#ffffff", "refused"}},
+    {"no_gpu", {"#546e7a", "#ffffff", "no GPU"}},
+    {"usage", {"#546e7a", "#ffffff", "usage"}},
+    {"mismatch", {"#f9a825", "#212121", "MISMATCH"}},
+    {"cuda_error", {"#d84315", "#ffffff", "CUDA ERROR"}},
+    {"crash", {"#212121", "#ffffff", "CRASH"}},
+    {"timeout", {"#6a1b9a", "#ffffff", "TIMEOUT"}},
+    {"hang", {"#c62828", "#ffffff", "HANG"}},
+};
+
+size_t severity(const std::string& outcome) {
+  for (size_t i = 0; i < kOutcomeStyles.size(); ++i) {
+    if (kOutcomeStyles[i].first == outcome) return i;
+  }
+  return kOutcomeStyles.size() - 1;
+}
+
+// Values in order of first appearance.
+template <typename T> size_t index_of(std::vector<T>& values, const T& v) {
+  const auto it = std::find(values.begin(), values.end(), v);
+  if (it != values.end()) return static_cast<size_t>(it - values.begin());
+  values.push_back(v);
+  return values.size() - 1;
+}
+
+std::string text_element(double x, double y, const std::string& text, const std::string& attributes) {
+  return "<text x=\"" + format_number("%.1f", x) + "\" y=\"" + format_number("%.1f", y) + "\" " + attributes + ">" + xml_escape(text) +
+         "</text>\n";
+}
+
+std::string rect_element(double x, double y, double w, double h, const std::string& attributes) {
+  return "<rect x=\"" + format_number("%.1f", x) + "\" y=\"" + format_number("%.1f", y) + "\" width=\"" + format_number("%.1f", w) +
+         "\" height=\"" + format_number("%.1f", h) + "\" " + attributes + "/>\n";
+}
+
+}  // namespace
+
+std::string xml_escape(const std::string& text) {
+  std::string out;
+  for (char c : text) {
+    switch (c) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      case '\'': out += "&apos;"; break;
+      default:
+        // XML 1.0 allows no control characters but tab and newlines.
+        out += (static_cast<unsigned char>(c) < 0x20 && c != '\t' && c != '\n' && c != '\r') ? '?' : c;
+    }
+  }
+  return out;
+}
+
+json sweep_document(const SweepMeta& meta, const std::vector<json>& cells, size_t planned, bool interrupted,
+                    double wall_seconds) {
+  json devices = json::array();
+  json out_cells = json::array();
+  for (json c : cells) {
+    if (c.at("device").is_object()) {
+      json device = c.at("device");
+      device["gpu"] = c.at("gpu");
+      const auto it = std::find(devices.begin(), devices.end(), device);
+      c["device"] = it - devices.begin();
+      if (it == devices.end()) devices.push_back(device);
+    }
+    out_cells.push_back(c);
+  }
+  json workers = json::array();
+  for (const auto& w : meta.workers) workers.push_back(w.empty() ? json(nullptr) : json(w));
+  json matrix = axes_to_json(meta.axes);
+  matrix["cells"] = planned;
+  matrix["cell_timeout_s"] = meta.cell_timeout_s;
+  matrix["stage_timeout_s"] = meta.stage_timeout_s;
+  matrix["workers"] = workers;
+  size_t done = 0;
+  for (const auto& c : cells) done += c.at("outcome") != "planned";
+  return {{"meta",
+           {{"format_version", kSweepFormatVersion},
+            {"harness", "sdpa-repro"},
+            {"harness_version", kHarnessVersion},
+            {"git_commit", kGitCommit},
+            {"command_line", meta.command_line},
+            {"started_utc", meta.started_utc},
+            {"dry_run", meta.dry_run}}},
+          {"matrix", matrix},
+          {"devices", devices},
+          {"summary",
+           {{"cells_planned", planned},
+            {"cells_done", done},
+            {"outcomes", count_outcomes(cells)},
+            {"interrupted", interrupted},
+            {"result", verdict(cells, planned, interrupted)},
+            {"wall_seconds", wall_seconds}}},
+          {"cells", out_cells}};
+}
+
+void append_jsonl_line(const std::string& path, const json& record) {
+  const std::string line = record.dump() + "\n";
+  const int fd = open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) throw InputError("cannot append to " + path + ": " + std::strerror(errno));
+  // One write per line, so a line is either whole or a truncated last line that --resume skips.
+  const bool written = write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size());
+  const bool synced = fsync(fd) == 0;
+  const std::string reason = std::strerror(errno);
+  close(fd);
+  if (!written || !synced) throw InputError("cannot append to " + path + ": " + reason);
+}
+
+std::string cell_record_problem(const json& r) {
+  if (!r.is_object()) return "not an object";
+  auto has = [&](const json& j, const char* key, bool (json::*type)() const noexcept, bool null_ok) {
+    return j.contains(key) && ((j.at(key).*type)() || (null_ok && j.at(key).is_null()));
+  };
+  if (!has(r, "key", &json::is_string, false)) return "no \"key\" string";
+  if (!has(r, "index", &json::is_number_integer, false)) return "no \"index\" integer";
+  if (!has(r, "outcome", &json::is_string, false)) return "no \"outcome\" string";
+  const std::string outcome = r.at("outcome");
+  const auto& outcomes = sweep_outcomes();
+  if (outcome == "planned" || std::find(outcomes.begin(), outcomes.end(), outcome) == outcomes.end()) {
+    return "\"outcome\" is not the outcome of a finished cell";
+  }
+  if (!has(r, "axes", &json::is_object, false)) return "no \"axes\" object";
+  const json& a = r.at("axes");
+  for (const char* key : {"scenario", "iters", "repeat"}) {
+    if (!has(a, key, &json::is_number_integer, false)) return std::string("no \"axes.") + key + "\" integer";
+  }
+  for (const char* key : {"fix", "fix_list", "dtype", "precision", "shape", "alloc", "stream"}) {
+    if (!has(a, key, &json::is_string, false)) return std::string("no \"axes.") + key + "\" string";
+  }
+  if (!has(r, "device", &json::is_object, true)) return "no \"device\" object or null";
+  if (!has(r, "gpu", &json::is_string, true)) return "no \"gpu\" string or null";
+  for (const char* key : {"stage", "error"}) {
+    if (!has(r, key, &json::is_string, true)) return std::string("no \"") + key + "\" string or null";
+  }
+  for (const char* key : {"exit_code", "signal", "rel_error", "call_median_ms", "wall_seconds"}) {
+    if (!has(r, key, &json::is_number, true)) return std::string("no \"") + key + "\" number or null";
+  }
+  return "";
+}
+
+JsonlContents read_jsonl(const std::string& path) {
+  const auto text = read_file(path);
+  if (!text) return {};
+  return parse_jsonl(*text, path);
+}
+
+JsonlContents parse_jsonl(const std::string& all, const std::string& path) {
+  JsonlContents out;
+  size_t start = 0, number = 0;
+  while (start < all.size()) {
+    ++number;
+    const size_t nl = all.find('\n', start);
+    const bool last = nl == std::string::npos || nl + 1 == all.size();
+    const std::string line = all.substr(start, nl == std::string::npos ? std::string::npos : nl - start);
+    start = nl == std::string::npos ? all.size() : nl + 1;
+    json record;
+    std::string problem;
+    if (nl == std::string::npos) {
+      problem = "has no end of line (the sweep was stopped while writing it)";
+    } else {
+      try {
+        record = json::parse(line);
+        const std::string why = cell_record_problem(record);
+        if (!why.empty()) problem = "is not a finished cell's record (" + why + ")";
+      } catch (const json::exception&) {
+        problem = "is not JSON";
+      }
+    }
+    if (problem.empty()) {
+      out.records.push_back(record);
+    } else if (last) {
+      out.warnings.push_back(path + ": line " + std::to_string(number) + " " + problem + "; left out, its cell runs again");
+      out.dropped_last_line = true;
+    } else {
+      throw InputError(path + ": line " + std::to_string(number) + " " + problem +
+                       " (only the last line may be damaged; use --force to start again)");
+    }
+  }
+  return out;
+}
+
+std::string sweep_footer(const std::vector<json>& cells, size_t planned, bool interrupted) {
+  const auto counts = count_outcomes(cells);
+  size_t done = 0;
+  for (const auto& [outcome, n] : counts) done += outcome == "planned" ? 0 : static_cast<size_t>(n);
+  std::string line = "# " + std::to_string(done) + " of " + std::to_string(planned) + " cells:";
+  const char* separator = " ";
+  for (const auto& entry : kFooterWords) {
+    const int n = counts.at(entry.outcome);
+    if (!entry.always && n == 0) continue;
+    line += separator + std::to_string(n) + " " + entry.words;
+    separator = ", ";
+  }
+  const std::string result = verdict(cells, planned, interrupted);
+  std::string last = "# Sweep: " + result;
+  if (interrupted) last += " (interrupted; --resume runs the cells that are left)";
+  return line + "\n" + last + "\n";
+}
+
+std::string sweep_table(const std::vector<json>& cells, size_t planned, bool interrupted) {
+  struct Column {
+    const char* title;
+    int width;
+  };
+  const std::vector<Column> columns{{"cell", 5},    {"scen", 4},     {"fix", 5},       {"dtype", 5},  {"precision", 9},
+                                    {"shape", 18},  {"alloc", 7},    {"stream", 12},   {"rep", 3},    {"outcome", 10},
+                                    {"stage", 14},  {"rel_error", 9}, {"call_ms", 9},  {"wall_s", 7}};
+  auto row = [&](const std::vector<std::string>& values) {
+    std::string s;
+    for (size_t i = 0; i < columns.size(); ++i) {
+      char buf[128];
+      std::snprintf(buf, sizeof buf, " %*s", columns[i].width, values[i].c_str());
+      s += buf;
+    }
+    return s + "\n";
+  };
+  std::vector<std::string> titles;
+  for (const auto& c : columns) titles.push_back(c.title);
+  std::string out = "#" + row(titles).substr(1);
+  auto number = [](const json& j, const char* key, const char* fmt) {
+    return j.contains(key) && j.at(key).is_number() ? format_number(fmt, j.at(key).get<double>()) : std::string("-");
+  };
+  for (const auto& c : cells) {
+    const json& a = c.at("axes");
+    out += row({std::to_string(c.at("index").get<int>()), std::to_string(a.at("scenario").get<int>()),
+                a.at("fix").get<std::string>(), a.at("dtype").get<std::string>(), a.at("precision").get<std::string>(),
+                a.at("shape").get<std::string>(), a.at("alloc").get<std::string>(), a.at("stream").get<std::string>(),
+                std::to_string(a.at("repeat").get<int>()), c.at("outcome").get<std::string>(), str_or(c, "stage", "-"),
+                number(c, "rel_error", "%.2e"), number(c, "call_median_ms", "%.3f"), number(c, "wall_seconds", "%.2f")});
+  }
+  return out + sweep_footer(cells, planned, interrupted);
+}
+
+std::string sweep_svg(const std::vector<json>& cells, const std::string& title) {
+  // Panels: shape x precision x stream x iters; rows: scenario x fix; columns: dtype x alloc,
+  // each in the order the matrix lists them.
+  using Key = std::vector<std::string>;
+  std::vector<Key> panels, rows;
+  std::vector<std::string> dtypes, allocs;
+  int repeats = 1;
+  auto panel_of = [](const json& a) {
+    return Key{a.at("shape").get<std::string>(), a.at("precision").get<std::string>(),
+               a.at("stream").get<std::string>(), std::to_string(a.at("iters").get<int>())};
+  };
+  auto row_of = [](const json& a) { return Key{std::to_string(a.at("scenario").get<int>()), a.at("fix").get<std::string>()}; };
+  for (const auto& c : cells) {
+    const json& a = c.at("axes");
+    index_of(panels, panel_of(a));
+    index_of(rows, row_of(a));
+    index_of(dtypes, a.at("dtype").get<std::string>());
+    index_of(allocs, a.at("alloc").get<std::string>());
+    repeats = std::max(repeats, a.at("repeat").get<int>() + 1);
+  }
+  std::vector<Key> columns;
+  for (const auto& d : dtypes)
+    for (const auto& al : allocs) columns.push_back({d, al});
+  std::map<std::vector<size_t>, std::vector<const json*>> squares;  // {panel, row, column} -> its cells
+  for (const auto& c : cells) {
+    const json& a = c.at("axes");
+    const size_t column = index_of(dtypes, a.at("dtype").get<std::string>()) * allocs.size() +
+                          index_of(allocs, a.at("alloc").get<std::string>());
+    squares[{index_of(panels, panel_of(a)), index_of(rows, row_of(a)), column}].push_back(&c);
+  }
+
+  const double margin = 20, label_w = 150, cell_w = 96, cell_h = 40, gap = 2, title_h = 30, panel_title_h = 22,
+               header_h = 36, panel_gap = 24, legend_h = 70;
+  const double grid_w = static_cast<double>(columns.size()) * (cell_w + gap);
+  const double panel_h = panel_title_h + header_h + static_cast<double>(rows.size()) * (cell_h + gap);
+  const double width = std::max(margin * 2 + label_w + grid_w, 640.0);
+  const double height = margin + title_h + static_cast<double>(panels.size()) * (panel_h + panel_gap) + legend_h;
+
+  std::string svg = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
+  svg += "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + format_number("%.0f", width) + "\" height=\"" +
+         format_number("%.0f", height) + "\" viewBox=\"0 0 " + format_number("%.0f", width) + " " + format_number("%.0f", height) +
+         "\" font-family=\"DejaVu Sans Mono, monospace\" font-size=\"11\">\n";
+  svg += rect_element(0, 0, width, height, "fill=\"#ffffff\"");
+  svg += text_element(margin, margin + 12, title, "font-size=\"14\" font-weight=\"bold\"");
+  std::string note = "rows: scenario x fix; columns: dtype x allocation; colour: outcome; a hang names its stage";
+  if (repeats > 1) note += "; each square is the worst of " + std::to_string(repeats) + " repeats";
+  svg += text_element(margin, margin + 26, note, "fill=\"#424242\"");
+
+  double y = margin + title_h;
+  for (size_t p = 0; p < panels.size(); ++p) {
+    const Key& panel = panels[p];
+    svg += text_element(margin, y + 15,
+                        "shape " + panel[0] + " (BxHxLxSxE), precision " + panel[1] + ", stream " + panel[2] + ", " +
+                            panel[3] + " iters",
+                        "font-size=\"12\" font-weight=\"bold\"");
+    const double grid_y = y + panel_title_h;
+    for (size_t col = 0; col < columns.size(); ++col) {
+      const double x = margin + label_w + static_cast<double>(col) * (cell_w + gap);
+      if (col == 0 || columns[col][0] != columns[col - 1][0]) {
+        svg += text_element(x + 2, grid_y + 14, columns[col][0], "font-weight=\"bold\"");
+      }
+      svg += text_element(x + 2, grid_y + 30, columns[col][1], "fill=\"#424242\"");
+    }
+    for (size_t r = 0; r < rows.size(); ++r) {
+      const double row_y = grid_y + header_h + static_cast<double>(r) * (cell_h + gap);
+      svg += text_element(margin, row_y + cell_h / 2 + 4, "scenario " + rows[r][0] + ", fix " + rows[r][1], "");
+      for (size_t col = 0; col < columns.size(); ++col) {
+        const auto found = squares.find({p, r, col});
+        if (found == squares.end()) continue;
+        const auto& members = found->second;
+        const json* worst = members.front();
+        size_t worst_count = 0;
+        for (const json* m : members) {
+          if (severity(m->at("outcome")) > severity(worst->at("outcome"))) worst = m;
+        }
+        std::string tooltip;
+        for (const json* m : members) {
+          worst_count += m->at("outcome") == worst->at("outcome");
+          tooltip += (tooltip.empty() ? "" : "\n") + m->at("key").get<std::string>() + ": " +
+                     m->at("outcome").get<std::string>();
+          if (m->contains("error") && m->at("error").is_string()) tooltip += " (" + m->at("error").get<std::string>() + ")";
+        }
+        const std::string outcome = worst->at("outcome");
+        const OutcomeStyle& style = kOutcomeStyles[severity(outcome)].second;
+        std::string label = style.label;
+        if (members.size() > 1) label += " " + std::to_string(worst_count) + "/" + std::to_string(members.size());
+        std::string detail = str_or(*worst, "stage", "");
+        if (detail.empty() && worst->at("signal").is_number()) detail = "signal " + worst->at("signal").dump();
+        if (outcome == "mismatch" && worst->at("rel_error").is_number()) {
+          detail = "err " + format_number("%.1e", worst->at("rel_error").get<double>());
+        } else if (outcome == "pass" && worst->at("call_median_ms").is_number()) {
+          detail = format_number("%.3f ms", worst->at("call_median_ms").get<double>());
+        }
+        const double x = margin + label_w + static_cast<double>(col) * (cell_w + gap);
+        svg += "<g class=\"cell\">\n<title>" + xml_escape(tooltip) + "</title>\n";
+        svg += rect_element(x, row_y, cell_w, cell_h,
+                            std::string("fill=\"") + style.fill + "\" stroke=\"#9e9e9e\"" +
+                                (outcome == "planned" ? " stroke-dasharray=\"3,2\"" : ""));
+        svg += text_element(x + cell_w / 2, row_y + (detail.empty() ? cell_h / 2 + 4 : 16), label,
+                            std::string("text-anchor=\"middle\" font-weight=\"bold\" fill=\"") + style.ink + "\"");
+        if (!detail.empty()) {
+          svg += text_element(x + cell_w / 2, row_y + 31, detail,
+                              std::string("text-anchor=\"middle\" font-size=\"10\" fill=\"") + style.ink + "\"");
+        }
+        svg += "</g>\n";
+      }
+    }
+    y += panel_h + panel_gap;
+  }
+  // Legend: every outcome, best first.
+  double x = margin;
+  svg += text_element(margin, y + 4, "outcomes:", "font-weight=\"bold\"");
+  for (const auto& [outcome, style] : kOutcomeStyles) {
+    const double w = 18 + 7.0 * static_cast<double>(std::strlen(style.label)) + 14;
+    if (x + w > width - margin) x = margin, y += 20;
+    svg += rect_element(x, y + 12, 14, 14, std::string("fill=\"") + style.fill + "\" stroke=\"#9e9e9e\"");
+    svg += text_element(x + 18, y + 23, style.label, "");
+    x += w;
+  }
+  svg += "</svg>\n";
+  return svg;
+}
+
+}  // namespace sdpa
