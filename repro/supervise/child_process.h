@@ -1,15 +1,50 @@
-// child_process.h: running another program (this very binary, for `repro report`) as a child,
-// with its output in files.
+// child_process.h: the one place that starts and stops child processes.
 //
-// The report writer never calls CUDA itself: it runs `repro info --json` and each harness run as
-// a child process (every run is supervised by that child's own watchdog), so that a GPU left
-// stuck by one run cannot stop the report from being written.
+// Three parts of the harness run children, and all of them the same way: the supervisor forks
+// the GPU child (a function of this very process), the sweep runs one `repro` per cell, and the
+// report runs `repro info` and each harness run. Every child is started without a shell, dies
+// with its parent (PR_SET_PDEATHSIG), and is stopped and reaped here, so the kill-and-reap
+// rules (SIGTERM, a grace, SIGKILL to the whole group, a bounded wait for a child stuck in the
+// driver) are written once.
 #pragma once
 
+#include <sys/types.h>
+
+#include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace sdpa {
+
+// A standard stream of the child: a file descriptor of the parent, or one of these.
+constexpr int kInheritStream = -2;  // the parent's own
+constexpr int kNullStream = -1;     // /dev/null
+
+struct ChildSpec {
+  std::vector<std::string> argv;  // the program (a path) and its arguments, exec'd without a shell;
+  std::function<int()> body;      // or, with argv empty, code run in the forked child (its exit code)
+  int stdin_fd = kInheritStream, stdout_fd = kInheritStream, stderr_fd = kInheritStream;
+  std::vector<int> close_in_child;  // the parent's ends of pipes, closed in a body child
+  // Its own process group: stop_child then reaches everything the child started, and a
+  // terminal's Ctrl-C reaches it only through the parent.
+  bool own_process_group = false;
+  std::vector<std::pair<std::string, std::string>> environment;  // set in the child
+};
+
+// Forks and starts the child. Throws InputError if the fork fails.
+pid_t start_child(const ChildSpec& spec);
+
+// Waits up to `seconds` (< 0: without limit) for the child to end; true once it is reaped.
+bool reap_within(pid_t pid, double seconds, int& status);
+
+// Ends a child: SIGTERM and `term_grace_s` to exit (0: no SIGTERM), then SIGKILL (to its group
+// too, with `group`) and up to `kill_wait_s` to reap it (< 0: without limit), since a process
+// stuck inside the driver may not die at once. True once reaped.
+bool stop_child(pid_t pid, bool group, double term_grace_s, double kill_wait_s, int& status);
+
+// A wait status as a shell reports it: the exit code, or 128 + the signal.
+int exit_code_of(int status);
 
 struct ChildResult {
   int exit_code = -1;  // the exit status; 128 + signal when a signal ended it
@@ -17,10 +52,10 @@ struct ChildResult {
   double wall_s = 0;
 };
 
-// Runs `binary args...` (argv[0] = binary, no shell), stdin from /dev/null, stdout to
-// `stdout_path` and stderr to `stderr_path` (the same path: both, in order). The child is
-// killed if this process dies. With timeout_s > 0 its process group is killed (SIGKILL) after
-// that long and timed_out is set. Throws InputError if the files or the fork fail.
+// Runs `binary args...` (argv[0] = binary, no shell) to its end, stdin from /dev/null, stdout
+// to `stdout_path` and stderr to `stderr_path` (the same path: both, in order). With
+// timeout_s > 0 its process group is killed (SIGKILL) after that long and timed_out is set.
+// Throws InputError if the files or the fork fail.
 ChildResult run_child(const std::string& binary, const std::vector<std::string>& args, const std::string& stdout_path,
                       const std::string& stderr_path, double timeout_s = 0);
 

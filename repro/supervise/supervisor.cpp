@@ -4,7 +4,6 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -16,12 +15,15 @@
 
 #include "math_sdpa/errors.h"
 #include "math_sdpa/stage_log.h"
+#include "repro/supervise/child_process.h"
 
 namespace sdpa {
 
 namespace {
 
 constexpr int kPollMs = 10;
+// After SIGKILL: a process stuck inside the driver may not die at once; report anyway after this.
+constexpr double kKillWaitS = 0.4;
 
 // Splits a byte stream into lines, one call per complete line.
 struct LineBuffer {
@@ -37,24 +39,6 @@ struct LineBuffer {
   }
 };
 
-void terminate_child(pid_t pid, double grace_s, int& status, bool& reaped) {
-  auto wait_for = [&](double seconds) {
-    const int64_t until = monotonic_us() + static_cast<int64_t>(seconds * 1e6);
-    while (monotonic_us() < until) {
-      if (waitpid(pid, &status, WNOHANG) == pid) return true;
-      usleep(5000);
-    }
-    return false;
-  };
-  kill(pid, SIGTERM);
-  reaped = wait_for(grace_s);
-  if (!reaped) {
-    kill(pid, SIGKILL);
-    // A process stuck inside the driver may not die at once; report anyway after a moment.
-    reaped = wait_for(0.4);
-  }
-}
-
 }  // namespace
 
 SupervisedOutcome supervise(const std::function<int(int)>& child_main, const SupervisorOptions& options) {
@@ -62,25 +46,17 @@ SupervisedOutcome supervise(const std::function<int(int)>& child_main, const Sup
   if (pipe2(progress, O_CLOEXEC) != 0 || pipe2(errpipe, O_CLOEXEC) != 0) {
     throw InputError(std::string("cannot create pipes: ") + std::strerror(errno));
   }
-  std::fflush(nullptr);
-  const pid_t parent = getpid();
-  const pid_t pid = fork();
-  if (pid < 0) throw InputError(std::string("cannot fork: ") + std::strerror(errno));
-  if (pid == 0) {
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (getppid() != parent) _exit(kExitCrash);  // the parent died before prctl took effect
-    close(progress[0]);
-    close(errpipe[0]);
-    dup2(errpipe[1], STDERR_FILENO);
-    close(errpipe[1]);
-    int rc = kExitCrash;
+  ChildSpec spec;
+  spec.body = [&] {
     try {
-      rc = child_main(progress[1]);
+      return child_main(progress[1]);
     } catch (...) {
+      return static_cast<int>(kExitCrash);
     }
-    std::fflush(nullptr);
-    _exit(rc);
-  }
+  };
+  spec.stderr_fd = errpipe[1];  // the stage log, forwarded line by line and kept as a tail
+  spec.close_in_child = {progress[0], errpipe[0], errpipe[1]};
+  const pid_t pid = start_child(spec);
   close(progress[1]);
   close(errpipe[1]);
 
@@ -123,14 +99,14 @@ SupervisedOutcome supervise(const std::function<int(int)>& child_main, const Sup
       out.kind = SupervisedOutcome::bad_output;
       for (char& c : bad_record) c = (c >= 32 && c < 127) ? c : '?';
       out.message = "the GPU child wrote a malformed progress record: \"" + bad_record + "\"";
-      terminate_child(pid, options.kill_grace_s, status, reaped);
+      reaped = stop_child(pid, false, options.kill_grace_s, kKillWaitS, status);
       break;
     }
     const Expiry expiry = monitor.check(monotonic_us());
     if (expiry.expired) {
       out.kind = SupervisedOutcome::hang;
       out.expiry = expiry;
-      terminate_child(pid, options.kill_grace_s, status, reaped);
+      reaped = stop_child(pid, false, options.kill_grace_s, kKillWaitS, status);
       break;
     }
     if (waitpid(pid, &status, WNOHANG) == pid) reaped = true;
