@@ -1,8 +1,8 @@
-// fix1_gemm_stream_sync.cpp: Fix 1 (design document, Section 4, "cuBLAS Stream Ordering").
+// fix1_gemm_stream_sync.cpp: Fix 1 (docs/SCENARIOS.md, "cuBLAS Stream Ordering").
 //
 // Hypothesis it answers (scenario 1): cuBLAS's kernels run on a stream that is not properly
-// ordered after the stream that produced Q and K, and with unified memory that stalls. The
-// seed's patch to gemm_batched: bind the handle to the current stream, synchronise that stream
+// ordered after the stream that produced Q and K, and with unified memory that stalls. The proposed
+// patch to gemm_batched: bind the handle to the current stream, synchronise that stream
 // before the GEMM and again after it. Here: the handle of the Q.K^T GEMM is bound to the path's
 // stream (configure), and both GEMMs are bracketed by cudaStreamSynchronize of that stream.
 #include <cstdio>

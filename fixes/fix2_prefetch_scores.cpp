@@ -1,7 +1,7 @@
-// fix2_prefetch_scores.cpp: Fix 2 (design document, Section 4, "Softmax Reduction Kernel").
+// fix2_prefetch_scores.cpp: Fix 2 (docs/SCENARIOS.md, "Softmax Reduction Kernel").
 //
 // Hypothesis it answers (scenario 2): the softmax reduction deadlocks while the scores' pages
-// migrate between CPU and GPU. The seed's patch: prefetch the input to the GPU and synchronise
+// migrate between CPU and GPU. The proposed patch: prefetch the input to the GPU and synchronise
 // before the softmax kernel, synchronise the device after it. Here with CUDA 13's
 // cudaMemPrefetchAsync(ptr, bytes, cudaMemLocation, flags, stream). Memory that does not
 // migrate (device, async, pinned host) takes no prefetch; the synchronisations still happen.

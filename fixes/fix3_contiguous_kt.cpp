@@ -1,8 +1,8 @@
-// fix3_contiguous_kt.cpp: Fix 3 (design document, Section 4, "Transpose Memory Layout").
+// fix3_contiguous_kt.cpp: Fix 3 (docs/SCENARIOS.md, "Transpose Memory Layout").
 //
 // Hypothesis it answers (scenario 3): K^T reaching cuBLAS as a non-contiguous view (a transposed
 // operand with a leading dimension, perhaps of a [B, S, H, E] buffer) makes the GEMM fault its
-// way through unified memory. The seed's patch: key.transpose(-2, -1).contiguous() before the
+// way through unified memory. The proposed patch: key.transpose(-2, -1).contiguous() before the
 // bmm. Here: the path copies K^T into a contiguous [B*H, E, S] buffer with our own transpose
 // kernel (stage kt_contiguous, logged with reason=fix_3), and the GEMM takes it with op N.
 #include "fix.h"

@@ -1,8 +1,8 @@
-// fix4_stream_ordered_alloc.cpp: Fix 4 (design document, Section 4, "CUDA Driver Page Fault
+// fix4_stream_ordered_alloc.cpp: Fix 4 (docs/SCENARIOS.md, "CUDA Driver Page Fault
 // Handler").
 //
 // Hypothesis it answers (scenario 4): the driver's unified-memory fault handler deadlocks under
-// concurrent faults from several streams. The seed's patch: cudaMallocAsync instead of
+// concurrent faults from several streams. The proposed patch: cudaMallocAsync instead of
 // cudaMallocManaged, so there is no managed memory to fault. Here: every tensor comes from the
 // AsyncPoolAllocator (a stream-ordered pool of our own, math_sdpa/allocator.cpp); the stage
 // log's [ALLOC_DEBUG] lines then say kind=async.

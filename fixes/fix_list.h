@@ -1,4 +1,4 @@
-// fix_list.h: the four candidate fixes of the design document (Section 4), by number, and the
+// fix_list.h: the four candidate fixes (docs/SCENARIOS.md), by number, and the
 // --fixes list ("1,3", "all", "none"). Host-only: the CLI, the sweep and the report name fixes
 // without a GPU; the fixes themselves are in fix.h and fixN_*.cpp.
 #pragma once

@@ -186,7 +186,7 @@ void MathSdpa::enter_with_page_fault_storm() {
 }
 
 // Scenario 2. The host may read the scores only once they are final; then it reads every
-// element (min and max, as the seed's instrumentation prints) and/or advises the driver that
+// element (min and max, as the original instrumentation prints) and/or advises the driver that
 // the CPU is their preferred location. Either way softmax then reduces over pages that are
 // not on the GPU: they fault back, or are read remotely.
 void MathSdpa::move_scores_to_host() {

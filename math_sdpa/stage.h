@@ -5,7 +5,7 @@
 // The order mirrors `_scaled_dot_product_attention_math` (PyTorch 2.5+): upcast, scale Q,
 // expand K/V heads for GQA, scale the transposed K (and copy it contiguous where at::matmul
 // would, or where fix 3 asks), bmm Q·Kᵀ, add the mask, _safe_softmax, dropout, bmm P·V, cast
-// back. entry_sync and stream_sync are the synchronisations that the seed's instrumentation
+// back. entry_sync and stream_sync are the synchronisations that the original instrumentation
 // places around the call; scenario 4's hang is the entry one. scores_to_host is scenario 2's
 // condition (the host reads the scores before softmax).
 // Host-only: the supervisor and the report writer use the names without any CUDA.
@@ -60,7 +60,7 @@ inline bool is_gpu_stage(Stage s) {
   return s != Stage::entry_sync && s != Stage::stream_sync && s != Stage::scores_to_host;
 }
 
-// The design document's Section 3 hang signatures: the scenario a hang in `stage` points to
+// The scenarios' hang signatures (docs/SCENARIOS.md): the scenario a hang in `stage` points to
 // (1 cuBLAS Q.K^T, 2 softmax, 3 the transposed-K preparation, 4 the entry synchronisation),
 // or 0 when the stage matches none of them ("unclassified").
 int scenario_for_hung_stage(Stage s);

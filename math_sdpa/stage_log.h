@@ -1,5 +1,5 @@
 // stage_log.h: the stage log, one line per stage boundary on stderr, in the format of the
-// design document's instrumentation (Section 2) and its expected pattern (Section 3):
+// instrumentation that found the hang and its expected pattern (docs/SCENARIOS.md):
 //
 //   [SDPA_ENTRY] Q shape=[2, 8, 128, 64] K=[2, 8, 128, 64] V=[2, 8, 128, 64] device=cuda:0 dtype=bfloat16 is_causal=false t_us=...
 //   [CUDA_EVENT] sdpa_entry @ 1234567890
@@ -12,7 +12,7 @@
 // swallow the line before it). Host-only, so the formatting is tested without a GPU.
 //
 // Levels: off; stages (lines only: a _DONE line then means "issued by the host"); sync (the
-// path synchronises the device after every stage, as the seed's instrumentation does, so a
+// path synchronises the device after every stage, as the original instrumentation does, so a
 // _DONE line means "finished on the GPU", at the cost of timing); values (sync, plus min, max,
 // isnan, isinf and sums of the scores, probabilities and output).
 #pragma once

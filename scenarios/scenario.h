@@ -1,4 +1,4 @@
-// scenario.h: the deadlock scenarios of the design document (Section 3), one registry.
+// scenario.h: the deadlock scenarios (docs/SCENARIOS.md), one registry.
 //
 // A scenario is a named set of conditions on the path (PathSettings) plus where the call stops:
 // the smallest part of the path that exercises its hypothesis. Each scenario lives in its own
@@ -20,7 +20,7 @@ namespace sdpa {
 struct ScenarioInfo {
   int number = 0;
   const char* title = "";           // one line
-  const char* hypothesis = "";      // the design document's hypothesis
+  const char* hypothesis = "";      // the hypothesis (docs/SCENARIOS.md)
   const char* setup = "";           // what the harness sets up
   const char* runs = "";            // the part of the path that runs
   int fix_number = 0;               // its own fix (--fix on), 0 for none

@@ -12,7 +12,7 @@ ScenarioInfo scenario0_full_path() {
   s.setup = "nothing beyond the options given; any fix can be added with --fixes";
   s.runs = "every stage, entry_sync to stream_sync";
   s.fix_number = 0;
-  s.hang_signature = "any stage; the watchdog names it and classifies it by the design document's signatures";
+  s.hang_signature = "any stage; the watchdog names it and classifies it by the scenarios' hang signatures";
   s.options = "every option of a run; --fixes adds any fix";
   return s;
 }

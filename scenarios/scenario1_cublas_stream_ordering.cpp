@@ -17,7 +17,7 @@ ScenarioInfo scenario1_cublas_stream_ordering() {
   s.title = "cuBLAS stream ordering with unified memory";
   s.hypothesis =
       "the Q.K^T GEMM (cublasGemm*Batched*) stalls when cuBLAS runs on a stream that is not the one whose kernels "
-      "produced Q and K in managed memory (design document: 60% likely)";
+      "produced Q and K in managed memory (judged 60% likely: docs/SCENARIOS.md)";
   s.setup =
       "Q and K are produced by our kernels on the path's stream; the Q.K^T GEMM runs through a cuBLAS handle bound to "
       "another stream: the legacy default stream (--gemm-stream legacy, the default) or a second non-blocking stream "

@@ -17,10 +17,10 @@ ScenarioInfo scenario2_softmax_migration() {
   s.title = "softmax reduction on unified memory under migration";
   s.hypothesis =
       "the softmax reduction (shared memory, block synchronisation) deadlocks while the scores' managed pages "
-      "migrate between CPU and GPU (design document: 25% likely)";
+      "migrate between CPU and GPU (judged 25% likely: docs/SCENARIOS.md)";
   s.setup =
       "the scores are managed memory; after the Q.K^T GEMM (and the mask) the host synchronises and reads every "
-      "score, as the seed's min/max instrumentation does, which moves their pages to the host (--scores-to-host "
+      "score, as the original instrumentation's min/max does, which moves their pages to the host (--scores-to-host "
       "read, the default), and/or advises the driver that the CPU is their preferred location (advise, both); the "
       "softmax kernel then reduces over pages that fault back. Needs --alloc managed (or system where the GPU reads "
       "pageable memory); other allocations are waived";

@@ -17,12 +17,12 @@ ScenarioInfo scenario3_transposed_k() {
   s.title = "transposed K";
   s.hypothesis =
       "key.transpose(-2, -1) hands cuBLAS a non-contiguous view whose stride pattern makes the GEMM fault its way "
-      "through unified memory, or fail to launch (design document: 10% likely)";
+      "through unified memory, or fail to launch (judged 10% likely: docs/SCENARIOS.md)";
   s.setup =
       "K is the layout attention modules really produce: a [B, S, H, E] buffer viewed as [B, H, S, E] (--k-layout "
       "bshe, the default; bhse for a contiguous K), scaled in place of its layout as PyTorch's elementwise kernels "
       "do; K^T reaches cuBLAS as a transposed operand with leading dimension H*E through the pointer-array "
-      "cublasGemmBatchedEx, the call the seed's instrumentation names (--gemm-api batched, the default). With "
+      "cublasGemmBatchedEx, the call the original instrumentation names (--gemm-api batched, the default). With "
       "--gemm-api strided (at::bmm's cublasGemmStridedBatchedEx) a view whose batch and head strides do not fold "
       "(B > 1) is copied contiguous first, exactly where PyTorch's matmul copies it (stage kt_contiguous, "
       "reason=reshape_copy)";

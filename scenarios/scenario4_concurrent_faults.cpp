@@ -17,7 +17,7 @@ ScenarioInfo scenario4_concurrent_faults() {
   s.title = "driver page-fault handling under concurrent faults";
   s.hypothesis =
       "the CUDA driver's unified-memory fault handler deadlocks on concurrent faults from several streams, and the "
-      "first cudaDeviceSynchronize at SDPA entry never returns (design document: 5% likely)";
+      "first cudaDeviceSynchronize at SDPA entry never returns (judged 5% likely: docs/SCENARIOS.md)";
   s.setup =
       "at entry the host first reads every page of every managed tensor (moving them to the host), then N streams "
       "(--touch-streams, default 4) read every page at once while a host thread reads them again concurrently "

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# bench_device.sh: issue 7's evidence in one call on a GPU machine. Builds for sm_90, proves the
+# bench_device.sh: the benchmark's evidence in one call on a GPU machine. Builds for sm_90, proves the
 # faster kernels still pass the whole correctness matrix (ctest -L gpu), times our path against
 # PyTorch's SDPA backends at the three target shapes in both precision modes
 # (scripts/compare_pytorch.py, which runs `repro bench` for our figures), measures each fix's
-# cost at the seed's shape and the largest shape (repro bench --fix-overhead each), and records
+# cost at the smallest benchmark shape and the largest shape (repro bench --fix-overhead each), and records
 # the machine code of the kernels (16-byte loads, no local memory). Logs go under $OUT (or
 # ./bench-out), packed into $OUT/logs.tar.gz; a short summary is printed last.
 #
@@ -22,12 +22,12 @@ say() { echo "$@" | tee -a "$summary" >/dev/null; }
 
 nvidia-smi --query-gpu=name,driver_version,memory.total,memory.used,clocks.sm,clocks.mem --format=csv,noheader \
   | tee "$out/gpu.txt" >>"$summary"
-cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 >"$out/cmake.log" 2>&1 &&
-  cmake --build build-gpu -j "$(nproc)" >"$out/build.log" 2>&1 || { tail -40 "$out/build.log" "$out/cmake.log"; exit 1; }
-repro=./build-gpu/repro
+cmake --preset ci >"$out/cmake.log" 2>&1 &&
+  cmake --build --preset ci -j "$(nproc)" >"$out/build.log" 2>&1 || { tail -40 "$out/build.log" "$out/cmake.log"; exit 1; }
+repro=./build-ci/repro
 
 if want tests; then
-  ctest --test-dir build-gpu -L gpu --output-on-failure -j 2 >"$out/ctest_gpu.log" 2>&1
+  ctest --test-dir build-ci -L gpu --output-on-failure -j 2 >"$out/ctest_gpu.log" 2>&1
   say "== ctest -L gpu (rc=$?)"
   grep -E "Test +#|tests passed|tests failed" "$out/ctest_gpu.log" >>"$summary"
   grep -E -B2 -A6 "ERROR|FAILED" "$out/ctest_gpu.log" | head -40 >>"$summary"
@@ -44,7 +44,7 @@ fi
 
 if want overhead; then
   # Each fix against the default configuration (scenario 0, bf16, upcast, managed memory), at
-  # the seed's benchmark shape and at the image layer's.
+  # the smallest benchmark shape and at the image layer's.
   for shape in "2 8 512 64" "1 24 4608 128"; do
     read -r b h l e <<<"$shape"
     name="overhead_${b}x${h}x${l}x${e}"
@@ -56,7 +56,7 @@ if want overhead; then
 fi
 
 if want sass; then
-  obj=build-gpu/CMakeFiles/math_sdpa_cuda.dir/math_sdpa/kernels.cu.o
+  obj=build-ci/math_sdpa/CMakeFiles/sdpa_path.dir/kernels.cu.o
   if command -v cuobjdump >/dev/null && [[ -f $obj ]]; then
     cuobjdump -sass "$obj" >"$out/kernels.sass" 2>&1
     say "== SASS of the softmax and conversion kernels: 128-bit loads/stores, local memory"

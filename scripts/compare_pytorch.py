@@ -3,7 +3,7 @@
 
 Optional helper (needs PyTorch; the harness does not). For each shape (B, H, L=S, E) in bf16,
 no mask, no dropout, it times with CUDA events, median of --iters calls after --warmup calls
-(the method of issue 7's table: 50 after 10):
+(50 after 10 by default):
   - PyTorch's math SDPA, upcast (the default) and reduced precision
     (torch.backends.cuda.allow_fp16_bf16_reduction_math_sdp(True));
   - cuDNN attention and flash attention (torch.nn.attention.sdpa_kernel backends);
@@ -109,8 +109,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--repro", default="build/repro", help="the repro binary")
     ap.add_argument("--out", default="compare-out", help="folder for the JSON and logs")
-    ap.add_argument("--warmup", type=int, default=10, help="PyTorch warm-up calls (issue 7: 10)")
-    ap.add_argument("--iters", type=int, default=50, help="PyTorch timed calls (issue 7: 50)")
+    ap.add_argument("--warmup", type=int, default=10, help="PyTorch warm-up calls")
+    ap.add_argument("--iters", type=int, default=50, help="PyTorch timed calls")
     ap.add_argument("--bench-warmup", type=int, default=10)
     ap.add_argument("--bench-iters", type=int, default=100)
     args = ap.parse_args()
@@ -143,7 +143,7 @@ def main():
     bw = f"{bandwidth / 1e12:.2f} TB/s" if bandwidth else "not measured"
     print(f"# {device}, PyTorch {torch.__version__ if have_torch else '-'}, copy bandwidth {bw}; "
           f"CUDA events, median of {args.iters} after {args.warmup} (PyTorch) and of {args.bench_iters} after "
-          f"{args.bench_warmup} (repro bench, gpu stages); bf16, no mask, no dropout; targets are issue 7's (H100)")
+          f"{args.bench_warmup} (repro bench, gpu stages); bf16, no mask, no dropout; targets are for an H100")
     print("| shape (B,H,L=S,E) | torch math upcast | torch math reduced | cuDNN | flash | floor native | ours native "
           "| target | ours upcast | target | torch upcast / ours upcast | torch reduced / ours native | ours native / cuDNN |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")

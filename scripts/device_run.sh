@@ -17,7 +17,7 @@
 #   soak       each scenario's 1000-call soak table (fix off), then the ladder (scripts/ladder.sh)
 #   sanitizer  ctest -L sanitizer (memcheck, racecheck, initcheck, synccheck)
 #   release    the release, release-static and spark-static presets: size, ldd, --version,
-#              embedded code (only this section named: build-gpu is not built)
+#              embedded code (only this section named: build-ci is not built)
 #
 # The default is the first seven; the others take minutes each and are named explicitly, a
 # call each (a call may run for 10 minutes at most):
@@ -30,7 +30,7 @@ mkdir -p "$out"
 export PATH="$PATH:/usr/local/cuda/bin"
 sections=("$@")
 ((${#sections[@]})) || sections=(probe tests check watchdog scenarios logs mutant)
-# The release presets build their own trees; the other sections use build-gpu.
+# The release presets build their own trees; the other sections use build-ci.
 want() { [[ " ${sections[*]} " == *" $1 "* ]]; }
 summary="$out/summary.txt"
 : >"$summary"
@@ -38,13 +38,13 @@ say() { echo "$@" | tee -a "$summary"; }
 
 nvidia-smi --query-gpu=name,driver_version,memory.total,memory.used --format=csv,noheader | tee "$out/gpu.txt"
 if [[ " ${sections[*]} " != " release " ]]; then
-  cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 >"$out/cmake.log" 2>&1 &&
-    cmake --build build-gpu -j 16 >"$out/build.log" 2>&1 || { tail -40 "$out/build.log" "$out/cmake.log"; exit 1; }
+  cmake --preset ci >"$out/cmake.log" 2>&1 &&
+    cmake --build --preset ci -j 16 >"$out/build.log" 2>&1 || { tail -40 "$out/build.log" "$out/cmake.log"; exit 1; }
 fi
-repro=./build-gpu/repro
+repro=./build-ci/repro
 
 if want mutant; then  # built in the background while the tests run
-  rm -rf /tmp/mutant && mkdir -p /tmp/mutant && cp -r CMakeLists.txt math_sdpa repro tests fixes scenarios /tmp/mutant/ &&
+  rm -rf /tmp/mutant && mkdir -p /tmp/mutant && cp -r CMakeLists.txt CMakePresets.json cmake math_sdpa repro tests fixes scenarios results /tmp/mutant/ &&
     sed -i 's|const float inv_sum = 1.0f / total.sum;|const float inv_sum = 1.001f / total.sum;|' /tmp/mutant/math_sdpa/kernels.cu &&
     (cmake -S /tmp/mutant -B /tmp/mutant/build -G Ninja -DCMAKE_CUDA_ARCHITECTURES=90 >/dev/null 2>&1 &&
      cmake --build /tmp/mutant/build -j 4 --target gpu_tests >"$out/mutant_build.log" 2>&1) &
@@ -58,12 +58,12 @@ if want probe; then
 fi
 
 if want tests; then
-  ctest --test-dir build-gpu --output-on-failure -j 4 -LE sanitizer >"$out/ctest.log" 2>&1
+  ctest --test-dir build-ci --output-on-failure -j 4 -LE sanitizer >"$out/ctest.log" 2>&1
   say "== ctest -LE sanitizer (rc=$?)"; grep -E "Test +#|tests passed|tests failed" "$out/ctest.log" >>"$summary"
   grep -E -A3 "ERROR" "$out/ctest.log" | head -30 >>"$summary"
-  ./build-gpu/tests/gpu_tests --test-suite=gpu --test-case='*matrix*' >"$out/gpu_matrix.txt" 2>&1
-  ./build-gpu/tests/gpu_tests --test-suite=gpu_scenarios >"$out/gpu_scenarios.txt" 2>&1
-  ./build-gpu/tests/gpu_tests --test-suite=gpu_watchdog --test-case='*injected hang*' >"$out/gpu_watchdog.txt" 2>&1
+  ./build-ci/tests/gpu_tests --test-suite=gpu --test-case='*matrix*' >"$out/gpu_matrix.txt" 2>&1
+  ./build-ci/tests/gpu_tests --test-suite=gpu_scenarios >"$out/gpu_scenarios.txt" 2>&1
+  ./build-ci/tests/gpu_tests --test-suite=gpu_watchdog --test-case='*injected hang*' >"$out/gpu_watchdog.txt" 2>&1
   say "== matrix"; grep -E "input seed|worst rel_error|matrix cases|test cases" "$out/gpu_matrix.txt" >>"$summary"
   say "== scenarios"; grep -E "^(scenario|[0-4] )|waived|test cases|assertions" "$out/gpu_scenarios.txt" >>"$summary"
   say "== watchdog"; grep -E -A16 "^injected" "$out/gpu_watchdog.txt" >>"$summary"
@@ -133,7 +133,7 @@ if want report; then
   head -n 40 "$out/report2/REPORT.md" >>"$summary"
   # Every scenario's generated repro_scenarioN.cu built with nvcc and run, fix off and on, against
   # the harness run it came from (the test prints the comparison table).
-  ./build-gpu/tests/gpu_tests --test-suite=gpu_report >"$out/gpu_report.txt" 2>&1
+  ./build-ci/tests/gpu_tests --test-suite=gpu_report >"$out/gpu_report.txt" 2>&1
   say "== gpu_tests --test-suite=gpu_report (rc=$?)"
   grep -E -B2 -A14 "^scenario|test cases|assertions" "$out/gpu_report.txt" | head -60 >>"$summary"
 fi
@@ -149,7 +149,7 @@ if want soak; then
 fi
 
 if want sanitizer; then
-  ctest --test-dir build-gpu -L sanitizer -j 4 -V >"$out/sanitizer.log" 2>&1  # -V: every run's line
+  ctest --test-dir build-ci -L sanitizer -j 4 -V >"$out/sanitizer.log" 2>&1  # -V: every run's line
   say "== ctest -L sanitizer (rc=$?)"
   grep -E "Test +#|tests passed|tests failed" "$out/sanitizer.log" >>"$summary"
   # run_sanitizer.sh judges each run and ends with "TOOL: N runs, 0 with errors" (or FAILED).

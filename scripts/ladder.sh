@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# ladder.sh: the seed's validation ladder (1 call, 10 calls, 1000 calls) for every scenario, as
+# ladder.sh: the validation ladder (docs/SCENARIOS.md) (1 call, 10 calls, 1000 calls) for every scenario, as
 # one command to run before trusting the harness on a new machine. Each rung is a checked
 # `repro` run; the 1000-call rung samples memory every 100 calls and fails if GPU free memory,
 # RSS or the live allocations move after warm-up (README, "Soak"). Prints one row per rung and

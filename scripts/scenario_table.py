@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""scenario_table.py: the scenario x fix x dtype table of issue 4, from real `repro` runs.
+"""scenario_table.py: the scenario x fix x dtype table, from real `repro` runs.
 
 Runs `repro --scenario N --fix off|on --dtype D --check --json ...` for N = 0..4 (scenario 0's
 "on" is --fixes all), reads each JSON result and prints one row per run: outcome, relative

@@ -7,12 +7,11 @@
 #   scripts/sweep.sh --out sweep-h100 --resume        # continue an interrupted sweep
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-build_dir=${BUILD_DIR:-build}
 (
   cd "$root"
   scripts/setup_deps.sh
   export PATH="$PATH:/usr/local/cuda/bin"
-  cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release
-  cmake --build "$build_dir" -j "$(nproc)" --target repro
+  cmake --preset dev
+  cmake --build --preset dev -j "$(nproc)" --target repro
 ) >&2
-exec "$root/$build_dir/repro" sweep "$@"
+exec "$root/build/repro" sweep "$@"
