@@ -15,6 +15,20 @@ GemmCall strided_call(const char* name, DType type) {
 }
 }  // namespace
 
+HeadStrides k_input_strides(const SdpaProblem& p, KLayout layout) {
+  if (layout == KLayout::bshe) return {p.kv_len * p.kv_heads * p.head_dim, p.head_dim, p.kv_heads * p.head_dim};
+  return contiguous_bhse(p.kv_heads, p.kv_len, p.head_dim);
+}
+
+HeadStrides k_gemm_strides(const SdpaProblem& p, KLayout layout) {
+  return p.gqa() ? contiguous_bhse(p.q_heads, p.kv_len, p.head_dim) : k_input_strides(p, layout);
+}
+
+KtOperand kt_operand(const SdpaProblem& p, const HeadStrides& k_gemm, bool kt_copy) {
+  if (kt_copy) return {true, p.kv_len, p.kv_len * p.head_dim};
+  return {false, k_gemm.row, k_gemm.head};
+}
+
 GemmCall qk_gemm_call(int64_t batch_heads, int64_t L, int64_t S, int64_t E, DType type, const KtOperand& kt,
                       GemmApi api) {
   GemmCall g = strided_call("qk", type);

@@ -23,6 +23,7 @@
 #include <string>
 
 #include "dtype.h"
+#include "head_strides.h"
 #include "path_settings.h"
 
 namespace sdpa {
@@ -52,6 +53,16 @@ struct KtOperand {
   int64_t ld = 0;           // leading dimension: S for the copy, the row stride of K for a view
   int64_t stride = 0;       // elements between consecutive heads (strided calls)
 };
+
+// K as uploaded: scenario 3's [B, S, Hkv, E] buffer viewed as [B, Hkv, S, E], or contiguous.
+HeadStrides k_input_strides(const SdpaProblem& p, KLayout layout);
+// The K whose transpose the Q·Kᵀ GEMM reads (key_scaled): gqa_expand writes a fresh contiguous
+// [B, Hq, S, E]; without it, K as uploaded (scale_k keeps its input's layout, as PyTorch's
+// elementwise kernels keep the layout of a transposed view).
+HeadStrides k_gemm_strides(const SdpaProblem& p, KLayout layout);
+// Kᵀ as operand A: the contiguous [B·H, E, S] copy when kt_contiguous runs, else the view of the
+// K laid out as `k_gemm`.
+KtOperand kt_operand(const SdpaProblem& p, const HeadStrides& k_gemm, bool kt_copy);
 
 GemmCall qk_gemm_call(int64_t batch_heads, int64_t L, int64_t S, int64_t E, DType type, const KtOperand& kt,
                       GemmApi api);

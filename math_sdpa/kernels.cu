@@ -25,6 +25,8 @@
 
 #include "cuda_check.h"
 #include "philox.h"
+#include "touch_pages_kernel.cuh"
+#include "transpose_heads_kernel.cuh"
 
 namespace sdpa {
 
@@ -161,43 +163,6 @@ __global__ void __launch_bounds__(kThreads) repeat_heads_kernel(const T* src, He
     const int64_t b = slice / (kv_heads * group), out_head = slice - b * (kv_heads * group);
     store_vec<T, V>(dst + i, load_vec<T, V>(src + b * in.batch + (out_head / group) * in.head + s * in.row + e));
   });
-}
-
-// 32 x 32 tiles: read rows of K (E contiguous), write rows of K^T (S contiguous). The +1
-// column keeps the shared-memory columns in distinct banks. Slices (b, h) and E-tiles are
-// grid-stride loops over z and y, so any B*H and E fit the grid's limits.
-constexpr int kTile = 32;
-template <typename T>
-__global__ void transpose_heads_kernel(const T* src, HeadStrides in, T* dst, int64_t slices, int64_t heads,
-                                       int64_t rows, int64_t head_dim) {
-  __shared__ T tile[kTile][kTile + 1];
-  const int64_t s0 = static_cast<int64_t>(blockIdx.x) * kTile;
-  for (int64_t slice = blockIdx.z; slice < slices; slice += gridDim.z) {
-    const T* x = src + (slice / heads) * in.batch + (slice % heads) * in.head;
-    T* y = dst + slice * head_dim * rows;
-    for (int64_t e0 = static_cast<int64_t>(blockIdx.y) * kTile; e0 < head_dim; e0 += static_cast<int64_t>(gridDim.y) * kTile) {
-      for (int r = threadIdx.y; r < kTile; r += blockDim.y) {
-        const int64_t s = s0 + r, e = e0 + threadIdx.x;
-        if (s < rows && e < head_dim) tile[r][threadIdx.x] = x[s * in.row + e];
-      }
-      __syncthreads();
-      for (int r = threadIdx.y; r < kTile; r += blockDim.y) {
-        const int64_t e = e0 + r, s = s0 + threadIdx.x;
-        if (s < rows && e < head_dim) y[e * rows + s] = tile[threadIdx.x][r];
-      }
-      __syncthreads();
-    }
-  }
-}
-
-__global__ void touch_pages_kernel(const unsigned char* data, size_t pages, size_t bytes, unsigned long long* sink) {
-  unsigned long long sum = 0;
-  for (size_t page = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; page < pages;
-       page += static_cast<size_t>(gridDim.x) * blockDim.x) {
-    const size_t offset = page * kTouchPageBytes;
-    sum += *reinterpret_cast<const volatile unsigned char*>(data + (offset < bytes ? offset : bytes - 1));
-  }
-  if (sum) atomicAdd(sink, sum);
 }
 
 template <typename T, int W>
@@ -572,13 +537,13 @@ void launch_repeat_heads(const void* src, HeadStrides src_strides, void* dst, DT
 void launch_transpose_heads(const void* src, HeadStrides src_strides, void* dst, DType type, int64_t batch,
                             int64_t heads, int64_t rows, int64_t head_dim, cudaStream_t stream) {
   const int64_t slices = batch * heads;
-  const dim3 grid(static_cast<unsigned>((rows + kTile - 1) / kTile),
-                  static_cast<unsigned>(std::min<int64_t>((head_dim + kTile - 1) / kTile, 65535)),
+  const dim3 grid(static_cast<unsigned>((rows + kTransposeTile - 1) / kTransposeTile),
+                  static_cast<unsigned>(std::min<int64_t>((head_dim + kTransposeTile - 1) / kTransposeTile, 65535)),
                   static_cast<unsigned>(std::min<int64_t>(slices, 65535)));
   dispatch(type, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    transpose_heads_kernel<<<grid, dim3(kTile, 8), 0, stream>>>(static_cast<const T*>(src), src_strides,
-                                                               static_cast<T*>(dst), slices, heads, rows, head_dim);
+    transpose_heads_kernel<<<grid, dim3(kTransposeTile, 8), 0, stream>>>(
+        static_cast<const T*>(src), src_strides, static_cast<T*>(dst), slices, heads, rows, head_dim);
   });
   CUDA_CHECK_LAUNCH();
 }
@@ -586,7 +551,7 @@ void launch_transpose_heads(const void* src, HeadStrides src_strides, void* dst,
 void launch_touch_pages(const void* data, size_t bytes, unsigned long long* sink, cudaStream_t stream) {
   if (bytes == 0) return;
   const size_t pages = (bytes + kTouchPageBytes - 1) / kTouchPageBytes;
-  touch_pages_kernel<<<grid_for(static_cast<int64_t>(pages)), kThreads, 0, stream>>>(
+  touch_pages_kernel<kTouchPageBytes><<<grid_for(static_cast<int64_t>(pages)), kThreads, 0, stream>>>(
       static_cast<const unsigned char*>(data), pages, bytes, sink);
   CUDA_CHECK_LAUNCH();
 }

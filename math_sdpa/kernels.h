@@ -12,6 +12,7 @@
 #include <cstdint>
 
 #include "dtype.h"
+#include "head_strides.h"
 #include "softmax_plan.h"
 
 namespace sdpa {
@@ -38,16 +39,6 @@ void require_kernel_image_for_device(int device);
 
 // Fills n elements with `value` (used to poison outputs with NaN before every run).
 void launch_fill(void* dst, DType type, int64_t n, float value, cudaStream_t stream);
-
-// Where element (b, h, s, e) of a [B, H, S, E] tensor lives: b*batch + h*head + s*row + e
-// (elements; E is always contiguous). Contiguous [B, H, S, E] is {H*S*E, S*E, E}; a key viewed
-// from a [B, S, H, E] buffer (scenario 3) is {S*H*E, E, H*E}.
-struct HeadStrides {
-  int64_t batch, head, row;
-};
-inline HeadStrides contiguous_bhse(int64_t heads, int64_t rows, int64_t head_dim) {
-  return {heads * rows * head_dim, rows * head_dim, head_dim};
-}
 
 // GQA: dst, a contiguous [B, Hkv*group, S, E], from src [B, Hkv, S, E] laid out as `src_strides`,
 // each head repeated `group` times in a row, as torch.repeat_interleave(dim=-3) does.

@@ -4,55 +4,38 @@
 #include <sstream>
 
 #include "errors.h"
+#include "name_table.h"
 
 namespace sdpa {
 
 namespace {
 
-// A name table for one enum: parse and print through the same entries.
-template <typename E> struct Names {
-  const char* what;  // "--alloc", for error messages
-  std::vector<std::pair<E, const char*>> entries;
-  const char* name(E e) const {
-    for (const auto& [value, text] : entries) {
-      if (value == e) return text;
-    }
-    return "?";
-  }
-  E parse(const std::string& s) const {
-    std::string accepted;
-    for (const auto& [value, text] : entries) {
-      if (s == text) return value;
-      accepted += accepted.empty() ? text : std::string("|") + text;
-    }
-    throw InputError(std::string(what) + ": unknown value '" + s + "' (expected " + accepted + ")");
-  }
-};
-
-const Names<StreamMode> kStreamModes{
+const NameTable<StreamMode> kStreamModes{
     "--stream", {{StreamMode::non_blocking, "non-blocking"}, {StreamMode::legacy, "legacy"}, {StreamMode::per_thread, "per-thread"}}};
-const Names<GemmStream> kGemmStreams{
+const NameTable<GemmStream> kGemmStreams{
     "--gemm-stream", {{GemmStream::same, "same"}, {GemmStream::legacy, "legacy"}, {GemmStream::aux, "aux"}}};
-const Names<GemmOrder> kGemmOrders{"--gemm-order", {{GemmOrder::event, "event"}, {GemmOrder::none, "none"}}};
-const Names<KLayout> kKLayouts{"--k-layout", {{KLayout::bhse, "bhse"}, {KLayout::bshe, "bshe"}}};
-const Names<GemmApi> kGemmApis{"--gemm-api", {{GemmApi::strided, "strided"}, {GemmApi::batched, "batched"}}};
-const Names<ScoresToHost> kScoresToHost{"--scores-to-host",
+const NameTable<GemmOrder> kGemmOrders{"--gemm-order", {{GemmOrder::event, "event"}, {GemmOrder::none, "none"}}};
+const NameTable<KLayout> kKLayouts{"--k-layout", {{KLayout::bhse, "bhse"}, {KLayout::bshe, "bshe"}}};
+const NameTable<GemmApi> kGemmApis{"--gemm-api", {{GemmApi::strided, "strided"}, {GemmApi::batched, "batched"}}};
+const NameTable<ScoresToHost> kScoresToHost{"--scores-to-host",
                                         {{ScoresToHost::none, "none"},
                                          {ScoresToHost::read, "read"},
                                          {ScoresToHost::advise, "advise"},
                                          {ScoresToHost::both, "both"}}};
-const Names<AllocKind> kAllocKinds{"--alloc",
+const NameTable<AllocKind> kAllocKinds{"--alloc",
                                    {{AllocKind::managed, "managed"},
                                     {AllocKind::device, "device"},
                                     {AllocKind::async, "async"},
                                     {AllocKind::host, "host"},
                                     {AllocKind::system, "system"}}};
-const Names<Advice> kAdvice{"--advise",
+const NameTable<Advice> kAdvice{"--advise",
                             {{Advice::preferred_gpu, "preferred:gpu"},
                              {Advice::preferred_cpu, "preferred:cpu"},
                              {Advice::accessed_by_gpu, "accessed-by:gpu"},
                              {Advice::accessed_by_cpu, "accessed-by:cpu"},
                              {Advice::read_mostly, "read-mostly"}}};
+const NameTable<ResultTensor> kResultTensors{
+    "result tensor", {{ResultTensor::scores, "scores"}, {ResultTensor::probs, "probs"}, {ResultTensor::output, "output"}}};
 
 }  // namespace
 
@@ -137,11 +120,15 @@ bool stage_runs(Stage s, const SdpaProblem& p, const PathSettings& ps) {
   }
 }
 
-const char* result_tensor_name(const PathSettings& ps) {
+ResultTensor result_tensor_of(const PathSettings& ps) {
   const int last = static_cast<int>(ps.last_stage);
-  if (last < static_cast<int>(Stage::scores_to_host)) return "scores";
-  if (last < static_cast<int>(Stage::pv_gemm)) return "probs";
-  return "output";
+  if (last < static_cast<int>(Stage::scores_to_host)) return ResultTensor::scores;
+  if (last < static_cast<int>(Stage::pv_gemm)) return ResultTensor::probs;
+  return ResultTensor::output;
 }
+
+const char* result_tensor_name(ResultTensor t) { return kResultTensors.name(t); }
+const char* result_tensor_name(const PathSettings& ps) { return result_tensor_name(result_tensor_of(ps)); }
+ResultTensor parse_result_tensor(const std::string& s) { return kResultTensors.parse(s); }
 
 }  // namespace sdpa

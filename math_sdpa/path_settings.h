@@ -50,13 +50,13 @@ enum class KLayout {
 // The cuBLAS entry point of the Q.K^T GEMM.
 enum class GemmApi {
   strided,  // cublasSgemmStridedBatched / cublasGemmStridedBatchedEx (at::bmm)
-  batched,  // cublasGemmBatchedEx with pointer arrays (the call the seed's instrumentation names)
+  batched,  // cublasGemmBatchedEx with pointer arrays (the call the original instrumentation names)
 };
 
 // What is done to the scores before softmax (scenario 2).
 enum class ScoresToHost {
   none,
-  read,    // the host reads every score (min/max), as the seed's instrumentation does
+  read,    // the host reads every score (min/max), as the original instrumentation does
   advise,  // cudaMemAdvise: preferred location the CPU
   both,
 };
@@ -113,8 +113,15 @@ bool stage_runs(Stage s, const SdpaProblem& p, const PathSettings& ps);
 // copies it (a [B, S, H, E] K with B > 1 and S > 1: batch and head strides do not fold).
 bool kt_copy_needed(const SdpaProblem& p, const PathSettings& ps);
 
-// The tensor a call ends with, and the one --check compares: "scores" (through qk_gemm or
-// mask_add), "probs" (through softmax or dropout), "output" otherwise.
-const char* result_tensor_name(const PathSettings& ps);
+// The tensor a call ends with, and the one --check compares and --save-output writes.
+enum class ResultTensor {
+  scores,  // through qk_gemm or mask_add: [B, Hq, L, S]
+  probs,   // through softmax or dropout: [B, Hq, L, S]
+  output,  // through pv_gemm: [B, Hq, L, E]
+};
+ResultTensor result_tensor_of(const PathSettings& ps);
+const char* result_tensor_name(ResultTensor t);
+const char* result_tensor_name(const PathSettings& ps);  // result_tensor_name(result_tensor_of(ps))
+ResultTensor parse_result_tensor(const std::string& s);
 
 }  // namespace sdpa

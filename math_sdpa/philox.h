@@ -1,4 +1,6 @@
-// philox.h: Philox4x32-10, the counter-based generator behind the dropout mask.
+// philox.h: Philox4x32-10, the counter-based generator behind the dropout mask. Inlined verbatim
+// into every generated reproducer with dropout (repro/report/reproducer), so it includes nothing
+// from the harness: both programs drop exactly the same elements.
 //
 // Counter-based means element i's random number is a pure function of (seed, offset, i): the
 // GPU kernel and the float64 CPU reference compute the identical keep/drop decision for every

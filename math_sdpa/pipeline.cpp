@@ -41,12 +41,9 @@ MathSdpa::MathSdpa(const SdpaProblem& problem, const PathSettings& settings, All
   const DType ct = p.compute_dtype();
   const bool upcast = ct != p.dtype;
   const int64_t expanded_kv = p.batch * p.q_heads * p.kv_len * p.head_dim;
-  k_input_strides_ = settings_.k_layout == KLayout::bshe
-                         ? HeadStrides{p.kv_len * p.kv_heads * p.head_dim, p.head_dim, p.kv_heads * p.head_dim}
-                         : contiguous_bhse(p.kv_heads, p.kv_len, p.head_dim);
-  // gqa_expand writes a fresh contiguous K; scale_k keeps its input's layout (as PyTorch's
-  // elementwise kernels keep the layout of a transposed view).
-  k_gemm_strides_ = p.gqa() ? contiguous_bhse(p.q_heads, p.kv_len, p.head_dim) : k_input_strides_;
+  // The Kᵀ operand plan (gemm.h), shared with the generated reproducer.
+  k_input_strides_ = k_input_strides(p, settings_.k_layout);
+  k_gemm_strides_ = k_gemm_strides(p, settings_.k_layout);
 
   alloc(query_, p.q_elems(), p.dtype, "query");
   alloc(key_, p.kv_elems(), p.dtype, "key");
@@ -97,12 +94,7 @@ MathSdpa::MathSdpa(const SdpaProblem& problem, const PathSettings& settings, All
   CUDA_CHECK(cublasSetMathMode(cublas_, CUBLAS_DEFAULT_MATH));
 
   const int64_t bh = p.batch * p.q_heads;
-  KtOperand kt;
-  if (runs(Stage::kt_contiguous)) {
-    kt = {true, p.kv_len, p.kv_len * p.head_dim};
-  } else {
-    kt = {false, k_gemm_strides_.row, k_gemm_strides_.head};
-  }
+  const KtOperand kt = kt_operand(p, k_gemm_strides_, runs(Stage::kt_contiguous));
   gemm_calls_.push_back(qk_gemm_call(bh, p.q_len, p.kv_len, p.head_dim, ct, kt, settings_.qk_gemm_api));
   gemm_calls_.push_back(pv_gemm_call(bh, p.q_len, p.kv_len, p.head_dim, ct));
   gemm_calls_[0].stream = reinterpret_cast<uintptr_t>(qk_stream_);
@@ -249,7 +241,7 @@ void MathSdpa::stage(Stage s, const std::string& detail, const std::function<voi
   for (auto* h : hooks_) h->before_stage(ctx);
   body();
   for (auto* h : hooks_) h->after_stage(ctx);
-  // As the seed's instrumentation does: wait for the stage to finish, so its _DONE line and
+  // As the original instrumentation does: wait for the stage to finish, so its _DONE line and
   // its end time mean "finished on the GPU".
   if (is_gpu_stage(s) && (instrumentation_.sync_each_stage || instrumentation_.collect_values)) {
     CUDA_CHECK(cudaDeviceSynchronize());

@@ -3,10 +3,11 @@
 
 #include <climits>
 #include <cmath>
-#include <limits>
 #include <sstream>
 
 #include "errors.h"
+#include "random_inputs.h"
+#include "random_masks.h"
 
 namespace sdpa {
 
@@ -75,61 +76,15 @@ void SdpaProblem::validate() const {
   checked_mul(checked_mul(checked_mul(bh, q_len, "scores"), kv_len, "scores"), 4, "scores");
 }
 
-namespace {
-
-// splitmix64 and Box-Muller, written out so that the same seed gives the same inputs with
-// any compiler and standard library (std::normal_distribution is implementation-defined).
-struct InputRng {
-  uint64_t state;
-  uint64_t next() {
-    uint64_t z = (state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-  }
-  double uniform() { return static_cast<double>(next() >> 11) * (1.0 / 9007199254740992.0); }  // [0,1)
-  double normal() {
-    double u1 = 1.0 - uniform();  // (0, 1]
-    double u2 = uniform();
-    return std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
-  }
-};
-
-std::vector<float> random_normal(int64_t n, DType t, InputRng& rng) {
-  std::vector<float> out(static_cast<size_t>(n));
-  for (auto& x : out) x = round_to_dtype(static_cast<float>(rng.normal()), t);
-  return out;
-}
-
-}  // namespace
-
 HostInputs make_random_inputs(const SdpaProblem& p, uint64_t seed) {
-  InputRng rng{seed * 0x2545F4914F6CDD1Dull + 1};
+  InputRng rng = input_rng_for_seed(seed);
+  const auto round = [&p](float f) { return round_to_dtype(f, p.dtype); };
   HostInputs in;
-  in.q = random_normal(p.q_elems(), p.dtype, rng);
-  in.k = random_normal(p.kv_elems(), p.dtype, rng);
-  in.v = random_normal(p.kv_elems(), p.dtype, rng);
-  const int64_t slices = p.mask_batch() * p.mask_heads();
-  const int64_t rows = p.q_len, cols = p.kv_len;
-  if (p.mask == MaskKind::boolean) {
-    in.bool_mask.resize(static_cast<size_t>(p.mask_elems()));
-    for (int64_t s = 0; s < slices; ++s) {
-      const int64_t fully_masked_row = (s * 7 + 3) % rows;
-      for (int64_t r = 0; r < rows; ++r) {
-        for (int64_t c = 0; c < cols; ++c) {
-          bool keep = r != fully_masked_row && rng.uniform() >= 0.25;
-          in.bool_mask[static_cast<size_t>((s * rows + r) * cols + c)] = keep ? 1 : 0;
-        }
-      }
-    }
-  } else if (p.mask == MaskKind::additive) {
-    in.additive_mask.resize(static_cast<size_t>(p.mask_elems()));
-    for (auto& x : in.additive_mask) {
-      double u = rng.uniform();
-      x = u < 0.1 ? -std::numeric_limits<float>::infinity()
-                  : round_to_dtype(static_cast<float>(4.0 * rng.uniform() - 2.0), p.dtype);
-    }
-  }
+  in.q = random_normal(p.q_elems(), rng, round);
+  in.k = random_normal(p.kv_elems(), rng, round);
+  in.v = random_normal(p.kv_elems(), rng, round);
+  if (p.mask == MaskKind::boolean) in.bool_mask = random_bool_mask(p.mask_batch() * p.mask_heads(), p.q_len, p.kv_len, rng);
+  if (p.mask == MaskKind::additive) in.additive_mask = random_additive_mask(p.mask_elems(), rng, round);
   return in;
 }
 

@@ -194,7 +194,7 @@ TEST_SUITE("bench") {
     r.input_sets = 8;
     r.input_sets_chosen = true;
     r.bytes_per_call = 23 << 20;
-    r.result_tensor = "output";
+    r.result_tensor = ResultTensor::output;
     r.path = series("path", 1.0);
     summarize_series(r.path);
     OverheadComparison one;
@@ -286,7 +286,7 @@ TEST_SUITE("bench") {
   TEST_CASE("a hung bench keeps the watchdog's report in its JSON") {
     BenchResult r;
     r.options = parse({}).options;
-    r.outcome = "hang";
+    r.outcome = Outcome::hang;
     r.exit_code = kExitHang;
     SupervisedOutcome w;
     w.kind = SupervisedOutcome::hang;

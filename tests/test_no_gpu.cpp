@@ -17,8 +17,8 @@ int main() {
   }
   sdpa::RunOptions options;
   const sdpa::RunResult r = sdpa::run_repro(options);
-  std::printf("outcome=%s exit=%d error=%s\n", r.outcome.c_str(), r.exit_code, r.error.c_str());
-  const bool ok = r.outcome == "no_gpu" && r.exit_code == sdpa::kExitNoGpu &&
+  std::printf("outcome=%s exit=%d error=%s\n", sdpa::outcome_name(r.outcome), r.exit_code, r.error.c_str());
+  const bool ok = r.outcome == sdpa::Outcome::no_gpu && r.exit_code == sdpa::kExitNoGpu &&
                   r.error.find("no usable CUDA GPU") != std::string::npos && r.iterations_done == 0;
   std::printf("%s\n", ok ? "1 passed, 0 failed" : "0 passed, 1 failed");
   return ok ? 0 : 1;

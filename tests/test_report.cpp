@@ -54,8 +54,8 @@ nlohmann::json run_json(const RunOptions& o, const std::string& outcome, const s
   RunResult r;
   r.options = o;
   r.settings = o.settings;
-  r.result_tensor = result_tensor_name(r.settings);
-  r.outcome = outcome;
+  r.result_tensor = result_tensor_of(r.settings);
+  r.outcome = parse_outcome(outcome);
   if (outcome == "pass") {
     r.checked = true;
     r.comparison.rel_error = 1.5e-3;
@@ -216,10 +216,11 @@ TEST_SUITE("report") {
       return generate_reproducer(options_for(n, false), options_for(n, true), "off", "on");
     };
     const std::string s1 = generate(1), s2 = generate(2), s3 = generate(3), s4 = generate(4);
-    CHECK(s1.find("GemmStream::legacy") != std::string::npos);  // scenario 1: the GEMM on the legacy stream
+    CHECK(s1.find("qk_stream = cudaStreamLegacy") != std::string::npos);  // scenario 1: the GEMM on the legacy stream
     CHECK(s1.find("order_gemm_after_producers") != std::string::npos);
-    CHECK(s1.find("cfg.sync_around_gemms") != std::string::npos);  // fix 1
+    CHECK(s1.find("cfg.gemm_stream_sync") != std::string::npos);  // fix 1
     CHECK(s1.find("move_scores_to_host") == std::string::npos);
+    CHECK(s1.find("cudaMallocFromPoolAsync") == std::string::npos);
     CHECK(s2.find("move_scores_to_host") != std::string::npos);  // scenario 2: host read before softmax
     CHECK(s2.find("cudaMemPrefetchAsync") != std::string::npos);  // fix 2
     CHECK(s2.find("order_gemm_after_producers") == std::string::npos);
@@ -231,6 +232,20 @@ TEST_SUITE("report") {
     CHECK(s4.find("cudaMallocFromPoolAsync") != std::string::npos);     // fix 4
     CHECK(s4.find("softmax_kernel") != std::string::npos);               // the whole path
     CHECK(s4.find("cublasGemmBatchedEx") == std::string::npos);
+    CHECK(s4.find("cfg.stream_ordered_pool") != std::string::npos);
+    // Only what the scenario runs: no other allocator, no other stream, no dropout without one, and
+    // the softmax split the harness's kernel takes for these rows (a warp each for S = 128).
+    for (const auto* s : {&s1, &s2, &s3, &s4}) {
+      CHECK(s->find("cudaHostAlloc") == std::string::npos);
+      CHECK(s->find("aligned_alloc") == std::string::npos);
+      CHECK(s->find("cudaStreamPerThread") == std::string::npos);
+      CHECK(s->find("philox") == std::string::npos);
+      if (s != &s3) CHECK(s->find("__syncthreads") == std::string::npos);  // s3: the K^T transpose's tiles
+      CHECK(s->find("//@") == std::string::npos);
+      CHECK(s->find("#pragma once") == std::string::npos);
+    }
+    CHECK(s2.find("kRowsPerBlock = 4") != std::string::npos);
+    CHECK(s1.find("safe_softmax_kernel") == std::string::npos);  // stops after the GEMM
     // The fix is a run-time switch between two configurations, defaulted by FIX.
     for (const auto* s : {&s1, &s2, &s3, &s4}) {
       CHECK(s->find("const Config kFixOff = ") != std::string::npos);
@@ -238,13 +253,17 @@ TEST_SUITE("report") {
     }
   }
 
-  TEST_CASE("the reproducer refuses what it cannot express, with one line") {
-    RunOptions o = options_for(4, false);
-    o.problem.dropout_p = 0.1;
-    CHECK_THROWS_WITH_AS(check_reproducible(o), doctest::Contains("--dropout"), InputError);
-    o = options_for(2, false);
-    o.problem.dropout_p = 0.1;  // scenario 2 stops at softmax: dropout never runs
+  TEST_CASE("the reproducer refuses what it cannot express, with one line; dropout it expresses") {
+    RunOptions o = options_for(4, false), on = options_for(4, true);
+    o.problem.dropout_p = on.problem.dropout_p = 0.1;
     CHECK_NOTHROW(check_reproducible(o));
+    const std::string cu = generate_reproducer(o, on, "off", "on");
+    CHECK(cu.find("constexpr double DROPOUT_P = 0.10000000000000001;") != std::string::npos);
+    CHECK(cu.find("dropout_kernel<<<") != std::string::npos);
+    CHECK(cu.find("gpu_step(\"dropout\"") != std::string::npos);  // a hang there is named
+    CHECK(cu.find("dropout_keep(SEED, DROPOUT_OFFSET, row_index + s, KEEP_PROB)") != std::string::npos);  // reference
+    CHECK(cu.find("// philox.h: ") != std::string::npos);  // the harness's Philox, inlined
+    o = options_for(2, false);
     o.inputs_dir = "captured";
     CHECK_THROWS_WITH_AS(check_reproducible(o), doctest::Contains("--inputs"), InputError);
     CHECK_THROWS_WITH_AS(check_reproducible(options_for(0, false)), doctest::Contains("scenario 0"), InputError);
@@ -346,7 +365,6 @@ TEST_SUITE("report") {
     check_usage_error({"--scenario", "2", "--no-fork", "--out", "DIR"}, "--no-fork");
     check_usage_error({"--scenario", "2", "--inputs", "captured", "--out", "DIR"}, "--inputs");
     check_usage_error({"--scenario", "2", "--save-output", "o.npy", "--out", "DIR"}, "--save-output");
-    check_usage_error({"--scenario", "4", "--dropout", "0.1", "--out", "DIR"}, "--dropout");
     check_usage_error({"--scenario", "2", "--repeat", "0", "--out", "DIR"}, "--repeat");
     check_usage_error({"--scenario", "2", "--repeat", "many", "--out", "DIR"}, "--repeat");
     check_usage_error({"--scenario", "2", "--dtype", "fp64", "--out", "DIR"}, "--dtype");
@@ -445,6 +463,15 @@ TEST_SUITE("report") {
     CHECK_THROWS_AS(expand_template("@Z@\n", flags, values), std::logic_error);
     CHECK_THROWS_AS(expand_template("//@if a\n", flags, values), std::logic_error);
     CHECK_THROWS_AS(expand_template("//@endif\n", flags, values), std::logic_error);
+    // A harness header inlined without its #pragma, #includes and namespace; template comments dropped.
+    const std::map<std::string, std::string> headers{
+        {"h.h", "// h.h: shared.\n#pragma once\n\n#include <cstdint>\n\nnamespace sdpa {\n\ninline int f() { return 1; }\n\n"
+                "}  // namespace sdpa\n"}};
+    CHECK(expand_template("//@// a note\n//@inline h.h\nx\n", flags, values, headers) ==
+          "// h.h: shared.\n\ninline int f() { return 1; }\nx\n");
+    CHECK(expand_template("//@if b\n//@inline h.h\n//@endif\nx\n", flags, values, headers) == "x\n");
+    CHECK_THROWS_AS(expand_template("//@inline other.h\n", flags, values, headers), std::logic_error);
+    CHECK(expand_template("a\n\n//@if b\nno\n//@endif\n\nc\n", flags, values) == "a\n\nc\n");  // one blank line
   }
 }
 
@@ -474,6 +501,12 @@ TEST_SUITE("report_nvcc") {
         {"--scenario", "4", "--alloc", "host", "--mask", "float", "--mask-dims", "1xH", "--advise",
          "preferred:gpu,read-mostly", "--stream", "per-thread", "--iters", "2"},
         {"--scenario", "2", "--alloc", "system", "--full", "--scores-to-host", "advise", "--precision", "native"},
+        {"--scenario", "4", "--dropout", "0.1"},
+        {"--scenario", "2", "--full", "--dropout", "0.25", "--dtype", "fp16", "--precision", "native", "-S", "1500"},
+        {"--scenario", "1", "--full", "--dropout", "0.1", "--gemm-stream", "aux", "--gemm-order", "none"},
+        {"--scenario", "3", "--full", "--dropout", "0.1", "--gemm-api", "strided", "--alloc", "device"},
+        {"--scenario", "4", "--alloc", "system", "--advise", "read-mostly", "--kv-heads", "4", "--host-touch", "off"},
+        {"--scenario", "4", "--alloc", "device", "--advise", "read-mostly"},
     };
     const std::string dir = temp_dir("report_nvcc");
     for (size_t i = 0; i < configs.size(); ++i) {
@@ -501,7 +534,7 @@ TEST_SUITE("report_nvcc") {
       SdpaProblem problem;
       const char* tensor;
     };
-    std::vector<HostCheck> checks(3);
+    std::vector<HostCheck> checks(4);
     checks[0].args = {"--scenario", "2", "--dtype", "fp16", "--mask", "bool", "--mask-dims", "Bx1", "-L", "33", "-S",
                       "47"};
     checks[0].problem.dtype = DType::fp16;
@@ -522,6 +555,12 @@ TEST_SUITE("report_nvcc") {
     checks[2].problem.dtype = DType::fp32;
     checks[2].problem.scale = -0.3;
     checks[2].tensor = "scores";
+    checks[3].args = {"--scenario", "4", "--dropout", "0.3", "--seed", "11", "-L", "20", "-S", "36"};
+    checks[3].problem.dropout_p = 0.3;
+    checks[3].problem.seed = 11;
+    checks[3].problem.q_len = 20;
+    checks[3].problem.kv_len = 36;
+    checks[3].tensor = "output";  // with the harness's dropout: the same elements kept
     for (size_t i = 0; i < checks.size(); ++i) {
       const HostCheck& c = checks[i];
       const std::string out = dir + "/h" + std::to_string(i), name = "repro_scenario" + c.args[1] + ".cu";

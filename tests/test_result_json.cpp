@@ -34,7 +34,7 @@ TEST_SUITE("result_json") {
     fix2.add(2);
     r.options.set_fixes(fix2);
     r.settings = r.options.settings;
-    r.result_tensor = "probs";
+    r.result_tensor = ResultTensor::probs;
     r.allocations.push_back({"scores", 1024, 0x1000, AllocKind::managed});
     const nlohmann::json j = result_to_json(r);
     CHECK(j["meta"]["format_version"] == kResultFormatVersion);
@@ -74,7 +74,7 @@ TEST_SUITE("result_json") {
 
   TEST_CASE("a failure without a device: null device, the error, NaN written as null") {
     RunResult r;
-    r.outcome = "no_gpu";
+    r.outcome = Outcome::no_gpu;
     r.exit_code = 7;
     r.error = "no usable CUDA GPU";
     r.checked = true;

@@ -24,6 +24,7 @@
 #include "json_schema_check.h"
 #include "math_sdpa/errors.h"
 #include "repro/common/text.h"
+#include "repro/run/run_json.h"
 #include "repro/sweep/matrix.h"
 #include "repro/sweep/sweep_options.h"
 #include "repro/sweep/sweep_output.h"
@@ -851,6 +852,48 @@ TEST_SUITE("sweep") {
     CHECK(usage["outcome"] == "usage");
     CHECK(usage["error"] == "repro: waived: scenario 2 needs memory that migrates");
     CHECK(finished_cell_json(cell, 10, "", ended(ChildEnd::timed_out, 0), std::nullopt)["outcome"] == "timeout");
+  }
+
+  TEST_CASE("a soak's leak is a leak in the sweep, as the run itself says, not the mismatch its exit code shares") {
+    RunResult run;
+    run.soak = judge_soak({MemorySample{100, 80000, 500, 15, 10}, MemorySample{200, 79990, 500, 16, 11}});
+    REQUIRE_FALSE(run.soak.flat);
+    run.fail(Outcome::leak, "memory grew during the soak: " + run.soak.summary);
+    const json result = result_to_json(run);
+    REQUIRE(result["outcome"] == "leak");
+    REQUIRE(result["exit_code"] == kExitMismatch);
+    CHECK(read_run_record(result).outcome == Outcome::leak);
+
+    SweepAxes axes;
+    axes.scenarios = {2};
+    axes.fixes = {"off"};
+    axes.dtypes = {"bf16"};
+    axes.shapes = {"2x8x128x128x64"};
+    axes.allocs = {"managed"};
+    const SweepCell cell = expand_matrix(axes).front();
+    ChildEnd end;
+    end.kind = ChildEnd::exited;
+    end.status = kExitMismatch;
+    const json record = finished_cell_json(cell, 10, "", end, result.dump());
+    CHECK(record["outcome"] == result["outcome"]);
+    CHECK(record["exit_code"] == kExitMismatch);
+    CHECK(record["error"] == result["error"]);
+    CHECK(cell_record_problem(record) == "");  // --resume takes it back
+    const std::string footer = sweep_footer({record}, 1, false);
+    CHECK(footer.find("1 leaked") != std::string::npos);
+    CHECK(footer.find("# Sweep: FAILED") != std::string::npos);
+    CHECK(sweep_svg({record}, "leak").find(">LEAK</text>") != std::string::npos);
+
+    // A mismatch keeps its word: the run's outcome decides, not the exit code they share.
+    RunResult wrong;
+    wrong.fail(Outcome::mismatch, "relative error 0.5 exceeds 0.004");
+    CHECK(finished_cell_json(cell, 10, "", end, result_to_json(wrong).dump())["outcome"] == "mismatch");
+    // A result whose outcome its exit code cannot have is not believed.
+    json passed = result_to_json(RunResult{});
+    passed["exit_code"] = kExitMismatch;
+    const json unbelieved = finished_cell_json(cell, 10, "", end, passed.dump());
+    CHECK(unbelieved["outcome"] == "crash");
+    CHECK(unbelieved["error"].get<std::string>().find("says outcome pass") != std::string::npos);
   }
 
   TEST_CASE("the SVG: a square per configuration, worst repeat shown, text escaped, well formed") {

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <sstream>
 
+#include "fixes/fix_list.h"
 #include "math_sdpa/errors.h"
 #include "repro/run/run_text.h"
 #include "repro/run/run_json.h"
@@ -30,6 +31,19 @@ std::string format(const char* fmt, double a, double b = 0, double c = 0, double
 
 std::string mib(int64_t bytes) { return format("%.1f MiB", static_cast<double>(bytes) / (1 << 20)); }
 
+// One entry of a --fix-overhead list is one of a --fixes list, a fix number or all; none and ""
+// are not entries, as no fix has no cost to measure.
+FixSet overhead_item(const std::string& item, const std::string& text) {
+  const InputError not_a_fix("--fix-overhead: '" + item + "' in '" + text +
+                             "' is not a fix (expected a list of 1-4 and all, or each, or none)");
+  if (item.empty() || item == "none") throw not_a_fix;
+  try {
+    return parse_fix_list(item);
+  } catch (const InputError&) {
+    throw not_a_fix;
+  }
+}
+
 }  // namespace
 
 void parse_fix_overhead_list(const std::string& text, std::vector<std::string>& labels, std::vector<FixSet>& fixes) {
@@ -41,15 +55,7 @@ void parse_fix_overhead_list(const std::string& text, std::vector<std::string>& 
   while (true) {
     const size_t comma = list.find(',', start);
     const std::string item = list.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-    FixSet set;
-    if (item == "all") {
-      set = FixSet::all();
-    } else if (item.size() == 1 && item[0] >= '1' && item[0] <= '0' + kFixCount) {
-      set.add(item[0] - '0');
-    } else {
-      throw InputError("--fix-overhead: '" + item + "' in '" + text +
-                       "' is not a fix (expected a list of 1-4 and all, or each, or none)");
-    }
+    const FixSet set = overhead_item(item, text);
     for (const auto& l : labels) {
       if (l == item) throw InputError("--fix-overhead: '" + item + "' listed twice in '" + text + "'");
     }
@@ -235,11 +241,11 @@ json bench_to_json(const BenchResult& r) {
                    {"event", "CUDA events on the path's stream before and after the whole call"},
                    {"wall", "host steady clock around the whole call (its synchronisations included)"}}}};
   j["scenario"] = scenario_to_json(o.run.scenario);
-  j["outcome"] = r.outcome;
+  j["outcome"] = outcome_name(r.outcome);
   j["exit_code"] = r.exit_code;
   j["error"] = r.error.empty() ? json(nullptr) : json(r.error);
   j["error_stage"] = r.error_stage.empty() ? json(nullptr) : json(r.error_stage);
-  j["result_tensor"] = r.result_tensor;
+  j["result_tensor"] = r.result_tensor ? result_tensor_name(*r.result_tensor) : "";
   j["nonfinite_outputs"] = r.nonfinite_outputs;
   j["check"] = r.checked ? json{{"rel_error", finite_or_null(r.comparison.rel_error)},
                                 {"max_abs_error", finite_or_null(r.comparison.max_abs_error)},
@@ -346,7 +352,7 @@ std::string bench_to_text(const BenchResult& r) {
     }
   }
   if (r.checked) {
-    s << "# check (" << r.result_tensor << ", first input set)"
+    s << "# check (" << (r.result_tensor ? result_tensor_name(*r.result_tensor) : "") << ", first input set)"
       << format(": rel_error %.3e  max_abs_error %.3e  tolerance %.1e", r.comparison.rel_error, r.comparison.max_abs_error,
                 r.tolerance)
       << (r.comparison.passed(r.tolerance) ? "  OK\n" : "  FAILED\n");
@@ -370,7 +376,7 @@ std::string bench_to_text(const BenchResult& r) {
       s << line;
     }
   }
-  s << "# result: " << r.outcome << " (exit " << r.exit_code << ")";
+  s << "# result: " << outcome_name(r.outcome) << " (exit " << r.exit_code << ")";
   if (!r.error.empty()) s << ": " << r.error;
   s << "\n";
   return s.str();

@@ -44,6 +44,7 @@
 #include "math_sdpa/stage.h"
 #include "math_sdpa/stats.h"
 #include "repro/cli/run_options.h"
+#include "repro/run/outcome.h"
 #include "repro/supervise/watchdog.h"
 
 namespace sdpa {
@@ -121,7 +122,9 @@ struct OverheadComparison {
   std::string verdict;           // from wall_ratio
 };
 
-struct BenchResult {
+// In the verdict, nonfinite_outputs counts over the final outputs of every set of every
+// configuration, and --check compares the first set's last output with the reference.
+struct BenchResult : Verdict {
   BenchOptions options;
   std::optional<DeviceInfo> device;
   int64_t l2_bytes = 0;
@@ -129,17 +132,9 @@ struct BenchResult {
   bool input_sets_chosen = false;  // from the L2 size (no --input-sets)
   int64_t bytes_per_call = 0;      // tensors one call touches (the workspace without cuBLAS's)
   int64_t bytes_per_set = 0;       // one set's whole workspace
-  std::string result_tensor;
-  std::string outcome = "pass";  // pass, mismatch, usage, cuda_error, no_gpu, refused, waived, hang, crash
-  int exit_code = 0;
-  std::string error, error_stage;
+  std::optional<ResultTensor> result_tensor;  // unknown when it stopped before the path was planned
   BenchSeries path;  // the plain benchmark of the configuration
   std::vector<OverheadComparison> overhead;
-  int64_t nonfinite_outputs = 0;  // over the final outputs of every set of every configuration
-  bool checked = false;           // --check: the first set's last output against the reference
-  Comparison comparison;
-  double tolerance = 0;
-  double wall_seconds = 0;
   std::optional<SupervisedOutcome> watchdog;
 };
 

@@ -22,6 +22,7 @@
 #include "math_sdpa/stage_log.h"
 #include "math_sdpa/stage_timer.h"
 #include "repro/run/outcome.h"
+#include "repro/run/path_observers.h"
 #include "repro/run/progress_reporter.h"
 #include "repro/run/run_json.h"
 #include "repro/run/run_result.h"
@@ -131,22 +132,13 @@ void BenchRunner::add_path(PathSet& set) {
   const RunOptions& o = r_.options.run;
   const size_t records_before = set.allocator->records().size();
   auto path = std::make_unique<MathSdpa>(o.problem, set.settings, *set.allocator);
-  // Observers in the order a run adds them: the watchdog's reporter first (the supervisor must
-  // hear of a stage before anything in it can hang), the injected fault last.
-  if (reporter_) path->add_observer(reporter_.get());
-  if (set.logger) {
-    path->add_observer(set.logger.get());
-    const auto& records = set.allocator->records();
-    for (size_t i = records_before; i < records.size(); ++i) {
-      set.logger->log_allocation(records[i].what, records[i].bytes, records[i].address, alloc_kind_name(records[i].kind));
-    }
-    for (const auto& line : path->setup_notes()) set.logger->write(line);
-  }
-  path->add_observer(&nvtx_);
-  path->add_observer(&set.slot);
-  if (injector_) path->add_observer(injector_.get());
-  for (const auto& fix : set.fixes) path->add_hook(fix.get());
-  path->set_instrumentation({o.log >= LogLevel::sync, o.log == LogLevel::values});
+  PathObservers observers;
+  observers.reporter = reporter_.get();
+  observers.logger = set.logger.get();
+  observers.nvtx = &nvtx_;
+  observers.timer = &set.slot;
+  observers.injector = injector_.get();
+  attach_observers(*path, observers, set.fixes, *set.allocator, records_before, o.log);
   // Random inputs are made only once the first workspace exists, so an oversized request is
   // refused before any host memory is used (as in a run).
   if (inputs_.q.empty()) inputs_ = make_random_inputs(o.problem, o.problem.seed);
@@ -265,7 +257,7 @@ void BenchRunner::run() {
   int l2 = 0;
   CUDA_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, 0));
   r_.l2_bytes = l2;
-  r_.result_tensor = result_tensor_name(ro.settings);
+  r_.result_tensor = result_tensor_of(ro.settings);
   SdpaProblem& p = r_.options.run.problem;
   if (!ro.inputs_dir.empty()) inputs_ = load_npy_inputs(ro.inputs_dir, p, ro.dtype_given);
   if (progress_fd_ >= 0) {
@@ -315,10 +307,10 @@ void BenchRunner::run() {
 
   check_outputs(*base);
   if (ro.check || !ro.save_output_path.empty()) {
-    save_and_check_result(r_, r_.options.run, inputs_, base->paths.front()->download_result());
+    save_and_check_result(r_, r_.options.run, *r_.result_tensor, inputs_, base->paths.front()->download_result());
   }
   // NaN never passes, with or without --check.
-  judge_outputs(r_, r_.result_tensor + "s of the input sets");
+  judge_outputs(r_, std::string(result_tensor_name(*r_.result_tensor)) + "s of the input sets");
 }
 
 }  // namespace
@@ -333,14 +325,10 @@ BenchResult run_bench(const BenchOptions& options, int progress_fd) {
 BenchResult bench_watchdog_result(const BenchOptions& options, const SupervisedOutcome& outcome) {
   const RunResult run = watchdog_result(options.run, outcome);
   BenchResult r;
+  static_cast<Verdict&>(r) = run;  // a hung or crashed benchmark ends as a run does
   r.options = options;
   r.device = run.device;
   r.result_tensor = run.result_tensor;
-  r.outcome = run.outcome;
-  r.exit_code = run.exit_code;
-  r.error = run.error;
-  r.error_stage = run.error_stage;
-  r.wall_seconds = run.wall_seconds;
   r.watchdog = outcome;
   return r;
 }

@@ -1,4 +1,4 @@
-// options.cpp: CLI11 definition of a run's options.
+// run_options.cpp: CLI11 definition of a run's options.
 #include "repro/cli/run_options.h"
 
 #include <CLI/CLI.hpp>

@@ -1,4 +1,4 @@
-// options.h: the command line of a run (`repro [options]`), parsed into a RunOptions value.
+// run_options.h: the command line of a run (`repro [options]`), parsed into a RunOptions value.
 //
 // Parsing is host-only and separate from running, so every option and every bad-input case is
 // tested in CI without a GPU (tests/test_options.cpp). The subcommands (report, sweep, bench)

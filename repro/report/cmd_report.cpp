@@ -30,6 +30,7 @@
 #include "math_sdpa/errors.h"
 #include "repro/cli/run_options.h"
 #include "repro/report/report_writer.h"
+#include "repro/run/run_json.h"
 #include "repro/report/reproducer/generator.h"
 #include "scenarios/scenario.h"
 
@@ -57,6 +58,16 @@ std::vector<std::string> run_args(int argc, char** argv) {
     out.push_back(arg);
   }
   return out;
+}
+
+// The options a run's child parses from `args`: the report's two configurations are read from
+// the commands it runs, so what REPORT.md and the reproducer describe is what the children ran.
+RunOptions options_of_child(const std::vector<std::string>& args) {
+  std::vector<const char*> argv{"repro"};
+  for (const auto& a : args) argv.push_back(a.c_str());
+  const ParseResult parsed = parse_command_line(static_cast<int>(argv.size()), argv.data());
+  if (!parsed.run) throw InputError(parsed.message);
+  return parsed.options;
 }
 
 std::string read_text(const fs::path& path) { return read_file(path.string()).value_or(""); }
@@ -89,6 +100,15 @@ void query_environment_in_child(const std::string& self, const ScratchDir& scrat
     first_line = first_line.substr(0, first_line.find('\n'));
     in.environment_error = "`repro info --json` gave no environment (exit " + std::to_string(r.exit_code) + ")" +
                            (first_line.empty() ? "" : ": " + first_line);
+  }
+}
+
+// The outcome a run's result names, or "?" when it names none that reads.
+std::string outcome_word(const nlohmann::json& result) {
+  try {
+    return outcome_name(read_run_record(result).outcome);
+  } catch (const std::exception&) {
+    return "?";
   }
 }
 
@@ -128,22 +148,16 @@ int write_report(CLI::App& app, const RunOptionParser& parser, int argc, char** 
   in.repeat = repeat;
   in.no_run = no_run;
   in.created_utc = utc_now();
-  in.fix_off = parser.finish(argc, argv);
-  check_reproducible(in.fix_off);
+  const RunOptions given = parser.finish(argc, argv);
+  check_reproducible(given);
   // Every run logs its stages (at least), and every run is checked against the reference.
-  const LogLevel log = in.fix_off.log > LogLevel::stages ? in.fix_off.log : LogLevel::stages;
-  in.fix_off.log = log;
-  in.fix_off.check = true;
-  in.fix_on = in.fix_off;
-  FixSet with_own_fix = in.fix_on.fixes;
-  with_own_fix.add(scenario_info(in.fix_off.scenario).fix_number);
-  in.fix_on.own_fix = true;
-  in.fix_on.set_fixes(with_own_fix);
+  const LogLevel log = given.log > LogLevel::stages ? given.log : LogLevel::stages;
   const std::vector<std::string> base = run_args(argc, argv);
   for (bool fix_on : {false, true}) {
     std::vector<std::string>& args = fix_on ? in.args_on : in.args_off;
     args = base;
     args.insert(args.end(), {"--check", "--log", log_level_name(log), "--fix", fix_on ? "on" : "off"});
+    (fix_on ? in.fix_on : in.fix_off) = options_of_child(args);
   }
   const std::string reproducer =
       generate_reproducer(in.fix_off, in.fix_on, display_command(in.args_off), display_command(in.args_on));
@@ -171,7 +185,7 @@ int write_report(CLI::App& app, const RunOptionParser& parser, int argc, char** 
         const ReportRun& r = in.runs.back();
         char wall[32];
         std::snprintf(wall, sizeof wall, "%.2f s", r.wall_s);
-        std::cout << (r.result ? (*r.result).value("outcome", std::string("?")) : std::string("no result"))
+        std::cout << (r.result ? outcome_word(*r.result) : std::string("no result"))
                   << " (exit " << r.exit_code << ", " << wall << ")\n";
       }
     }

@@ -13,6 +13,7 @@
 #include "repro/supervise/child_process.h"
 #include "fixes/fix_list.h"
 #include "math_sdpa/reference.h"
+#include "math_sdpa/stats.h"
 #include "repro/report/reproducer/generator.h"
 #include "repro/run/run_json.h"
 #include "scenarios/scenario.h"
@@ -29,37 +30,31 @@ constexpr size_t kFlightRecorderRows = 16;  // of the 64 the watchdog keeps: the
 // What the report needs of one run, read from its JSON result.
 struct RunView {
   const ReportRun* run = nullptr;
-  int index = 0;           // 1-based, in the order the runs ran
-  std::string outcome;     // result.json's outcome, or "no_result" when the child wrote none
-  std::string stage;       // the hung stage, or the stage of the error
+  int index = 0;                    // 1-based, in the order the runs ran
+  std::optional<RunRecord> record;  // nullopt when the child wrote no result that reads as one
+  Outcome outcome = Outcome::no_result;
+  std::string stage;  // the hung stage, or the stage of the error
   std::string error;
-  std::string alloc;
-  std::optional<double> rel_error;
-  bool passed() const { return outcome == "pass"; }
+  bool passed() const { return outcome == Outcome::pass; }
 };
-
-std::string str(const json& j, const char* key) {
-  return j.contains(key) && j.at(key).is_string() ? j.at(key).get<std::string>() : std::string();
-}
 
 RunView view(const ReportRun& r, int index) {
   RunView v;
   v.run = &r;
   v.index = index;
   if (!r.result || !r.result->is_object()) {
-    v.outcome = "no_result";
     v.error = "the run wrote no result (exit " + std::to_string(r.exit_code) + ")";
     return v;
   }
-  const json& j = *r.result;
-  v.outcome = str(j, "outcome");
-  v.error = str(j, "error");
-  v.stage = str(j, "error_stage");
-  if (j.contains("watchdog") && j["watchdog"].is_object()) v.stage = str(j["watchdog"], "stage");
-  if (j.contains("config")) v.alloc = str(j["config"], "alloc");
-  if (j.contains("check") && j["check"].is_object() && j["check"]["rel_error"].is_number()) {
-    v.rel_error = j["check"]["rel_error"].get<double>();
+  try {
+    v.record = read_run_record(*r.result);
+  } catch (const std::exception& e) {
+    v.error = "the run's result does not read (" + one_line(e.what()) + "; exit " + std::to_string(r.exit_code) + ")";
+    return v;
   }
+  v.outcome = v.record->outcome;
+  v.error = v.record->error.value_or("");
+  v.stage = v.record->failing_stage().value_or("");
   return v;
 }
 
@@ -78,21 +73,23 @@ bool all_pass(const std::vector<RunView>& runs) {
 // "hangs in softmax", "fails with a CUDA error in qk_gemm", ...
 std::string verb(const RunView& v) {
   const std::string in_stage = v.stage.empty() ? "" : " in " + v.stage;
-  if (v.outcome == "hang") return "hangs" + in_stage;
-  if (v.outcome == "crash") return "crashes" + in_stage;
-  if (v.outcome == "cuda_error") return "fails with a CUDA error" + in_stage;
-  if (v.outcome == "mismatch") return "gives a wrong result (" + v.error + ")";
-  if (v.outcome == "waived") return "is waived on this GPU (" + v.error + ")";
-  if (v.outcome == "refused") return "is refused by the memory guard";
-  if (v.outcome == "no_gpu") return "cannot run (no usable CUDA GPU)";
-  if (v.outcome == "no_result") return "ends without a result";
-  return "ends with outcome " + v.outcome;
+  switch (v.outcome) {
+    case Outcome::hang: return "hangs" + in_stage;
+    case Outcome::crash: return "crashes" + in_stage;
+    case Outcome::cuda_error: return "fails with a CUDA error" + in_stage;
+    case Outcome::mismatch: return "gives a wrong result (" + v.error + ")";
+    case Outcome::waived: return "is waived on this GPU (" + v.error + ")";
+    case Outcome::refused: return "is refused by the memory guard";
+    case Outcome::no_gpu: return "cannot run (no usable CUDA GPU)";
+    case Outcome::no_result: return "ends without a result";
+    default: return std::string("ends with outcome ") + outcome_name(v.outcome);
+  }
 }
 
 // The fix-off run that best shows the finding: the first hang, else the first failure.
 const RunView* worst(const std::vector<RunView>& runs) {
   for (const auto& v : runs) {
-    if (v.outcome == "hang") return &v;
+    if (v.outcome == Outcome::hang) return &v;
   }
   for (const auto& v : runs) {
     if (!v.passed()) return &v;
@@ -102,18 +99,18 @@ const RunView* worst(const std::vector<RunView>& runs) {
 
 // "hung 3 of 5, pass 2 of 5"
 std::string counts(const std::vector<RunView>& runs) {
-  std::map<std::string, int> n;
-  std::vector<std::string> order;
+  std::map<Outcome, int> n;
+  std::vector<Outcome> order;
   for (const auto& v : runs) {
     if (n[v.outcome]++ == 0) order.push_back(v.outcome);
   }
-  std::sort(order.begin(), order.end(), [](const std::string& a, const std::string& b) {
-    return (a == "pass") < (b == "pass");  // failures first
+  std::sort(order.begin(), order.end(), [](Outcome a, Outcome b) {
+    return (a == Outcome::pass) < (b == Outcome::pass);  // failures first
   });
   std::string s;
-  for (const auto& o : order) {
-    s += (s.empty() ? "" : ", ") + (o == "hang" ? std::string("hung") : o) + " " + std::to_string(n[o]) + " of " +
-         std::to_string(runs.size());
+  for (const Outcome o : order) {
+    s += (s.empty() ? "" : ", ") + std::string(o == Outcome::hang ? "hung" : outcome_name(o)) + " " +
+         std::to_string(n[o]) + " of " + std::to_string(runs.size());
   }
   return s.empty() ? "no runs" : s;
 }
@@ -225,7 +222,7 @@ std::string expected_section(const ReportInput& in, const std::vector<RunView>& 
     std::string t = counts(runs);
     std::vector<double> errors;
     for (const auto& v : runs) {
-      if (v.rel_error) errors.push_back(*v.rel_error);
+      if (v.record && v.record->rel_error) errors.push_back(*v.record->rel_error);
     }
     if (!errors.empty()) {
       t += "; rel_error " + format_number("%.3e", *std::min_element(errors.begin(), errors.end())) + " to " +
@@ -238,7 +235,7 @@ std::string expected_section(const ReportInput& in, const std::vector<RunView>& 
   for (const auto& v : views(in)) {
     if (!v.passed()) {
       s << "- **First error**: run " << v.index << " (fix " << (v.run->fix_on ? "on" : "off") << "): `"
-        << v.outcome << "`" << (v.stage.empty() ? "" : " in stage `" + v.stage + "`") << ": " << v.error << ".\n";
+        << outcome_name(v.outcome) << "`" << (v.stage.empty() ? "" : " in stage `" + v.stage + "`") << ": " << v.error << ".\n";
       break;
     }
   }
@@ -254,7 +251,7 @@ std::string how_often_section(const ReportInput& in, const std::vector<RunView>&
     return s.str();
   }
   auto hung = [](const std::vector<RunView>& runs) {
-    const auto n = std::count_if(runs.begin(), runs.end(), [](const RunView& v) { return v.outcome == "hang"; });
+    const auto n = std::count_if(runs.begin(), runs.end(), [](const RunView& v) { return v.outcome == Outcome::hang; });
     return "hung " + std::to_string(n) + " of " + std::to_string(runs.size()) + " runs";
   };
   s << "Fix off: " << hung(off) << " (" << counts(off) << "). Fix on: " << hung(on) << " (" << counts(on) << ").\n\n";
@@ -272,17 +269,17 @@ std::string hang_section(const ReportInput& in) {
   const std::vector<RunView> all = views(in);
   const RunView* shown = nullptr;  // the first hang, else the first crash: both carry the watchdog's findings
   for (const auto& v : all) {
-    if (v.outcome == "hang") {
+    if (v.outcome == Outcome::hang) {
       shown = &v;
       break;
     }
-    if (!shown && v.outcome == "crash") shown = &v;
+    if (!shown && v.outcome == Outcome::crash) shown = &v;
   }
   if (!shown) {
     s << "No run hung or crashed.";
     for (const auto& v : all) {
       if (!v.passed()) {
-        s << " The first failure: run " << v.index << ", `" << v.outcome << "`"
+        s << " The first failure: run " << v.index << ", `" << outcome_name(v.outcome) << "`"
           << (v.stage.empty() ? "" : " in stage `" + v.stage + "`") << ": " << v.error << ".";
         break;
       }
@@ -291,31 +288,28 @@ std::string hang_section(const ReportInput& in) {
     return s.str();
   }
   const RunView& v = *shown;
-  static const json none;
-  const json& w = v.run->result->contains("watchdog") ? v.run->result->at("watchdog") : none;
-  if (!w.is_object()) {
+  if (!v.record->watchdog) {
     s << "Run " << v.index << ": " << v.error << " (the run recorded no watchdog findings).\n\n";
     return s.str();
   }
-  s << "Run " << v.index << " (fix " << (v.run->fix_on ? "on" : "off") << "): " << v.error << " (" << str(w, "kind")
-    << " after " << format_number("%.2f", w.value("running_seconds", 0.0)) << " s in the stage).\n\n"
-    << "- **Classification**: " << str(w, "classification") << ".\n"
+  const WatchdogFindings& w = *v.record->watchdog;
+  s << "Run " << v.index << " (fix " << (v.run->fix_on ? "on" : "off") << "): " << v.error << " (" << w.kind
+    << " after " << format_number("%.2f", w.running_seconds) << " s in the stage).\n\n"
+    << "- **Classification**: " << w.classification.value_or("") << ".\n"
     << "- **Stage**: `" << (v.stage.empty() ? "(none)" : v.stage) << "`.\n\n";
-  const json& records = w["flight_recorder"];
+  const auto& records = w.flight_recorder;
   const size_t first = records.size() > kFlightRecorderRows ? records.size() - kFlightRecorderRows : 0;
   s << "Flight recorder (the last " << records.size() - first << " stage records, oldest first):\n\n"
     << "| stage | start_s | duration_ms | detail |\n|---|---|---|---|\n";
   for (size_t i = first; i < records.size(); ++i) {
-    const json& r = records[i];
-    s << "| " << str(r, "stage") << " | " << format_number("%.4f", r.value("start_s", 0.0)) << " | "
-      << (r["duration_ms"].is_number() ? format_number("%.3f", r["duration_ms"].get<double>()) : std::string("RUNNING")) << " | "
-      << cell(str(r, "detail").substr(0, 160)) << " |\n";
+    const auto& r = records[i];
+    s << "| " << r.stage << " | " << format_number("%.4f", r.start_s) << " | "
+      << (r.duration_ms ? format_number("%.3f", *r.duration_ms) : std::string("RUNNING")) << " | "
+      << cell(r.detail.substr(0, 160)) << " |\n";
   }
   s << "\nStage log tail:\n\n";
   std::string tail;
-  if (w.contains("stage_log_tail")) {
-    for (const auto& line : w["stage_log_tail"]) tail += line.get<std::string>() + "\n";
-  }
+  for (const auto& line : w.stage_log_tail) tail += line + "\n";
   s << code_block(tail.empty() ? "(empty)" : tail) << "\n";
   return s.str();
 }
@@ -332,17 +326,11 @@ std::string stage_times_section(const ReportInput& in, const std::vector<RunView
     std::map<std::string, std::vector<double>> per_stage;
     for (const auto& v : runs) {
       if (!v.passed()) continue;
-      for (const auto& st : (*v.run->result)["stages"]) {
-        per_stage[str(st, "stage")].push_back(st.value("median_ms", 0.0));
-      }
-      per_stage["call (GPU stages)"].push_back((*v.run->result)["timing"].value("call_median_ms", 0.0));
+      for (const auto& st : v.record->stages) per_stage[st.stage].push_back(st.median_ms);
+      per_stage["call (GPU stages)"].push_back(v.record->call_median_ms.value_or(0.0));
     }
     std::map<std::string, double> out;
-    for (auto& [stage, xs] : per_stage) {
-      std::sort(xs.begin(), xs.end());
-      const size_t n = xs.size();
-      out[stage] = n % 2 ? xs[n / 2] : (xs[n / 2 - 1] + xs[n / 2]) / 2;
-    }
+    for (const auto& [stage, xs] : per_stage) out[stage] = median(xs);
     return out;
   };
   const auto a = medians(off), b = medians(on);
@@ -377,9 +365,9 @@ std::string runs_section(const ReportInput& in) {
   s << "Every run in the order it ran:\n\n| run | fix | outcome | exit | stage | rel_error | wall_s |\n"
     << "|---|---|---|---|---|---|---|\n";
   for (const auto& v : views(in)) {
-    s << "| " << v.index << " | " << (v.run->fix_on ? "on" : "off") << " | " << v.outcome << " | "
+    s << "| " << v.index << " | " << (v.run->fix_on ? "on" : "off") << " | " << outcome_name(v.outcome) << " | "
       << v.run->exit_code << " | " << (v.stage.empty() ? "—" : v.stage) << " | "
-      << (v.rel_error ? format_number("%.3e", *v.rel_error) : std::string("—")) << " | " << format_number("%.2f", v.run->wall_s) << " |\n";
+      << (v.record && v.record->rel_error ? format_number("%.3e", *v.record->rel_error) : std::string("—")) << " | " << format_number("%.2f", v.run->wall_s) << " |\n";
   }
   s << "\n";
   return s.str();
@@ -412,15 +400,15 @@ std::string report_finding(const ReportInput& in) {
   if (in.no_run) return "not_run";
   const auto off = views(in, false), on = views(in, true);
   const auto all = views(in);
-  for (const char* everywhere : {"no_gpu", "waived"}) {  // the machine, not the scenario, decided
+  for (const Outcome everywhere : {Outcome::no_gpu, Outcome::waived}) {  // the machine, not the scenario, decided
     if (!all.empty() &&
         std::all_of(all.begin(), all.end(), [&](const RunView& v) { return v.outcome == everywhere; })) {
-      return everywhere;
+      return outcome_name(everywhere);
     }
   }
   if (all_pass(off)) return all_pass(on) ? "not_reproduced" : "fix_fails";
   const RunView* w = worst(off);
-  return w && w->outcome == "hang" ? "hang" : "failure";
+  return w && w->outcome == Outcome::hang ? "hang" : "failure";
 }
 
 std::string report_title(const ReportInput& in) {
@@ -440,9 +428,10 @@ std::string report_title(const ReportInput& in) {
   }
   const RunView& w = *worst(off);
   std::string title = scenario + " " + verb(w);
-  if (!w.alloc.empty() && (w.outcome == "hang" || w.outcome == "crash" || w.outcome == "cuda_error" ||
-                           w.outcome == "mismatch")) {
-    title += " on " + w.alloc + " memory";
+  const std::string alloc = w.record ? w.record->alloc : "";
+  if (!alloc.empty() && (w.outcome == Outcome::hang || w.outcome == Outcome::crash || w.outcome == Outcome::cuda_error ||
+                         w.outcome == Outcome::mismatch)) {
+    title += " on " + alloc + " memory";
   }
   if (all_pass(on)) return title + "; fix " + std::to_string(fix) + " clears it";
   return title + "; fix " + std::to_string(fix) + " does not clear it (fix on: " + counts(on) + ")";
@@ -479,7 +468,7 @@ json report_json(const ReportInput& in) {
                     {"repeat", v.run->repeat},
                     {"command", display_command(v.run->args)},
                     {"exit_code", v.run->exit_code},
-                    {"outcome", v.outcome},
+                    {"outcome", outcome_name(v.outcome)},
                     {"wall_seconds", v.run->wall_s},
                     {"result", v.run->result ? *v.run->result : json(nullptr)}});
   }

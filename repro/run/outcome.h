@@ -1,77 +1,79 @@
 // outcome.h: how a run of the path ends, the same for every subcommand that runs it (a plain
-// run, a benchmark): the harness's errors become an outcome and an exit code (README "Exit
-// codes"), and the outputs are judged (NaN never passes, with or without --check).
-//
-// Templates over the result type: RunResult (run_result.h) and BenchResult (bench.h) both have
-// outcome, exit_code, error, error_stage, wall_seconds, nonfinite_outputs, checked, comparison,
-// tolerance.
+// run, a benchmark) and every one that reads such a run back (the sweep, the report): the
+// harness's errors become an outcome and an exit code (README "Exit codes"), and the outputs are
+// judged (NaN never passes, with or without --check).
 #pragma once
 
-#include <chrono>
-#include <new>
+#include <functional>
+#include <optional>
+#include <ostream>
 #include <string>
+#include <vector>
 
-#include "math_sdpa/errors.h"
-#include "math_sdpa/npy.h"
+#include "math_sdpa/path_settings.h"
+#include "math_sdpa/problem.h"
 #include "math_sdpa/reference.h"
 #include "repro/cli/run_options.h"
 
 namespace sdpa {
 
-// Runs body() and records how it ended in r (outcome, exit code, error, failing stage, wall time).
-template <class Result, class Body>
-void run_recording_outcome(Result& r, Body&& body) {
-  const auto start = std::chrono::steady_clock::now();
-  auto fail = [&](const char* outcome, int code, const std::string& message) {
-    r.outcome = outcome;
-    r.exit_code = code;
-    r.error = message;
-  };
-  try {
-    body();
-  } catch (const InputError& e) {
-    fail("usage", kExitUsage, e.what());
-  } catch (const NoGpuError& e) {
-    fail("no_gpu", kExitNoGpu, e.what());
-  } catch (const RefusedError& e) {
-    fail("refused", kExitRefused, e.what());
-  } catch (const WaivedError& e) {
-    fail("waived", kExitWaived, e.what());
-  } catch (const CudaError& e) {
-    fail("cuda_error", kExitCudaError, e.what());
-    r.error_stage = e.stage;
-  } catch (const std::bad_alloc&) {
-    fail("usage", kExitUsage, "out of host memory for tensors of this size");
-  }
-  r.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
+// Every way a run can end, and the words the JSON, the tables and the sweep use for each. The
+// last three are never a run's own: the sweep's deadline killed it, the sweep has not run it
+// yet, or it ended without writing a result.
+enum class Outcome {
+  pass,
+  waived,
+  mismatch,
+  leak,  // a soak run's memory grew (--sample-every)
+  hang,
+  timeout,
+  crash,
+  cuda_error,
+  usage,
+  no_gpu,
+  refused,
+  planned,
+  no_result,
+};
+
+const char* outcome_name(Outcome o);
+// Throws InputError naming every outcome.
+Outcome parse_outcome(const std::string& s);
+std::optional<Outcome> find_outcome(const std::string& s);
+// The exit code of repro for an outcome of its own; nullopt for timeout, planned, no_result.
+std::optional<int> outcome_exit_code(Outcome o);
+// The outcome an exit code of repro stands for when nothing more is known (1: mismatch, which
+// a leak shares); nullopt for a code repro never exits with.
+std::optional<Outcome> outcome_of_exit_code(int code);
+std::ostream& operator<<(std::ostream& out, Outcome o);
+
+// What every run of the path reports about how it ended, whatever else it measured.
+struct Verdict {
+  Outcome outcome = Outcome::pass;
+  int exit_code = 0;
+  std::string error;        // one line, empty on pass
+  std::string error_stage;  // the stage a CUDA error or a hang happened in
+  double wall_seconds = 0;
+  int64_t nonfinite_outputs = 0;
+  bool checked = false;  // --check: compared with the float64 reference
+  Comparison comparison;
+  double tolerance = 0;
+
+  // Sets outcome, its exit code and the error line.
+  void fail(Outcome o, const std::string& message);
+};
+
+// Runs body() and records how it ended in v (outcome, exit code, error, failing stage, wall time).
+// In the GPU library (error_outcome.cpp): a CUDA error is one of the ends.
+void run_recording_outcome(Verdict& v, const std::function<void()>& body);
 
 // The result tensor of a finished run: written to --save-output, and with --check compared with
-// the float64 reference computed from the same inputs (r.checked, r.tolerance, r.comparison).
-template <class Result>
-void save_and_check_result(Result& r, const RunOptions& o, const HostInputs& inputs, const std::vector<float>& result) {
-  const SdpaProblem& p = o.problem;
-  if (!o.save_output_path.empty()) {
-    const int64_t last = r.result_tensor == "output" ? p.head_dim : p.kv_len;
-    write_npy_float32(o.save_output_path, {p.batch, p.q_heads, p.q_len, last}, result.data());
-  }
-  if (o.check) {
-    r.checked = true;
-    r.tolerance = tolerance_for(p.dtype, p.precision);
-    r.comparison = compare_to_reference(result, reference_tensor(p, inputs, r.result_tensor));
-  }
-}
+// the float64 reference computed from the same inputs (v.checked, v.tolerance, v.comparison).
+void save_and_check_result(Verdict& v, const RunOptions& o, ResultTensor tensor, const HostInputs& inputs,
+                           const std::vector<float>& result);
 
 // A mismatch when any output is not finite, or (with --check) the error exceeds the tolerance.
 // `where` names what was scanned for non-finite values, e.g. "output" or "outputs of the input sets".
-template <class Result>
-void judge_outputs(Result& r, const std::string& where) {
-  if (r.nonfinite_outputs == 0 && !(r.checked && !r.comparison.passed(r.tolerance))) return;
-  r.outcome = "mismatch";
-  r.exit_code = kExitMismatch;
-  r.error = r.nonfinite_outputs > 0
-                ? std::to_string(r.nonfinite_outputs) + " non-finite values in the " + where
-                : "relative error " + std::to_string(r.comparison.rel_error) + " exceeds " + std::to_string(r.tolerance);
-}
+void judge_outputs(Verdict& v, const std::string& where);
 
 }  // namespace sdpa

@@ -1,4 +1,4 @@
-// result_json.cpp
+// run_json.cpp
 #include "repro/run/run_json.h"
 
 #include <cmath>
@@ -12,6 +12,35 @@ namespace sdpa {
 namespace {
 // JSON has no NaN or inf; a non-finite error is written as null.
 nlohmann::json finite_or_null(double x) { return std::isfinite(x) ? nlohmann::json(x) : nlohmann::json(nullptr); }
+
+const nlohmann::json& key_or_null(const nlohmann::json& j, const char* key) {
+  static const nlohmann::json null;
+  return j.is_object() && j.contains(key) ? j.at(key) : null;
+}
+
+template <typename T> std::optional<T> optional_of(const nlohmann::json& j, const char* key) {
+  const nlohmann::json& v = key_or_null(j, key);
+  return v.is_null() ? std::nullopt : std::optional<T>(v.get<T>());
+}
+
+WatchdogFindings watchdog_from_json(const nlohmann::json& w) {
+  WatchdogFindings f;
+  f.kind = optional_of<std::string>(w, "kind").value_or("");
+  f.stage = optional_of<std::string>(w, "stage");
+  f.classification = optional_of<std::string>(w, "classification");
+  f.running_seconds = optional_of<double>(w, "running_seconds").value_or(0.0);
+  for (const auto& r : key_or_null(w, "flight_recorder")) {
+    WatchdogFindings::FlightRecord record;
+    record.stage = optional_of<std::string>(r, "stage").value_or("");
+    record.start_s = optional_of<double>(r, "start_s").value_or(0.0);
+    record.duration_ms = optional_of<double>(r, "duration_ms");
+    record.detail = optional_of<std::string>(r, "detail").value_or("");
+    f.flight_recorder.push_back(record);
+  }
+  for (const auto& line : key_or_null(w, "stage_log_tail")) f.stage_log_tail.push_back(line.get<std::string>());
+  return f;
+}
+
 }  // namespace
 
 nlohmann::json problem_to_json(const SdpaProblem& p) {
@@ -120,7 +149,7 @@ nlohmann::json result_to_json(const RunResult& r) {
                  {"no_fork", o.no_fork},
                  {"inject", fault_spec_string(o.inject)},
                  {"inputs", o.inputs_dir.empty() ? json(nullptr) : json(o.inputs_dir)}};
-  j["outcome"] = r.outcome;
+  j["outcome"] = outcome_name(r.outcome);
   j["exit_code"] = r.exit_code;
   j["error"] = r.error.empty() ? json(nullptr) : json(r.error);
   j["error_stage"] = r.error_stage.empty() ? json(nullptr) : json(r.error_stage);
@@ -129,7 +158,7 @@ nlohmann::json result_to_json(const RunResult& r) {
                                 {"tolerance", r.tolerance},
                                 {"passed", r.comparison.passed(r.tolerance)}}
                          : json(nullptr);
-  j["result_tensor"] = r.result_tensor;
+  j["result_tensor"] = r.result_tensor ? result_tensor_name(*r.result_tensor) : "";
   j["result_stats"] = {{"elements", r.result_elements}, {"l2", r.result_l2}, {"sum", r.result_sum}};
   j["nonfinite_outputs"] = r.nonfinite_outputs;
   j["iterations_done"] = r.iterations_done;
@@ -199,6 +228,34 @@ nlohmann::json result_to_json(const RunResult& r) {
                      {"stage_log_tail", w.log_tail}};
   }
   return j;
+}
+
+std::optional<std::string> RunRecord::failing_stage() const { return watchdog ? watchdog->stage : error_stage; }
+
+RunRecord read_run_record(const nlohmann::json& j) {
+  using nlohmann::json;
+  RunRecord r;
+  r.outcome = parse_outcome(j.at("outcome").get<std::string>());
+  r.exit_code = optional_of<int>(j, "exit_code");
+  r.error = optional_of<std::string>(j, "error");
+  r.error_stage = optional_of<std::string>(j, "error_stage");
+  r.alloc = optional_of<std::string>(key_or_null(j, "config"), "alloc").value_or("");
+  const json& check = key_or_null(j, "check");
+  r.rel_error = optional_of<double>(check, "rel_error");
+  r.tolerance = optional_of<double>(check, "tolerance");
+  const json& done = key_or_null(j, "iterations_done");
+  r.iterations_done = done.is_number() ? done.get<int64_t>() : 0;
+  const json& timing = key_or_null(j, "timing");
+  if (timing.is_object()) r.call_median_ms = timing.at("call_median_ms").get<double>();
+  const json& stages = key_or_null(j, "stages");
+  if (stages.is_array()) {
+    for (const auto& s : stages) r.stages.push_back({s.at("stage").get<std::string>(), s.at("median_ms").get<double>()});
+  }
+  const json& device = key_or_null(j, "device");
+  r.device = device.is_object() ? device : json(nullptr);
+  const json& watchdog = key_or_null(j, "watchdog");
+  if (watchdog.is_object()) r.watchdog = watchdog_from_json(watchdog);
+  return r;
 }
 
 }  // namespace sdpa

@@ -15,6 +15,7 @@
 #include "math_sdpa/reference.h"
 #include "math_sdpa/stage.h"
 #include "repro/cli/run_options.h"
+#include "repro/run/outcome.h"
 #include "repro/run/soak.h"
 #include "repro/supervise/watchdog.h"
 
@@ -27,19 +28,14 @@ struct StageTiming {
   bool host_clock = false;  // entry_sync and stream_sync are host waits, timed on the host clock
 };
 
-struct RunResult {
+// The verdict (outcome, exit code, error, check) first: every reader of a run needs it, the
+// measurements after it only some.
+struct RunResult : Verdict {
   RunOptions options;
   std::optional<DeviceInfo> device;
-  std::string outcome = "pass";  // pass, mismatch, usage, cuda_error, no_gpu, refused, waived
-  PathSettings settings;         // what the path ran with: the conditions corrected by the fixes
-  std::string result_tensor;     // the tensor compared and saved: scores, probs or output
-  int exit_code = 0;
-  std::string error;        // one line, empty on pass
-  std::string error_stage;  // the stage a CUDA error happened in
-  bool checked = false;
-  Comparison comparison;
-  double tolerance = 0;
-  int64_t nonfinite_outputs = 0;
+  PathSettings settings;       // what the path ran with: the conditions corrected by the fixes
+  // The tensor compared and saved; unknown when the run stopped before the path was planned.
+  std::optional<ResultTensor> result_tensor;
   // Summaries of the result tensor (finite values, in double), so another program computing the
   // same function (a generated reproducer) can be compared with this run.
   double result_l2 = 0, result_sum = 0;
@@ -51,7 +47,6 @@ struct RunResult {
   std::vector<AllocationRecord> allocations;
   std::vector<MemorySample> memory;  // --sample-every
   SoakVerdict soak;
-  double wall_seconds = 0;
   // Set by the supervisor when the run hung or its child crashed.
   std::optional<SupervisedOutcome> watchdog;
 };

@@ -64,12 +64,12 @@ std::string result_to_text(const RunResult& r) {
     s << "# memory: " << r.soak.summary << "\n";
   }
   if (r.checked) {
-    s << "# check (" << r.result_tensor << ")";
+    s << "# check (" << (r.result_tensor ? result_tensor_name(*r.result_tensor) : "") << ")";
     s << format(": rel_error %.3e  max_abs_error %.3e  tolerance %.1e", r.comparison.rel_error,
                 r.comparison.max_abs_error, r.tolerance)
       << (r.comparison.passed(r.tolerance) ? "  OK\n" : "  FAILED\n");
   }
-  s << "# result: " << r.outcome << " (exit " << r.exit_code << ")";
+  s << "# result: " << outcome_name(r.outcome) << " (exit " << r.exit_code << ")";
   if (!r.error.empty()) s << ": " << r.error;
   s << "\n";
   return s.str();

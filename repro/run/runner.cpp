@@ -17,6 +17,7 @@
 #include "math_sdpa/stage_timer.h"
 #include "math_sdpa/stats.h"
 #include "repro/run/outcome.h"
+#include "repro/run/path_observers.h"
 #include "repro/run/progress_reporter.h"
 #include "repro/run/run_json.h"
 #include "repro/run/run_result.h"
@@ -54,7 +55,7 @@ void run_on_gpu(RunResult& r, int progress_fd) {
   RunOptions& o = r.options;
   SdpaProblem& p = o.problem;
   r.settings = o.settings;
-  r.result_tensor = result_tensor_name(r.settings);
+  r.result_tensor = result_tensor_of(r.settings);
   r.device = query_device_info(0);
   CUDA_CHECK(cudaSetDevice(0));
   // Captured inputs fix the shapes, so they load first; random ones are made only after the
@@ -69,8 +70,6 @@ void run_on_gpu(RunResult& r, int progress_fd) {
 
   std::vector<float> result;
   {
-    // Observers, in the order they see each boundary: the watchdog's reporter first (the
-    // supervisor must hear of a stage before anything in it can hang), the injected fault last.
     std::unique_ptr<ProgressReporter> reporter;
     if (progress_fd >= 0) {
       reporter = std::make_unique<ProgressReporter>(progress_fd);
@@ -83,17 +82,13 @@ void run_on_gpu(RunResult& r, int progress_fd) {
     StageTimer timer;
     std::unique_ptr<FaultInjector> injector;
     if (o.inject.kind != FaultSpec::none) injector = std::make_unique<FaultInjector>(o.inject);
-    if (reporter) path.add_observer(reporter.get());
-    if (o.log != LogLevel::off) {
-      path.add_observer(&logger);
-      for (const auto& a : allocator->records()) logger.log_allocation(a.what, a.bytes, a.address, alloc_kind_name(a.kind));
-      for (const auto& line : path.setup_notes()) logger.write(line);
-    }
-    path.add_observer(&nvtx);
-    path.add_observer(&timer);
-    if (injector) path.add_observer(injector.get());
-    for (const auto& fix : fixes) path.add_hook(fix.get());
-    path.set_instrumentation({o.log >= LogLevel::sync, o.log == LogLevel::values});
+    PathObservers observers;
+    observers.reporter = reporter.get();
+    observers.logger = o.log != LogLevel::off ? &logger : nullptr;
+    observers.nvtx = &nvtx;
+    observers.timer = &timer;
+    observers.injector = injector.get();
+    attach_observers(path, observers, fixes, *allocator, 0, o.log);
     if (o.inputs_dir.empty()) inputs = make_random_inputs(p, p.seed);
     path.upload(inputs);
     for (int it = 0; it < o.iters; ++it) {
@@ -121,15 +116,11 @@ void run_on_gpu(RunResult& r, int progress_fd) {
     r.result_sum += x;
   }
   r.result_l2 = std::sqrt(r.result_l2);
-  save_and_check_result(r, o, inputs, result);
+  save_and_check_result(r, o, *r.result_tensor, inputs, result);
   if (o.sample_every > 0) r.soak = judge_soak(r.memory);
-  // NaN never passes, with or without --check.
-  if (!r.soak.flat) {
-    r.outcome = "leak";
-    r.exit_code = kExitMismatch;
-    r.error = "memory grew during the soak: " + r.soak.summary;
-  }
-  judge_outputs(r, r.result_tensor);
+  if (!r.soak.flat) r.fail(Outcome::leak, "memory grew during the soak: " + r.soak.summary);
+  // NaN never passes, with or without --check; a wrong result outranks a leak.
+  judge_outputs(r, result_tensor_name(*r.result_tensor));
 }
 
 }  // namespace
@@ -145,13 +136,11 @@ RunResult watchdog_result(const RunOptions& options, const SupervisedOutcome& ou
   RunResult r;
   r.options = options;
   r.settings = options.settings;
-  r.result_tensor = result_tensor_name(r.settings);
+  r.result_tensor = result_tensor_of(r.settings);
   const bool hang = outcome.kind == SupervisedOutcome::hang;
-  r.outcome = hang ? "hang" : "crash";
-  r.exit_code = hang ? kExitHang : kExitCrash;
-  r.error = hang ? "stage " + (outcome.stage.empty() ? std::string("(none)") : outcome.stage) +
-                       " did not finish within the deadline"
-                 : outcome.message;
+  r.fail(hang ? Outcome::hang : Outcome::crash,
+         hang ? "stage " + (outcome.stage.empty() ? std::string("(none)") : outcome.stage) + " did not finish within the deadline"
+              : outcome.message);
   r.error_stage = outcome.stage;
   r.iterations_done = static_cast<int>(outcome.calls_done);
   r.wall_seconds = outcome.elapsed_s;

@@ -5,7 +5,6 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -23,6 +22,8 @@
 #include "math_sdpa/errors.h"
 #include "math_sdpa/stage_log.h"
 #include "repro/cli/run_options.h"
+#include "repro/run/run_json.h"
+#include "repro/supervise/child_process.h"
 
 namespace sdpa {
 
@@ -31,12 +32,6 @@ namespace {
 constexpr size_t kStderrTailLines = 8;
 constexpr int kPollMs = 10;
 constexpr double kReapAfterKillS = 0.5;  // a child stuck in the driver may not die at once
-
-// repro's exit codes (math_sdpa/errors.h) and the outcome each one means.
-const std::map<int, std::string> kOutcomeOfExitCode{
-    {kExitPass, "pass"},         {kExitMismatch, "mismatch"}, {kExitUsage, "usage"},
-    {kExitHang, "hang"},         {kExitCudaError, "cuda_error"}, {kExitCrash, "crash"},
-    {kExitWaived, "waived"},     {kExitNoGpu, "no_gpu"},      {kExitRefused, "refused"}};
 
 volatile sig_atomic_t g_stop_signal = 0;
 void on_stop_signal(int sig) { g_stop_signal = sig; }
@@ -94,43 +89,17 @@ struct RunningCell {
   }
 };
 
-// fork + execv, never a shell. The child gets its own process group (so the sweep can kill it
-// and everything it forked), dies with the sweep (PR_SET_PDEATHSIG), and writes stderr to the
-// pipe; its stdout table is not needed, the JSON result has everything.
+// Without a shell, in its own process group (so the sweep can kill it and everything it
+// forked), dying with the sweep; stderr goes to the pipe, and its stdout table is not needed:
+// the JSON result has everything.
 pid_t launch(const std::vector<std::string>& argv, const std::string& gpu, int stderr_write_fd) {
-  std::vector<char*> args;
-  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  std::fflush(nullptr);
-  const pid_t parent = getpid();
-  const pid_t pid = fork();
-  if (pid < 0) throw InputError(std::string("cannot fork: ") + std::strerror(errno));
-  if (pid == 0) {
-    setpgid(0, 0);
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (getppid() != parent) _exit(127);
-    if (!gpu.empty()) setenv("CUDA_VISIBLE_DEVICES", gpu.c_str(), 1);
-    const int devnull = open("/dev/null", O_RDWR);
-    dup2(devnull, STDIN_FILENO);
-    dup2(devnull, STDOUT_FILENO);
-    dup2(stderr_write_fd, STDERR_FILENO);
-    execv(args[0], args.data());
-    const std::string message = std::string("cannot run ") + args[0] + ": " + std::strerror(errno) + "\n";
-    (void)!write(STDERR_FILENO, message.data(), message.size());
-    _exit(127);
-  }
-  setpgid(pid, pid);  // also here, so a kill right after fork reaches the group
-  return pid;
-}
-
-// Waits up to `seconds` for pid; true once reaped.
-bool reap_within(pid_t pid, double seconds, int& status) {
-  const int64_t until = monotonic_us() + static_cast<int64_t>(seconds * 1e6);
-  while (true) {
-    if (waitpid(pid, &status, WNOHANG) == pid) return true;
-    if (monotonic_us() >= until) return false;
-    usleep(2000);
-  }
+  ChildSpec spec;
+  spec.argv = argv;
+  spec.stdin_fd = spec.stdout_fd = kNullStream;
+  spec.stderr_fd = stderr_write_fd;
+  spec.own_process_group = true;
+  if (!gpu.empty()) spec.environment.emplace_back("CUDA_VISIBLE_DEVICES", gpu);
+  return start_child(spec);
 }
 
 std::optional<std::string> take_file(const std::string& path) {
@@ -139,52 +108,25 @@ std::optional<std::string> take_file(const std::string& path) {
   return text;
 }
 
-nlohmann::json null_or(const nlohmann::json& j, const char* key) {
-  return j.is_object() && j.contains(key) ? j.at(key) : nlohmann::json(nullptr);
-}
-
-// Fills a cell's results from the child's JSON result (result_json.cpp); throws
-// nlohmann::json::exception where a field has the wrong type.
-void read_child_result(const nlohmann::json& r, nlohmann::json& cell) {
+// Fills a cell's results from what the child's run reported.
+void fill_from_run(const RunRecord& r, nlohmann::json& cell) {
   using nlohmann::json;
-  const json error = null_or(r, "error");
-  cell["error"] = error.is_null() ? json(nullptr) : json(error.get<std::string>());
-  const json watchdog = null_or(r, "watchdog");
-  const json stage = watchdog.is_object() ? null_or(watchdog, "stage") : null_or(r, "error_stage");
-  cell["stage"] = stage.is_null() ? json(nullptr) : json(stage.get<std::string>());
-  const json classification = watchdog.is_object() ? null_or(watchdog, "classification") : json(nullptr);
-  cell["classification"] = classification.is_null() ? json(nullptr) : json(classification.get<std::string>());
-  const json check = null_or(r, "check");
-  cell["rel_error"] = check.is_object() ? null_or(check, "rel_error") : json(nullptr);
-  cell["tolerance"] = check.is_object() ? null_or(check, "tolerance") : json(nullptr);
-  for (const char* number : {"rel_error", "tolerance"}) {
-    if (!cell[number].is_null()) cell[number] = cell[number].get<double>();
-  }
+  auto string_or_null = [](const std::optional<std::string>& s) { return s ? json(*s) : json(nullptr); };
+  auto number_or_null = [](const std::optional<double>& x) { return x ? json(*x) : json(nullptr); };
+  cell["error"] = string_or_null(r.error);
+  cell["stage"] = string_or_null(r.failing_stage());
+  cell["classification"] = string_or_null(r.watchdog ? r.watchdog->classification : std::nullopt);
+  cell["rel_error"] = number_or_null(r.rel_error);
+  cell["tolerance"] = number_or_null(r.tolerance);
   // No completed call, no timing (the result says 0 then).
-  const json done = null_or(r, "iterations_done");
-  const json timing = null_or(r, "timing");
-  cell["call_median_ms"] = done.is_number() && done.get<int64_t>() > 0 && timing.is_object()
-                               ? json(timing.at("call_median_ms").get<double>())
-                               : json(nullptr);
+  cell["call_median_ms"] = number_or_null(r.iterations_done > 0 ? r.call_median_ms : std::nullopt);
   json medians = json::object();
-  const json stages = null_or(r, "stages");
-  if (stages.is_array()) {
-    for (const auto& s : stages) medians[s.at("stage").get<std::string>()] = s.at("median_ms").get<double>();
-  }
+  for (const auto& s : r.stages) medians[s.stage] = s.median_ms;
   cell["stage_median_ms"] = medians;
-  const json device = null_or(r, "device");
-  cell["device"] = device.is_object() ? device : json(nullptr);
+  cell["device"] = r.device;
 }
 
 }  // namespace
-
-const std::vector<std::string>& sweep_outcomes() {
-  static const std::vector<std::string> outcomes{"pass",    "waived", "mismatch", "hang",   "timeout", "crash",
-                                                 "cuda_error", "usage",  "no_gpu",   "refused", "planned"};
-  return outcomes;
-}
-
-bool outcome_is_success(const std::string& outcome) { return outcome == "pass" || outcome == "waived"; }
 
 std::vector<std::string> cell_command_args(const SweepCell& cell, double stage_timeout_s) {
   std::vector<std::string> args = cell.run_args();
@@ -199,7 +141,7 @@ nlohmann::json planned_cell_json(const SweepCell& cell, double stage_timeout_s) 
   json command_line = json::array({"repro"});
   for (const auto& a : cell_command_args(cell, stage_timeout_s)) command_line.push_back(a);
   return {{"index", cell.index},         {"key", cell.key()},          {"axes", cell_axes_to_json(cell)},
-          {"command_line", command_line}, {"gpu", nullptr},            {"outcome", "planned"},
+          {"command_line", command_line}, {"gpu", nullptr},            {"outcome", outcome_name(Outcome::planned)},
           {"exit_code", nullptr},         {"signal", nullptr},         {"stage", nullptr},
           {"classification", nullptr},    {"error", nullptr},          {"rel_error", nullptr},
           {"tolerance", nullptr},         {"call_median_ms", nullptr}, {"stage_median_ms", json::object()},
@@ -215,14 +157,14 @@ nlohmann::json finished_cell_json(const SweepCell& cell, double stage_timeout_s,
   c["wall_seconds"] = end.wall_s;
   c["stderr_tail"] = end.stderr_tail;
   auto crash = [&](const std::string& why) {
-    c["outcome"] = "crash";
+    c["outcome"] = outcome_name(Outcome::crash);
     c["error"] = why;
     return c;
   };
   if (end.kind == ChildEnd::timed_out) {
     std::ostringstream why;
     why << "no result within the sweep's per-cell deadline of " << end.deadline_s << " s; its process group was killed";
-    c["outcome"] = "timeout";
+    c["outcome"] = outcome_name(Outcome::timeout);
     c["error"] = why.str();
     return c;
   }
@@ -231,30 +173,37 @@ nlohmann::json finished_cell_json(const SweepCell& cell, double stage_timeout_s,
     return crash("the repro process died from signal " + std::to_string(end.status) + " (" + strsignal(end.status) + ")");
   }
   c["exit_code"] = end.status;
-  const auto known = kOutcomeOfExitCode.find(end.status);
-  if (known == kOutcomeOfExitCode.end()) {
+  const auto known = outcome_of_exit_code(end.status);
+  if (!known) {
     return crash("repro exited with code " + std::to_string(end.status) + ", which is not one of its exit codes");
   }
-  const std::string& outcome = known->second;
-  const std::string code = "repro exited with code " + std::to_string(end.status) + " (" + outcome + ")";
+  const std::string code = "repro exited with code " + std::to_string(end.status) + " (" + outcome_name(*known) + ")";
   if (!child_json) {
-    if (end.status != kExitUsage) return crash(code + " but wrote no JSON result");
-    c["outcome"] = outcome;  // a usage error stops repro before it writes anything
+    if (*known != Outcome::usage) return crash(code + " but wrote no JSON result");
+    c["outcome"] = outcome_name(*known);  // a usage error stops repro before it writes anything
     c["error"] = end.stderr_tail.empty() ? json("usage error") : json(end.stderr_tail.back());
     return c;
   }
+  // The run's own outcome, not the one its exit code stands for: exit code 1 is a mismatch or
+  // a soak's leak, and only the run knows which.
+  Outcome outcome;
   try {
     const json r = json::parse(*child_json);
     if (!r.is_object()) return crash(code + " but its JSON result is not an object");
-    if (null_or(r, "exit_code") != json(end.status)) {
-      return crash(code + " but its JSON result says exit_code " + null_or(r, "exit_code").dump());
+    const RunRecord run = read_run_record(r);
+    if (run.exit_code != end.status) {
+      return crash(code + " but its JSON result says exit_code " + (run.exit_code ? std::to_string(*run.exit_code) : "null"));
     }
-    read_child_result(r, c);
-  } catch (const json::exception& e) {
+    if (outcome_exit_code(run.outcome) != end.status) {
+      return crash(code + " but its JSON result says outcome " + outcome_name(run.outcome));
+    }
+    outcome = run.outcome;
+    fill_from_run(run, c);
+  } catch (const std::exception& e) {  // a key of the wrong type, an outcome that is none
     return crash(code + " but its JSON result is malformed: " + one_line(e.what()));
   }
-  c["outcome"] = outcome;
-  if (outcome == "waived") {
+  c["outcome"] = outcome_name(outcome);
+  if (outcome == Outcome::waived) {
     // nvbench's way of saying a configuration was not measured, and why.
     c["is_skipped"] = true;
     c["skip_reason"] = c["error"].is_null() ? json("waived") : c["error"];
@@ -294,9 +243,7 @@ int run_cells(const std::vector<SweepCell>& cells, const SweepRunSettings& setti
   };
   // Kills the cell's process group; true once the child is reaped.
   auto kill_cell = [&](RunningCell& r, int& status) {
-    kill(-r.pid, SIGKILL);
-    kill(r.pid, SIGKILL);
-    const bool reaped = reap_within(r.pid, kReapAfterKillS, status);
+    const bool reaped = stop_child(r.pid, true, 0, kReapAfterKillS, status);
     if (!reaped) unreaped.push_back(r.pid);
     return reaped;
   };

@@ -22,11 +22,6 @@
 
 namespace sdpa {
 
-// Every outcome a cell can have, best first; "planned" is a cell of --dry-run.
-const std::vector<std::string>& sweep_outcomes();
-// pass and waived; anything else makes the sweep fail.
-bool outcome_is_success(const std::string& outcome);
-
 struct SweepRunSettings {
   std::string repro_binary;
   std::vector<std::string> workers{""};  // CUDA_VISIBLE_DEVICES of each worker; "" = inherited

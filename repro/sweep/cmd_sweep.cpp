@@ -91,8 +91,9 @@ class Progress {
     const double elapsed = (monotonic_us() - start_us_) / 1e6;
     const double left = elapsed / static_cast<double>(this_run_) * static_cast<double>(total_ - done_);
     std::string line = "[" + std::to_string(done_) + "/" + std::to_string(total_) + "]";
-    for (const auto& outcome : sweep_outcomes()) {
-      if (counts_[outcome]) line += " " + outcome + " " + std::to_string(counts_[outcome]);
+    for (const Outcome outcome : sweep_outcomes()) {
+      const std::string name = outcome_name(outcome);
+      if (counts_[name]) line += " " + name + " " + std::to_string(counts_[name]);
     }
     line += " | " + duration(elapsed) + " elapsed, about " + duration(left) + " left | cell " +
             std::to_string(record.at("index").get<int>()) + " " + record.at("outcome").get<std::string>();
@@ -208,7 +209,7 @@ int run_sweep(const SweepOptions& o) {
             << duration(wall) << ")\n";
   if (interrupted) return 128 + stop_signal;
   for (const auto& record : done) {
-    if (!outcome_is_success(record.at("outcome"))) return kSweepFailed;
+    if (!outcome_is_success(cell_outcome(record))) return kSweepFailed;
   }
   return kSweepOk;
 }

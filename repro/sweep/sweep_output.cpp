@@ -11,10 +11,10 @@
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <set>
 #include <sstream>
 
 #include "math_sdpa/errors.h"
-#include "repro/sweep/cell_runner.h"
 #include "version.h"
 
 namespace sdpa {
@@ -27,11 +27,51 @@ std::string str_or(const json& j, const char* key, const std::string& otherwise)
   return j.contains(key) && j.at(key).is_string() ? j.at(key).get<std::string>() : otherwise;
 }
 
-std::map<std::string, int> count_outcomes(const std::vector<json>& cells) {
-  std::map<std::string, int> counts;
-  for (const auto& o : sweep_outcomes()) counts[o] = 0;
-  for (const auto& c : cells) ++counts[c.at("outcome").get<std::string>()];
+// The sweep's outcomes in the order its footer and progress line list them, with the footer's
+// words. A leak needs a soak (--sample-every), which no cell's command line asks for, so it is
+// counted, listed and shown only when some cell reports one, and every other sweep's outputs
+// read as they always have.
+struct SweepOutcome {
+  Outcome outcome;
+  const char* footer_words;
+  bool in_footer_when_none;  // the outcomes of a run on a GPU
+  bool counted_when_none;    // in the summary's counts and the heatmap's legend
+};
+const std::vector<SweepOutcome> kSweepOutcomes{
+    {Outcome::pass, "passed", true, true},
+    {Outcome::waived, "waived", true, true},
+    {Outcome::mismatch, "mismatched", true, true},
+    {Outcome::leak, "leaked", false, false},
+    {Outcome::hang, "hung", true, true},
+    {Outcome::timeout, "timed out", true, true},
+    {Outcome::crash, "crashed", true, true},
+    {Outcome::cuda_error, "CUDA errors", true, true},
+    {Outcome::usage, "usage errors", false, true},
+    {Outcome::no_gpu, "without a GPU", false, true},
+    {Outcome::refused, "refused", false, true},
+    {Outcome::planned, "not run (dry run)", false, true},
+};
+
+bool counted_when_none(Outcome o) {
+  for (const auto& entry : kSweepOutcomes) {
+    if (entry.outcome == o) return entry.counted_when_none;
+  }
+  return false;
+}
+
+std::map<Outcome, int> count_outcomes(const std::vector<json>& cells) {
+  std::map<Outcome, int> counts;
+  for (const auto& entry : kSweepOutcomes) {
+    if (entry.counted_when_none) counts[entry.outcome] = 0;
+  }
+  for (const auto& c : cells) ++counts[cell_outcome(c)];
   return counts;
+}
+
+json counts_json(const std::map<Outcome, int>& counts) {
+  json j = json::object();
+  for (const auto& [outcome, n] : counts) j[outcome_name(outcome)] = n;
+  return j;
 }
 
 // OK: every cell ran and passed or was waived; FAILED: any other outcome; INCOMPLETE: only
@@ -41,28 +81,15 @@ std::string verdict(const std::vector<json>& cells, size_t planned, bool interru
   size_t done = 0;
   bool failed = false;
   for (const auto& [outcome, n] : counts) {
-    if (outcome == "planned") continue;
+    if (outcome == Outcome::planned) continue;
     done += static_cast<size_t>(n);
     failed |= n > 0 && !outcome_is_success(outcome);
   }
-  if (!cells.empty() && counts.at("planned") == static_cast<int>(cells.size())) return "PLANNED";
+  if (!cells.empty() && counts.at(Outcome::planned) == static_cast<int>(cells.size())) return "PLANNED";
   if (failed) return "FAILED";
   if (interrupted || done < planned) return "INCOMPLETE";
   return "OK";
 }
-
-// The footer's words for each outcome; the outcomes of a run on a GPU always appear, the
-// others only when some cell had them.
-struct FooterEntry {
-  const char* outcome;
-  const char* words;
-  bool always;
-};
-const std::vector<FooterEntry> kFooterWords{
-    {"pass", "passed", true},         {"waived", "waived", true},        {"mismatch", "mismatched", true},
-    {"hang", "hung", true},           {"timeout", "timed out", true},    {"crash", "crashed", true},
-    {"cuda_error", "CUDA errors", true}, {"usage", "usage errors", false}, {"no_gpu", "without a GPU", false},
-    {"refused", "refused", false},    {"planned", "not run (dry run)", false}};
 
 // --- the heatmap ---
 
@@ -73,21 +100,22 @@ struct OutcomeStyle {
 };
 
 // Worst last: a square holding several repeats shows the worst of them.
-const std::vector<std::pair<std::string, OutcomeStyle>> kOutcomeStyles{
-    {"pass", {"#2e7d32", "#ffffff", "pass"}},
-    {"waived", {"#bdbdbd", "#212121", "waived"}},
-    {"planned", {"#ffffff", "#757575", "not run"}},
-    {"refused", {"#546e7a", "#ffffff", "refused"}},
-    {"no_gpu", {"#546e7a", "#ffffff", "no GPU"}},
-    {"usage", {"#546e7a", "#ffffff", "usage"}},
-    {"mismatch", {"#f9a825", "#212121", "MISMATCH"}},
-    {"cuda_error", {"#d84315", "#ffffff", "CUDA ERROR"}},
-    {"crash", {"#212121", "#ffffff", "CRASH"}},
-    {"timeout", {"#6a1b9a", "#ffffff", "TIMEOUT"}},
-    {"hang", {"#c62828", "#ffffff", "HANG"}},
+const std::vector<std::pair<Outcome, OutcomeStyle>> kOutcomeStyles{
+    {Outcome::pass, {"#2e7d32", "#ffffff", "pass"}},
+    {Outcome::waived, {"#bdbdbd", "#212121", "waived"}},
+    {Outcome::planned, {"#ffffff", "#757575", "not run"}},
+    {Outcome::refused, {"#546e7a", "#ffffff", "refused"}},
+    {Outcome::no_gpu, {"#546e7a", "#ffffff", "no GPU"}},
+    {Outcome::usage, {"#546e7a", "#ffffff", "usage"}},
+    {Outcome::mismatch, {"#f9a825", "#212121", "MISMATCH"}},
+    {Outcome::leak, {"#ef6c00", "#212121", "LEAK"}},
+    {Outcome::cuda_error, {"#d84315", "#ffffff", "CUDA ERROR"}},
+    {Outcome::crash, {"#212121", "#ffffff", "CRASH"}},
+    {Outcome::timeout, {"#6a1b9a", "#ffffff", "TIMEOUT"}},
+    {Outcome::hang, {"#c62828", "#ffffff", "HANG"}},
 };
 
-size_t severity(const std::string& outcome) {
+size_t severity(Outcome outcome) {
   for (size_t i = 0; i < kOutcomeStyles.size(); ++i) {
     if (kOutcomeStyles[i].first == outcome) return i;
   }
@@ -113,6 +141,19 @@ std::string rect_element(double x, double y, double w, double h, const std::stri
 }
 
 }  // namespace
+
+const std::vector<Outcome>& sweep_outcomes() {
+  static const std::vector<Outcome> outcomes = [] {
+    std::vector<Outcome> list;
+    for (const auto& entry : kSweepOutcomes) list.push_back(entry.outcome);
+    return list;
+  }();
+  return outcomes;
+}
+
+bool outcome_is_success(Outcome outcome) { return outcome == Outcome::pass || outcome == Outcome::waived; }
+
+Outcome cell_outcome(const json& record) { return parse_outcome(record.at("outcome").get<std::string>()); }
 
 std::string xml_escape(const std::string& text) {
   std::string out;
@@ -153,7 +194,7 @@ json sweep_document(const SweepMeta& meta, const std::vector<json>& cells, size_
   matrix["stage_timeout_s"] = meta.stage_timeout_s;
   matrix["workers"] = workers;
   size_t done = 0;
-  for (const auto& c : cells) done += c.at("outcome") != "planned";
+  for (const auto& c : cells) done += cell_outcome(c) != Outcome::planned;
   return {{"meta",
            {{"format_version", kSweepFormatVersion},
             {"harness", "sdpa-repro"},
@@ -167,7 +208,7 @@ json sweep_document(const SweepMeta& meta, const std::vector<json>& cells, size_
           {"summary",
            {{"cells_planned", planned},
             {"cells_done", done},
-            {"outcomes", count_outcomes(cells)},
+            {"outcomes", counts_json(count_outcomes(cells))},
             {"interrupted", interrupted},
             {"result", verdict(cells, planned, interrupted)},
             {"wall_seconds", wall_seconds}}},
@@ -194,9 +235,9 @@ std::string cell_record_problem(const json& r) {
   if (!has(r, "key", &json::is_string, false)) return "no \"key\" string";
   if (!has(r, "index", &json::is_number_integer, false)) return "no \"index\" integer";
   if (!has(r, "outcome", &json::is_string, false)) return "no \"outcome\" string";
-  const std::string outcome = r.at("outcome");
+  const auto outcome = find_outcome(r.at("outcome").get<std::string>());
   const auto& outcomes = sweep_outcomes();
-  if (outcome == "planned" || std::find(outcomes.begin(), outcomes.end(), outcome) == outcomes.end()) {
+  if (!outcome || *outcome == Outcome::planned || std::find(outcomes.begin(), outcomes.end(), *outcome) == outcomes.end()) {
     return "\"outcome\" is not the outcome of a finished cell";
   }
   if (!has(r, "axes", &json::is_object, false)) return "no \"axes\" object";
@@ -262,13 +303,14 @@ JsonlContents parse_jsonl(const std::string& all, const std::string& path) {
 std::string sweep_footer(const std::vector<json>& cells, size_t planned, bool interrupted) {
   const auto counts = count_outcomes(cells);
   size_t done = 0;
-  for (const auto& [outcome, n] : counts) done += outcome == "planned" ? 0 : static_cast<size_t>(n);
+  for (const auto& [outcome, n] : counts) done += outcome == Outcome::planned ? 0 : static_cast<size_t>(n);
   std::string line = "# " + std::to_string(done) + " of " + std::to_string(planned) + " cells:";
   const char* separator = " ";
-  for (const auto& entry : kFooterWords) {
-    const int n = counts.at(entry.outcome);
-    if (!entry.always && n == 0) continue;
-    line += separator + std::to_string(n) + " " + entry.words;
+  for (const auto& entry : kSweepOutcomes) {
+    const auto counted = counts.find(entry.outcome);
+    const int n = counted == counts.end() ? 0 : counted->second;
+    if (!entry.in_footer_when_none && n == 0) continue;
+    line += separator + std::to_string(n) + " " + entry.footer_words;
     separator = ", ";
   }
   const std::string result = verdict(cells, planned, interrupted);
@@ -384,7 +426,7 @@ std::string sweep_svg(const std::vector<json>& cells, const std::string& title) 
         const json* worst = members.front();
         size_t worst_count = 0;
         for (const json* m : members) {
-          if (severity(m->at("outcome")) > severity(worst->at("outcome"))) worst = m;
+          if (severity(cell_outcome(*m)) > severity(cell_outcome(*worst))) worst = m;
         }
         std::string tooltip;
         for (const json* m : members) {
@@ -393,22 +435,22 @@ std::string sweep_svg(const std::vector<json>& cells, const std::string& title) 
                      m->at("outcome").get<std::string>();
           if (m->contains("error") && m->at("error").is_string()) tooltip += " (" + m->at("error").get<std::string>() + ")";
         }
-        const std::string outcome = worst->at("outcome");
+        const Outcome outcome = cell_outcome(*worst);
         const OutcomeStyle& style = kOutcomeStyles[severity(outcome)].second;
         std::string label = style.label;
         if (members.size() > 1) label += " " + std::to_string(worst_count) + "/" + std::to_string(members.size());
         std::string detail = str_or(*worst, "stage", "");
         if (detail.empty() && worst->at("signal").is_number()) detail = "signal " + worst->at("signal").dump();
-        if (outcome == "mismatch" && worst->at("rel_error").is_number()) {
+        if (outcome == Outcome::mismatch && worst->at("rel_error").is_number()) {
           detail = "err " + format_number("%.1e", worst->at("rel_error").get<double>());
-        } else if (outcome == "pass" && worst->at("call_median_ms").is_number()) {
+        } else if (outcome == Outcome::pass && worst->at("call_median_ms").is_number()) {
           detail = format_number("%.3f ms", worst->at("call_median_ms").get<double>());
         }
         const double x = margin + label_w + static_cast<double>(col) * (cell_w + gap);
         svg += "<g class=\"cell\">\n<title>" + xml_escape(tooltip) + "</title>\n";
         svg += rect_element(x, row_y, cell_w, cell_h,
                             std::string("fill=\"") + style.fill + "\" stroke=\"#9e9e9e\"" +
-                                (outcome == "planned" ? " stroke-dasharray=\"3,2\"" : ""));
+                                (outcome == Outcome::planned ? " stroke-dasharray=\"3,2\"" : ""));
         svg += text_element(x + cell_w / 2, row_y + (detail.empty() ? cell_h / 2 + 4 : 16), label,
                             std::string("text-anchor=\"middle\" font-weight=\"bold\" fill=\"") + style.ink + "\"");
         if (!detail.empty()) {
@@ -421,9 +463,12 @@ std::string sweep_svg(const std::vector<json>& cells, const std::string& title) 
     y += panel_h + panel_gap;
   }
   // Legend: every outcome, best first.
+  std::set<Outcome> present;
+  for (const auto& c : cells) present.insert(cell_outcome(c));
   double x = margin;
   svg += text_element(margin, y + 4, "outcomes:", "font-weight=\"bold\"");
   for (const auto& [outcome, style] : kOutcomeStyles) {
+    if (!counted_when_none(outcome) && !present.count(outcome)) continue;
     const double w = 18 + 7.0 * static_cast<double>(std::strlen(style.label)) + 14;
     if (x + w > width - margin) x = margin, y += 20;
     svg += rect_element(x, y + 12, 14, 14, std::string("fill=\"") + style.fill + "\" stroke=\"#9e9e9e\"");

@@ -11,9 +11,17 @@
 
 #include <nlohmann/json.hpp>
 
+#include "repro/run/outcome.h"
 #include "repro/sweep/matrix.h"
 
 namespace sdpa {
+
+// Every outcome a cell can have, best first; planned is a cell of --dry-run.
+const std::vector<Outcome>& sweep_outcomes();
+// pass and waived; anything else makes the sweep fail.
+bool outcome_is_success(Outcome outcome);
+// The outcome of a cell record; throws InputError when its "outcome" is none.
+Outcome cell_outcome(const nlohmann::json& record);
 
 constexpr int kSweepFormatVersion = 1;
 

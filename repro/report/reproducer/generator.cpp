@@ -1,11 +1,16 @@
-// reproducer_cu.cpp: expands the reproducer template for one configuration.
+// generator.cpp: expands the reproducer template (template.cu.in) for one configuration.
 //
 // Everything the program does is decided here from the same values the harness runs with: the
 // problem, the settings of the fix-off and fix-on runs (RunOptions::settings(), so scenario
 // preconditions, explicit options and fixes are applied exactly as for a run), the stages that
-// run (stage_runs), and the GEMMs as the pipeline builds them (qk_gemm_call, pv_gemm_call).
+// run (stage_runs), the GEMMs as the pipeline builds them (k_gemm_strides, kt_operand,
+// qk_gemm_call, pv_gemm_call) and the softmax split as the kernel chooses it (plan_safe_softmax).
+// A setting the two runs share becomes code for that setting alone; only what the fix switches
+// is decided when the program runs.
 #include "repro/report/reproducer/generator.h"
+
 #include "repro/common/text.h"
+#include "repro/report/reproducer/embedded_sources.h"
 
 #include <cstdio>
 #include <sstream>
@@ -16,6 +21,7 @@
 #include "math_sdpa/errors.h"
 #include "math_sdpa/gemm.h"
 #include "math_sdpa/reference.h"
+#include "math_sdpa/softmax_plan.h"
 #include "scenarios/scenario.h"
 #include "version.h"
 
@@ -24,6 +30,7 @@ namespace sdpa {
 namespace {
 
 constexpr size_t kCommentWidth = 100;
+constexpr const char* kTemplatePath = "repro/report/reproducer/template.cu.in";
 
 const char* yes(bool b) { return b ? "true" : "false"; }
 
@@ -46,33 +53,13 @@ std::string comment(const std::string& lead, const std::string& text, const std:
   return out + line + "\n";
 }
 
-struct Strides {
-  int64_t batch, head, row;
-  std::string literal() const {
-    return "{" + std::to_string(batch) + ", " + std::to_string(head) + ", " + std::to_string(row) + "}";
-  }
-};
-
-// K's layout as uploaded (scenario 3's [B, S, H, E] buffer or contiguous), and the K whose
-// transpose the GEMM reads: after gqa_expand always a fresh contiguous [B, H, S, E] (pipeline.cpp).
-Strides k_input_strides(const SdpaProblem& p, const PathSettings& s) {
-  if (s.k_layout == KLayout::bshe) return {p.kv_len * p.kv_heads * p.head_dim, p.head_dim, p.kv_heads * p.head_dim};
-  return {p.kv_heads * p.kv_len * p.head_dim, p.kv_len * p.head_dim, p.head_dim};
-}
-Strides k_gemm_strides(const SdpaProblem& p, const PathSettings& s) {
-  if (p.gqa()) return {p.q_heads * p.kv_len * p.head_dim, p.kv_len * p.head_dim, p.head_dim};
-  return k_input_strides(p, s);
+std::string strides_literal(const HeadStrides& s) {
+  return "{" + std::to_string(s.batch) + ", " + std::to_string(s.head) + ", " + std::to_string(s.row) + "}";
 }
 
 // The Q.K^T GEMM exactly as MathSdpa's constructor builds it.
 GemmCall qk_gemm_for(const SdpaProblem& p, const PathSettings& s) {
-  KtOperand kt;
-  if (stage_runs(Stage::kt_contiguous, p, s)) {
-    kt = {true, p.kv_len, p.kv_len * p.head_dim};
-  } else {
-    const Strides k = k_gemm_strides(p, s);
-    kt = {false, k.row, k.head};
-  }
+  const KtOperand kt = kt_operand(p, k_gemm_strides(p, s.k_layout), stage_runs(Stage::kt_contiguous, p, s));
   return qk_gemm_call(p.batch * p.q_heads, p.q_len, p.kv_len, p.head_dim, p.compute_dtype(), kt, s.qk_gemm_api);
 }
 
@@ -86,24 +73,31 @@ std::string gemm_literal(const GemmCall& g, const std::string& indent) {
   return s.str();
 }
 
-const char* alloc_enum(AllocKind k) {
-  switch (k) {
-    case AllocKind::managed: return "Alloc::managed";
-    case AllocKind::device: return "Alloc::device";
-    case AllocKind::async: return "Alloc::async";
-    case AllocKind::host: return "Alloc::host";
-    case AllocKind::system: return "Alloc::system";
+// The initialiser of the template's Config: the fields `flags` keeps, in their order there.
+std::string config_literal(const SdpaProblem& p, const PathSettings& s, const FixSet& fixes,
+                           const std::map<std::string, bool>& flags) {
+  std::vector<std::string> fields;
+  if (flags.at("fix1")) fields.push_back(std::string("/*gemm_stream_sync=*/") + yes(fixes.has(1)));
+  if (flags.at("fix2")) fields.push_back(std::string("/*prefetch_scores=*/") + yes(fixes.has(2)));
+  if (flags.at("kt_copy_varies")) {
+    fields.push_back(std::string("/*kt_copy=*/") + yes(stage_runs(Stage::kt_contiguous, p, s)));
+    fields.push_back("\n    /*qk=*/" + gemm_literal(qk_gemm_for(p, s), "            "));
   }
-  return "?";
+  if (flags.at("pool_varies")) fields.push_back(std::string("/*stream_ordered_pool=*/") + yes(s.alloc == AllocKind::async));
+  std::string out = "{";
+  for (size_t i = 0; i < fields.size(); ++i) out += (i == 0 ? "" : fields[i][0] == '\n' ? "," : ", ") + fields[i];
+  return out + "}";
 }
 
-std::string config_literal(const SdpaProblem& p, const PathSettings& s, const FixSet& fixes) {
-  std::ostringstream out;
-  out << "{\n    " << alloc_enum(s.alloc) << ", GemmStream::" << gemm_stream_name(s.qk_gemm_stream)
-      << ", /*kt_copy=*/" << yes(stage_runs(Stage::kt_contiguous, p, s)) << ", /*sync_around_gemms=*/"
-      << yes(fixes.has(1)) << ", /*prefetch_scores=*/" << yes(fixes.has(2)) << ",\n    /*qk=*/"
-      << gemm_literal(qk_gemm_for(p, s), "            ") << "}";
-  return out.str();
+const char* alloc_note(AllocKind k) {
+  switch (k) {
+    case AllocKind::managed: return "managed memory (cudaMallocManaged)";
+    case AllocKind::device: return "device memory (cudaMalloc)";
+    case AllocKind::async: return "a stream-ordered pool (cudaMallocFromPoolAsync)";
+    case AllocKind::host: return "mapped pinned host memory (cudaHostAlloc)";
+    case AllocKind::system: return "plain host memory (aligned_alloc) that the GPU reads directly";
+  }
+  return "?";
 }
 
 const char* cuda_type(DType t) {
@@ -220,6 +214,30 @@ void require_same_plan(const SdpaProblem& p, const PathSettings& off, const Path
   }
 }
 
+// A harness header as the reproducer inlines it: without #pragma once, its #includes (the template
+// includes what it needs, and pastes the harness headers it depends on before it) and its
+// namespace lines, so that it reads as part of the program.
+std::string inline_header(const std::string& path, const std::string& text) {
+  std::istringstream in(text);
+  std::string line, out;
+  bool blank = false;
+  while (std::getline(in, line)) {
+    if (line == "#pragma once" || line.rfind("#include ", 0) == 0 || line == "namespace sdpa {" ||
+        line == "}  // namespace sdpa") {
+      continue;
+    }
+    if (line.empty()) {
+      blank = true;  // written before the next line that is not blank, one at most
+      continue;
+    }
+    if (blank && !out.empty()) out += "\n";
+    blank = false;
+    out += line + "\n";
+  }
+  if (out.empty()) throw std::logic_error("reproducer template: " + path + " has nothing to inline");
+  return out;
+}
+
 }  // namespace
 
 void check_reproducible(const RunOptions& o) {
@@ -229,10 +247,6 @@ void check_reproducible(const RunOptions& o) {
   if (!o.inputs_dir.empty()) {
     throw InputError("--inputs: the reproducer regenerates the harness's random inputs and cannot carry captured "
                      "tensors; leave --inputs out");
-  }
-  if (stage_runs(Stage::dropout, o.problem, o.settings)) {
-    throw InputError("--dropout: the reproducer does not implement dropout (the harness's Philox stream); use "
-                     "--dropout 0, or leave out --full");
   }
 }
 
@@ -258,11 +272,26 @@ std::string generate_reproducer(const RunOptions& off, const RunOptions& on, con
   const DType ct = p.compute_dtype();
   const std::string result = result_tensor_name(so);
   const bool gqa = p.gqa();
-  const bool cross_stream = so.qk_gemm_stream != GemmStream::same || sn.qk_gemm_stream != GemmStream::same;
-  const bool scores_advise = so.scores_to_host == ScoresToHost::advise || so.scores_to_host == ScoresToHost::both;
-  const bool scores_read = so.scores_to_host == ScoresToHost::read || so.scores_to_host == ScoresToHost::both;
   const bool fix1 = off.fixes.has(1) || on.fixes.has(1), fix2 = off.fixes.has(2) || on.fixes.has(2);
-  auto uses_alloc = [&](AllocKind k) { return so.alloc == k || sn.alloc == k; };
+  // What the fix switches; the template's Config holds exactly these.
+  const bool pool_varies = so.alloc != sn.alloc;
+  const bool qk_stream_varies = so.qk_gemm_stream != sn.qk_gemm_stream;
+  const bool kt_copy_varies = stage_runs(Stage::kt_contiguous, p, so) != stage_runs(Stage::kt_contiguous, p, sn);
+  if ((pool_varies && sn.alloc != AllocKind::async) || (qk_stream_varies && (!on.fixes.has(1) || sn.qk_gemm_stream != GemmStream::same))) {
+    throw std::logic_error("reproducer: the fix-on run changes the allocator or the GEMM's stream as no fix does");
+  }
+  // The fix-off run's allocator is the one the template writes out; fix 4's pool is the other.
+  const AllocKind alloc = so.alloc;
+  const bool cross_stream = so.qk_gemm_stream != GemmStream::same;
+  const bool scores_to_host = runs(Stage::scores_to_host);
+  const bool scores_advise = scores_to_host && (so.scores_to_host == ScoresToHost::advise || so.scores_to_host == ScoresToHost::both);
+  const bool scores_read = scores_to_host && (so.scores_to_host == ScoresToHost::read || so.scores_to_host == ScoresToHost::both);
+  const bool advice = !so.advice.empty() && migratable(alloc);
+  const bool storm = so.entry_touch_streams > 0;
+  const bool host_touch = storm && so.entry_host_touch && host_accessible(alloc);
+  const bool softmax = runs(Stage::softmax);
+  const SoftmaxPlan softmax_plan = plan_safe_softmax(nullptr, nullptr, ct, p.kv_len);
+  const bool softmax_warp = softmax_plan.threads_per_row == 32;
 
   std::map<std::string, bool> flags = {
       {"bf16", p.dtype == DType::bf16},
@@ -276,30 +305,44 @@ std::string generate_reproducer(const RunOptions& off, const RunOptions& on, con
       {"mask_bool", p.mask == MaskKind::boolean},
       {"mask_float", p.mask == MaskKind::additive},
       {"mask_input", p.has_mask_input()},
+      {"mask_per_batch", p.has_mask_input() && p.mask_per_batch},
+      {"mask_per_head", p.has_mask_input() && p.mask_per_head},
       {"mask_prepare", runs(Stage::mask_prepare)},
       {"mask_add", runs(Stage::mask_add)},
-      {"softmax", runs(Stage::softmax)},
+      {"softmax", softmax},
+      {"softmax_warp", softmax && softmax_warp},
+      {"dropout", runs(Stage::dropout)},
       {"pv_gemm", runs(Stage::pv_gemm)},
       {"cast_output", runs(Stage::cast_output)},
       {"kt_copy", runs(Stage::kt_contiguous)},
+      {"kt_copy_varies", kt_copy_varies},
       {"qk_batched", so.qk_gemm_api == GemmApi::batched},
+      {"head_strides", gqa || so.k_layout == KLayout::bshe || runs(Stage::kt_contiguous) ||
+                           so.qk_gemm_api == GemmApi::batched},
       {"k_bshe", so.k_layout == KLayout::bshe},
       {"cross_stream", cross_stream},
-      {"scores_to_host", runs(Stage::scores_to_host)},
-      {"scores_advise", runs(Stage::scores_to_host) && scores_advise},
-      {"scores_read", runs(Stage::scores_to_host) && scores_read},
-      {"storm", so.entry_touch_streams > 0},
-      {"advice", !so.advice.empty()},
+      {"qk_stream_varies", qk_stream_varies},
+      {"gemm_ordered", cross_stream && so.qk_gemm_order == GemmOrder::event},
+      {"scores_to_host", scores_to_host},
+      {"scores_advise", scores_advise},
+      {"scores_read", scores_read},
+      {"scores_waive", scores_to_host && !migratable(alloc)},
+      {"storm", storm},
+      {"host_touch", host_touch},
+      {"advice", advice},
+      {"advice_skipped", !so.advice.empty() && !migratable(alloc)},
       {"fix1", fix1},
       {"fix2", fix2},
-      {"hooks", fix1 || fix2},
-      {"host_location", !so.advice.empty() || (runs(Stage::scores_to_host) && scores_advise)},
-      {"device_location", !so.advice.empty() || fix2},
-      {"alloc_managed", uses_alloc(AllocKind::managed)},
-      {"alloc_device", uses_alloc(AllocKind::device)},
-      {"alloc_async", uses_alloc(AllocKind::async)},
-      {"alloc_host", uses_alloc(AllocKind::host)},
-      {"alloc_system", uses_alloc(AllocKind::system)},
+      {"migrates", migratable(alloc)},
+      {"host_location", advice || scores_advise},
+      {"device_location", advice || (fix2 && migratable(alloc))},
+      {"pool", pool_varies || alloc == AllocKind::async},
+      {"pool_varies", pool_varies},
+      {"alloc_managed", alloc == AllocKind::managed},
+      {"alloc_device", alloc == AllocKind::device},
+      {"alloc_async", alloc == AllocKind::async},
+      {"alloc_host", alloc == AllocKind::host},
+      {"alloc_system", alloc == AllocKind::system},
       {"stream_non_blocking", so.stream == StreamMode::non_blocking},
       {"stream_legacy", so.stream == StreamMode::legacy},
       {"stream_per_thread", so.stream == StreamMode::per_thread},
@@ -312,14 +355,13 @@ std::string generate_reproducer(const RunOptions& off, const RunOptions& on, con
   };
 
   const ScenarioInfo& sc = scenario_info(off.scenario);
-  const Strides k_input = k_input_strides(p, so), k_gemm = k_gemm_strides(p, so);
-  std::string advice, advice_list;
+  std::string advice_list;
   for (Advice a : so.advice) {
     const bool host = a == Advice::preferred_cpu || a == Advice::accessed_by_cpu;
     const char* name = a == Advice::read_mostly             ? "cudaMemAdviseSetReadMostly"
                        : a == Advice::preferred_gpu || a == Advice::preferred_cpu ? "cudaMemAdviseSetPreferredLocation"
                                                                                    : "cudaMemAdviseSetAccessedBy";
-    advice += (advice.empty() ? "" : ", ") + std::string("{") + name + ", " + yes(host) + "}";
+    advice_list += (advice_list.empty() ? "" : ", ") + std::string("{") + name + ", " + yes(host) + "}";
   }
   std::string result_buffer = result == "scores" ? "scores" : result == "probs" ? "probs" : "out_acc";
   if (runs(Stage::cast_output)) result_buffer = "output";
@@ -328,6 +370,22 @@ std::string generate_reproducer(const RunOptions& off, const RunOptions& on, con
     config_line.insert(at, "%");  // it goes into a printf format
   }
   const bool causal = p.mask == MaskKind::causal;
+  std::string mask_slice_offset;
+  if (p.mask_per_batch && p.mask_per_head) mask_slice_offset = "(b * MASK_H + h) * L * S + ";
+  else if (p.mask_per_batch) mask_slice_offset = "b * L * S + ";
+  else if (p.mask_per_head) mask_slice_offset = "h * L * S + ";
+  std::string alloc_text = std::string("Every tensor lives in ") + alloc_note(alloc);
+  if (pool_varies) alloc_text += std::string(" (fix off) or ") + alloc_note(AllocKind::async) + " (fix on)";
+  std::string softmax_split;
+  if (softmax_warp) {
+    softmax_split = "rows of up to " + std::to_string(kSoftmaxWarpRowMaxCols) +
+                    " elements, as these, a warp each, merged by shuffles alone (no shared memory, no barrier, "
+                    "as its warp softmax).";
+  } else {
+    softmax_split = "rows longer than " + std::to_string(kSoftmaxWarpRowMaxCols) +
+                    " elements, as these, a block each, merged through shared memory between two __syncthreads "
+                    "(as cunn_SoftMaxForward: the block reduction scenario 2's hypothesis is about).";
+  }
 
   std::map<std::string, std::string> values = {
       {"HEADER", header_comment(off, command_off, command_on, hang_steps(off.scenario, p, so))},
@@ -341,6 +399,8 @@ std::string generate_reproducer(const RunOptions& off, const RunOptions& on, con
       {"E", std::to_string(p.head_dim)},
       {"SCALE", format_number("%.17g", p.softmax_scale())},
       {"SEED", std::to_string(p.seed) + "ull"},
+      {"DROPOUT_P", format_number("%.17g", p.dropout_p)},
+      {"DROPOUT_OFFSET", std::to_string(p.dropout_offset) + "ull"},
       {"ITERS", std::to_string(off.iters)},
       {"TOLERANCE", format_number("%g", tolerance_for(p.dtype, p.precision))},
       {"DTYPE", dtype_name(p.dtype)},
@@ -348,6 +408,8 @@ std::string generate_reproducer(const RunOptions& off, const RunOptions& on, con
       {"ELEM_TYPE", device_type(p.dtype)},
       {"ACC_TYPE", device_type(ct)},
       {"ACC_CUDA_TYPE", cuda_type(ct)},
+      {"TO_BITS", p.dtype == DType::bf16 ? "float_to_bf16_bits" : "float_to_fp16_bits"},
+      {"FROM_BITS", p.dtype == DType::bf16 ? "bf16_bits_to_float" : "fp16_bits_to_float"},
       {"MASK_B", std::to_string(p.mask_batch())},
       {"MASK_H", std::to_string(p.mask_heads())},
       {"CALL_EXTENT", so.last_stage == Stage::stream_sync ? std::string("runs the whole path")
@@ -356,18 +418,32 @@ std::string generate_reproducer(const RunOptions& off, const RunOptions& on, con
       {"RESULT_ELEMS", result == "output" ? "B * H * L * E" : "B * H * L * S"},
       {"RESULT_BUFFER", result_buffer},
       {"REFERENCE_ROW", result == "output" ? "E" : "S"},
-      {"CONFIG_OFF", config_literal(p, so, off.fixes)},
-      {"CONFIG_ON", config_literal(p, sn, on.fixes)},
+      {"CONFIG_OFF", config_literal(p, so, off.fixes, flags)},
+      {"CONFIG_ON", config_literal(p, sn, on.fixes, flags)},
+      {"ALLOC_NOTE", alloc_text + "."},
+      {"QK_GEMM", gemm_literal(qk_gemm_for(p, so), "                  ")},
+      {"QK", kt_copy_varies ? "cfg.qk" : "kQk"},
       {"PV_GEMM", gemm_literal(pv_gemm_call(p.batch * p.q_heads, p.q_len, p.kv_len, p.head_dim, ct), "    ")},
-      {"K_LAYOUT", k_input.literal()},
+      {"K_LAYOUT", strides_literal(k_input_strides(p, so.k_layout))},
       {"K_LAYOUT_NOTE", so.k_layout == KLayout::bshe ? "K uploaded as a [B, S, HKV, E] buffer viewed as [B, HKV, S, E]"
                                                      : "K uploaded contiguous [B, HKV, S, E]"},
-      {"K_GEMM", k_gemm.literal()},
-      {"GEMM_ORDERED", yes(so.qk_gemm_order == GemmOrder::event)},
+      {"K_GEMM", strides_literal(k_gemm_strides(p, so.k_layout))},
+      {"KT_COPY_REASON", so.kt_contiguous ? "fix 3"
+                                          : "at::matmul copies a K^T view it cannot fold into a batch"},
+      {"QK_STREAM", cross_stream ? "qk_stream" : "stream"},
+      {"QK_STREAM_CREATE", so.qk_gemm_stream == GemmStream::legacy
+                               ? "qk_stream = cudaStreamLegacy;  // --gemm-stream legacy"
+                               : "CHECK(cudaStreamCreateWithFlags(&qk_stream, cudaStreamNonBlocking));  // --gemm-stream aux"},
+      {"QK_STREAM_NOTE", std::string(so.qk_gemm_stream == GemmStream::legacy ? "the legacy default stream"
+                                                                             : "a non-blocking stream of its own") +
+                             (qk_stream_varies ? " (the path's own with fix 1)" : "") +
+                             (so.qk_gemm_order == GemmOrder::event ? ", ordered by events"
+                                                                  : ", unordered: a deliberate race (--gemm-order none)")},
       {"SCORES_TO_HOST", scores_to_host_name(so.scores_to_host)},
       {"TOUCH_STREAMS", std::to_string(so.entry_touch_streams)},
-      {"HOST_TOUCH", yes(so.entry_host_touch)},
-      {"ADVICE", advice},
+      {"NO_HOST_TOUCH_REASON", so.entry_host_touch ? std::string(alloc_kind_name(alloc)) + " memory is not host-accessible"
+                                                   : std::string("--host-touch off")},
+      {"ADVICE", advice_list},
       {"ADVICE_LIST", advice_list_string(so.advice)},
       {"LOG", log_level_name(off.log)},
       {"ADDITIVE_MASK_ELEMS", causal ? "L * S" : "MASK_B * MASK_H * L * S"},
@@ -375,13 +451,26 @@ std::string generate_reproducer(const RunOptions& off, const RunOptions& on, con
       {"MASK_POINTER", p.mask == MaskKind::additive ? "mask_input" : "additive_mask"},
       {"MASK_PER_BATCH", yes(!causal && p.mask_per_batch)},
       {"MASK_PER_HEAD", yes(!causal && p.mask_per_head)},
+      {"MASK_SLICE_OFFSET", mask_slice_offset},
+      {"SOFTMAX_SPLIT", softmax_split},
+      {"SOFTMAX_ROWS_PER_BLOCK", std::to_string(softmax_plan.rows_per_block)},
       {"CONFIG_LINE", config_line},
   };
-  return expand_template(reproducer_template(), flags, values);
+  std::map<std::string, std::string> headers;
+  for (const EmbeddedSource& file : embedded_sources()) headers[file.path] = file.text;
+  return expand_template(reproducer_template(), flags, values, headers);
+}
+
+const char* reproducer_template() {
+  for (const EmbeddedSource& file : embedded_sources()) {
+    if (std::string(file.path) == kTemplatePath) return file.text;
+  }
+  throw std::logic_error(std::string("reproducer: ") + kTemplatePath + " was not embedded at build time");
 }
 
 std::string expand_template(const std::string& text, const std::map<std::string, bool>& flags,
-                            const std::map<std::string, std::string>& values) {
+                            const std::map<std::string, std::string>& values,
+                            const std::map<std::string, std::string>& headers) {
   auto flag = [&](std::string name) {
     while (!name.empty() && name.front() == ' ') name.erase(0, 1);
     while (!name.empty() && name.back() == ' ') name.pop_back();
@@ -421,8 +510,20 @@ std::string expand_template(const std::string& text, const std::map<std::string,
       open.pop_back();
       continue;
     }
+    if (line.rfind("//@//", 0) == 0) continue;
+    if (line.rfind("//@inline ", 0) == 0) {
+      const std::string path = line.substr(10);
+      const auto it = headers.find(path);
+      if (it == headers.end()) throw std::logic_error("reproducer template: no header " + path + " to inline" + where);
+      if (keeping()) out += inline_header(path, it->second);
+      continue;
+    }
     if (line.rfind("//@", 0) == 0) throw std::logic_error("reproducer template: unknown directive" + where);
     if (!keeping()) continue;
+    // A section left out leaves its neighbours' blank lines together: one is enough.
+    if (line.empty() && (out.empty() || out.compare(out.size() - std::min<size_t>(out.size(), 2), 2, "\n\n") == 0)) {
+      continue;
+    }
     // @NAME@ -> value; any other '@' is text. Values are inserted as they are, never rescanned.
     for (size_t at = 0; (at = line.find('@', at)) != std::string::npos;) {
       const size_t end = line.find('@', at + 1);

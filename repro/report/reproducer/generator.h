@@ -1,12 +1,14 @@
-// reproducer_cu.h: the single-file reproducer `repro_scenarioN.cu` that `repro report` writes.
+// generator.h: the single-file reproducer `repro_scenarioN.cu` that `repro report` writes.
 //
 // One CUDA program for exactly one scenario and one set of parameters, depending only on the
 // CUDA runtime and cuBLAS: the path's stages, the scenario's conditions, its fix switchable by
 // `#define FIX 0|1` or `--fix on|off`, its own error checks naming file and line, its own
 // timeout ("TIMEOUT: hung in <step>", exit 3, instead of hanging forever), the harness's input
 // generator and a float64 reference, and a result line (rel_error, l2, sum, elements) to set
-// against the harness run it came from. It is cut from one template (reproducer_template.cpp)
-// with only the sections the configuration needs, so an NVIDIA engineer reads no dead code.
+// against the harness run it came from. It is cut from one template (template.cu.in) with only
+// the sections the configuration needs, so an NVIDIA engineer reads no dead code; what it shares
+// with the harness verbatim (input generator, dtype rounding, Philox, two kernels) is inlined
+// from the harness's own headers, so the two cannot drift apart.
 //
 // Host-only: generating it needs no GPU (`repro report --no-run`).
 #pragma once
@@ -18,8 +20,8 @@
 
 namespace sdpa {
 
-// Throws InputError (one line) for what the reproducer cannot express: dropout that runs (the
-// reproducer has no Philox stream), captured inputs (--inputs), scenario 0 (no fix to switch).
+// Throws InputError (one line) for what the reproducer cannot express: captured inputs
+// (--inputs), scenario 0 (no fix to switch).
 void check_reproducible(const RunOptions& options);
 
 // `repro_scenario2.cu`; `nvcc -O2 -std=c++17 -arch=native repro_scenario2.cu -lcublas -o
@@ -34,11 +36,17 @@ std::string reproducer_run_command(int scenario, bool fix_on);
 std::string generate_reproducer(const RunOptions& fix_off, const RunOptions& fix_on, const std::string& command_off,
                                 const std::string& command_on);
 
-// The template and its expansion (see reproducer_template.cpp for the language). Every flag a
-// `//@if` names and every `@NAME@` must be given: a missing one is a bug in the generator and
-// throws std::logic_error, so that no half-expanded program is ever written.
+// The template (template.cu.in, embedded at build time) and its expansion. The language: a line
+// `//@if a || !b` starts a section kept when any term holds, `//@else` and `//@endif` close it
+// (sections nest); `//@inline PATH` pastes headers[PATH], a harness header, without its
+// #pragma once, #include and namespace sdpa lines; `@NAME@` is replaced by values[NAME], never
+// rescanned; `//@//` starts a template comment. Directive lines never reach the output. Every
+// flag a `//@if` names, every `@NAME@` and every inlined header must be given: a missing one is a
+// bug in the generator and throws std::logic_error, so that no half-expanded program is ever
+// written.
 const char* reproducer_template();
 std::string expand_template(const std::string& text, const std::map<std::string, bool>& flags,
-                            const std::map<std::string, std::string>& values);
+                            const std::map<std::string, std::string>& values,
+                            const std::map<std::string, std::string>& headers = {});
 
 }  // namespace sdpa
