@@ -27,7 +27,7 @@ inline const char* dtype_name(DType t) {
   return "?";
 }
 
-// The name PyTorch prints for the dtype, used in the stage log so lines match the seed's.
+// The name PyTorch prints for the dtype, used in the stage log so lines match the original log's.
 inline const char* torch_dtype_name(DType t) {
   switch (t) {
     case DType::bf16: return "bfloat16";

@@ -16,7 +16,7 @@
 // fp32 goes to cublasSgemmStridedBatched; bf16/fp16 to cublasGemmStridedBatchedEx with
 // CUBLAS_COMPUTE_32F (fp32 accumulation), the calls PyTorch's bgemm makes. With --gemm-api
 // batched the Q·Kᵀ GEMM goes to cublasGemmBatchedEx with arrays of per-head pointers (any
-// dtype, CUBLAS_COMPUTE_32F), the call the seed's instrumentation names.
+// dtype, CUBLAS_COMPUTE_32F), the call the original instrumentation names.
 #pragma once
 
 #include <cstdint>
@@ -41,7 +41,7 @@ struct GemmCall {
   DType ab_type = DType::fp32, c_type = DType::fp32;
   float alpha = 1.0f, beta = 0.0f;
   uintptr_t stream = 0;
-  // The row-major view the seed's log prints: M x N result, K the reduced dimension.
+  // The row-major view the original log prints: M x N result, K the reduced dimension.
   int64_t rows() const { return n; }
   int64_t cols() const { return m; }
   std::string describe() const;  // one line with every parameter

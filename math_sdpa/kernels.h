@@ -77,7 +77,7 @@ void launch_safe_softmax(const void* in, void* out, DType type, int64_t rows, in
 void launch_dropout(void* data, DType type, int64_t n, uint64_t seed, uint64_t offset, float keep_prob,
                     cudaStream_t stream);
 
-// Summary of a tensor's values for the stage log's `values` level (the seed's min/max/isnan/
+// Summary of a tensor's values for the stage log's `values` level (the original log's min/max/isnan/
 // isinf/sum lines), computed on the device so a large scores tensor is never copied.
 struct TensorStats {
   float min, max;  // over finite values

@@ -7,7 +7,7 @@
 //   SWEEP_FAKE_LOG=FILE                 each run appends "start <t_us> <pid> <CUDA_VISIBLE_DEVICES>
 //                                       | <its options but --json>" and "end <t_us> <pid>"
 //
-// Behaviours, each writing what real repro writes for it (result_json.cpp):
+// Behaviours, each writing what real repro writes for it (run_json.cpp):
 //   pass, slow (pass after 300 ms), mismatch (1), hang (3, watchdog stage softmax),
 //   cuda_error (4, stage qk_gemm), crash_reported (5, stage pv_gemm), waived (6), no_gpu (7),
 //   refused (8), usage (2, one line on stderr, no JSON), exit42 (an exit code repro never uses),

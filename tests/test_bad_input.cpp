@@ -1,4 +1,4 @@
-// test_bad_input.cpp: the table of bad input (issue 8). Each row runs the real `repro` binary,
+// test_bad_input.cpp: the table of bad input. Each row runs the real `repro` binary,
 // as a user would, and must end with exit code 2, exactly one line on stderr, nothing written
 // (no --json file, no report folder, no partial file), and no hang (a row that takes more than
 // 20 s fails). Needs no GPU: bad input is rejected before the GPU is touched.

@@ -43,7 +43,7 @@ BenchSeries series(const char* label, double first) {
 }  // namespace
 
 TEST_SUITE("bench") {
-  TEST_CASE("defaults: the seed's warm-up and iteration counts, input sets from the L2, no fix overhead") {
+  TEST_CASE("defaults: the original benchmark's warm-up and iteration counts, input sets from the L2, no fix overhead") {
     const BenchParse r = parse({});
     REQUIRE(r.run);
     CHECK(r.options.warmup == 10);
@@ -121,7 +121,7 @@ TEST_SUITE("bench") {
 
   TEST_CASE("input sets: enough that 3x the L2 is touched between two uses of a set") {
     const int64_t MiB = 1 << 20, L2 = 50 * MiB, plenty = int64_t{1} << 40;
-    // The seed's shape, native bf16: about 23 MiB a call -> 1 + ceil(150 / 23) = 8 sets.
+    // The original standalone shape, native bf16: about 23 MiB a call -> 1 + ceil(150 / 23) = 8 sets.
     CHECK(choose_input_sets(23 * MiB, L2, 55 * MiB, plenty) == 8);
     // One call moving 3x the L2 or more needs no rotation.
     CHECK(choose_input_sets(150 * MiB, L2, 200 * MiB, plenty) == 1);
@@ -136,7 +136,7 @@ TEST_SUITE("bench") {
     CHECK(choose_input_sets(23 * MiB, 0, 55 * MiB, plenty) == 1);
   }
 
-  TEST_CASE("overhead verdict against the design document's budget") {
+  TEST_CASE("overhead verdict against the budget (docs/SCENARIOS.md)") {
     CHECK(overhead_verdict(0.95) == "ideal (< 10%)");
     CHECK(overhead_verdict(1.099) == "ideal (< 10%)");
     CHECK(overhead_verdict(1.10) == "acceptable (< 20%)");
@@ -145,7 +145,7 @@ TEST_SUITE("bench") {
     CHECK(overhead_verdict(std::nan("")) == "n/a");
   }
 
-  TEST_CASE("summaries come from the samples: medians, the seed's iter/s and ms, per stage") {
+  TEST_CASE("summaries come from the samples: medians, the original benchmark's iter/s and ms, per stage") {
     BenchSeries s = series("path", 1.0);
     summarize_series(s);
     CHECK(s.wall.n == 20);
@@ -259,7 +259,7 @@ TEST_SUITE("bench") {
     CHECK(j["watchdog"].is_null());
   }
 
-  TEST_CASE("text: the seed's block, the per-call and per-stage tables, the fix table, the verdict last") {
+  TEST_CASE("text: the original benchmark's block, the per-call and per-stage tables, the fix table, the verdict last") {
     BenchResult r;
     r.options = parse({"--fix-overhead", "1"}).options;
     r.input_sets = 3;

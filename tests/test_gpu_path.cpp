@@ -1,9 +1,9 @@
-// test_gpu_path.cpp: the GPU path against the float64 reference, over the matrix of issue 2:
+// test_gpu_path.cpp: the GPU path against the float64 reference, over the matrix below:
 // dtype x precision mode x mask kind x dropout x shapes (L=S=1, L != S, E in {64, 80, 128},
 // lengths not multiples of 8, GQA, one long row), in both allocator modes; plus exact zeros
 // for fully masked rows, bitwise-identical back-to-back calls, and the oversubscription guard.
 //
-// Inputs are fresh every run: the seed comes from std::random_device unless SDPA_TEST_SEED is
+// Inputs are fresh every run: the random seed comes from std::random_device unless SDPA_TEST_SEED is
 // set, and is printed so a failure can be replayed.
 #include <doctest/doctest.h>
 
@@ -96,7 +96,7 @@ const Precision kPrecisions[] = {Precision::upcast, Precision::native};
 TEST_SUITE("gpu") {
   TEST_CASE("GPU path matches the float64 reference over the dtype x precision x mask x dropout x shape matrix") {
     const SdpaProblem shapes[] = {
-        shape(2, 8, 8, 128, 128, 64),  // the seed's standalone test shape
+        shape(2, 8, 8, 128, 128, 64),  // the original standalone test's shape
         shape(1, 1, 1, 1, 1, 64),      // L = S = 1
         shape(2, 3, 3, 37, 91, 80),    // L != S, lengths not multiples of 8, E = 80
         shape(1, 2, 2, 33, 17, 128),   // L > S, E = 128

@@ -1,4 +1,4 @@
-// test_gpu_scenarios.cpp: scenarios 1-4 and the four fixes on a real GPU (issue 4).
+// test_gpu_scenarios.cpp: scenarios 1-4 and the four fixes on a real GPU.
 //
 // Every scenario x fix on/off x dtype x precision completes and matches the float64 reference
 // on the tensor the scenario ends with; fixes 1, 2 and 4 leave it bitwise identical, fix 3

@@ -1,7 +1,7 @@
 // test_gpu_watchdog.cpp: the real repro binary on the GPU under fault injection. For every
 // stage: an injected hang is named with exit code 3 within the stage deadline plus 1 s; an
 // injected CUDA error is reported with its stage (exit 4). A clean run at --log values writes
-// the design document's expected stage-log pattern. Prints the table the issue asks for.
+// the expected stage-log pattern (docs/SCENARIOS.md). Prints a table of the hangs.
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
 
@@ -119,7 +119,7 @@ TEST_SUITE("gpu_watchdog") {
       REQUIRE(found != std::string::npos);
       at = found + 1;
     }
-    // Softmax rows sum to one: the seed's "sum=1024.0" for 2 x 8 x 128 rows is 2048 here.
+    // Softmax rows sum to one: the original log's "sum=1024.0" for 2 x 8 x 128 rows is 2048 here.
     const size_t softmax_done = run.err.find("[MATH_SOFTMAX_DONE]");
     const std::string line = run.err.substr(softmax_done, run.err.find('\n', softmax_done) - softmax_done);
     CHECK(line.find("isnan=false isinf=false sum=2048") != std::string::npos);

@@ -20,7 +20,7 @@ ParseResult parse(std::vector<std::string> args) {
 }  // namespace
 
 TEST_SUITE("options") {
-  TEST_CASE("defaults: scenario 0 at the seed's standalone shape, bf16, managed memory") {
+  TEST_CASE("defaults: scenario 0 at the original standalone test's shape, bf16, managed memory") {
     const ParseResult r = parse({});
     REQUIRE(r.run);
     const RunOptions& o = r.options;

@@ -9,7 +9,7 @@
 using namespace sdpa;
 
 TEST_SUITE("problem") {
-  TEST_CASE("defaults are the seed's standalone test shape") {
+  TEST_CASE("defaults are the original standalone test's shape") {
     SdpaProblem p;
     CHECK(p.shape_string() == "B=2 Hq=8 Hkv=8 L=128 S=128 E=64");
     CHECK(p.dtype == DType::bf16);

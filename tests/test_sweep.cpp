@@ -1,4 +1,4 @@
-// test_sweep.cpp: `repro sweep` (issue 6). Matrix expansion from the defaults, the command line
+// test_sweep.cpp: `repro sweep`. Matrix expansion from the defaults, the command line
 // and matrix files; bad axes and files (exit 2, one line); --dry-run against the committed
 // schema (results/sweep.schema.json); the outcome of every way a cell's process can end, with a
 // fake child (sweep_fake_child.cpp) run by the real repro binary; the per-cell deadline; resume
@@ -25,10 +25,11 @@
 #include "math_sdpa/errors.h"
 #include "repro/common/text.h"
 #include "repro/run/run_json.h"
+#include "repro/run/outcome.h"
+#include "repro/sweep/cell_runner.h"
 #include "repro/sweep/matrix.h"
 #include "repro/sweep/sweep_options.h"
 #include "repro/sweep/sweep_output.h"
-#include "repro/sweep/cell_runner.h"
 
 using namespace sdpa;
 using nlohmann::json;
@@ -451,7 +452,7 @@ TEST_SUITE("sweep") {
   }
 
   TEST_CASE("the committed default sweep in results/ is valid against the schema and consistent with its JSONL") {
-    // The GPU result issue 6 asks for (results/h200-2026-11-23/sweep/): the schema must keep
+    // The recorded GPU sweep (results/h200-2026-11-23/sweep/): the schema must keep
     // accepting it, and the final JSON and the JSON lines must hold the same 180 cells.
     const fs::path folder = fs::path(SWEEP_TEST_SCHEMA).parent_path() / "h200-2026-11-23" / "sweep";
     const json doc = json::parse(read_text((folder / "sweep.json").string()));
@@ -941,6 +942,19 @@ TEST_SUITE("sweep") {
       CAPTURE(bad);
       CHECK(xml_problem(bad) != "");
     }
+  }
+
+  TEST_CASE("the schema's outcomes are exactly the outcomes a cell can have") {
+    // A cell always ends with a result of some kind, so every outcome but no_result can appear
+    // in a sweep document; an outcome added to the enum and not to the schema makes every
+    // sweep that meets it invalid.
+    std::set<std::string> from_enum;
+    for (int o = 0; o <= static_cast<int>(sdpa::Outcome::no_result); ++o) {
+      if (static_cast<sdpa::Outcome>(o) != sdpa::Outcome::no_result) from_enum.insert(sdpa::outcome_name(static_cast<sdpa::Outcome>(o)));
+    }
+    std::set<std::string> from_schema;
+    for (const auto& name : schema()["$defs"]["outcome"]["enum"]) from_schema.insert(name.get<std::string>());
+    CHECK(from_schema == from_enum);
   }
 
   TEST_CASE("the schema validator accepts good documents and names what is wrong in bad ones") {

@@ -266,7 +266,7 @@ TEST_SUITE("watchdog") {
     }
   }
 
-  TEST_CASE("the stage log of a full call contains the design document's expected pattern, in order") {
+  TEST_CASE("the stage log of a full call contains the expected pattern (docs/SCENARIOS.md), in order") {
     SdpaProblem p;
     p.mask = MaskKind::causal;
     char* buffer = nullptr;

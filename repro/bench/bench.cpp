@@ -71,7 +71,7 @@ BenchParse parse_bench_command_line(int argc, const char* const* argv) {
   CLI::App app{
       "repro bench: times the configuration a plain run would execute (every run option means the same), "
       "in a supervised child with the run's watchdog: median, p10, p90 and a 95% bootstrap interval of the "
-      "median per call (CUDA events and the host clock) and per stage, iter/s and ms as the seed's "
+      "median per call (CUDA events and the host clock) and per stage, iter/s and ms as the original "
       "benchmark_fix.py prints them, and with --fix-overhead the cost of each fix (A/B interleaved, ratio of "
       "medians with its interval, Hedges' g).",
       "repro bench"};
@@ -141,7 +141,7 @@ void summarize_series(BenchSeries& s) {
     const Stage stage = static_cast<Stage>(i);
     s.stages.push_back({stage_name(stage), !is_gpu_stage(stage), summarize(c.stage_ms[i])});
   }
-  // The seed's figures: calls over their total host time, and its inverse.
+  // The original benchmark's figures: calls over their total host time, and its inverse.
   const double calls = static_cast<double>(c.wall_ms.size());
   s.iter_per_s = c.total_seconds > 0 ? calls / c.total_seconds : 0;
   s.avg_latency_ms = calls > 0 ? c.total_seconds * 1e3 / calls : 0;
@@ -279,7 +279,7 @@ json bench_to_json(const BenchResult& r) {
   j["wall_seconds"] = r.wall_seconds;
   j["watchdog"] = nullptr;
   if (r.watchdog) {
-    // The same watchdog block as a run's result (result_json.cpp), not a second copy of it.
+    // The same watchdog block as a run's result (run_json.cpp), not a second copy of it.
     RunResult run;
     run.options = o.run;
     run.watchdog = r.watchdog;
@@ -332,7 +332,7 @@ std::string bench_to_text(const BenchResult& r) {
   }
   const BenchSeries& p = r.path;
   if (!p.samples.wall_ms.empty()) {
-    // The seed's benchmark_fix.py block, with its labels.
+    // The original benchmark_fix.py block, with its labels.
     s << "# SDPA Benchmark Results\n";
     s << "Iterations:   " << p.samples.wall_ms.size() << "\n";
     s << format("Total time:   %.3f seconds\n", p.samples.total_seconds);

@@ -12,7 +12,7 @@
 //          synchronisation included.
 // Per-stage times come from the events around every stage. Statistics: median, p10, p90 and a
 // 95% bootstrap interval of the median (math_sdpa/stats.h); iter/s and the mean latency as the
-// seed's benchmark_fix.py prints them (timed calls over their total host time).
+// original benchmark_fix.py prints them (timed calls over their total host time).
 //
 // Input sets: a small shape's tensors fit in the L2 cache, so timing one set of buffers over and
 // over measures the cache. The bench builds K independent copies of the path (workspace,
@@ -24,7 +24,7 @@
 // interleaved A B A B ...; reported as the ratio of medians B/A with its bootstrap interval and
 // Hedges' g, for both the host clock and the GPU events. The verdict uses the host clock: a
 // fix's cost is mostly host synchronisation (fixes 1 and 2) or allocation kind (fix 4), which
-// events between stages see only in part. Budget (design document, Section 6): under 10% ideal,
+// events between stages see only in part. Budget (docs/SCENARIOS.md): under 10% ideal,
 // under 20% acceptable.
 //
 // Parsing, summaries and printers are host-only (tested in tests/test_bench.cpp); measuring is
@@ -51,13 +51,13 @@ namespace sdpa {
 
 constexpr int kBenchFormatVersion = 1;
 constexpr int kMaxInputSets = 64;
-// The design document's budget for a fix's cost (Section 6).
+// The budget for a fix's cost (docs/SCENARIOS.md).
 constexpr double kOverheadIdeal = 1.10, kOverheadAcceptable = 1.20;
 
 struct BenchOptions {
   RunOptions run;          // every run option (RunOptionParser); --json and --check included
-  int warmup = 10;         // -w: untimed calls after each set ran once (the seed: 10)
-  int iterations = 100;    // -n: timed calls (the seed: 100); per side with --fix-overhead
+  int warmup = 10;         // -w: untimed calls after each set ran once (as the original benchmark)
+  int iterations = 100;    // -n: timed calls (as the original); per side with --fix-overhead
   int input_sets = 0;      // --input-sets: 0 = chosen from the L2 size
   // --fix-overhead: one comparison per entry, B = the given fixes plus these.
   std::vector<std::string> overhead_labels;  // "1", "2", "3", "4", "all"
@@ -89,8 +89,8 @@ std::string overhead_verdict(double ratio);
 struct CallSamples {
   std::vector<double> gpu_ms, event_ms, wall_ms;
   std::array<std::vector<double>, kStageCount> stage_ms;  // events; host clock for host stages
-  // The seed's loop time: the host-clock times of the timed calls added up (without the event
-  // bookkeeping the bench does between calls, which the seed's loop does not have).
+  // The original benchmark's loop time: the host-clock times of the timed calls added up (without the event
+  // bookkeeping the bench does between calls, which its loop does not have).
   double total_seconds = 0;
 };
 
@@ -108,7 +108,7 @@ struct BenchSeries {
   CallSamples samples;
   SampleSummary gpu, event, wall;
   std::vector<StageSummary> stages;
-  double iter_per_s = 0, avg_latency_ms = 0;  // as the seed prints them
+  double iter_per_s = 0, avg_latency_ms = 0;  // as the original benchmark prints them
 };
 
 struct OverheadComparison {

@@ -1,7 +1,6 @@
 // environment.cpp: the host part of the environment block, its JSON, its lines, and the
 // comparison with the affected platform. No CUDA here (see environment.h).
 #include "repro/info/environment.h"
-#include "repro/common/text.h"
 
 #include <sys/utsname.h>
 
@@ -11,6 +10,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "repro/common/text.h"
 #include "repro/run/run_json.h"
 
 namespace sdpa {

@@ -1,21 +1,21 @@
 // report_writer.cpp: REPORT.md, result.json and stage.log from the report's runs.
 //
-// Every statement in the report is read from the runs' JSON results (result_json.cpp) or from
+// Every statement in the report is read from the runs' JSON results (run_json.cpp) or from
 // the scenario registry; nothing is measured or recomputed here.
 #include "repro/report/report_writer.h"
-#include "repro/common/text.h"
 
 #include <algorithm>
 #include <cstdio>
 #include <map>
 #include <sstream>
 
-#include "repro/supervise/child_process.h"
 #include "fixes/fix_list.h"
 #include "math_sdpa/reference.h"
 #include "math_sdpa/stats.h"
+#include "repro/common/text.h"
 #include "repro/report/reproducer/generator.h"
 #include "repro/run/run_json.h"
+#include "repro/supervise/child_process.h"
 #include "scenarios/scenario.h"
 #include "version.h"
 
@@ -263,7 +263,7 @@ std::string hang_section(const ReportInput& in) {
   s << "## Hang\n\n";
   if (in.no_run) {
     s << "Not run (`--no-run`). A hang is reported with its stage, how long it ran, the flight recorder (the last "
-         "stage records) and its classification by the design document's signatures.\n\n";
+         "stage records) and its classification by the signatures in docs/SCENARIOS.md.\n\n";
     return s.str();
   }
   const std::vector<RunView> all = views(in);

@@ -29,7 +29,7 @@ struct ReportRun {
   std::vector<std::string> args;          // `repro` followed by these is the command it ran
   int exit_code = -1;                     // -1: it never ran
   double wall_s = 0;
-  std::optional<nlohmann::json> result;  // its --json result (result_json.h), when it wrote one
+  std::optional<nlohmann::json> result;  // its --json result (run_json.h), when it wrote one
   std::string output;                     // its stdout and stderr: table, stage log, hang report
 };
 

@@ -1,4 +1,4 @@
-// report_text.cpp: a short table in the nccl-tests manner, the verdict on the last line.
+// run_text.cpp: a short table in the nccl-tests manner, the verdict on the last line.
 #include "repro/run/run_text.h"
 
 #include <cstdio>

@@ -1,4 +1,4 @@
-// report_text.h: the human-readable summary of a run that repro prints on stdout.
+// run_text.h: the human-readable summary of a run that repro prints on stdout.
 #pragma once
 
 #include <string>

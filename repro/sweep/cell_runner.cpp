@@ -1,6 +1,5 @@
-// sweep_runner.cpp: fork/execv per cell, a poll loop over the running cells, deadlines, signals.
+// cell_runner.cpp: fork/execv per cell, a poll loop over the running cells, deadlines, signals.
 #include "repro/sweep/cell_runner.h"
-#include "repro/common/text.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -22,6 +21,7 @@
 #include "math_sdpa/errors.h"
 #include "math_sdpa/stage_log.h"
 #include "repro/cli/run_options.h"
+#include "repro/common/text.h"
 #include "repro/run/run_json.h"
 #include "repro/supervise/child_process.h"
 

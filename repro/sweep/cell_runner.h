@@ -1,4 +1,4 @@
-// sweep_runner.h: runs the cells of a sweep, each as its own `repro` process, and turns how
+// cell_runner.h: runs the cells of a sweep, each as its own `repro` process, and turns how
 // each ended into its cell record (the JSON object that goes into the JSON-lines file and the
 // sweep document; results/sweep.schema.json, "$defs/cell").
 //

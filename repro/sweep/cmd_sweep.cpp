@@ -1,7 +1,7 @@
 // cmd_sweep.cpp: `repro sweep`, a matrix of runs in isolated processes, as JSON.
 //
-// Expands the axes into cells (sweep_matrix.h), runs each as its own `repro` process with its
-// own deadline, one worker per GPU (sweep_runner.h), and writes (sweep_output.h): each finished
+// Expands the axes into cells (matrix.h), runs each as its own `repro` process with its
+// own deadline, one worker per GPU (cell_runner.h), and writes (sweep_output.h): each finished
 // cell as one line of FILE.jsonl at once, then the sweep document FILE.json and the heatmap
 // FILE.svg atomically, and the table on stdout. Progress goes to stderr. --resume continues an
 // interrupted sweep from its JSON-lines file; --dry-run prints the cells and runs nothing.

@@ -1,6 +1,5 @@
-// sweep_matrix.cpp
+// matrix.cpp
 #include "repro/sweep/matrix.h"
-#include "repro/common/text.h"
 
 #include <algorithm>
 #include <array>
@@ -10,6 +9,7 @@
 #include "fixes/fix_list.h"
 #include "math_sdpa/errors.h"
 #include "repro/cli/run_options.h"
+#include "repro/common/text.h"
 
 namespace sdpa {
 

@@ -1,4 +1,4 @@
-// sweep_matrix.h: the axes of `repro sweep` and the cells they expand to.
+// matrix.h: the axes of `repro sweep` and the cells they expand to.
 //
 // A cell is one `repro` run: one value of every axis (scenario, fix, dtype, precision, shape,
 // allocation, stream), the iteration count and a repeat number. Axes come from the command line
@@ -22,7 +22,7 @@ struct SweepAxes {
   std::vector<std::string> fixes{"off", "on"};
   std::vector<std::string> dtypes{"bf16", "fp16", "fp32"};
   std::vector<std::string> precisions{"upcast"};
-  // BxHxLxSxE; the seed's standalone shape and its longer sequence.
+  // BxHxLxSxE; the original standalone test's shape and its longer sequence.
   std::vector<std::string> shapes{"2x8x128x128x64", "2x8x512x512x64"};
   std::vector<std::string> allocs{"managed", "device", "async"};
   std::vector<std::string> streams{"non-blocking"};

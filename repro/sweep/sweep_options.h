@@ -1,6 +1,6 @@
 // sweep_options.h: the command line of `repro sweep`, parsed into a SweepOptions value.
 //
-// Host-only and separate from running, like options.h, so every option and every bad input is
+// Host-only and separate from running, like run_options.h, so every option and every bad input is
 // tested without a GPU (tests/test_sweep.cpp).
 #pragma once
 

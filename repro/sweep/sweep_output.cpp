@@ -1,6 +1,5 @@
 // sweep_output.cpp
 #include "repro/sweep/sweep_output.h"
-#include "repro/common/text.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -15,6 +14,7 @@
 #include <sstream>
 
 #include "math_sdpa/errors.h"
+#include "repro/common/text.h"
 #include "version.h"
 
 namespace sdpa {

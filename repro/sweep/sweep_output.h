@@ -3,7 +3,7 @@
 // the manner of nccl-tests, and the SVG heatmap. results/sweep.schema.json describes the
 // document and one cell (one line of the JSON-lines file).
 //
-// Printers only read cell records (sweep_runner.h); nothing here runs or recomputes a cell.
+// Printers only read cell records (cell_runner.h); nothing here runs or recomputes a cell.
 #pragma once
 
 #include <string>

@@ -118,7 +118,7 @@ const char* device_type(DType t) {
   return "?";
 }
 
-// The steps where the scenario's hang shows, by the design document's signatures (stage.h).
+// The steps where the scenario's hang shows, by the signatures in docs/SCENARIOS.md (stage.h).
 std::string hang_steps(int scenario, const SdpaProblem& p, const PathSettings& off) {
   std::string steps;
   for (int i = 0; i < kStageCount; ++i) {
