@@ -3,11 +3,12 @@
 // scenarios/ chooses the conditions, PathSettings carries them, and here is the code that sets
 // each one up, at its point in the path:
 //   the path's stream and the Q·Kᵀ GEMM's stream, ordered by an event or not (scenario 1);
-//   the scores' pages moved to the host before softmax (scenario 2);
+//   the scores' pages touched by the host before or during softmax (scenario 2);
 //   a storm of concurrent page faults at the entry synchronisation (scenario 4);
 //   memory advice on every managed tensor (--advise).
 // (Scenario 3's layouts are in the pipeline itself: they change how K reaches cuBLAS.)
 // Every action writes a line to the stage log, so a log shows what was set up.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <limits>
@@ -95,6 +96,9 @@ void MathSdpa::create_streams() {
     CUDA_CHECK(cudaEventCreateWithFlags(&producers_done_, cudaEventDisableTiming));
     CUDA_CHECK(cudaEventCreateWithFlags(&gemm_done_, cudaEventDisableTiming));
   }
+  if (settings_.scores_host_phase == ScoresHostPhase::during && settings_.scores_to_host != ScoresToHost::none) {
+    CUDA_CHECK(cudaEventCreateWithFlags(&softmax_done_, cudaEventDisableTiming));
+  }
   for (int i = 0; i < settings_.entry_touch_streams; ++i) {
     cudaStream_t s = nullptr;
     CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
@@ -104,6 +108,7 @@ void MathSdpa::create_streams() {
 
 void MathSdpa::destroy_streams() {
   for (cudaStream_t s : touch_streams_) cudaStreamDestroy(s);
+  if (softmax_done_) cudaEventDestroy(softmax_done_);
   if (producers_done_) cudaEventDestroy(producers_done_);
   if (gemm_done_) cudaEventDestroy(gemm_done_);
   if (owns_qk_stream_) cudaStreamDestroy(qk_stream_);
@@ -148,8 +153,8 @@ void MathSdpa::apply_memory_advice() {
 // Scenario 4. The pages are first moved to the host (a host read of each), then N streams read
 // every page at once, so their faults arrive together; where the device allows the host to
 // touch managed memory while kernels run (concurrentManagedAccess), a host thread reads them
-// again at the same time, so faults go both ways. Then the entry synchronisation, the call the
-// seed saw hang. With fix 4 (stream-ordered pool) the memory is device memory: the streams
+// again at the same time, so faults go both ways. Then the entry synchronisation, the call seen
+// to hang on the DGX Spark. With fix 4 (stream-ordered pool) the memory is device memory: the streams
 // still touch it, the host cannot.
 void MathSdpa::enter_with_page_fault_storm() {
   const auto buffers = all_buffers();
@@ -185,19 +190,38 @@ void MathSdpa::enter_with_page_fault_storm() {
   CUDA_CHECK(status);
 }
 
-// Scenario 2. The host may read the scores only once they are final; then it reads every
-// element (min and max, as the original instrumentation prints) and/or advises the driver that
-// the CPU is their preferred location. Either way softmax then reduces over pages that are
-// not on the GPU: they fault back, or are read remotely.
+// Scenario 2. The host may touch the scores only once they are final. With the phase `before`
+// the host then reads every element (min and max, as the original instrumentation prints them)
+// and/or advises the driver that the CPU is their preferred location, all before the softmax
+// kernel starts: softmax then reduces over pages that are not on the GPU, which fault back at
+// the kernel's start or are read remotely. With the phase `during` a host thread starts here and
+// keeps touching the pages while the kernel runs (start_scores_toucher), so that they migrate
+// during the reduction itself.
+//
+// (The original instrumentation printed scores.min().item(): a reduction on the GPU and a copy of
+// one value, which moves no pages. The harness touches the pages on purpose instead, because page
+// migration during the softmax is the hypothesis.)
 void MathSdpa::move_scores_to_host() {
   CUDA_CHECK(cudaStreamSynchronize(stream_));
   const ScoresToHost mode = settings_.scores_to_host;
+  const bool reads = mode == ScoresToHost::read || mode == ScoresToHost::both;
+  if (settings_.scores_host_phase == ScoresHostPhase::during) {
+    // The host may touch managed memory while a kernel runs only with concurrentManagedAccess;
+    // elsewhere (and for pinned memory, which is not migrated anyway) it touches it before.
+    const bool concurrent = settings_.alloc == AllocKind::system || concurrent_managed_access_;
+    if (!reads || concurrent) {
+      start_scores_toucher();
+      return;
+    }
+    note(Stage::scores_to_host, "[SCENARIO_2] the host cannot touch managed memory while a kernel runs here "
+                                "(concurrentManagedAccess=0): it reads the scores before softmax instead");
+  }
   const size_t bytes = scores_.bytes();
   if (mode == ScoresToHost::advise || mode == ScoresToHost::both) {
     CUDA_CHECK(cudaMemAdvise(scores_.get(), bytes, cudaMemAdviseSetPreferredLocation, host_location()));
     note(Stage::scores_to_host, "[SCENARIO_2] cudaMemAdvise(scores, SetPreferredLocation, host)");
   }
-  if (mode == ScoresToHost::read || mode == ScoresToHost::both) {
+  if (reads) {
     const auto t0 = std::chrono::steady_clock::now();
     const DType type = problem_.compute_dtype();
     const int64_t n = problem_.score_elems();
@@ -218,6 +242,61 @@ void MathSdpa::move_scores_to_host() {
                   bytes, (bytes + kTouchPageBytes - 1) / kTouchPageBytes, lo, hi, ms_since(t0));
     note(Stage::scores_to_host, buf);
   }
+}
+
+// The thread touches every page of the scores, pass after pass, until the softmax kernel of
+// this call has finished: a read of one byte per page (what faults a page to the host), and/or
+// the preferred location of each 2 MiB chunk switched between the CPU and none. Reads and
+// advice change no value, so the probabilities stay exact.
+void MathSdpa::start_scores_toucher() {
+  const ScoresToHost mode = settings_.scores_to_host;
+  const bool reads = mode == ScoresToHost::read || mode == ScoresToHost::both;
+  const bool advises = mode == ScoresToHost::advise || mode == ScoresToHost::both;
+  softmax_launched_ = false;
+  scores_touch_ = {};
+  char buf[200];
+  std::snprintf(buf, sizeof buf, "[SCENARIO_2] a host thread %s the scores' %zu pages while softmax runs",
+                reads && advises ? "reads and advises" : reads ? "reads" : "advises",
+                (scores_.bytes() + kTouchPageBytes - 1) / kTouchPageBytes);
+  note(Stage::scores_to_host, buf);
+  scores_toucher_ = std::thread([this, reads, advises] {
+    constexpr size_t kChunk = 2u << 20;
+    const std::vector<std::pair<void*, size_t>> scores = {{scores_.get(), scores_.bytes()}};
+    const auto t0 = std::chrono::steady_clock::now();
+    bool prefer_cpu = true;
+    for (;;) {
+      if (advises) {
+        for (size_t off = 0; off < scores_.bytes(); off += kChunk) {
+          char* chunk = static_cast<char*>(scores_.get()) + off;
+          const size_t n = std::min(kChunk, scores_.bytes() - off);
+          // Errors here cannot be thrown from a thread; the call's own checks report the device's state.
+          cudaMemAdvise(chunk, n, prefer_cpu ? cudaMemAdviseSetPreferredLocation : cudaMemAdviseUnsetPreferredLocation,
+                        host_location());
+        }
+        prefer_cpu = !prefer_cpu;
+      }
+      if (reads) host_touch(scores);
+      ++scores_touch_.passes;
+      if (softmax_launched_ && cudaEventQuery(softmax_done_) != cudaErrorNotReady) break;
+    }
+    scores_touch_.ms = ms_since(t0);
+  });
+}
+
+void MathSdpa::softmax_launched() {
+  if (!scores_toucher_.joinable()) return;
+  CUDA_CHECK(cudaEventRecord(softmax_done_, stream_));
+  softmax_launched_ = true;
+}
+
+void MathSdpa::finish_scores_touch() {
+  if (!scores_toucher_.joinable()) return;
+  scores_toucher_.join();
+  char buf[200];
+  std::snprintf(buf, sizeof buf, "[SCENARIO_2] the host thread touched the scores %lld times while softmax ran (%.3f ms)",
+                static_cast<long long>(scores_touch_.passes), scores_touch_.ms);
+  note(Stage::stream_sync, buf);
+  release_scores_advice();
 }
 
 void MathSdpa::release_scores_advice() {

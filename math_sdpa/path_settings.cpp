@@ -22,6 +22,8 @@ const NameTable<ScoresToHost> kScoresToHost{"--scores-to-host",
                                          {ScoresToHost::read, "read"},
                                          {ScoresToHost::advise, "advise"},
                                          {ScoresToHost::both, "both"}}};
+const NameTable<ScoresHostPhase> kScoresHostPhases{
+    "--scores-host-phase", {{ScoresHostPhase::before, "before"}, {ScoresHostPhase::during, "during"}}};
 const NameTable<AllocKind> kAllocKinds{"--alloc",
                                    {{AllocKind::managed, "managed"},
                                     {AllocKind::device, "device"},
@@ -45,6 +47,7 @@ const char* gemm_order_name(GemmOrder o) { return kGemmOrders.name(o); }
 const char* k_layout_name(KLayout k) { return kKLayouts.name(k); }
 const char* gemm_api_name(GemmApi a) { return kGemmApis.name(a); }
 const char* scores_to_host_name(ScoresToHost s) { return kScoresToHost.name(s); }
+const char* scores_host_phase_name(ScoresHostPhase p) { return kScoresHostPhases.name(p); }
 const char* advice_name(Advice a) { return kAdvice.name(a); }
 const char* alloc_kind_name(AllocKind k) { return kAllocKinds.name(k); }
 
@@ -54,6 +57,7 @@ GemmOrder parse_gemm_order(const std::string& s) { return kGemmOrders.parse(s); 
 KLayout parse_k_layout(const std::string& s) { return kKLayouts.parse(s); }
 GemmApi parse_gemm_api(const std::string& s) { return kGemmApis.parse(s); }
 ScoresToHost parse_scores_to_host(const std::string& s) { return kScoresToHost.parse(s); }
+ScoresHostPhase parse_scores_host_phase(const std::string& s) { return kScoresHostPhases.parse(s); }
 AllocKind parse_alloc_kind(const std::string& s) { return kAllocKinds.parse(s); }
 
 std::vector<Advice> parse_advice_list(const std::string& s) {
@@ -88,6 +92,7 @@ std::map<std::string, std::string> settings_fields(const PathSettings& s) {
           {"qk_gemm_api", gemm_api_name(s.qk_gemm_api)},
           {"kt_contiguous", s.kt_contiguous ? "on" : "off"},
           {"scores_to_host", scores_to_host_name(s.scores_to_host)},
+          {"scores_host_phase", scores_host_phase_name(s.scores_host_phase)},
           {"entry_touch_streams", std::to_string(s.entry_touch_streams)},
           {"entry_host_touch", s.entry_host_touch ? "on" : "off"},
           {"advise", advice_list_string(s.advice)},

@@ -61,6 +61,11 @@ enum class ScoresToHost {
   both,
 };
 
+// When the host touches the scores (scenario 2): all of it before the softmax kernel starts, or
+// from a host thread that keeps touching them while the kernel runs (where the device lets the
+// host access managed memory during kernels: concurrentManagedAccess; elsewhere `before`).
+enum class ScoresHostPhase { before, during };
+
 // One cudaMemAdvise applied to every managed tensor after allocation (--advise).
 enum class Advice { preferred_gpu, preferred_cpu, accessed_by_gpu, accessed_by_cpu, read_mostly };
 
@@ -73,6 +78,7 @@ struct PathSettings {
   GemmApi qk_gemm_api = GemmApi::strided;
   bool kt_contiguous = false;     // fix 3: K^T copied to a contiguous [B*H, E, S] before the GEMM
   ScoresToHost scores_to_host = ScoresToHost::none;
+  ScoresHostPhase scores_host_phase = ScoresHostPhase::before;
   int entry_touch_streams = 0;    // scenario 4: streams that touch every managed page at entry
   bool entry_host_touch = false;  // scenario 4: a host thread touches them at the same time
   std::vector<Advice> advice;
@@ -85,6 +91,7 @@ const char* gemm_order_name(GemmOrder o);
 const char* k_layout_name(KLayout k);
 const char* gemm_api_name(GemmApi a);
 const char* scores_to_host_name(ScoresToHost s);
+const char* scores_host_phase_name(ScoresHostPhase p);
 const char* advice_name(Advice a);
 
 // Parsers for the CLI and matrix files; each throws InputError naming the accepted values.
@@ -94,6 +101,7 @@ GemmOrder parse_gemm_order(const std::string& s);
 KLayout parse_k_layout(const std::string& s);
 GemmApi parse_gemm_api(const std::string& s);
 ScoresToHost parse_scores_to_host(const std::string& s);
+ScoresHostPhase parse_scores_host_phase(const std::string& s);
 AllocKind parse_alloc_kind(const std::string& s);
 std::vector<Advice> parse_advice_list(const std::string& s);  // "preferred:cpu,read-mostly"; "" or "none"
 std::string advice_list_string(const std::vector<Advice>& a);   // "none" when empty

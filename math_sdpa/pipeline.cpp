@@ -110,6 +110,10 @@ MathSdpa::MathSdpa(const SdpaProblem& problem, const PathSettings& settings, All
 }
 
 MathSdpa::~MathSdpa() {
+  if (scores_toucher_.joinable()) {  // a call that ended in an error: let the thread finish
+    softmax_launched_ = true;
+    scores_toucher_.join();
+  }
   if (cublas_) cublasDestroy(cublas_);
   destroy_streams();
 }
@@ -380,9 +384,15 @@ void MathSdpa::run() {
   }
 
   if (runs(Stage::softmax)) {
-    stage(Stage::softmax, "rows=" + std::to_string(p.batch * p.q_heads * p.q_len) + " cols=" + std::to_string(p.kv_len),
-          [&] { launch_safe_softmax(scores_.get(), probs_.get(), ct, p.batch * p.q_heads * p.q_len, p.kv_len, stream_); });
-    release_scores_advice();
+    const SoftmaxVariant variant = softmax_variant_for(ct, p.kv_len);
+    stage(Stage::softmax,
+          "rows=" + std::to_string(p.batch * p.q_heads * p.q_len) + " cols=" + std::to_string(p.kv_len) +
+              " variant=" + softmax_variant_name(variant),
+          [&] {
+            launch_safe_softmax(scores_.get(), probs_.get(), ct, p.batch * p.q_heads * p.q_len, p.kv_len, stream_);
+            softmax_launched();
+          });
+    if (!scores_toucher_.joinable()) release_scores_advice();
   }
 
   if (runs(Stage::dropout)) {
@@ -405,7 +415,10 @@ void MathSdpa::run() {
     });
   }
 
-  stage(Stage::stream_sync, "", [&] { synchronize_all_streams(); });
+  stage(Stage::stream_sync, "", [&] {
+    synchronize_all_streams();
+    finish_scores_touch();
+  });
 }
 
 }  // namespace sdpa

@@ -11,8 +11,10 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <functional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "allocator.h"
@@ -75,6 +77,9 @@ class MathSdpa {
   void apply_memory_advice();
   void enter_with_page_fault_storm();         // scenario 4, the entry synchronisation
   void move_scores_to_host();                 // scenario 2, before softmax
+  void start_scores_toucher();                // scenario 2, --scores-host-phase during
+  void softmax_launched();                    // ...its thread stops once that softmax finished
+  void finish_scores_touch();                 // joins it (end of the call) and releases advice
   void release_scores_advice();
   void order_gemm_after_producers();          // scenario 1: GEMM stream waits for the path's stream
   void order_path_after_gemm();               // ...and the path's stream for the GEMM
@@ -91,6 +96,15 @@ class MathSdpa {
   cudaStream_t qk_stream_ = nullptr;      // where the Q·Kᵀ GEMM runs (stream_ unless scenario 1)
   bool owns_qk_stream_ = false;
   std::vector<cudaStream_t> touch_streams_;  // scenario 4
+  // Scenario 2 with --scores-host-phase during: a host thread touching the scores while softmax
+  // runs; it stops once softmax_launched_ is set and softmax_done_ has completed.
+  std::thread scores_toucher_;
+  std::atomic<bool> softmax_launched_{false};
+  cudaEvent_t softmax_done_ = nullptr;
+  struct ScoresTouchCount {
+    int64_t passes = 0;
+    double ms = 0;
+  } scores_touch_;
   cudaEvent_t producers_done_ = nullptr, gemm_done_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
   cudaStream_t cublas_stream_ = nullptr;

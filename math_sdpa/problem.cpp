@@ -23,6 +23,8 @@ const char* mask_kind_name(MaskKind m) {
   return "?";
 }
 
+const char* mask_pattern_name(MaskPattern m) { return m == MaskPattern::random ? "random" : "text_padding"; }
+
 double SdpaProblem::softmax_scale() const {
   return scale ? *scale : 1.0 / std::sqrt(static_cast<double>(head_dim));
 }
@@ -69,6 +71,15 @@ void SdpaProblem::validate() const {
     throw InputError("dropout must be in [0, 1) (got " + std::to_string(dropout_p) + ")");
   }
   if (scale && !std::isfinite(*scale)) throw InputError("scale must be a finite number");
+  if (mask_pattern == MaskPattern::text_padding) {
+    if (mask != MaskKind::boolean || !mask_per_batch || mask_per_head) {
+      throw InputError("a text padding mask is a boolean mask per batch entry (--mask bool --mask-dims Bx1)");
+    }
+    if (text_tokens < 1 || text_tokens > kv_len || text_valid < 1 || text_valid > text_tokens) {
+      throw InputError("--text-padding TOKENS:VALID needs 1 <= VALID <= TOKENS <= S (got " + std::to_string(text_tokens) +
+                       ":" + std::to_string(text_valid) + " with S=" + std::to_string(kv_len) + ")");
+    }
+  }
   const int64_t bh = checked_mul(batch, q_heads, "query");
   if (bh > INT_MAX) throw InputError("batch * heads must be at most 2^31-1 (cuBLAS batch count)");
   checked_mul(checked_mul(checked_mul(bh, q_len, "query"), head_dim, "query"), 4, "query");
@@ -83,7 +94,11 @@ HostInputs make_random_inputs(const SdpaProblem& p, uint64_t seed) {
   in.q = random_normal(p.q_elems(), rng, round);
   in.k = random_normal(p.kv_elems(), rng, round);
   in.v = random_normal(p.kv_elems(), rng, round);
-  if (p.mask == MaskKind::boolean) in.bool_mask = random_bool_mask(p.mask_batch() * p.mask_heads(), p.q_len, p.kv_len, rng);
+  if (p.mask == MaskKind::boolean && p.mask_pattern == MaskPattern::text_padding) {
+    in.bool_mask = text_padding_mask(p.mask_batch(), p.q_len, p.kv_len, p.text_tokens, p.text_valid);
+  } else if (p.mask == MaskKind::boolean) {
+    in.bool_mask = random_bool_mask(p.mask_batch() * p.mask_heads(), p.q_len, p.kv_len, rng);
+  }
   if (p.mask == MaskKind::additive) in.additive_mask = random_additive_mask(p.mask_elems(), rng, round);
   return in;
 }

@@ -27,7 +27,14 @@ enum class MaskKind {
   causal,   // is_causal: top-left aligned lower triangle over L x S
 };
 
+// What a boolean mask's random inputs look like.
+enum class MaskPattern {
+  random,        // about a quarter of the keys dropped, one fully masked row per slice
+  text_padding,  // a joint text+image layer's key padding: see SdpaProblem::text_tokens
+};
+
 const char* precision_name(Precision p);
+const char* mask_pattern_name(MaskPattern m);
 const char* mask_kind_name(MaskKind m);
 
 struct SdpaProblem {
@@ -42,6 +49,11 @@ struct SdpaProblem {
   MaskKind mask = MaskKind::none;
   bool mask_per_batch = false;  // mask shape [B|1, H|1, L, S]
   bool mask_per_head = false;
+  // --text-padding TOKENS:VALID (mask_pattern text_padding, a boolean [B, 1, L, S] mask): the first
+  // text_tokens keys are text, the rest image; batch entry 0 attends to all of them, the later
+  // entries only to their first text_valid text keys (the rest of their text is padding).
+  MaskPattern mask_pattern = MaskPattern::random;
+  int64_t text_tokens = 0, text_valid = 0;
   double dropout_p = 0.0;
   std::optional<double> scale;  // default 1/sqrt(E)
   uint64_t seed = 0x5d9a;       // inputs and the dropout stream

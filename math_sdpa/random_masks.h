@@ -27,6 +27,24 @@ inline std::vector<uint8_t> random_bool_mask(int64_t slices, int64_t rows, int64
   return mask;
 }
 
+// [batches, rows, cols], 1 = attend: the key padding of a joint text+image attention layer. The
+// first text_tokens keys are text; batch entry 0 attends to all keys, the later entries to only
+// the first text_valid text keys (the others are padding) and to every image key. Every row of an
+// entry has the same mask, as PyTorch broadcasts a [B, 1, 1, S] padding mask over L.
+inline std::vector<uint8_t> text_padding_mask(int64_t batches, int64_t rows, int64_t cols, int64_t text_tokens,
+                                              int64_t text_valid) {
+  std::vector<uint8_t> mask(static_cast<size_t>(batches * rows * cols));
+  for (int64_t b = 0; b < batches; ++b) {
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t c = 0; c < cols; ++c) {
+        const bool padding = b > 0 && c >= text_valid && c < text_tokens;
+        mask[static_cast<size_t>((b * rows + r) * cols + c)] = padding ? 0 : 1;
+      }
+    }
+  }
+  return mask;
+}
+
 // n values added to the scores: uniform in [-2, 2] rounded by round(float) -> float, about 10%
 // of them -inf.
 template <typename Round> std::vector<float> random_additive_mask(int64_t n, InputRng& rng, Round round) {

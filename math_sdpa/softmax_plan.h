@@ -62,4 +62,35 @@ inline SoftmaxPlan plan_safe_softmax(const void* in, const void* out, DType type
   return plan;
 }
 
+// Which of the kernel's three ways of running a row a plan is: what scenario 2's hypothesis is
+// about is the block reduction (shared memory and __syncthreads), which only rows longer than
+// kSoftmaxWarpRowMaxCols get.
+enum class SoftmaxVariant {
+  warp_per_row,   // registers and warp shuffles, no shared memory, no block barrier
+  block_per_row,  // the row in registers, reduced through shared memory with block barriers
+  two_pass,       // rows too long for registers: a block per row reading it twice, with barriers
+};
+
+inline SoftmaxVariant softmax_variant(const SoftmaxPlan& plan) {
+  if (plan.threads_per_row == 32 && plan.rows_per_block > 1) return SoftmaxVariant::warp_per_row;
+  return plan.row_in_registers ? SoftmaxVariant::block_per_row : SoftmaxVariant::two_pass;
+}
+
+// The variant for rows of `cols` elements of `type` (the pointers only change the vector width).
+inline SoftmaxVariant softmax_variant_for(DType type, int64_t cols) {
+  return softmax_variant(plan_safe_softmax(nullptr, nullptr, type, cols));
+}
+
+inline const char* softmax_variant_name(SoftmaxVariant v) {
+  switch (v) {
+    case SoftmaxVariant::warp_per_row: return "warp_per_row";
+    case SoftmaxVariant::block_per_row: return "block_per_row";
+    case SoftmaxVariant::two_pass: return "two_pass";
+  }
+  return "?";
+}
+
+// Whether the variant reduces through shared memory with block-wide barriers.
+inline bool softmax_uses_block_barriers(SoftmaxVariant v) { return v != SoftmaxVariant::warp_per_row; }
+
 }  // namespace sdpa

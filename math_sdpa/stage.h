@@ -60,10 +60,4 @@ inline bool is_gpu_stage(Stage s) {
   return s != Stage::entry_sync && s != Stage::stream_sync && s != Stage::scores_to_host;
 }
 
-// The scenarios' hang signatures (docs/SCENARIOS.md): the scenario a hang in `stage` points to
-// (1 cuBLAS Q.K^T, 2 softmax, 3 the transposed-K preparation, 4 the entry synchronisation),
-// or 0 when the stage matches none of them ("unclassified").
-int scenario_for_hung_stage(Stage s);
-std::string classify_hang(Stage s);  // "scenario 2 (softmax reduction on unified memory)"
-
 }  // namespace sdpa

@@ -24,4 +24,14 @@ void apply_scenario(int number, PathSettings& settings) {
   if (s.setup_fn) s.setup_fn(settings);
 }
 
+std::optional<std::string> scenario_waiver(int number, const PathSettings& conditions) {
+  const ScenarioInfo& s = scenario_info(number);
+  if (!s.needs_migrating_memory || migratable(conditions.alloc)) return std::nullopt;
+  const AllocKind a = conditions.alloc;
+  return "scenario " + std::to_string(number) + " (" + s.title + ") is about pages that migrate between host and GPU; " +
+         alloc_kind_name(a) + " memory " +
+         (a == AllocKind::host ? "is pinned in host memory and never migrates" : "never leaves the GPU") +
+         " (use --alloc managed, or system where the GPU reads pageable memory)";
+}
+
 }  // namespace sdpa

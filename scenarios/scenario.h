@@ -9,6 +9,7 @@
 // exactly its documented preconditions.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -26,6 +27,11 @@ struct ScenarioInfo {
   int fix_number = 0;               // its own fix (--fix on), 0 for none
   const char* hang_signature = "";  // what a hang looks like in the stage log
   const char* options = "";         // the options that vary it
+  // The hypothesis is about pages that migrate between host and GPU (managed memory, or system
+  // memory the GPU reads directly); on memory that cannot migrate the run is waived.
+  bool needs_migrating_memory = false;
+  // The problem it runs when the command line gives no shape (scenarios/workload.h), or "".
+  const char* default_workload = "";
   std::vector<std::pair<std::string, std::string>> preconditions;  // settings_fields() name -> value
   void (*setup_fn)(PathSettings&) = nullptr;                          // applies exactly the preconditions
 };
@@ -34,6 +40,11 @@ constexpr int kScenarioCount = 5;  // 0..4
 const std::vector<ScenarioInfo>& scenario_table();
 const ScenarioInfo& scenario_info(int number);  // throws InputError for anything but 0..4
 void apply_scenario(int number, PathSettings& settings);
+
+// Why scenario `number` cannot be exercised under `conditions` (the settings before any fix: a
+// fix that removes the condition is a fix, not a waiver), or nullopt when it can. Decided from
+// the command line alone, before the GPU is touched.
+std::optional<std::string> scenario_waiver(int number, const PathSettings& conditions);
 
 // One entry per scenario file.
 ScenarioInfo scenario0_full_path();

@@ -29,6 +29,7 @@ ScenarioInfo scenario1_cublas_stream_ordering() {
   s.hang_signature = "[MATH_QK] ... [CUBLAS_GEMM_START] M=.. N=.. K=.. and nothing after it: hung in qk_gemm";
   s.options = "--gemm-stream legacy|aux|same, --gemm-order event|none, --stream, --alloc, --full";
   s.preconditions = {{"qk_gemm_stream", "legacy"}, {"qk_gemm_order", "event"}, {"last_stage", "qk_gemm"}};
+  s.needs_migrating_memory = true;
   s.setup_fn = setup;
   return s;
 }

@@ -33,6 +33,7 @@ ScenarioInfo scenario3_transposed_k() {
       "kt_contiguous)";
   s.options = "--k-layout bshe|bhse, --gemm-api batched|strided, --alloc, --full";
   s.preconditions = {{"k_layout", "bshe"}, {"qk_gemm_api", "batched"}, {"last_stage", "qk_gemm"}};
+  s.needs_migrating_memory = true;
   s.setup_fn = setup;
   return s;
 }

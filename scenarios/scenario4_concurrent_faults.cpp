@@ -28,6 +28,7 @@ ScenarioInfo scenario4_concurrent_faults() {
   s.hang_signature = "[SDPA_ENTRY] Q shape=.. and no [CUDA_EVENT] sdpa_entry: hung in entry_sync";
   s.options = "--touch-streams N, --host-touch on|off, --alloc, --stream";
   s.preconditions = {{"entry_touch_streams", "4"}, {"entry_host_touch", "on"}};
+  s.needs_migrating_memory = true;
   s.setup_fn = setup;
   return s;
 }

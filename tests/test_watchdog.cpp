@@ -16,6 +16,7 @@
 #include "math_sdpa/fault_spec.h"
 #include "math_sdpa/stage_log.h"
 #include "repro/supervise/supervisor.h"
+#include "scenarios/hang_classification.h"
 
 using namespace sdpa;
 
@@ -90,8 +91,7 @@ TEST_SUITE("watchdog") {
     CHECK(out.stage == "softmax");
     CHECK_FALSE(out.expiry.whole_run);
     CHECK(out.expiry.running_s >= 0.5);
-    CHECK(scenario_for_hung_stage(Stage::softmax) == 2);
-    const std::string report = hang_report_text(out, "config", 0.5);
+    const std::string report = hang_report_text(out, "config", 0.5, "scenario 2 (the line the caller classified)");
     CHECK(report.find("HANG: stage softmax") != std::string::npos);
     CHECK(report.find("scenario 2") != std::string::npos);
     CHECK(report.find("RUNNING") != std::string::npos);
@@ -109,7 +109,7 @@ TEST_SUITE("watchdog") {
         deadline(0.5), 1.5);
     CHECK(out.kind == SupervisedOutcome::hang);
     CHECK(out.stage == "entry_sync");
-    CHECK(classify_hang(Stage::entry_sync).find("scenario 4") == 0);
+    CHECK(classify_hang(Stage::entry_sync, SdpaProblem{}, PathSettings{}).scenario() == 4);
   }
 
   TEST_CASE("a child that crashes: the signal and the stage it was in") {
@@ -240,15 +240,16 @@ TEST_SUITE("watchdog") {
     }
   }
 
-  TEST_CASE("every stage has a classification; only the four signatures map to scenarios") {
+  TEST_CASE("every stage has a classification; only the scenarios' signatures map to scenarios") {
     int classified = 0;
     for (int i = 0; i < kStageCount; ++i) {
       const Stage s = static_cast<Stage>(i);
-      const int scenario = scenario_for_hung_stage(s);
-      classified += scenario != 0;
-      CHECK(classify_hang(s).find(scenario ? "scenario " + std::to_string(scenario) : "unclassified") == 0);
+      const HangClassification h = classify_hang(s, SdpaProblem{}, PathSettings{});
+      classified += !h.candidates.empty();
+      CHECK(h.summary().find(h.candidates.empty() ? "unclassified" : "scenario " + std::to_string(h.scenario())) == 0);
     }
-    CHECK(classified == 6);  // qk_gemm, softmax, gqa_expand, scale_k, kt_contiguous, entry_sync
+    // qk_gemm, scores_to_host, softmax, gqa_expand, scale_k, kt_contiguous, entry_sync
+    CHECK(classified == 7);
   }
 
   TEST_CASE("fault specs parse, and bad ones are one-line errors") {

@@ -25,6 +25,12 @@ int bench_main(int argc, char** argv) {
   command.configuration = bench_configuration_line(options);
   command.work = [&](int fd) { return run_bench(options, fd); };
   command.hang_result = [&](const SupervisedOutcome& o) { return bench_watchdog_result(options, o); };
+  command.waived_result = [&](const std::string& reason) {
+    BenchResult r;
+    r.options = options;
+    r.fail(Outcome::waived, reason);
+    return r;
+  };
   command.to_text = bench_to_text;
   command.to_json = bench_to_json;
   return run_supervised_command(command);

@@ -9,6 +9,7 @@
 #include "fixes/fix.h"
 #include "math_sdpa/errors.h"
 #include "scenarios/scenario.h"
+#include "scenarios/workload.h"
 
 namespace sdpa {
 
@@ -51,6 +52,20 @@ uint64_t parse_seed(const std::string& text) {
   return value;
 }
 
+// "TOKENS:VALID", two positive integers.
+void parse_text_padding(const std::string& text, int64_t& tokens, int64_t& valid) {
+  const size_t colon = text.find(':');
+  auto number = [&](const std::string& part) {
+    if (part.empty() || part.size() > 9 || part.find_first_not_of("0123456789") != std::string::npos) {
+      throw InputError("--text-padding: '" + text.substr(0, 40) + "' is not TOKENS:VALID (two positive integers)");
+    }
+    return static_cast<int64_t>(std::stoll(part));
+  };
+  if (colon == std::string::npos) number("");
+  tokens = number(text.substr(0, colon));
+  valid = number(text.substr(colon + 1));
+}
+
 }  // namespace
 
 void RunOptions::set_fixes(const FixSet& set) {
@@ -61,22 +76,25 @@ void RunOptions::set_fixes(const FixSet& set) {
 
 struct RunOptionParser::Fields {
   RunOptions o;
-  std::string dtype = "bf16", precision = "upcast", mask = "none", mask_dims = "1x1";
+  // The problem as the command line gives it; finish() lays it over the workload's problem, if any.
+  SdpaProblem given;
+  std::string dtype = "bf16", precision = "upcast", mask = "none", mask_dims = "1x1", text_padding, workload;
   int64_t kv_heads = 0, kv_len = 0;
   double scale = std::nan("");
   std::string log = "off", inject;
-  std::string fix = "off", fixes, alloc, stream, gemm_stream, gemm_order, k_layout, gemm_api, scores_to_host, host_touch,
-              advise;
+  std::string fix = "off", fixes, alloc, stream, gemm_stream, gemm_order, k_layout, gemm_api, scores_to_host,
+              scores_host_phase, host_touch, advise;
   int touch_streams = 0;
   bool full = false;
   std::string seed;
-  CLI::Option *dtype_opt, *kv_heads_opt, *kv_len_opt, *touch_streams_opt, *seed_opt;
+  CLI::Option *dtype_opt, *batch_opt, *heads_opt, *kv_heads_opt, *q_len_opt, *kv_len_opt, *head_dim_opt, *mask_opt,
+      *mask_dims_opt, *touch_streams_opt, *seed_opt;
 };
 
 RunOptionParser::RunOptionParser(CLI::App& app) : f_(std::make_unique<Fields>()) {
   Fields& f = *f_;
   RunOptions& o = f.o;
-  SdpaProblem& p = o.problem;
+  SdpaProblem& p = f.given;
   app.option_defaults()->always_capture_default();
   app.add_option("--scenario", o.scenario, "0 = the full path; 1-4 the deadlock scenarios (below)")
       ->check(CLI::Range(0, 4));
@@ -84,22 +102,29 @@ RunOptionParser::RunOptionParser(CLI::App& app) : f_(std::make_unique<Fields>())
   app.add_option("--fixes", f.fixes, "fixes to apply, any scenario: a list of 1-4, all or none")->default_str("none");
   app.add_flag("--full", f.full, "run the whole path under the scenario's conditions, not just the part it exercises");
 
+  app.add_option("--workload", f.workload,
+                 "a layer of the failing workload as the problem (" + workload_names() +
+                     "); the shape options below override its fields (scenario 2 runs qwen-image-1024 when no "
+                     "shape is given)");
   f.dtype_opt = app.add_option("--dtype", f.dtype, "element type")->check(CLI::IsMember({"bf16", "fp16", "fp32"}));
   app.add_option("--precision", f.precision,
                  "upcast: fp16/bf16 computed in fp32 (PyTorch default); native: stay in the dtype "
                  "(allow_fp16_bf16_reduction_math_sdp)")
       ->check(CLI::IsMember({"upcast", "native"}));
-  app.add_option("-b,--batch", p.batch, "batch size B");
-  app.add_option("--heads", p.q_heads, "query heads Hq");
+  f.batch_opt = app.add_option("-b,--batch", p.batch, "batch size B");
+  f.heads_opt = app.add_option("--heads", p.q_heads, "query heads Hq");
   f.kv_heads_opt = app.add_option("--kv-heads", f.kv_heads, "key/value heads Hkv (default: Hq; fewer = grouped-query attention)")
                        ->default_str("Hq");
-  app.add_option("-L,--q-len", p.q_len, "query length L");
+  f.q_len_opt = app.add_option("-L,--q-len", p.q_len, "query length L");
   f.kv_len_opt = app.add_option("-S,--kv-len", f.kv_len, "key/value length S (default: L)")->default_str("L");
-  app.add_option("-E,--head-dim", p.head_dim, "head dimension E");
-  app.add_option("--mask", f.mask, "attention mask: none, bool, float (additive), causal (is_causal)")
-      ->check(CLI::IsMember({"none", "bool", "float", "causal"}));
-  app.add_option("--mask-dims", f.mask_dims, "mask broadcast over batch x heads: 1x1, Bx1, 1xH or BxH")
-      ->check(CLI::IsMember({"1x1", "Bx1", "1xH", "BxH"}));
+  f.head_dim_opt = app.add_option("-E,--head-dim", p.head_dim, "head dimension E");
+  f.mask_opt = app.add_option("--mask", f.mask, "attention mask: none, bool, float (additive), causal (is_causal)")
+                   ->check(CLI::IsMember({"none", "bool", "float", "causal"}));
+  f.mask_dims_opt = app.add_option("--mask-dims", f.mask_dims, "mask broadcast over batch x heads: 1x1, Bx1, 1xH or BxH")
+                        ->check(CLI::IsMember({"1x1", "Bx1", "1xH", "BxH"}));
+  app.add_option("--text-padding", f.text_padding,
+                 "a boolean key-padding mask (implies --mask bool --mask-dims Bx1): the first TOKENS keys are text; "
+                 "batch entries after the first attend only to the first VALID of them");
   app.add_option("--dropout", p.dropout_p, "dropout probability in [0, 1)");
   app.add_option("--scale", f.scale, "softmax scale")->default_str("1/sqrt(E)");
   // A string, parsed strictly below: CLI11 would accept 2^64 and wrap or saturate it.
@@ -121,11 +146,14 @@ RunOptionParser::RunOptionParser(CLI::App& app) : f_(std::make_unique<Fields>())
   app.add_option("--gemm-order", f.gemm_order, "ordering of that GEMM after Q and K: event, or none (a deliberate race)")
       ->default_str("event");
   app.add_option("--k-layout", f.k_layout, "layout K^T is viewed from: bhse (contiguous) or bshe ([B, S, H, E] buffer)")
-      ->default_str("bhse (scenario 3: bshe)");
+      ->default_str("bhse (scenario 3 and the workloads: bshe)");
   app.add_option("--gemm-api", f.gemm_api, "Q.K^T entry point: strided (at::bmm) or batched (cublasGemmBatchedEx)")
       ->default_str("strided (scenario 3: batched)");
-  app.add_option("--scores-to-host", f.scores_to_host, "before softmax: none, read (host reads them), advise (prefer CPU), both")
+  app.add_option("--scores-to-host", f.scores_to_host, "host access to the scores: none, read, advise (prefer CPU), both")
       ->default_str("none (scenario 2: read)");
+  app.add_option("--scores-host-phase", f.scores_host_phase,
+                 "when: before (all of it before softmax starts) or during (a host thread while softmax runs)")
+      ->default_str("before (scenario 2: during)");
   f.touch_streams_opt = app.add_option("--touch-streams", f.touch_streams, "streams touching every page at entry")
                             ->check(CLI::Range(0, 64))
                             ->default_str("0 (scenario 4: 4)");
@@ -164,18 +192,49 @@ RunOptions RunOptionParser::finish(int argc, const char* const* argv) const {
   SdpaProblem& p = o.problem;
   for (int i = 0; i < argc; ++i) o.argv.emplace_back(argv[i]);
   o.dtype_given = f.dtype_opt->count() > 0;
-  p.dtype = kDTypes.at(f.dtype);
+  // The problem: the defaults, or a workload's (named, or the scenario's own when the command
+  // line gives no shape), then each option the command line gives.
+  const bool shape_given = f.batch_opt->count() || f.heads_opt->count() || f.kv_heads_opt->count() || f.q_len_opt->count() ||
+                           f.kv_len_opt->count() || f.head_dim_opt->count() || !o.inputs_dir.empty();
+  o.workload = f.workload;
+  if (o.workload.empty() && !shape_given) o.workload = scenario_info(o.scenario).default_workload;
+  const Workload* workload = o.workload.empty() ? nullptr : &find_workload(o.workload);
+  p = workload ? workload->problem : SdpaProblem{};
+  const SdpaProblem& g = f.given;
+  if (f.batch_opt->count()) p.batch = g.batch;
+  if (f.heads_opt->count()) p.q_heads = g.q_heads;
+  if (f.q_len_opt->count()) p.q_len = g.q_len;
+  if (f.head_dim_opt->count()) p.head_dim = g.head_dim;
+  // --kv-heads and -S follow --heads and -L unless given themselves.
+  if (f.kv_heads_opt->count()) p.kv_heads = f.kv_heads;
+  else if (f.heads_opt->count() || !workload) p.kv_heads = p.q_heads;
+  if (f.kv_len_opt->count()) p.kv_len = f.kv_len;
+  else if (f.q_len_opt->count() || !workload) p.kv_len = p.q_len;
+  if (o.dtype_given || !workload) p.dtype = kDTypes.at(f.dtype);
   p.precision = kPrecisions.at(f.precision);
-  p.mask = kMasks.at(f.mask);
-  p.mask_per_batch = f.mask_dims[0] == 'B';
-  p.mask_per_head = f.mask_dims[2] == 'H';
-  p.kv_heads = f.kv_heads_opt->count() ? f.kv_heads : p.q_heads;
-  p.kv_len = f.kv_len_opt->count() ? f.kv_len : p.q_len;
+  if (f.mask_opt->count() || !workload) {
+    p.mask = kMasks.at(f.mask);
+    p.mask_pattern = MaskPattern::random;
+  }
+  if (f.mask_dims_opt->count() || !workload) {
+    p.mask_per_batch = f.mask_dims[0] == 'B';
+    p.mask_per_head = f.mask_dims[2] == 'H';
+  }
+  if (!f.text_padding.empty()) {
+    if (f.mask_opt->count() && f.mask != "bool") throw InputError("--text-padding is a boolean mask: it excludes --mask " + f.mask);
+    p.mask = MaskKind::boolean;
+    p.mask_per_batch = true;
+    p.mask_per_head = false;
+    p.mask_pattern = MaskPattern::text_padding;
+    parse_text_padding(f.text_padding, p.text_tokens, p.text_valid);
+  }
+  p.dropout_p = g.dropout_p;
   if (!std::isnan(f.scale)) p.scale = f.scale;
   if (f.seed_opt->count()) p.seed = parse_seed(f.seed);
 
   // Defaults, then the scenario's preconditions, then what the command line says explicitly.
   PathSettings& c = o.conditions;
+  if (workload) c.k_layout = workload->k_layout;  // what the model hands SDPA; the scenario may change it
   apply_scenario(o.scenario, c);
   if (f.full) c.last_stage = Stage::stream_sync;
   if (!f.alloc.empty()) c.alloc = parse_alloc_kind(f.alloc);
@@ -185,6 +244,7 @@ RunOptions RunOptionParser::finish(int argc, const char* const* argv) const {
   if (!f.k_layout.empty()) c.k_layout = parse_k_layout(f.k_layout);
   if (!f.gemm_api.empty()) c.qk_gemm_api = parse_gemm_api(f.gemm_api);
   if (!f.scores_to_host.empty()) c.scores_to_host = parse_scores_to_host(f.scores_to_host);
+  if (!f.scores_host_phase.empty()) c.scores_host_phase = parse_scores_host_phase(f.scores_host_phase);
   if (f.touch_streams_opt->count()) c.entry_touch_streams = f.touch_streams;
   if (!f.host_touch.empty()) {
     if (f.host_touch != "on" && f.host_touch != "off") {
@@ -201,6 +261,7 @@ RunOptions RunOptionParser::finish(int argc, const char* const* argv) const {
     fixes.add(scenario_info(o.scenario).fix_number);
   }
   o.set_fixes(fixes);
+  o.waiver = scenario_waiver(o.scenario, o.conditions).value_or("");
 
   parse_log_level(f.log, o.log);
   if (!f.inject.empty()) o.inject = parse_fault_spec(f.inject);

@@ -29,6 +29,7 @@ namespace sdpa {
 
 struct RunOptions {
   int scenario = 0;
+  std::string workload;       // --workload, or the scenario's default workload; "" for none
   SdpaProblem problem;
   bool dtype_given = false;   // --dtype on the command line (else --inputs files decide)
   PathSettings conditions;    // the scenario's preconditions and the explicit options, before fixes
@@ -47,6 +48,9 @@ struct RunOptions {
   double run_timeout_s = 0;     // whole-run deadline; 0 = none
   bool no_fork = false;         // watchdog thread in this process instead of a supervising parent
   FaultSpec inject;
+  // Non-empty when the scenario cannot be exercised under these conditions (scenario_waiver):
+  // the run ends as waived (exit 6) before the GPU is touched.
+  std::string waiver;
   std::vector<std::string> argv;  // the command line as given, for results and reports
 
   // Applies `set` to the conditions: fixes and settings, decided once here and read everywhere

@@ -30,6 +30,7 @@ int run_main(int argc, char** argv) {
   command.configuration = configuration_line(options);
   command.work = [&](int fd) { return run_repro(options, fd); };
   command.hang_result = [&](const SupervisedOutcome& o) { return watchdog_result(options, o); };
+  command.waived_result = [&](const std::string& reason) { return waived_result(options, reason); };
   command.to_text = result_to_text;
   command.to_json = result_to_json;
   return run_supervised_command(command);

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "fixes/fix_list.h"
+#include "scenarios/hang_classification.h"
 #include "scenarios/scenario.h"
 #include "version.h"
 
@@ -54,6 +55,10 @@ nlohmann::json problem_to_json(const SdpaProblem& p) {
           {"precision", precision_name(p.precision)},
           {"mask", mask_kind_name(p.mask)},
           {"mask_dims", std::string(p.mask_per_batch ? "B" : "1") + "x" + (p.mask_per_head ? "H" : "1")},
+          {"mask_pattern", p.has_mask_input() ? nlohmann::json(mask_pattern_name(p.mask_pattern)) : nlohmann::json(nullptr)},
+          {"text_padding", p.mask_pattern == MaskPattern::text_padding
+                               ? nlohmann::json{{"tokens", p.text_tokens}, {"valid", p.text_valid}}
+                               : nlohmann::json(nullptr)},
           {"dropout", p.dropout_p},
           {"scale", p.softmax_scale()},
           {"seed", p.seed},
@@ -133,6 +138,7 @@ nlohmann::json result_to_json(const RunResult& r) {
   for (int n : o.fixes.numbers()) fixes.push_back({{"number", n}, {"name", fix_info(n).name}, {"what", fix_info(n).what}});
   j["scenario"] = scenario_to_json(o.scenario);
   j["config"] = {{"scenario", o.scenario},
+                 {"workload", o.workload.empty() ? json(nullptr) : json(o.workload)},
                  {"problem", problem_to_json(o.problem)},
                  {"fix", o.own_fix ? "on" : "off"},
                  {"fixes", fixes},
@@ -207,6 +213,12 @@ nlohmann::json result_to_json(const RunResult& r) {
     const SupervisedOutcome& w = *r.watchdog;
     Stage stage;
     const bool known = parse_stage(w.stage, stage);
+    const HangClassification classification =
+        known ? classify_hang(stage, o.problem, r.settings) : HangClassification{};
+    json candidates = json::array();
+    for (const HangCandidate& c : classification.candidates) {
+      candidates.push_back({{"scenario", c.scenario}, {"title", c.title}, {"evidence", c.evidence}, {"against", c.against}});
+    }
     json records = json::array();
     for (const auto& f : w.records) {
       records.push_back({{"stage", f.stage},
@@ -218,8 +230,9 @@ nlohmann::json result_to_json(const RunResult& r) {
     }
     j["watchdog"] = {{"kind", w.kind == SupervisedOutcome::hang ? "hang" : w.kind == SupervisedOutcome::crashed ? "crash" : "bad_output"},
                      {"stage", w.stage.empty() ? json(nullptr) : json(w.stage)},
-                     {"classification", known ? json(classify_hang(stage)) : json("unclassified")},
-                     {"scenario", known ? scenario_for_hung_stage(stage) : 0},
+                     {"classification", known ? json(classification.summary()) : json("unclassified")},
+                     {"scenario", known ? classification.scenario() : 0},
+                     {"candidates", candidates},
                      {"whole_run_timeout", w.expiry.whole_run},
                      {"running_seconds", w.expiry.running_s},
                      {"signal", w.signal},

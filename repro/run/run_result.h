@@ -59,4 +59,7 @@ RunResult run_repro(const RunOptions& options, int progress_fd = -1);
 // child reported, and the watchdog's findings.
 RunResult watchdog_result(const RunOptions& options, const SupervisedOutcome& outcome);
 
+// The result of a run waived before it started (RunOptions::waiver): its configuration only.
+RunResult waived_result(const RunOptions& options, const std::string& reason);
+
 }  // namespace sdpa

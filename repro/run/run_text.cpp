@@ -19,8 +19,11 @@ std::string format(const char* fmt, double a, double b = 0, double c = 0) {
 std::string configuration_line(const RunOptions& o) {
   const SdpaProblem& p = o.problem;
   std::ostringstream s;
-  s << "scenario " << o.scenario << " " << p.shape_string() << " dtype=" << dtype_name(p.dtype)
-    << " precision=" << precision_name(p.precision) << " mask=" << mask_kind_name(p.mask) << " dropout=" << p.dropout_p
+  s << "scenario " << o.scenario << " ";
+  if (!o.workload.empty()) s << "workload=" << o.workload << " ";
+  s << p.shape_string() << " dtype=" << dtype_name(p.dtype)
+    << " precision=" << precision_name(p.precision) << " mask=" << mask_kind_name(p.mask)
+    << (p.mask_pattern == MaskPattern::text_padding ? "(text padding)" : "") << " dropout=" << p.dropout_p
     << " alloc=" << alloc_kind_name(o.settings.alloc) << " fixes=" << o.fixes.str() << " iters=" << o.iters;
   if (o.inject.kind != FaultSpec::none) s << " inject=" << fault_spec_string(o.inject);
   return s.str();

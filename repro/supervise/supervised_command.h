@@ -3,7 +3,8 @@
 // calls CUDA and a hang in any stage is reported the same way (exit 3, the stage named and
 // classified, the flight recorder; a crash exits 5); with --no-fork it runs in this process
 // under a watchdog thread. The result's table goes to stdout, its error as one line to stderr,
-// --json is written atomically whatever the outcome, and the exit code is the result's.
+// --json is written atomically whatever the outcome, and the exit code is the result's. A run
+// whose scenario is waived under its conditions (RunOptions::waiver) ends as waived at once.
 #pragma once
 
 #include <unistd.h>
@@ -19,6 +20,7 @@
 #include "repro/cli/run_options.h"
 #include "repro/supervise/supervisor.h"
 #include "repro/supervise/watchdog.h"
+#include "scenarios/hang_classification.h"
 
 namespace sdpa {
 
@@ -29,6 +31,7 @@ struct SupervisedCommand {
   std::string configuration;    // one line naming what ran, for the hang report
   std::function<Result(int progress_fd)> work;
   std::function<Result(const SupervisedOutcome&)> hang_result;  // what a hang or crash reports
+  std::function<Result(const std::string& reason)> waived_result;  // a run waived before it started
   std::function<std::string(const Result&)> to_text;
   std::function<nlohmann::json(const Result&)> to_json;
 };
@@ -55,7 +58,10 @@ int run_supervised_command(const SupervisedCommand<Result>& c) {
   watch.stage_timeout_s = c.run->stage_timeout_s;
   watch.run_timeout_s = c.run->run_timeout_s;
   auto report_hang = [&](const SupervisedOutcome& outcome) {
-    std::cerr << hang_report_text(outcome, c.configuration, c.run->stage_timeout_s) << std::flush;
+    Stage stage;
+    const std::string classification =
+        parse_stage(outcome.stage, stage) ? classify_hang(stage, c.run->problem, c.run->settings).summary() : "";
+    std::cerr << hang_report_text(outcome, c.configuration, c.run->stage_timeout_s, classification) << std::flush;
     return publish_result(c, c.hang_result(outcome));
   };
   auto work_and_publish = [&](int fd) {
@@ -63,6 +69,8 @@ int run_supervised_command(const SupervisedCommand<Result>& c) {
     close(fd);
     return publish_result(c, result);
   };
+  // A waiver is decided from the command line: nothing is forked and the GPU is not touched.
+  if (!c.run->waiver.empty()) return publish_result(c, c.waived_result(c.run->waiver));
   try {
     if (c.run->no_fork) {
       return work_and_publish(start_in_process_watchdog(watch, [&](const SupervisedOutcome& o) { report_hang(o); }));

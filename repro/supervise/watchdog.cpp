@@ -97,11 +97,10 @@ Expiry HangMonitor::check(int64_t now_us) const {
   return e;
 }
 
-std::string hang_report_text(const SupervisedOutcome& o, const std::string& configuration, double stage_timeout_s) {
+std::string hang_report_text(const SupervisedOutcome& o, const std::string& configuration, double stage_timeout_s,
+                             const std::string& classification) {
   std::ostringstream s;
   char buf[512];
-  Stage stage;
-  const bool known = parse_stage(o.stage, stage);
   if (o.kind == SupervisedOutcome::hang) {
     if (o.expiry.whole_run) {
       std::snprintf(buf, sizeof buf, "repro: HANG: the run exceeded its --timeout (%.2f s); stage %s was running\n",
@@ -115,7 +114,7 @@ std::string hang_report_text(const SupervisedOutcome& o, const std::string& conf
                   o.stage.empty() ? "(none)" : o.stage.c_str());
   }
   s << buf;
-  if (known) s << "  classification: " << classify_hang(stage) << "\n";
+  if (!classification.empty()) s << "  classification: " << classification << "\n";
   s << "  configuration: " << configuration << "\n";
   s << "  calls completed: " << o.calls_done << "\n";
   s << "  flight recorder (last " << o.records.size() << " stage records, oldest first):\n";

@@ -79,6 +79,9 @@ struct SupervisedOutcome {
 
 // The report written to stderr when a run hung or crashed: hung stage, how long it ran, the
 // classification, the flight recorder, the tail of the stage log.
-std::string hang_report_text(const SupervisedOutcome& o, const std::string& configuration, double stage_timeout_s);
+// `classification` is the line naming the candidate scenarios (scenarios/hang_classification.h);
+// empty when the stage is unknown.
+std::string hang_report_text(const SupervisedOutcome& o, const std::string& configuration, double stage_timeout_s,
+                             const std::string& classification);
 
 }  // namespace sdpa

@@ -9,9 +9,7 @@
 // is decided when the program runs.
 #include "repro/report/reproducer/generator.h"
 
-#include "repro/common/text.h"
-#include "repro/report/reproducer/embedded_sources.h"
-
+#include <algorithm>
 #include <cstdio>
 #include <sstream>
 #include <stdexcept>
@@ -22,6 +20,9 @@
 #include "math_sdpa/gemm.h"
 #include "math_sdpa/reference.h"
 #include "math_sdpa/softmax_plan.h"
+#include "repro/common/text.h"
+#include "repro/report/reproducer/embedded_sources.h"
+#include "scenarios/hang_classification.h"
 #include "scenarios/scenario.h"
 #include "version.h"
 
@@ -118,12 +119,13 @@ const char* device_type(DType t) {
   return "?";
 }
 
-// The steps where the scenario's hang shows, by the signatures in docs/SCENARIOS.md (stage.h).
+// The steps where the scenario's hang shows, by the signatures in docs/SCENARIOS.md.
 std::string hang_steps(int scenario, const SdpaProblem& p, const PathSettings& off) {
   std::string steps;
   for (int i = 0; i < kStageCount; ++i) {
     const Stage s = static_cast<Stage>(i);
-    if (scenario_for_hung_stage(s) == scenario && stage_runs(s, p, off)) {
+    const std::vector<int> fits = scenarios_for_hung_stage(s);
+    if (std::find(fits.begin(), fits.end(), scenario) != fits.end() && stage_runs(s, p, off)) {
       steps += (steps.empty() ? "" : " or ") + std::string(stage_name(s));
     }
   }
@@ -289,9 +291,10 @@ std::string generate_reproducer(const RunOptions& off, const RunOptions& on, con
   const bool advice = !so.advice.empty() && migratable(alloc);
   const bool storm = so.entry_touch_streams > 0;
   const bool host_touch = storm && so.entry_host_touch && host_accessible(alloc);
+  const bool scores_during = scores_to_host && so.scores_host_phase == ScoresHostPhase::during;
   const bool softmax = runs(Stage::softmax);
   const SoftmaxPlan softmax_plan = plan_safe_softmax(nullptr, nullptr, ct, p.kv_len);
-  const bool softmax_warp = softmax_plan.threads_per_row == 32;
+  const bool softmax_warp = softmax_variant(softmax_plan) == SoftmaxVariant::warp_per_row;
 
   std::map<std::string, bool> flags = {
       {"bf16", p.dtype == DType::bf16},
@@ -327,6 +330,10 @@ std::string generate_reproducer(const RunOptions& off, const RunOptions& on, con
       {"scores_advise", scores_advise},
       {"scores_read", scores_read},
       {"scores_waive", scores_to_host && !migratable(alloc)},
+      {"scores_during", scores_during},
+      {"scores_during_read", scores_during && scores_read},
+      {"scores_during_advise", scores_during && scores_advise},
+      {"mask_text_padding", p.mask == MaskKind::boolean && p.mask_pattern == MaskPattern::text_padding},
       {"storm", storm},
       {"host_touch", host_touch},
       {"advice", advice},
@@ -440,6 +447,11 @@ std::string generate_reproducer(const RunOptions& off, const RunOptions& on, con
                              (so.qk_gemm_order == GemmOrder::event ? ", ordered by events"
                                                                   : ", unordered: a deliberate race (--gemm-order none)")},
       {"SCORES_TO_HOST", scores_to_host_name(so.scores_to_host)},
+      {"SCORES_HOST_PHASE", scores_host_phase_name(so.scores_host_phase)},
+      {"ALLOC_IS_SYSTEM", yes(alloc == AllocKind::system)},
+      {"TEXT_TOKENS", std::to_string(p.text_tokens)},
+      {"TEXT_VALID", std::to_string(p.text_valid)},
+      {"SOFTMAX_VARIANT", softmax_variant_name(softmax_variant(softmax_plan))},
       {"TOUCH_STREAMS", std::to_string(so.entry_touch_streams)},
       {"NO_HOST_TOUCH_REASON", so.entry_host_touch ? std::string(alloc_kind_name(alloc)) + " memory is not host-accessible"
                                                    : std::string("--host-touch off")},

@@ -1,0 +1,139 @@
+// hang_classification.cpp
+#include "hang_classification.h"
+
+#include <algorithm>
+
+#include "math_sdpa/softmax_plan.h"
+#include "scenario.h"
+
+namespace sdpa {
+
+namespace {
+
+}  // namespace
+
+std::vector<int> scenarios_for_hung_stage(Stage s) {
+  switch (s) {
+    case Stage::qk_gemm: return {1, 3};
+    case Stage::gqa_expand:
+    case Stage::scale_k:
+    case Stage::kt_contiguous: return {3};
+    case Stage::scores_to_host:
+    case Stage::softmax: return {2};
+    case Stage::entry_sync: return {4};
+    default: return {};
+  }
+}
+
+namespace {
+
+std::string signature_evidence(int scenario, Stage s) {
+  const std::string where = std::string("hung in ") + stage_name(s);
+  switch (scenario) {
+    case 1: return where + " (the Q.K^T GEMM had started: [CUBLAS_GEMM_START] is the last line)";
+    case 2: return where + " ([MATH_SOFTMAX_START] is the last line)";
+    case 3:
+      return s == Stage::qk_gemm ? where + " (cuBLAS reading K^T)"
+                                 : where + " (after [MATH_QK], before [CUBLAS_GEMM_START])";
+    case 4: return where + " (the entry synchronisation never returned)";
+  }
+  return where;
+}
+
+void add_memory_evidence(HangCandidate& c, const PathSettings& ps) {
+  if (migratable(ps.alloc)) {
+    c.evidence.push_back(std::string(alloc_kind_name(ps.alloc)) + " memory, whose pages migrate");
+  } else {
+    c.against.push_back(std::string(alloc_kind_name(ps.alloc)) + " memory does not migrate");
+  }
+}
+
+HangCandidate candidate(int scenario, Stage hung, const SdpaProblem& p, const PathSettings& ps) {
+  HangCandidate c;
+  c.scenario = scenario;
+  c.title = scenario_info(scenario).title;
+  c.evidence.push_back(signature_evidence(scenario, hung));
+  switch (scenario) {
+    case 1:
+      if (ps.qk_gemm_stream != GemmStream::same) {
+        c.evidence.push_back(std::string("the Q.K^T GEMM ran on the ") + gemm_stream_name(ps.qk_gemm_stream) +
+                             " stream, not the path's (" +
+                             (ps.qk_gemm_order == GemmOrder::event ? "ordered by an event" : "not ordered at all") + ")");
+      } else {
+        c.against.push_back("the Q.K^T GEMM ran on the path's own stream");
+      }
+      break;
+    case 2: {
+      if (ps.scores_to_host != ScoresToHost::none) {
+        c.evidence.push_back(std::string("the host touched the scores (") + scores_to_host_name(ps.scores_to_host) + ", " +
+                             scores_host_phase_name(ps.scores_host_phase) + " softmax)");
+      } else {
+        c.against.push_back("the host did not touch the scores");
+      }
+      const SoftmaxVariant v = softmax_variant_for(p.compute_dtype(), p.kv_len);
+      const std::string rows = "rows of " + std::to_string(p.kv_len) + " columns ran the " + softmax_variant_name(v) + " softmax";
+      if (softmax_uses_block_barriers(v)) {
+        c.evidence.push_back(rows + " (shared memory and block barriers)");
+      } else {
+        c.against.push_back(rows + " (no block barrier)");
+      }
+      break;
+    }
+    case 3:
+      if (ps.k_layout == KLayout::bshe) c.evidence.push_back("K was a view of a [B, S, H, E] buffer (not contiguous)");
+      if (kt_copy_needed(p, ps)) {
+        c.against.push_back(ps.kt_contiguous ? "K^T was copied contiguous before the GEMM (fix 3)"
+                                             : "K^T was copied contiguous before the GEMM (as at::matmul does for this view)");
+      } else {
+        c.evidence.push_back(std::string("K^T reached cuBLAS as a transposed view (") +
+                             (ps.qk_gemm_api == GemmApi::batched ? "pointer-array cublasGemmBatchedEx" : "strided-batched GEMM") + ")");
+      }
+      break;
+    case 4:
+      if (ps.entry_touch_streams > 0) {
+        c.evidence.push_back(std::to_string(ps.entry_touch_streams) + " streams" + (ps.entry_host_touch ? " and a host thread" : "") +
+                             " faulted on every page at entry");
+      } else {
+        c.against.push_back("no concurrent page faults were set up at entry");
+      }
+      break;
+  }
+  add_memory_evidence(c, ps);
+  return c;
+}
+
+std::string join(const std::vector<std::string>& parts, const char* sep) {
+  std::string s;
+  for (const auto& part : parts) s += (s.empty() ? "" : sep) + part;
+  return s;
+}
+
+}  // namespace
+
+HangClassification classify_hang(Stage hung, const SdpaProblem& p, const PathSettings& ps) {
+  HangClassification h;
+  h.stage = stage_name(hung);
+  for (int n : scenarios_for_hung_stage(hung)) h.candidates.push_back(candidate(n, hung, p, ps));
+  // The candidate with the most conditions for and the fewest against first; on a tie the one
+  // judged likelier from the start, which is the lower number (docs/SCENARIOS.md).
+  std::stable_sort(h.candidates.begin(), h.candidates.end(), [](const HangCandidate& a, const HangCandidate& b) {
+    const auto weight = [](const HangCandidate& c) {
+      return static_cast<int>(c.evidence.size()) - static_cast<int>(c.against.size());
+    };
+    return weight(a) > weight(b);
+  });
+  return h;
+}
+
+std::string HangClassification::summary() const {
+  if (candidates.empty()) return "unclassified (hung in stage " + stage + ")";
+  const HangCandidate& first = candidates.front();
+  std::string s = "scenario " + std::to_string(first.scenario) + " (" + first.title + "): " + join(first.evidence, "; ");
+  if (!first.against.empty()) s += "; against: " + join(first.against, "; ");
+  for (size_t i = 1; i < candidates.size(); ++i) {
+    s += (i == 1 ? "; also scenario " : ", scenario ") + std::to_string(candidates[i].scenario) + " (" + candidates[i].title + ")";
+  }
+  return s;
+}
+
+}  // namespace sdpa

@@ -1,0 +1,44 @@
+// hang_classification.h: which scenarios a hang points to, and the evidence for each.
+//
+// A hang is classified by two things: the stage the watchdog found open (each scenario's
+// signature in the stage log, docs/SCENARIOS.md) and the conditions that were active when it
+// hung (the settings the path ran with). A hang inside the Q.K^T GEMM fits scenario 1 (the GEMM
+// on another stream) and scenario 3 (K^T reaching cuBLAS as a non-contiguous view); which is
+// the likelier depends on whether the GEMM really ran on another stream and whether K^T really
+// was a view. Every candidate is listed with what speaks for and against it, most likely first.
+// Host-only: the supervising parent classifies from the command line's settings alone.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "math_sdpa/path_settings.h"
+#include "math_sdpa/problem.h"
+#include "math_sdpa/stage.h"
+
+namespace sdpa {
+
+struct HangCandidate {
+  int scenario = 0;
+  std::string title;
+  std::vector<std::string> evidence;  // what points to it: its signature, the conditions present
+  std::vector<std::string> against;   // what speaks against it: conditions absent
+};
+
+struct HangClassification {
+  std::string stage;
+  std::vector<HangCandidate> candidates;  // most likely first; empty when no signature fits
+
+  int scenario() const { return candidates.empty() ? 0 : candidates.front().scenario; }
+  // One line: the likeliest candidate with its evidence, then the others by number;
+  // "unclassified (hung in stage X)" when no signature fits.
+  std::string summary() const;
+};
+
+// The scenarios whose stage-log signature a hang in `s` fits (docs/SCENARIOS.md), by number; the
+// Q.K^T GEMM itself can hang for scenario 1's reason or for scenario 3's (faulting through the view).
+std::vector<int> scenarios_for_hung_stage(Stage s);
+
+HangClassification classify_hang(Stage hung, const SdpaProblem& problem, const PathSettings& settings);
+
+}  // namespace sdpa

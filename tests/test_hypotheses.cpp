@@ -1,0 +1,223 @@
+// test_hypotheses.cpp: that each scenario exercises its own hypothesis, decided on the CPU: the
+// waivers of scenarios on memory that cannot migrate, the failing workload's layers as problems,
+// the text padding mask, the softmax variant the harness and the generated reproducer choose,
+// and the classification of a hang by its stage and its conditions.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "fixes/fix_list.h"
+#include "math_sdpa/errors.h"
+#include "math_sdpa/random_masks.h"
+#include "math_sdpa/softmax_plan.h"
+#include "repro/cli/run_options.h"
+#include "repro/report/reproducer/generator.h"
+#include "run_program.h"
+#include "scenarios/hang_classification.h"
+#include "scenarios/scenario.h"
+#include "scenarios/workload.h"
+
+using namespace sdpa;
+
+namespace {
+
+ParseResult parse(std::vector<std::string> args) {
+  args.insert(args.begin(), "repro");
+  std::vector<const char*> argv;
+  for (const auto& a : args) argv.push_back(a.c_str());
+  return parse_command_line(static_cast<int>(argv.size()), argv.data());
+}
+
+RunOptions options(const std::vector<std::string>& args) {
+  const ParseResult r = parse(args);
+  INFO(r.message);
+  REQUIRE(r.run);
+  return r.options;
+}
+
+bool mentions(const std::vector<std::string>& lines, const std::string& word) {
+  for (const auto& line : lines) {
+    if (line.find(word) != std::string::npos) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+TEST_SUITE("hypotheses") {
+  TEST_CASE("scenarios 1-4 on memory that cannot migrate are waived from the command line; fixes do not waive") {
+    for (int n = 1; n <= 4; ++n) {
+      for (const char* alloc : {"device", "async", "host"}) {
+        CAPTURE(n);
+        CAPTURE(alloc);
+        const RunOptions o = options({"--scenario", std::to_string(n), "--alloc", alloc});
+        CHECK(o.waiver.find("scenario " + std::to_string(n)) == 0);
+        CHECK(o.waiver.find(std::string(alloc) + " memory") != std::string::npos);
+      }
+      CHECK(options({"--scenario", std::to_string(n)}).waiver.empty());
+      CHECK(options({"--scenario", std::to_string(n), "--alloc", "system"}).waiver.empty());
+    }
+    CHECK(options({"--scenario", "0", "--alloc", "device"}).waiver.empty());
+    // Fix 4 turns managed memory into a stream-ordered pool: the condition chosen was managed.
+    const RunOptions fixed = options({"--scenario", "4", "--fix", "on"});
+    CHECK(fixed.settings.alloc == AllocKind::async);
+    CHECK(fixed.waiver.empty());
+  }
+
+  TEST_CASE("a waived scenario exits 6 with one line and its JSON before any GPU is looked for") {
+    const std::string dir = test_util::temp_dir("waiver");
+    for (int n = 1; n <= 4; ++n) {
+      CAPTURE(n);
+      const std::string json = dir + "/w" + std::to_string(n) + ".json";
+      test_util::ProgramOptions po;
+      po.timeout_s = 20;
+      const auto run = test_util::run_program(
+          {SDPA_REPRO_BINARY, "--scenario", std::to_string(n), "--alloc", "device", "--json", json}, po);
+      CHECK(run.exit_code == kExitWaived);
+      CHECK(std::count(run.err.begin(), run.err.end(), '\n') == 1);
+      CHECK(run.err.find("waived") != std::string::npos);
+      const auto j = nlohmann::json::parse(test_util::file_text(json));
+      CHECK(j["outcome"] == "waived");
+      CHECK(j["device"].is_null());  // the GPU was never queried
+    }
+    test_util::remove_tree(dir);
+  }
+
+  TEST_CASE("workloads: the failing model's layers, overridden field by field; scenario 2 runs one by default") {
+    const RunOptions w = options({"--workload", "qwen-image-1024"});
+    CHECK(w.workload == "qwen-image-1024");
+    CHECK(w.problem.batch == 1);
+    CHECK(w.problem.q_heads == 24);
+    CHECK(w.problem.kv_heads == 24);
+    CHECK(w.problem.q_len == 4608);  // 512 text + (1024/16)^2 image tokens
+    CHECK(w.problem.kv_len == 4608);
+    CHECK(w.problem.head_dim == 128);
+    CHECK(w.problem.dtype == DType::bf16);
+    CHECK(w.conditions.k_layout == KLayout::bshe);  // the model hands SDPA a view of a [B, S, H, E] projection
+
+    const RunOptions fp16 = options({"--workload", "qwen-image-512", "--dtype", "fp16", "--heads", "8"});
+    CHECK(fp16.problem.q_len == 1536);
+    CHECK(fp16.problem.dtype == DType::fp16);
+    CHECK(fp16.problem.q_heads == 8);
+    CHECK(fp16.problem.kv_heads == 8);  // follows --heads
+
+    const RunOptions s2 = options({"--scenario", "2"});
+    CHECK(s2.workload == std::string(scenario_info(2).default_workload));
+    CHECK(s2.problem.kv_len > kSoftmaxWarpRowMaxCols);
+    CHECK(softmax_variant_for(s2.problem.compute_dtype(), s2.problem.kv_len) == SoftmaxVariant::block_per_row);
+    const RunOptions s2_shape = options({"--scenario", "2", "-L", "256"});  // a shape given: no workload
+    CHECK(s2_shape.workload.empty());
+    CHECK(s2_shape.problem.q_heads == 8);
+    CHECK(options({"--scenario", "1"}).workload.empty());
+
+    const RunOptions pad = options({"--workload", "qwen-image-1024-textpad"});
+    CHECK(pad.problem.batch == 2);
+    CHECK(pad.problem.mask == MaskKind::boolean);
+    CHECK(pad.problem.mask_per_batch);
+    CHECK_FALSE(pad.problem.mask_per_head);
+    CHECK(pad.problem.mask_pattern == MaskPattern::text_padding);
+    CHECK(pad.problem.text_tokens == 512);
+    CHECK(pad.problem.text_valid == 128);
+
+    for (const auto& bad : std::vector<std::vector<std::string>>{{"--workload", "qwen"},
+                                                                 {"--text-padding", "64"},
+                                                                 {"--text-padding", "64:0", "-b", "2"},
+                                                                 {"--text-padding", "10:20", "-b", "2"},
+                                                                 {"--text-padding", "999:1", "-b", "2"},
+                                                                 {"--text-padding", "64:8", "--mask", "float"}}) {
+      CAPTURE(bad[1]);
+      const ParseResult r = parse(bad);
+      CHECK_FALSE(r.run);
+      CHECK(r.exit_code == kExitUsage);
+    }
+  }
+
+  TEST_CASE("the text padding mask: entry 0 attends everywhere, later entries not to their padded text") {
+    const auto mask = text_padding_mask(3, 4, 20, 8, 3);
+    for (int64_t b = 0; b < 3; ++b) {
+      for (int64_t r = 0; r < 4; ++r) {
+        for (int64_t c = 0; c < 20; ++c) {
+          const bool padded = b > 0 && c >= 3 && c < 8;
+          CHECK(mask[static_cast<size_t>((b * 4 + r) * 20 + c)] == (padded ? 0 : 1));
+        }
+      }
+    }
+    // And the random inputs of a text-padded problem carry exactly that mask.
+    const RunOptions o = options({"--text-padding", "16:5", "-b", "2", "-L", "32"});
+    const HostInputs in = make_random_inputs(o.problem, o.problem.seed);
+    CHECK(in.bool_mask == text_padding_mask(2, 32, 32, 16, 5));
+  }
+
+  TEST_CASE("the reproducer runs the softmax variant the harness runs, at every row length and dtype") {
+    for (const char* dtype : {"bf16", "fp16", "fp32"}) {
+      for (const char* precision : {"upcast", "native"}) {
+        for (int64_t S : {64, 512, 1024, 1025, 1536, 4608}) {
+          CAPTURE(dtype);
+          CAPTURE(precision);
+          CAPTURE(S);
+          const std::vector<std::string> args = {"--scenario", "2", "-b", "1", "--heads", "2", "-L", "8", "-S",
+                                                 std::to_string(S), "--dtype", dtype, "--precision", precision};
+          RunOptions off = options(args), on = options(args);
+          on.set_fixes(parse_fix_list("2"));
+          on.own_fix = true;
+          const std::string cu = generate_reproducer(off, on, "off", "on");
+          const SoftmaxVariant v = softmax_variant_for(off.problem.compute_dtype(), S);
+          CHECK(cu.find(std::string("variant ") + softmax_variant_name(v)) != std::string::npos);
+          const bool warp_launch = cu.find("32 * kRowsPerBlock") != std::string::npos;
+          const bool block_barrier = cu.find("__syncthreads()") != std::string::npos;
+          CHECK(warp_launch == (v == SoftmaxVariant::warp_per_row));
+          CHECK(block_barrier == softmax_uses_block_barriers(v));
+        }
+      }
+    }
+  }
+
+  TEST_CASE("classification: every candidate whose signature fits, ranked by the conditions present") {
+    // Scenario 1's own conditions: the GEMM on the legacy stream, K contiguous.
+    const RunOptions s1 = options({"--scenario", "1"});
+    const HangClassification h1 = classify_hang(Stage::qk_gemm, s1.problem, s1.settings);
+    REQUIRE(h1.candidates.size() == 2);
+    CHECK(h1.scenario() == 1);
+    CHECK(h1.candidates[1].scenario == 3);
+    CHECK(mentions(h1.candidates[0].evidence, "legacy stream"));
+    CHECK(h1.summary().find("also scenario 3") != std::string::npos);
+
+    // The same stage under scenario 3's conditions: K a [B, S, H, E] view through the pointer-array GEMM.
+    const RunOptions s3 = options({"--scenario", "3"});
+    const HangClassification h3 = classify_hang(Stage::qk_gemm, s3.problem, s3.settings);
+    CHECK(h3.scenario() == 3);
+    CHECK(mentions(h3.candidates[0].evidence, "[B, S, H, E]"));
+    CHECK(mentions(h3.candidates[1].against, "path's own stream"));
+
+    // With fix 3, K^T is copied contiguous: evidence against scenario 3.
+    const RunOptions s3fix = options({"--scenario", "3", "--fix", "on"});
+    for (const HangCandidate& c : classify_hang(Stage::qk_gemm, s3fix.problem, s3fix.settings).candidates) {
+      if (c.scenario == 3) CHECK(mentions(c.against, "copied contiguous"));
+    }
+
+    // Softmax: the block reduction speaks for scenario 2, the warp softmax against it.
+    const RunOptions s2 = options({"--scenario", "2"});
+    const HangClassification h2 = classify_hang(Stage::softmax, s2.problem, s2.settings);
+    REQUIRE(h2.candidates.size() == 1);
+    CHECK(mentions(h2.candidates[0].evidence, "block_per_row"));
+    CHECK(mentions(h2.candidates[0].evidence, "during softmax"));
+    const RunOptions short_rows = options({"--scenario", "2", "-L", "128"});
+    CHECK(mentions(classify_hang(Stage::softmax, short_rows.problem, short_rows.settings).candidates[0].against,
+                   "warp_per_row"));
+
+    // Memory that does not migrate is evidence against every candidate.
+    const RunOptions device = options({"--scenario", "0", "--alloc", "device"});
+    CHECK(mentions(classify_hang(Stage::entry_sync, device.problem, device.settings).candidates[0].against,
+                   "does not migrate"));
+    const RunOptions s4 = options({"--scenario", "4"});
+    CHECK(mentions(classify_hang(Stage::entry_sync, s4.problem, s4.settings).candidates[0].evidence, "4 streams"));
+
+    // No signature: unclassified, with the stage named.
+    const HangClassification none = classify_hang(Stage::mask_add, s1.problem, s1.settings);
+    CHECK(none.candidates.empty());
+    CHECK(none.scenario() == 0);
+    CHECK(none.summary() == "unclassified (hung in stage mask_add)");
+  }
+}
