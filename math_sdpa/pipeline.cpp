@@ -247,7 +247,8 @@ void MathSdpa::stage(Stage s, const std::string& detail, const std::function<voi
   for (auto* h : hooks_) h->after_stage(ctx);
   // As the original instrumentation does: wait for the stage to finish, so its _DONE line and
   // its end time mean "finished on the GPU".
-  if (is_gpu_stage(s) && (instrumentation_.sync_each_stage || instrumentation_.collect_values)) {
+  if (is_gpu_stage(s) && (instrumentation_.sync_each_stage || instrumentation_.collect_values ||
+                          (instrumentation_.sync_at_events && s == Stage::scale_q))) {
     CUDA_CHECK(cudaDeviceSynchronize());
   }
   const std::string summary = instrumentation_.collect_values ? value_summary(s) : std::string();

@@ -31,6 +31,9 @@ namespace sdpa {
 struct PathInstrumentation {
   bool sync_each_stage = false;  // cudaDeviceSynchronize after every GPU stage (--log sync)
   bool collect_values = false;   // min/max/isnan/isinf/sum after the GEMMs and softmax (--log values)
+  // The original instrumentation synchronises the device at each of its CUDA_EVENT lines; of
+  // those, only math_qk_start (after scale_q) is not a synchronisation of the path already.
+  bool sync_at_events = false;   // --log-format seed
 };
 
 class MathSdpa {

@@ -1,8 +1,12 @@
 // stage_log.cpp: the tags and texts of the stage log.
 #include "stage_log.h"
 
+#include <chrono>
 #include <ctime>
 #include <sstream>
+
+#include "errors.h"
+#include "name_table.h"
 
 namespace sdpa {
 
@@ -24,6 +28,17 @@ bool parse_log_level(const std::string& name, LogLevel& out) {
     }
   }
   return false;
+}
+
+namespace {
+const NameTable<LogFormat> kLogFormats{"--log-format", {{LogFormat::harness, "harness"}, {LogFormat::seed, "seed"}}};
+}  // namespace
+
+const char* log_format_name(LogFormat f) { return kLogFormats.name(f); }
+LogFormat parse_log_format(const std::string& name) { return kLogFormats.parse(name); }
+
+int64_t epoch_us() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
 int64_t monotonic_us() {
@@ -137,24 +152,189 @@ std::vector<std::string> stage_end_lines(Stage s, const SdpaProblem& p, const Pa
   return {};
 }
 
-void StageLogger::write(const std::string& line) {
-  std::fprintf(out_, "%s t_us=%lld\n", line.c_str(), static_cast<long long>(monotonic_us()));
+// ---------------------------------------------------------------------------- the seed format
+// Each line as the instrumentation's macros print it (docs/LOG_FORMAT.md). SEED(...) records the
+// line of this file that makes the line, as __LINE__ does there.
+#define SEED(channel, message) SeedLine{SeedChannel::channel, message, __LINE__}
+
+namespace {
+
+// "M=128 N=128 K=64": the first three fields of a GEMM's description, all the instrumentation prints.
+std::string gemm_mnk(const std::string& detail) {
+  size_t end = 0;
+  for (int field = 0; field < 3 && end != std::string::npos; ++field) end = detail.find(' ', end + (field ? 1 : 0));
+  return detail.substr(0, end);
+}
+
+// The fields `keys` of a "k=v k=v" summary, in that order ("" when there is none).
+std::string summary_fields(const std::string& summary, std::initializer_list<const char*> keys) {
+  std::string out;
+  for (const char* key : keys) {
+    const std::string prefix = std::string(key) + "=";
+    size_t at = summary.find(prefix);
+    while (at != std::string::npos && at > 0 && summary[at - 1] != ' ') at = summary.find(prefix, at + 1);
+    if (at == std::string::npos) continue;
+    out += " " + summary.substr(at, summary.find(' ', at) - at);
+  }
+  return out;
+}
+
+std::string pointer_text(const void* p) {
+  if (!p) return "0";  // as std::ostream prints a null pointer
+  std::ostringstream s;
+  s << p;
+  return s.str();
+}
+
+}  // namespace
+
+std::string seed_line_text(const SeedLine& l) {
+  const char* tag = "SDPA_DEBUG";
+  switch (l.channel) {
+    case SeedChannel::event: return "[CUDA_EVENT] " + l.message;
+    case SeedChannel::sdpa: tag = "SDPA_DEBUG"; break;
+    case SeedChannel::alloc: tag = "ALLOC_DEBUG"; break;
+    case SeedChannel::cuda: tag = "CUDA_DEBUG"; break;
+  }
+  return std::string("[") + tag + "] " + l.message + " [math_sdpa/stage_log.cpp:" + std::to_string(l.source_line) + "]";
+}
+
+std::vector<SeedLine> seed_begin_lines(Stage s, const SdpaProblem& p, const PathSettings& ps, const std::string& detail,
+                                       const void* stream) {
+  const std::string kv_shape = dims({p.batch, p.kv_heads, p.kv_len, p.head_dim});
+  const std::string scores_shape = dims({p.batch, p.q_heads, p.q_len, p.kv_len});
+  switch (s) {
+    case Stage::entry_sync:
+      return {SEED(sdpa, "[SDPA_ENTRY] Q shape=" + dims({p.batch, p.q_heads, p.q_len, p.head_dim}) + " K=" + kv_shape +
+                             " V=" + kv_shape + " device=cuda:0 dtype=" + torch_dtype_name(p.dtype) +
+                             " is_causal=" + (p.mask == MaskKind::causal ? "true" : "false"))};
+    case Stage::mask_prepare: return {SEED(sdpa, "[MATH_MASK_PREPARE] kind=" + detail + " shape=" + dims({p.q_len, p.kv_len}))};
+    case Stage::upcast: return {SEED(sdpa, "[MATH_UPCAST] " + detail + " Q, K, V")};
+    case Stage::scale_q:
+      return {SEED(sdpa, "[MATH_SDPA_START] About to compute QK^T"), SEED(sdpa, "[MATH_SCALE_Q] " + detail)};
+    case Stage::gqa_expand: return {SEED(sdpa, "[MATH_GQA_EXPAND] K, V " + kv_shape + " " + detail)};
+    case Stage::scale_k: return {SEED(sdpa, "[MATH_KT_PREP] K^T strides=" + key_t_strides(p, ps) + " contiguous=false")};
+    case Stage::kt_contiguous:
+      return {SEED(sdpa, "[MATH_KT_CONTIGUOUS] K^T -> " + dims({p.batch * p.q_heads, p.head_dim, p.kv_len}) + " contiguous")};
+    case Stage::qk_gemm: return {SEED(sdpa, "[CUBLAS_GEMM_START] " + gemm_mnk(detail))};
+    case Stage::mask_add: return {SEED(sdpa, "[MATH_MASK] Applying attention mask")};
+    case Stage::scores_to_host: return {SEED(sdpa, "[MATH_SCORES_TO_HOST] " + detail + " scores shape=" + scores_shape)};
+    case Stage::softmax: return {SEED(sdpa, "[MATH_SOFTMAX_START] Input shape=" + scores_shape)};
+    case Stage::dropout: return {SEED(sdpa, "[MATH_DROPOUT_START]")};
+    case Stage::pv_gemm:
+      return {SEED(sdpa, "[MATH_FINAL_BMM_START]"), SEED(sdpa, "[CUBLAS_GEMM_START] " + gemm_mnk(detail))};
+    case Stage::cast_output: return {SEED(sdpa, "[MATH_CAST_OUTPUT] " + detail)};
+    case Stage::stream_sync: return {SEED(cuda, "[STREAM_SYNC] stream=" + pointer_text(stream) + " device=0")};
+  }
+  return {};
+}
+
+std::vector<SeedLine> seed_end_lines(Stage s, const SdpaProblem& p, const PathSettings& ps, const std::string& summary,
+                                     int64_t duration_us, int64_t now_epoch_us) {
+  const std::string scores_shape = dims({p.batch, p.q_heads, p.q_len, p.kv_len});
+  const std::string at = " @ " + std::to_string(now_epoch_us);
+  switch (s) {
+    case Stage::entry_sync:
+      return {SEED(event, "sdpa_entry" + at), SEED(sdpa, "[SDPA_ENTRY] Post-sync complete"),
+              SEED(sdpa, "[BACKEND_SELECT] Chosen backend: MATH use_flash=false use_mem_efficient=false use_math=true "
+                         "use_cudnn=false")};
+    case Stage::mask_prepare: return {SEED(sdpa, "[MATH_MASK_PREPARE_DONE]")};
+    case Stage::upcast: return {SEED(sdpa, "[MATH_UPCAST_DONE]")};
+    case Stage::scale_q:
+      return {SEED(event, "math_qk_start" + at),
+              SEED(sdpa, "[MATH_QK] Q strides=" + contiguous_strides(p.q_heads, p.q_len, p.head_dim) +
+                             " K strides=" + key_strides(p, ps) +
+                             " Q contiguous=true K contiguous=" + (ps.k_layout == KLayout::bshe ? "false" : "true"))};
+    case Stage::gqa_expand: return {SEED(sdpa, "[MATH_GQA_EXPAND_DONE]")};
+    case Stage::scale_k: return {SEED(sdpa, "[MATH_KT_PREP_DONE]")};
+    case Stage::kt_contiguous: return {SEED(sdpa, "[MATH_KT_CONTIGUOUS_DONE]")};
+    case Stage::qk_gemm:
+      return {SEED(sdpa, "[CUBLAS_GEMM_DONE]"),
+              SEED(sdpa, "[MATH_QK_DONE] scores shape=" + scores_shape + summary_fields(summary, {"min", "max", "isnan", "isinf"}))};
+    case Stage::mask_add: return {SEED(sdpa, "[MATH_MASK_DONE]")};
+    case Stage::scores_to_host:
+      return {SEED(sdpa, "[MATH_SCORES_TO_HOST_DONE] duration_ms=" + std::to_string(duration_us / 1000))};
+    case Stage::softmax:
+      return {SEED(sdpa, "[MATH_SOFTMAX_DONE] Output shape=" + scores_shape + summary_fields(summary, {"sum"}))};
+    case Stage::dropout: return {SEED(sdpa, "[MATH_DROPOUT_DONE]")};
+    case Stage::pv_gemm:
+      return {SEED(sdpa, "[CUBLAS_GEMM_DONE]"),
+              SEED(sdpa, "[MATH_FINAL_BMM_DONE] output shape=" + dims({p.batch, p.q_heads, p.q_len, p.head_dim}))};
+    case Stage::cast_output: return {SEED(sdpa, "[MATH_CAST_OUTPUT_DONE]")};
+    case Stage::stream_sync:
+      // cudaGetErrorString(cudaSuccess): the call returned, or this line would not be written.
+      return {SEED(cuda, "[STREAM_SYNC_DONE] result=no error duration_ms=" + std::to_string(duration_us / 1000)),
+              SEED(event, "math_sdpa_complete" + at)};
+  }
+  return {};
+}
+
+std::vector<SeedLine> seed_allocation_lines(size_t bytes, uintptr_t address, bool unified_memory) {
+  // Every tensor is allocated up front, outside any stream (the pool of fix 4 included).
+  return {SEED(alloc, "[CUDA_MALLOC] size=" + std::to_string(bytes) + " stream=0 device=0 unified_memory=" +
+                          (unified_memory ? "1" : "0")),
+          SEED(alloc, "[CUDA_MALLOC_DONE] ptr=" + pointer_text(reinterpret_cast<const void*>(address)))};
+}
+
+SeedLine seed_note_line(const std::string& note) { return SEED(sdpa, note); }
+
+#undef SEED
+
+// ---------------------------------------------------------------------------- the logger
+void StageLogger::write_raw(const std::string& line) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::fprintf(out_, "%s\n", line.c_str());
   std::fflush(out_);
 }
 
+void StageLogger::write(const std::string& line) {
+  if (format_ == LogFormat::seed) {
+    write_raw(seed_line_text(seed_note_line(line)));
+    return;
+  }
+  write_raw(line + " t_us=" + std::to_string(monotonic_us()));
+}
+
+void StageLogger::stage_note(Stage, const std::string& note) { write(note); }
+
 void StageLogger::stage_begin(Stage s, const std::string& detail, void* stream) {
   begin_us_[static_cast<int>(s)] = monotonic_us();
+  if (format_ == LogFormat::seed) {
+    for (const auto& line : seed_begin_lines(s, problem_, settings_, detail, stream)) write_raw(seed_line_text(line));
+    return;
+  }
   for (const auto& line : stage_begin_lines(s, problem_, settings_, detail, stream)) write(line);
 }
 
 void StageLogger::stage_end(Stage s, const std::string& summary, void*) {
-  const int64_t now = monotonic_us();
-  for (const auto& line : stage_end_lines(s, problem_, settings_, summary, now - begin_us_[static_cast<int>(s)], now)) {
-    write(line);
+  const int64_t now = monotonic_us(), duration = now - begin_us_[static_cast<int>(s)];
+  if (format_ == LogFormat::seed) {
+    for (const auto& line : seed_end_lines(s, problem_, settings_, summary, duration, epoch_us())) {
+      write_raw(seed_line_text(line));
+    }
+    return;
   }
+  for (const auto& line : stage_end_lines(s, problem_, settings_, summary, duration, now)) write(line);
+}
+
+void StageLogger::gpu_mark(Stage s, bool done) {
+  if (format_ == LogFormat::seed) {
+    write_raw(seed_line_text({SeedChannel::event,
+                              std::string(stage_name(s)) + (done ? "_gpu_done" : "_gpu_start") + " @ " + std::to_string(epoch_us()),
+                              0}));
+    return;
+  }
+  write(std::string(done ? "[GPU_STAGE_DONE] " : "[GPU_STAGE_START] ") + stage_name(s));
 }
 
 void StageLogger::log_allocation(const std::string& what, size_t bytes, uintptr_t address, const char* kind) {
+  if (format_ == LogFormat::seed) {
+    const std::string k = kind;
+    for (const auto& line : seed_allocation_lines(bytes, address, k == "managed" || k == "system")) {
+      write_raw(seed_line_text(line));
+    }
+    return;
+  }
   std::ostringstream s;
   s << "[ALLOC_DEBUG] tensor=" << what << " size=" << bytes << " ptr=0x" << std::hex << address << std::dec
     << " kind=" << kind;

@@ -1,24 +1,37 @@
-// stage_log.h: the stage log, one line per stage boundary on stderr, in the format of the
-// instrumentation that found the hang and its expected pattern (docs/SCENARIOS.md):
+// stage_log.h: the stage log, one line per stage boundary on stderr, in one of two formats.
+//
+// harness (the default): the tags of the instrumentation that found the hang and of its
+// expected pattern (docs/SCENARIOS.md), with every parameter the harness knows, each line ending
+// in t_us=<monotonic microseconds>:
 //
 //   [SDPA_ENTRY] Q shape=[2, 8, 128, 64] K=[2, 8, 128, 64] V=[2, 8, 128, 64] device=cuda:0 dtype=bfloat16 is_causal=false t_us=...
-//   [CUDA_EVENT] sdpa_entry @ 1234567890
-//   ...
-//   [CUBLAS_GEMM_START] M=128 N=128 K=64 batch=16 fn=cublasGemmStridedBatchedEx transa=T ...
+//   [CUBLAS_GEMM_START] M=128 N=128 K=64 batch=16 fn=cublasGemmStridedBatchedEx transa=T ... t_us=...
 //
-// so that a log from this harness and one from an instrumented PyTorch can be read side by
-// side, and the last line of a hung run names the stage, as Section 3's signatures expect.
-// Every line ends with t_us=<monotonic microseconds> and is flushed at once (a hang must not
-// swallow the line before it). Host-only, so the formatting is tested without a GPU.
+// seed (--log-format seed): that instrumentation's own format to the character
+// (docs/LOG_FORMAT.md), so that a log from an instrumented PyTorch (or scripts/torch_stages.py)
+// and one from the harness diff line by line and its grep finds every line:
 //
-// Levels: off; stages (lines only: a _DONE line then means "issued by the host"); sync (the
-// path synchronises the device after every stage, as the original instrumentation does, so a
-// _DONE line means "finished on the GPU", at the cost of timing); values (sync, plus min, max,
-// isnan, isinf and sums of the scores, probabilities and output).
+//   [SDPA_DEBUG] [SDPA_ENTRY] Q shape=[2, 8, 128, 64] ... is_causal=false [math_sdpa/stage_log.cpp:NNN]
+//   [CUDA_EVENT] sdpa_entry @ <microseconds since the epoch>
+//   [ALLOC_DEBUG] [CUDA_MALLOC] size=262144 stream=0 device=0 unified_memory=1 [math_sdpa/stage_log.cpp:NNN]
+//   [CUDA_DEBUG] [STREAM_SYNC_DONE] result=no error duration_ms=0 [math_sdpa/stage_log.cpp:NNN]
+//
+// The [file:line] is the line of this harness that wrote it, as __FILE__:__LINE__ is in the
+// instrumentation. Either way the last line of a hung run names the stage, as the scenarios'
+// signatures expect, and every line is flushed at once (a hang must not swallow the line
+// before it). Host-only, so the formatting is tested without a GPU.
+//
+// Levels: off; stages (lines only: a _DONE line means "issued by the host"; where the watchdog's
+// reporter runs, it also marks when the GPU starts and finishes each GPU stage, so the last GPU
+// stage marked started is the one the GPU is in); sync (the path synchronises the device after
+// every stage, as the original instrumentation does, so a _DONE line means "finished on the
+// GPU", at the cost of timing); values (sync, plus min, max, isnan, isinf and sums of the scores,
+// probabilities and output).
 #pragma once
 
 #include <cstdint>
 #include <cstdio>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -32,30 +45,59 @@ enum class LogLevel { off, stages, sync, values };
 const char* log_level_name(LogLevel l);
 bool parse_log_level(const std::string& name, LogLevel& out);
 
+enum class LogFormat { harness, seed };
+const char* log_format_name(LogFormat f);
+LogFormat parse_log_format(const std::string& name);  // throws InputError naming both
+
 // Microseconds on the monotonic clock (CLOCK_MONOTONIC, shared by all processes).
 int64_t monotonic_us();
+// Microseconds since the Unix epoch (the instrumentation's CUDA_EVENT timestamps).
+int64_t epoch_us();
 
-// The lines for one boundary, without the trailing t_us (added when written).
+// The lines for one boundary in the harness format, without the trailing t_us (added when written).
 std::vector<std::string> stage_begin_lines(Stage s, const SdpaProblem& p, const PathSettings& ps,
                                            const std::string& detail, const void* stream);
 std::vector<std::string> stage_end_lines(Stage s, const SdpaProblem& p, const PathSettings& ps,
                                          const std::string& summary, int64_t duration_us, int64_t now_us);
 
+// A line of the seed format: its channel (the instrumentation's macro), its message, and the line
+// of stage_log.cpp that made it.
+enum class SeedChannel { sdpa, alloc, cuda, event };
+struct SeedLine {
+  SeedChannel channel;
+  std::string message;  // for event: "<name> @ <epoch us>"
+  int source_line;
+};
+std::string seed_line_text(const SeedLine& l);  // the whole line, without its newline
+std::vector<SeedLine> seed_begin_lines(Stage s, const SdpaProblem& p, const PathSettings& ps, const std::string& detail,
+                                       const void* stream);
+std::vector<SeedLine> seed_end_lines(Stage s, const SdpaProblem& p, const PathSettings& ps, const std::string& summary,
+                                     int64_t duration_us, int64_t now_epoch_us);
+std::vector<SeedLine> seed_allocation_lines(size_t bytes, uintptr_t address, bool unified_memory);
+SeedLine seed_note_line(const std::string& note);
+
 class StageLogger : public StageObserver {
  public:
-  StageLogger(const SdpaProblem& problem, const PathSettings& settings, std::FILE* out = stderr)
-      : problem_(problem), settings_(settings), out_(out) {}
+  StageLogger(const SdpaProblem& problem, const PathSettings& settings, LogFormat format = LogFormat::harness,
+              std::FILE* out = stderr)
+      : problem_(problem), settings_(settings), format_(format), out_(out) {}
   void stage_begin(Stage stage, const std::string& detail, void* stream) override;
   void stage_end(Stage stage, const std::string& summary, void* stream) override;
-  void stage_note(Stage, const std::string& note) override { write(note); }
-  // An [ALLOC_DEBUG] line per allocation (written once the workspace exists).
+  void stage_note(Stage, const std::string& note) override;
+  // An allocation line (two in the seed format), written once the workspace exists.
   void log_allocation(const std::string& what, size_t bytes, uintptr_t address, const char* kind);
-  void write(const std::string& line);  // one line, with t_us, flushed at once
+  // The GPU reached the start (done = false) or the end of a GPU stage (the watchdog's reporter
+  // sees it through events); called from the reporter's thread.
+  void gpu_mark(Stage stage, bool done);
+  void write(const std::string& line);  // one line of the harness format, with t_us, flushed at once
 
  private:
+  void write_raw(const std::string& line);
   SdpaProblem problem_;
   PathSettings settings_;
+  LogFormat format_;
   std::FILE* out_;
+  std::mutex mutex_;  // the reporter's thread writes GPU marks
   int64_t begin_us_[kStageCount] = {};
 };
 

@@ -275,7 +275,7 @@ TEST_SUITE("watchdog") {
     std::FILE* mem = open_memstream(&buffer, &size);
     {
       const PathSettings settings;
-      StageLogger logger(p, settings, mem);
+      StageLogger logger(p, settings, LogFormat::harness, mem);
       void* const stream = reinterpret_cast<void*>(uintptr_t{0x1234});
       for (int i = 0; i < kStageCount; ++i) {
         const Stage s = static_cast<Stage>(i);

@@ -124,7 +124,7 @@ std::unique_ptr<PathSet> BenchRunner::make_set(const FixSet& fixes) {
   alloc_options.allow_oversubscription = o.allow_oversubscription;
   set->allocator = make_allocator(set->settings.alloc, alloc_options);
   set->fixes = make_fixes(fixes);
-  if (o.log != LogLevel::off) set->logger = std::make_unique<StageLogger>(o.problem, set->settings);
+  if (o.log != LogLevel::off) set->logger = std::make_unique<StageLogger>(o.problem, set->settings, o.log_format);
   return set;
 }
 
@@ -138,7 +138,7 @@ void BenchRunner::add_path(PathSet& set) {
   observers.nvtx = &nvtx_;
   observers.timer = &set.slot;
   observers.injector = injector_.get();
-  attach_observers(*path, observers, set.fixes, *set.allocator, records_before, o.log);
+  attach_observers(*path, observers, set.fixes, *set.allocator, records_before, o.log, o.log_format);
   // Random inputs are made only once the first workspace exists, so an oversized request is
   // refused before any host memory is used (as in a run).
   if (inputs_.q.empty()) inputs_ = make_random_inputs(o.problem, o.problem.seed);

@@ -81,7 +81,7 @@ struct RunOptionParser::Fields {
   std::string dtype = "bf16", precision = "upcast", mask = "none", mask_dims = "1x1", text_padding, workload;
   int64_t kv_heads = 0, kv_len = 0;
   double scale = std::nan("");
-  std::string log = "off", inject;
+  std::string log = "off", log_format = "harness", inject;
   std::string fix = "off", fixes, alloc, stream, gemm_stream, gemm_order, k_layout, gemm_api, scores_to_host,
               scores_host_phase, host_touch, advise;
   int touch_streams = 0;
@@ -173,6 +173,10 @@ RunOptionParser::RunOptionParser(CLI::App& app) : f_(std::make_unique<Fields>())
                  "stage log on stderr: off; stages (lines only); sync (device sync after every stage); values "
                  "(also min/max/isnan/isinf/sums)")
       ->check(CLI::IsMember({"off", "stages", "sync", "values"}));
+  app.add_option("--log-format", f.log_format,
+                 "harness (every parameter, t_us= on each line) or seed (the original instrumentation's lines to the "
+                 "character: [SDPA_DEBUG] ... [file:line], [CUDA_EVENT] name @ epoch us, with its device syncs)")
+      ->check(CLI::IsMember({"harness", "seed"}));
   app.add_option("--stage-timeout", o.stage_timeout_s, "watchdog deadline per stage, seconds")->check(CLI::Range(0.01, 86400.0));
   app.add_option("--timeout", o.run_timeout_s, "watchdog deadline for the whole run, seconds (0 = none)")
       ->check(CLI::Range(0.0, 604800.0));
@@ -264,6 +268,7 @@ RunOptions RunOptionParser::finish(int argc, const char* const* argv) const {
   o.waiver = scenario_waiver(o.scenario, o.conditions).value_or("");
 
   parse_log_level(f.log, o.log);
+  o.log_format = parse_log_format(f.log_format);
   if (!f.inject.empty()) o.inject = parse_fault_spec(f.inject);
   if (o.inputs_dir.empty()) {  // with --inputs, shapes come from the files
     p.validate();

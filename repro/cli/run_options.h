@@ -44,6 +44,7 @@ struct RunOptions {
   std::string inputs_dir;
   std::string save_output_path;
   LogLevel log = LogLevel::off;
+  LogFormat log_format = LogFormat::harness;
   double stage_timeout_s = 20;  // per-stage deadline of the watchdog
   double run_timeout_s = 0;     // whole-run deadline; 0 = none
   bool no_fork = false;         // watchdog thread in this process instead of a supervising parent

@@ -4,7 +4,7 @@
 namespace sdpa {
 
 void attach_observers(MathSdpa& path, const PathObservers& observers, const std::vector<std::unique_ptr<Fix>>& fixes,
-                      const Allocator& allocator, size_t first_allocation, LogLevel log) {
+                      const Allocator& allocator, size_t first_allocation, LogLevel log, LogFormat format) {
   if (observers.reporter) path.add_observer(observers.reporter);
   if (observers.logger) {
     path.add_observer(observers.logger);
@@ -13,12 +13,15 @@ void attach_observers(MathSdpa& path, const PathObservers& observers, const std:
       observers.logger->log_allocation(records[i].what, records[i].bytes, records[i].address, alloc_kind_name(records[i].kind));
     }
     for (const auto& line : path.setup_notes()) observers.logger->write(line);
+    if (observers.mark_gpu_stages && observers.reporter && log == LogLevel::stages) {
+      observers.reporter->mark_gpu_stages(observers.logger);
+    }
   }
   if (observers.nvtx) path.add_observer(observers.nvtx);
   if (observers.timer) path.add_observer(observers.timer);
   if (observers.injector) path.add_observer(observers.injector);
   for (const auto& fix : fixes) path.add_hook(fix.get());
-  path.set_instrumentation({log >= LogLevel::sync, log == LogLevel::values});
+  path.set_instrumentation({log >= LogLevel::sync, log == LogLevel::values, log != LogLevel::off && format == LogFormat::seed});
 }
 
 }  // namespace sdpa

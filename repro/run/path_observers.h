@@ -25,13 +25,18 @@ struct PathObservers {
   StageObserver* nvtx = nullptr;
   StageObserver* timer = nullptr;
   FaultInjector* injector = nullptr;  // --inject
+  // At --log stages, the reporter marks GPU stage starts and ends in the logger (a run: one path,
+  // one log; the caller stops the marks before the logger goes).
+  bool mark_gpu_stages = false;
 };
 
 // Attaches the observers in the order they must see each boundary: the watchdog's reporter
 // first (the supervisor must hear of a stage before anything in it can hang), the injected fault
 // last; then the fixes, and the instrumentation --log asks for. The logger is first told of the
 // allocator's records from `first_allocation` on (those of this path) and of the path's set-up.
+// With mark_gpu_stages, at level `stages`, the reporter also marks GPU stage starts and ends in
+// the log; the seed format adds the original instrumentation's own device synchronisations.
 void attach_observers(MathSdpa& path, const PathObservers& observers, const std::vector<std::unique_ptr<Fix>>& fixes,
-                      const Allocator& allocator, size_t first_allocation, LogLevel log);
+                      const Allocator& allocator, size_t first_allocation, LogLevel log, LogFormat format);
 
 }  // namespace sdpa

@@ -31,9 +31,22 @@ void ProgressReporter::send(const std::string& record) {
   (void)!write(fd_, r.data(), r.size());
 }
 
-void ProgressReporter::stage_begin(Stage stage, const std::string& detail, void*) {
+cudaEvent_t ProgressReporter::record_event(void* stream) {
+  cudaEvent_t event;
+  if (free_events_.empty()) {
+    CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+  } else {
+    event = free_events_.back();
+    free_events_.pop_back();
+  }
+  CUDA_CHECK(cudaEventRecord(event, static_cast<cudaStream_t>(stream)));
+  return event;
+}
+
+void ProgressReporter::stage_begin(Stage stage, const std::string& detail, void* stream) {
   std::lock_guard<std::mutex> lock(mutex_);
   send(progress_record('B', stage_name(stage), monotonic_us(), detail));
+  if (marks_ && is_gpu_stage(stage)) pending_.push_back({stage, record_event(stream), "", true});
 }
 
 void ProgressReporter::stage_end(Stage stage, const std::string& summary, void* stream) {
@@ -44,15 +57,7 @@ void ProgressReporter::stage_end(Stage stage, const std::string& summary, void* 
     return;
   }
   std::lock_guard<std::mutex> lock(mutex_);
-  cudaEvent_t event;
-  if (free_events_.empty()) {
-    CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
-  } else {
-    event = free_events_.back();
-    free_events_.pop_back();
-  }
-  CUDA_CHECK(cudaEventRecord(event, static_cast<cudaStream_t>(stream)));
-  pending_.push_back({stage, event, summary});
+  pending_.push_back({stage, record_event(stream), summary});
 }
 
 void ProgressReporter::drain_completed() {
@@ -60,7 +65,8 @@ void ProgressReporter::drain_completed() {
   while (!pending_.empty() && cudaEventQuery(pending_.front().event) == cudaSuccess) {
     const Pending p = pending_.front();
     pending_.pop_front();
-    send(progress_record('E', stage_name(p.stage), monotonic_us(), p.summary));
+    if (!p.begin) send(progress_record('E', stage_name(p.stage), monotonic_us(), p.summary));
+    if (marks_) marks_->gpu_mark(p.stage, !p.begin);
     free_events_.push_back(p.event);
   }
 }

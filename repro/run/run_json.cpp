@@ -150,6 +150,7 @@ nlohmann::json result_to_json(const RunResult& r) {
                  {"iters", o.iters},
                  {"check", o.check},
                  {"log", log_level_name(o.log)},
+                 {"log_format", log_format_name(o.log_format)},
                  {"stage_timeout_s", o.stage_timeout_s},
                  {"run_timeout_s", o.run_timeout_s},
                  {"no_fork", o.no_fork},

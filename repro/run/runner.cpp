@@ -77,7 +77,7 @@ void run_on_gpu(RunResult& r, int progress_fd) {
     }
     MathSdpa path(p, r.settings, *allocator);
     r.gemms = path.gemm_calls();
-    StageLogger logger(p, r.settings);
+    StageLogger logger(p, r.settings, o.log_format);
     NvtxObserver nvtx;
     StageTimer timer;
     std::unique_ptr<FaultInjector> injector;
@@ -88,7 +88,8 @@ void run_on_gpu(RunResult& r, int progress_fd) {
     observers.nvtx = &nvtx;
     observers.timer = &timer;
     observers.injector = injector.get();
-    attach_observers(path, observers, fixes, *allocator, 0, o.log);
+    observers.mark_gpu_stages = true;
+    attach_observers(path, observers, fixes, *allocator, 0, o.log, o.log_format);
     if (o.inputs_dir.empty()) inputs = make_random_inputs(p, p.seed);
     path.upload(inputs);
     for (int it = 0; it < o.iters; ++it) {
@@ -103,6 +104,7 @@ void run_on_gpu(RunResult& r, int progress_fd) {
     }
     fill_timings(timer, r);
     result = path.download_result();
+    if (reporter) reporter->mark_gpu_stages(nullptr);  // the log goes before the reporter
   }
   r.allocations = allocator->records();
 
