@@ -434,7 +434,31 @@ __global__ void tensor_stats_kernel(const T* data, int64_t n, TensorStats* stats
   atomicAdd(&stats->sum, sum);
 }
 
+// splitmix64's finaliser: every input bit moves about half of the output bits.
+__device__ __forceinline__ unsigned long long mix64(unsigned long long x) {
+  x ^= x >> 30;
+  x *= 0xbf58476d1ce4e5b9ull;
+  x ^= x >> 27;
+  x *= 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+__global__ void digest_kernel(const uint16_t* words, int64_t n, unsigned long long* digest) {
+  unsigned long long sum = 0;
+  GRID_STRIDE_LOOP(i, n) sum += mix64((static_cast<unsigned long long>(i) << 16) ^ words[i]);
+  for (int offset = 16; offset > 0; offset >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
+  if (threadIdx.x % 32 == 0) atomicAdd(digest, sum);  // one atomic a warp
+}
+
 }  // namespace
+
+void launch_digest(const void* data, size_t bytes, unsigned long long* digest, cudaStream_t stream) {
+  CUDA_CHECK(cudaMemsetAsync(digest, 0, sizeof *digest, stream));
+  const int64_t n = static_cast<int64_t>(bytes / 2);
+  if (n == 0) return;
+  digest_kernel<<<std::min(grid_for(n), 1024), kThreads, 0, stream>>>(static_cast<const uint16_t*>(data), n, digest);
+  CUDA_CHECK_LAUNCH();
+}
 
 void launch_tensor_stats(const void* data, DType type, int64_t n, TensorStats* stats, cudaStream_t stream) {
   reset_stats_kernel<<<1, 1, 0, stream>>>(stats);

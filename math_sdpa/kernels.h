@@ -88,4 +88,10 @@ struct TensorStats {
 // Resets *stats and accumulates the n elements of `data` into it (stream-ordered).
 void launch_tensor_stats(const void* data, DType type, int64_t n, TensorStats* stats, cudaStream_t stream);
 
+// A 64-bit digest of `bytes` bytes of `data` (a multiple of 2): the wrapping sum over its 16-bit
+// words of a mix of each word with its position. Addition commutes, so the atomics leave the same
+// value in any order: two tensors with the same bits have the same digest, and a change in any
+// word changes it but with chance 2^-64. Resets *digest first (stream-ordered).
+void launch_digest(const void* data, size_t bytes, unsigned long long* digest, cudaStream_t stream);
+
 }  // namespace sdpa

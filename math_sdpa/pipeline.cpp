@@ -221,6 +221,15 @@ std::vector<float> MathSdpa::download_result() {
   return out;
 }
 
+uint64_t MathSdpa::result_digest() {
+  auto* digest = static_cast<unsigned long long*>(value_stats_.get());
+  launch_digest(result_buffer().get(), static_cast<size_t>(result_elems()) * dtype_size(result_dtype()), digest, stream_);
+  unsigned long long host = 0;
+  CUDA_CHECK(cudaMemcpyAsync(&host, digest, sizeof host, cudaMemcpyDefault, stream_));
+  CUDA_CHECK(cudaStreamSynchronize(stream_));
+  return host;
+}
+
 void MathSdpa::GpuHookActions::synchronize_stream(StreamHandle stream) { CUDA_CHECK(cudaStreamSynchronize(stream)); }
 
 void MathSdpa::GpuHookActions::synchronize_device() { CUDA_CHECK(cudaDeviceSynchronize()); }

@@ -51,6 +51,8 @@ class MathSdpa {
   void poison_result();
   void run();                            // one SDPA call, synchronised at entry and at the end
   std::vector<float> download_result();  // the result tensor as float (scores, probs or output)
+  // A digest of the result tensor's bits (launch_digest), waited for: equal digests, equal tensors.
+  uint64_t result_digest();
 
   void add_observer(StageObserver* observer) { observers_.push_back(observer); }
   void add_hook(PathHook* hook) { hooks_.push_back(hook); }
@@ -138,7 +140,7 @@ class MathSdpa {
   DeviceBuffer scores_, probs_;
   DeviceBuffer out_acc_;                   // P·V in the compute dtype
   DeviceBuffer output_;                    // cast back to dtype (upcast of fp16/bf16 only)
-  DeviceBuffer value_stats_;               // TensorStats for --log values
+  DeviceBuffer value_stats_;               // small results read back: TensorStats (--log values), the digest
   DeviceBuffer touch_sink_;                // scenario 4's touch kernels write their sums here
 };
 

@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,7 @@
 #include "math_sdpa/random_masks.h"
 #include "math_sdpa/softmax_plan.h"
 #include "repro/cli/run_options.h"
+#include "repro/report/pytorch_equivalent.h"
 #include "repro/report/reproducer/generator.h"
 #include "run_program.h"
 #include "scenarios/hang_classification.h"
@@ -219,5 +221,56 @@ TEST_SUITE("hypotheses") {
     CHECK(none.candidates.empty());
     CHECK(none.scenario() == 0);
     CHECK(none.summary() == "unclassified (hung in stage mask_add)");
+  }
+
+  TEST_CASE("the PyTorch-level symptom: the SDPA call of the run's problem, valid Python") {
+    const RunOptions pad = options({"--workload", "qwen-image-1024-textpad", "--scenario", "2"});
+    const std::string py = pytorch_sdpa_snippet(pad);
+    CHECK(py.find("q = torch.randn(2, 24, 4608, 128, device=\"cuda\", dtype=torch.bfloat16)") != std::string::npos);
+    CHECK(py.find(".transpose(1, 2)") != std::string::npos);  // K as a view of [B, S, H, E]
+    CHECK(py.find("attn_mask[1:, :, :, 128:512] = False") != std::string::npos);
+    CHECK(py.find("with sdpa_kernel(SDPBackend.MATH):") != std::string::npos);
+    const RunOptions gqa = options({"--heads", "8", "--kv-heads", "2", "--precision", "native", "--mask", "causal",
+                                    "--dropout", "0.1", "--scale", "0.5"});
+    const std::string py2 = pytorch_sdpa_snippet(gqa);
+    CHECK(py2.find("enable_gqa=True") != std::string::npos);
+    CHECK(py2.find("is_causal=True") != std::string::npos);
+    CHECK(py2.find("dropout_p=0.1") != std::string::npos);
+    CHECK(py2.find("scale=0.5") != std::string::npos);
+    CHECK(py2.find("allow_fp16_bf16_reduction_math_sdp(True)") != std::string::npos);
+    CHECK(py2.find("v = torch.randn(2, 2, 128, 64,") != std::string::npos);
+    // Python parses it (no PyTorch needed for that).
+    const std::string dir = test_util::temp_dir("pysnippet");
+    for (const std::string& code : {py, py2}) {
+      std::ofstream(dir + "/s.py") << code;
+      test_util::ProgramOptions po;
+      po.timeout_s = 20;
+      const auto run = test_util::run_program({"/usr/bin/python3", "-c", "import ast,sys; ast.parse(open(sys.argv[1]).read())",
+                                               dir + "/s.py"},
+                                              po);
+      CHECK(run.exit_code == 0);
+    }
+    test_util::remove_tree(dir);
+    // The same problem's options, for scripts/torch_stages.py.
+    const std::vector<std::string> args = problem_args(pad);
+    CHECK(std::find(args.begin(), args.end(), "--text-padding") != args.end());
+    CHECK(std::find(args.begin(), args.end(), "512:128") != args.end());
+  }
+
+  TEST_CASE("a report refuses an injected fault and a waived configuration: exit 2, one line, nothing written") {
+    const std::string dir = test_util::temp_dir("report_refusals");
+    for (const auto& extra : std::vector<std::vector<std::string>>{{"--scenario", "2", "--inject", "hang:softmax"},
+                                                                   {"--scenario", "1", "--alloc", "device"}}) {
+      CAPTURE(extra[2]);
+      std::vector<std::string> args = {SDPA_REPRO_BINARY, "report", "--no-run", "--out", dir + "/r"};
+      args.insert(args.end(), extra.begin(), extra.end());
+      test_util::ProgramOptions po;
+      po.timeout_s = 30;
+      const auto run = test_util::run_program(args, po);
+      CHECK(run.exit_code == kExitUsage);
+      CHECK(std::count(run.err.begin(), run.err.end(), '\n') == 1);
+      CHECK(test_util::file_text(dir + "/r/REPORT.md").empty());
+    }
+    test_util::remove_tree(dir);
   }
 }

@@ -31,7 +31,7 @@ using namespace report_test;
 namespace {
 
 const std::vector<std::string> kSections = {
-    "## Environment", "## Exact commands", "## Preconditions", "## Expected and actual", "## How often",
+    "## Environment", "## Exact commands", "## The same problem in PyTorch", "## Preconditions", "## Expected and actual", "## How often",
     "## Hang",        "## Stage times",    "## Fix off / fix on", "## nvidia-bug-report.sh", "## Files"};
 
 RunOptions options_for(int scenario, bool fix_on) {
@@ -60,8 +60,12 @@ nlohmann::json run_json(const RunOptions& o, const std::string& outcome, const s
     r.checked = true;
     r.comparison.rel_error = 1.5e-3;
     r.tolerance = 4e-3;
-    r.stages.push_back({"softmax", 1, 0.25, 0.25, 0.25, false});
+    r.stages.push_back({"softmax", 3, 0.25, 0.25, 0.25, false});
+    r.first_call_stages.push_back({"softmax", 1, 80.5, 80.5, 80.5, false});  // the cold call
+    r.steady_stages.push_back({"softmax", 2, 0.25, 0.25, 0.25, false});
     r.call_median_ms = 0.5;
+    r.first_call_ms = 81.0;
+    r.steady_call_median_ms = 0.5;
   } else if (outcome == "hang") {
     r.exit_code = 3;
     r.error = "stage " + stage + " did not finish within the deadline";
@@ -150,8 +154,8 @@ TEST_SUITE("report") {
         CHECK_MESSAGE(at > last, section);
         last = at;
       }
-      CHECK(md.find("./repro --scenario " + std::to_string(scenario) + " --check --log stages --fix off") !=
-            std::string::npos);
+      CHECK(md.find("./repro --scenario " + std::to_string(scenario) + " --iters 25 --check --log stages --fix off") !=
+            std::string::npos);  // repeated calls by default, every call checked
       CHECK(md.find("nvcc -O2 -std=c++17 -arch=native " + cu_name + " -lcublas -o repro_scenario" +
                     std::to_string(scenario)) != std::string::npos);
       CHECK(md.find(scenario_info(scenario).hypothesis) != std::string::npos);  // preconditions from the registry
@@ -200,7 +204,7 @@ TEST_SUITE("report") {
     const nlohmann::json j = nlohmann::json::parse(file_text(out + "/result.json"));
     REQUIRE(j["runs"].size() == 4);
     CHECK(j["runs"][0]["fix"] == "on");
-    CHECK(j["runs"][0]["command"] == "./repro --scenario 3 --dtype fp16 --check --log stages --fix on");
+    CHECK(j["runs"][0]["command"] == "./repro --scenario 3 --dtype fp16 --iters 25 --check --log stages --fix on");
     CHECK(j["runs"][3]["result"]["outcome"] == "no_gpu");
     CHECK(j["runs"][3]["result"]["config"]["problem"]["dtype"] == "fp16");  // the child parsed the same options
     CHECK(j["report"]["finding"] == "no_gpu");
@@ -400,7 +404,9 @@ TEST_SUITE("report") {
     CHECK(report_title(quiet) == "Scenario 2: not reproduced on this machine (fix off: pass 2 of 2; fix on: pass 2 of 2)");
     const std::string md = report_markdown(quiet);
     CHECK(md.find("No run hung or crashed.") != std::string::npos);
-    CHECK(md.find("| softmax | 0.2500 | 0.2500 |") != std::string::npos);  // stage times, fix off and on
+    // Stage times: the first call apart from the steady state, fix off and on.
+    CHECK(md.find("| softmax | 80.5000 | 0.2500 | 80.5000 | 0.2500 |") != std::string::npos);
+    CHECK(md.find("| call (GPU stages) | 81.0000 | 0.5000 | 81.0000 | 0.5000 |") != std::string::npos);
     const ReportInput stuck = made_up_report(2, {"hang"}, {"hang"});
     CHECK(report_title(stuck) == "Scenario 2 hangs in softmax on managed memory; fix 2 does not clear it (fix on: "
                                  "hung 1 of 1)");
@@ -498,15 +504,16 @@ TEST_SUITE("report_nvcc") {
         {"--scenario", "2", "--dtype", "fp32", "--scores-to-host", "both", "--mask", "bool", "--mask-dims", "BxH",
          "--kv-heads", "2", "--log", "sync"},
         {"--scenario", "3", "--gemm-api", "strided", "--dtype", "fp16", "-L", "40", "-S", "72", "-E", "80"},
-        {"--scenario", "4", "--alloc", "host", "--mask", "float", "--mask-dims", "1xH", "--advise",
-         "preferred:gpu,read-mostly", "--stream", "per-thread", "--iters", "2"},
+        {"--scenario", "4", "--mask", "float", "--mask-dims", "1xH", "--advise", "preferred:gpu,read-mostly", "--stream",
+         "per-thread", "--iters", "2"},
         {"--scenario", "2", "--alloc", "system", "--full", "--scores-to-host", "advise", "--precision", "native"},
         {"--scenario", "4", "--dropout", "0.1"},
         {"--scenario", "2", "--full", "--dropout", "0.25", "--dtype", "fp16", "--precision", "native", "-S", "1500"},
         {"--scenario", "1", "--full", "--dropout", "0.1", "--gemm-stream", "aux", "--gemm-order", "none"},
-        {"--scenario", "3", "--full", "--dropout", "0.1", "--gemm-api", "strided", "--alloc", "device"},
+        {"--scenario", "3", "--full", "--dropout", "0.1", "--gemm-api", "strided"},
         {"--scenario", "4", "--alloc", "system", "--advise", "read-mostly", "--kv-heads", "4", "--host-touch", "off"},
-        {"--scenario", "4", "--alloc", "device", "--advise", "read-mostly"},
+        {"--scenario", "2", "--text-padding", "64:10", "-b", "2", "-L", "64", "-S", "96", "--scores-to-host", "both"},
+        {"--scenario", "2", "--scores-host-phase", "before", "-L", "64"},
     };
     const std::string dir = temp_dir("report_nvcc");
     for (size_t i = 0; i < configs.size(); ++i) {

@@ -23,6 +23,7 @@
 
 #include "json_schema_check.h"
 #include "math_sdpa/errors.h"
+#include "math_sdpa/softmax_plan.h"
 #include "repro/common/text.h"
 #include "repro/run/run_json.h"
 #include "repro/run/outcome.h"
@@ -30,6 +31,7 @@
 #include "repro/sweep/matrix.h"
 #include "repro/sweep/sweep_options.h"
 #include "repro/sweep/sweep_output.h"
+#include "scenarios/workload.h"
 
 using namespace sdpa;
 using nlohmann::json;
@@ -320,10 +322,10 @@ bool has_args(const std::vector<std::string>& args, const std::vector<std::strin
 }  // namespace
 
 TEST_SUITE("sweep") {
-  TEST_CASE("the default matrix: scenarios 0-4 x fix off/on x bf16/fp16/fp32 x managed/device/async x two shapes") {
+  TEST_CASE("the default matrix: scenarios 0-4 x fix off/on x bf16/fp16/fp32 x managed/device/async x three shapes") {
     const std::vector<SweepCell> cells = expand_matrix(SweepAxes{});
-    REQUIRE(cells.size() == 180);
-    CHECK(keys_of(cells).size() == 180);
+    REQUIRE(cells.size() == 270);
+    CHECK(keys_of(cells).size() == 270);
     const SweepCell& first = cells.front();
     CHECK(first.key() ==
           "scenario=0 fix=off dtype=bf16 precision=upcast shape=2x8x128x128x64 alloc=managed stream=non-blocking iters=5 "
@@ -350,10 +352,22 @@ TEST_SUITE("sweep") {
         CHECK(c.fix_list == "none");
       }
     }
-    CHECK(per_scenario == std::map<int, int>{{0, 36}, {1, 36}, {2, 36}, {3, 36}, {4, 36}});
-    CHECK(per_shape == std::map<std::string, int>{{"2x8x128x128x64", 90}, {"2x8x512x512x64", 90}});
+    CHECK(per_scenario == std::map<int, int>{{0, 54}, {1, 54}, {2, 54}, {3, 54}, {4, 54}});
+    CHECK(per_shape ==
+          std::map<std::string, int>{{"2x8x128x128x64", 90}, {"2x8x512x512x64", 90}, {"qwen-image-512", 90}});
     CHECK(per_dtype.size() == 3);
-    CHECK(per_alloc == std::map<std::string, int>{{"managed", 60}, {"device", 60}, {"async", 60}});
+    CHECK(per_alloc == std::map<std::string, int>{{"managed", 90}, {"device", 90}, {"async", 90}});
+    // Every scenario has cells whose rows are longer than the warp softmax's 1024 (the block
+    // reduction scenario 2 is about); the workload's cells name it instead of a shape.
+    std::set<int> long_rows;
+    for (const auto& c : cells) {
+      if (c.shape == "qwen-image-512") {
+        CHECK(has_args(c.run_args(), {"--workload", "qwen-image-512"}));
+        CHECK(find_workload(c.shape).problem.kv_len > kSoftmaxWarpRowMaxCols);
+        long_rows.insert(c.scenario);
+      }
+    }
+    CHECK(long_rows == std::set<int>{0, 1, 2, 3, 4});
   }
 
   TEST_CASE("axes on the command line, canonical values, and where the files go") {
@@ -488,16 +502,16 @@ TEST_SUITE("sweep") {
     check_valid(doc);
     CHECK(doc["meta"]["dry_run"] == true);
     CHECK(doc["meta"]["command_line"] == json({"repro", "sweep", "--dry-run", "--repro-binary", SWEEP_TEST_FAKE_CHILD, "--gpus", "1"}));
-    CHECK(doc["matrix"]["cells"] == 180);
+    CHECK(doc["matrix"]["cells"] == 270);
     CHECK(doc["summary"]["result"] == "PLANNED");
-    REQUIRE(doc["cells"].size() == 180);
+    REQUIRE(doc["cells"].size() == 270);
     for (const auto& c : doc["cells"]) {
       CHECK(c["outcome"] == "planned");
       CHECK(c["command_line"][0] == "repro");
       check_valid(c, "#/$defs/cell");
     }
-    CHECK(doc["cells"][179]["key"] ==
-          "scenario=4 fix=on dtype=fp32 precision=upcast shape=2x8x512x512x64 alloc=async stream=non-blocking iters=5 repeat=0");
+    CHECK(doc["cells"][269]["key"] ==
+          "scenario=4 fix=on dtype=fp32 precision=upcast shape=qwen-image-512 alloc=async stream=non-blocking iters=5 repeat=0");
     CHECK_FALSE(fs::exists(dir / "fake.log"));
     CHECK_FALSE(fs::exists(dir / "sweep-results"));
   }
@@ -926,13 +940,14 @@ TEST_SUITE("sweep") {
     CHECK(svg.find("title with &lt;&amp;&gt;") != std::string::npos);
     CHECK(svg.find("worst of 2 repeats") != std::string::npos);
 
-    // The default matrix: one square per cell, two panels (one per shape).
+    // The default matrix: one square per cell, three panels (one per shape).
     std::vector<json> planned;
     for (const auto& c : expand_matrix(SweepAxes{})) planned.push_back(planned_cell_json(c, 10));
     const std::string full = sweep_svg(planned, "default");
     CHECK(xml_problem(full) == "");
-    CHECK(count_of(full, "class=\"cell\"") == 180);
+    CHECK(count_of(full, "class=\"cell\"") == 270);
     CHECK(count_of(full, ">shape 2x8x") == 2);
+    CHECK(count_of(full, ">shape qwen-image-512") == 1);
   }
 
   TEST_CASE("the XML checker finds what is wrong") {

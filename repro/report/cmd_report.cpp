@@ -9,11 +9,12 @@
 // the report. DIR then gets REPORT.md, result.json, stage.log and repro_scenarioN.cu, each
 // written atomically. --no-run writes all of it without running anything (no GPU needed).
 //
-// Exit codes: 0 the folder was written; 2 bad options, an existing DIR without --force, or a
-// configuration the reproducer cannot express (nothing run, nothing written); 7 the folder was
-// written but no run found a usable GPU.
+// Each run makes 25 calls unless --iters says otherwise, and checks every call's result.
+//
+// Exit codes: 0 the folder was written; 2 bad options, an existing DIR without --force, a
+// configuration the reproducer cannot express, one that is waived, or an injected fault
+// (nothing run, nothing written); 7 the folder was written but no run found a usable GPU.
 #include <CLI/CLI.hpp>
-#include "repro/common/text.h"
 #include <stdlib.h>
 
 #include <cstdio>
@@ -24,14 +25,15 @@
 #include <set>
 #include <sstream>
 
-#include "repro/supervise/child_process.h"
-#include "repro/commands.h"
 #include "math_sdpa/atomic_file.h"
 #include "math_sdpa/errors.h"
 #include "repro/cli/run_options.h"
+#include "repro/commands.h"
+#include "repro/common/text.h"
 #include "repro/report/report_writer.h"
-#include "repro/run/run_json.h"
 #include "repro/report/reproducer/generator.h"
+#include "repro/run/run_json.h"
+#include "repro/supervise/child_process.h"
 #include "scenarios/scenario.h"
 
 namespace sdpa {
@@ -41,12 +43,13 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr double kInfoTimeoutS = 60;  // `repro info` only queries; longer means a stuck driver
+constexpr int kReportDefaultIters = 25;  // calls per run unless --iters says otherwise
 
 // The run options of the report's command line: without the report's own options, and
 // without --check and --log, which the report sets for every run.
 std::vector<std::string> run_args(int argc, char** argv) {
   static const std::set<std::string> with_value = {"--out", "--repeat", "--log"};
-  static const std::set<std::string> flags = {"--no-run", "--force", "--check"};
+  static const std::set<std::string> flags = {"--no-run", "--force", "--check", "--allow-inject"};
   std::vector<std::string> out;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i], name = arg.substr(0, arg.find('='));
@@ -134,7 +137,7 @@ ReportRun run_once(const std::string& self, const ScratchDir& scratch, const std
 }
 
 int write_report(CLI::App& app, const RunOptionParser& parser, int argc, char** argv, const std::string& out_dir,
-                 int repeat, bool no_run, bool force) {
+                 int repeat, bool no_run, bool force, bool allow_inject) {
   for (const char* name : {"--fix", "--fixes", "--json", "--no-fork", "--inputs", "--save-output"}) {
     if (app.count(name)) {
       throw InputError(std::string(name) + ": not an option of repro report (it runs the scenario's own fix off and "
@@ -150,9 +153,17 @@ int write_report(CLI::App& app, const RunOptionParser& parser, int argc, char** 
   in.created_utc = utc_now();
   const RunOptions given = parser.finish(argc, argv);
   check_reproducible(given);
+  if (given.inject.kind != FaultSpec::none && !allow_inject) {
+    throw InputError("--inject: a report documents a real run; an injected fault would read as the finding "
+                     "(--allow-inject lets it through to test the report itself, and says so in its title)");
+  }
+  if (!given.waiver.empty()) throw InputError("this configuration is waived: " + given.waiver);
   // Every run logs its stages (at least), and every run is checked against the reference.
   const LogLevel log = given.log > LogLevel::stages ? given.log : LogLevel::stages;
-  const std::vector<std::string> base = run_args(argc, argv);
+  std::vector<std::string> base = run_args(argc, argv);
+  // Repeated calls by default: a first call that passes and a later one that hangs or fails is a
+  // failure class of its own, and every call's result is checked (--check over several calls).
+  if (!app.count("--iters")) base.insert(base.end(), {"--iters", std::to_string(kReportDefaultIters)});
   for (bool fix_on : {false, true}) {
     std::vector<std::string>& args = fix_on ? in.args_on : in.args_off;
     args = base;
@@ -208,7 +219,8 @@ int write_report(CLI::App& app, const RunOptionParser& parser, int argc, char** 
 
 int report_main(int argc, char** argv) {
   CLI::App app{"repro report: a bug-report folder for NVIDIA. Runs the scenario with its own fix off and on (--repeat "
-               "K times each, every run supervised as a plain run is) and writes DIR/REPORT.md (the finding, the "
+               "K times each, every run supervised as a plain run is, 25 calls a run unless --iters, every call "
+               "checked) and writes DIR/REPORT.md (the finding, the "
                "environment, the exact commands, expected and actual, how often, the hung stage, stage times, fix "
                "off/on), DIR/result.json, DIR/stage.log and DIR/repro_scenarioN.cu, a single-file reproducer. "
                "--no-run writes all of it without a GPU.",
@@ -216,18 +228,21 @@ int report_main(int argc, char** argv) {
   RunOptionParser parser(app);
   std::string out_dir;
   int repeat = 1;
-  bool no_run = false, force = false;
+  bool no_run = false, force = false, allow_inject = false;
   app.add_option("--out", out_dir, "the report folder (must not exist, unless --force)")->required();
   app.add_option("--repeat", repeat, "runs of each setting, fix off and fix on")->check(CLI::Range(1, 1000));
   app.add_flag("--no-run", no_run, "write what needs no GPU: the reproducer, the commands, the REPORT.md template");
   app.add_flag("--force", force, "replace the report in an existing --out folder");
+  app.add_flag("--allow-inject", allow_inject,
+               "for testing the report itself: let --inject through (refused otherwise); the title then says the "
+               "fault was injected");
   ParseResult parsed;
   if (!parse_app(app, argc, argv, "repro report", parsed)) {
     (parsed.exit_code == 0 ? std::cout : std::cerr) << parsed.message << "\n";
     return parsed.exit_code;
   }
   try {
-    return write_report(app, parser, argc, argv, out_dir, repeat, no_run, force);
+    return write_report(app, parser, argc, argv, out_dir, repeat, no_run, force, allow_inject);
   } catch (const std::exception& e) {  // InputError; a generator bug (std::logic_error) reads the same way
     std::cerr << "repro report: error: " << one_line(e.what()) << "\n";
     return kExitUsage;

@@ -1,7 +1,7 @@
 // report_writer.cpp: REPORT.md, result.json and stage.log from the report's runs.
 //
 // Every statement in the report is read from the runs' JSON results (run_json.cpp) or from
-// the scenario registry; nothing is measured or recomputed here.
+// the scenarios' own descriptions (scenarios/); nothing is measured or recomputed here.
 #include "repro/report/report_writer.h"
 
 #include <algorithm>
@@ -13,6 +13,7 @@
 #include "math_sdpa/reference.h"
 #include "math_sdpa/stats.h"
 #include "repro/common/text.h"
+#include "repro/report/pytorch_equivalent.h"
 #include "repro/report/reproducer/generator.h"
 #include "repro/run/run_json.h"
 #include "repro/supervise/child_process.h"
@@ -136,7 +137,13 @@ std::string environment_section(const ReportInput& in) {
     s << "Not available: " << in.environment_error << "\n\n";
     return s.str();
   }
-  s << "From `repro info` on the machine of the report.\n\n| | |\n|---|---|\n";
+  if (in.no_run) {
+    s << "From `repro info` on the machine that prepared this report (`--no-run`): it describes that machine, "
+         "which need not be the affected one. Regenerate the report on the affected machine (without `--no-run`) so "
+         "that this section describes where the runs ran.\n\n| | |\n|---|---|\n";
+  } else {
+    s << "From `repro info` on the machine the runs ran on.\n\n| | |\n|---|---|\n";
+  }
   for (const auto& [label, value] : environment_lines(*in.environment)) s << "| " << label << " | " << cell(value) << " |\n";
   s << "\n";
   return s.str();
@@ -174,6 +181,31 @@ std::string commands_section(const ReportInput& in) {
   return s.str();
 }
 
+std::string pytorch_section(const ReportInput& in) {
+  const RunOptions& o = in.fix_off;
+  std::vector<std::string> torch_args = {"python3", "scripts/torch_stages.py"};
+  const std::vector<std::string> problem = problem_args(o);
+  torch_args.insert(torch_args.end(), problem.begin(), problem.end());
+  torch_args.insert(torch_args.end(), {"--scenario", std::to_string(o.scenario), "--memory", "managed", "--log-format", "seed",
+                                       "--iters", std::to_string(o.iters), "--json", "torch_stages.json"});
+  std::ostringstream s;
+  s << "## The same problem in PyTorch\n\n"
+    << "The harness computes what this PyTorch call computes, stage for stage (PyTorch's "
+    << "`_scaled_dot_product_attention_math`: upcast, Q and Kᵀ scaled by √scale, a batched GEMM, the mask, "
+    << "`_safe_softmax`, dropout, a batched GEMM, the cast back). Where the hang is real, this call never returns "
+    << "from the synchronisation:\n\n"
+    << "```python\n" << pytorch_sdpa_snippet(o) << "```\n\n"
+    << "The harness runs it on " << alloc_kind_name(o.conditions.alloc) << " memory under scenario " << o.scenario
+    << "'s conditions (Preconditions, below); PyTorch's caching allocator uses `cudaMalloc`. To run the same problem "
+    << "through PyTorch's own kernels one stage at a time (a synchronisation, a log line in the harness's `--log-format "
+    << "seed` tags and a watchdog after each; `--memory managed` puts PyTorch's tensors in managed memory), from the "
+    << "sdpa-repro source folder:\n\n"
+    << "    " << shell_command(torch_args) << "\n\n"
+    << "The same stage hanging in both confirms this reproducer; a hang in PyTorch only points to a condition the "
+    << "harness lacks.\n\n";
+  return s.str();
+}
+
 std::string preconditions_section(const ReportInput& in) {
   const ScenarioInfo& sc = scenario_info(in.fix_off.scenario);
   const FixInfo& fix = fix_info(sc.fix_number);
@@ -193,13 +225,15 @@ std::string preconditions_section(const ReportInput& in) {
     << "- **A hang looks like**: " << sc.hang_signature << ".\n\n";
   std::string pre;
   for (const auto& [name, value] : sc.preconditions) pre += (pre.empty() ? "" : ", ") + ("`" + name + "=" + value + "`");
-  s << "The scenario's preconditions (its registry entry): " << (pre.empty() ? "none" : pre) << ". The settings the "
-    << "runs used, where they differ from a plain run (`settings` in `result.json`):\n\n"
-    << "| setting | fix off | fix on |\n|---|---|---|\n";
+  s << "What the scenario sets up: " << (pre.empty() ? "nothing" : pre) << ". The settings the runs used, where they "
+    << "differ from a plain run (`settings` in `result.json`); the last column says what fix " << sc.fix_number
+    << " changes:\n\n"
+    << "| setting | fix off | fix on | changed by the fix |\n|---|---|---|---|\n";
   const auto plain = settings_fields(PathSettings{}), a = settings_fields(off), b = settings_fields(on);
+  s << "| fixes | " << in.fix_off.fixes.str() << " | " << in.fix_on.fixes.str() << " | yes |\n";
   for (const auto& [name, value] : a) {
     if (value != plain.at(name) || b.at(name) != plain.at(name)) {
-      s << "| " << name << " | " << value << " | " << b.at(name) << " |\n";
+      s << "| " << name << " | " << value << " | " << b.at(name) << " | " << (value != b.at(name) ? "yes" : "") << " |\n";
     }
   }
   s << "\n";
@@ -263,7 +297,8 @@ std::string hang_section(const ReportInput& in) {
   s << "## Hang\n\n";
   if (in.no_run) {
     s << "Not run (`--no-run`). A hang is reported with its stage, how long it ran, the flight recorder (the last "
-         "stage records) and its classification by the signatures in docs/SCENARIOS.md.\n\n";
+         "stage records) and its classification: every scenario whose signature the hung stage fits, with what "
+         "speaks for and against each from the conditions that were active.\n\n";
     return s.str();
   }
   const std::vector<RunView> all = views(in);
@@ -296,7 +331,9 @@ std::string hang_section(const ReportInput& in) {
   s << "Run " << v.index << " (fix " << (v.run->fix_on ? "on" : "off") << "): " << v.error << " (" << w.kind
     << " after " << format_number("%.2f", w.running_seconds) << " s in the stage).\n\n"
     << "- **Classification**: " << w.classification.value_or("") << ".\n"
-    << "- **Stage**: `" << (v.stage.empty() ? "(none)" : v.stage) << "`.\n\n";
+    << "- **Stage**: `" << (v.stage.empty() ? "(none)" : v.stage) << "`.\n";
+  for (const auto& c : w.candidates) s << "- **Candidate**: " << c << ".\n";
+  s << "\n";
   const auto& records = w.flight_recorder;
   const size_t first = records.size() > kFlightRecorderRows ? records.size() - kFlightRecorderRows : 0;
   s << "Flight recorder (the last " << records.size() - first << " stage records, oldest first):\n\n"
@@ -321,34 +358,41 @@ std::string stage_times_section(const ReportInput& in, const std::vector<RunView
     s << "Not run (`--no-run`).\n\n";
     return s.str();
   }
-  // Per stage, the median over runs of each run's median (ms); only runs that completed.
-  auto medians = [](const std::vector<RunView>& runs) {
+  // Per stage, the median over the runs that completed of each run's own figure (ms): the first
+  // call's time, and the median of calls 2..N.
+  using Pick = std::vector<StageMedian> RunRecord::*;
+  auto medians = [](const std::vector<RunView>& runs, Pick stages, std::optional<double> RunRecord::*call) {
     std::map<std::string, std::vector<double>> per_stage;
     for (const auto& v : runs) {
       if (!v.passed()) continue;
-      for (const auto& st : v.record->stages) per_stage[st.stage].push_back(st.median_ms);
-      per_stage["call (GPU stages)"].push_back(v.record->call_median_ms.value_or(0.0));
+      for (const auto& st : (*v.record).*stages) per_stage[st.stage].push_back(st.median_ms);
+      if (((*v.record).*call)) per_stage["call (GPU stages)"].push_back(*((*v.record).*call));
     }
     std::map<std::string, double> out;
     for (const auto& [stage, xs] : per_stage) out[stage] = median(xs);
     return out;
   };
-  const auto a = medians(off), b = medians(on);
-  if (a.empty() && b.empty()) {
+  const auto off_first = medians(off, &RunRecord::first_call_stages, &RunRecord::first_call_ms);
+  const auto off_steady = medians(off, &RunRecord::steady_stages, &RunRecord::steady_call_median_ms);
+  const auto on_first = medians(on, &RunRecord::first_call_stages, &RunRecord::first_call_ms);
+  const auto on_steady = medians(on, &RunRecord::steady_stages, &RunRecord::steady_call_median_ms);
+  if (off_first.empty() && on_first.empty()) {
     s << "No run completed, so there are no stage times.\n\n";
     return s.str();
   }
-  s << "Median over the runs that completed of each run's median, ms (CUDA events; entry_sync and stream_sync on "
-       "the host clock):\n\n| stage | fix off | fix on |\n|---|---|---|\n";
+  s << "Median over the runs that completed, ms (CUDA events; entry_sync and stream_sync on the host clock). The "
+       "first call of a process is shown apart: it includes cuBLAS's and the driver's one-time set-up, which the "
+       "steady state (the median of calls 2.." << in.fix_off.iters << ") does not.\n\n"
+    << "| stage | fix off, first call | fix off, steady | fix on, first call | fix on, steady |\n|---|---|---|---|---|\n";
   std::vector<std::string> order;
   for (int i = 0; i < kStageCount; ++i) order.push_back(stage_name(static_cast<Stage>(i)));
   order.push_back("call (GPU stages)");
   for (const auto& stage : order) {
-    if (!a.count(stage) && !b.count(stage)) continue;
-    auto value = [&](const std::map<std::string, double>& m) {
-      return m.count(stage) ? format_number("%.4f", m.at(stage)) : std::string("—");
-    };
-    s << "| " << stage << " | " << value(a) << " | " << value(b) << " |\n";
+    const auto tables = {&off_first, &off_steady, &on_first, &on_steady};
+    if (std::none_of(tables.begin(), tables.end(), [&](const auto* m) { return m->count(stage) > 0; })) continue;
+    s << "| " << stage;
+    for (const auto* m : tables) s << " | " << (m->count(stage) ? format_number("%.4f", m->at(stage)) : std::string("—"));
+    s << " |\n";
   }
   s << "\n";
   return s.str();
@@ -413,7 +457,11 @@ std::string report_finding(const ReportInput& in) {
 
 std::string report_title(const ReportInput& in) {
   const int n = in.fix_off.scenario, fix = fix_number(in);
-  const std::string scenario = "Scenario " + std::to_string(n);
+  // A report of an injected fault (repro report --allow-inject) must never read as a finding.
+  const std::string scenario = (in.fix_off.inject.kind != FaultSpec::none
+                                    ? "[injected " + fault_spec_string(in.fix_off.inject) + ": a test of the report] "
+                                    : std::string()) +
+                               "Scenario " + std::to_string(n);
   const auto off = views(in, false), on = views(in, true);
   const std::string finding = report_finding(in);
   if (finding == "not_run") return scenario + " (" + scenario_info(n).title + "): not run (report prepared with --no-run)";
@@ -446,7 +494,8 @@ std::string report_markdown(const ReportInput& in) {
     << "on; " << (in.no_run ? std::string("not run yet") : std::to_string(in.repeat) + " run(s) each") << ". Written by "
     << "`repro report` (sdpa-repro " << kHarnessVersion << ", commit " << kGitCommit << ") on " << in.created_utc
     << ".\n\n";
-  s << environment_section(in) << commands_section(in) << preconditions_section(in) << expected_section(in, off, on)
+  s << environment_section(in) << commands_section(in) << pytorch_section(in) << preconditions_section(in)
+    << expected_section(in, off, on)
     << how_often_section(in, off, on) << hang_section(in) << stage_times_section(in, off, on) << runs_section(in)
     << bug_report_section(in);
   s << "## Files\n\n"

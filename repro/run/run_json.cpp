@@ -29,6 +29,15 @@ WatchdogFindings watchdog_from_json(const nlohmann::json& w) {
   f.kind = optional_of<std::string>(w, "kind").value_or("");
   f.stage = optional_of<std::string>(w, "stage");
   f.classification = optional_of<std::string>(w, "classification");
+  for (const auto& c : key_or_null(w, "candidates")) {
+    std::string line = "scenario " + std::to_string(c.at("scenario").get<int>()) + " (" + c.at("title").get<std::string>() + ")";
+    std::string evidence, against;
+    for (const auto& e : c.at("evidence")) evidence += (evidence.empty() ? "" : "; ") + e.get<std::string>();
+    for (const auto& e : c.at("against")) against += (against.empty() ? "" : "; ") + e.get<std::string>();
+    if (!evidence.empty()) line += ": " + evidence;
+    if (!against.empty()) line += "; against: " + against;
+    f.candidates.push_back(line);
+  }
   f.running_seconds = optional_of<double>(w, "running_seconds").value_or(0.0);
   for (const auto& r : key_or_null(w, "flight_recorder")) {
     WatchdogFindings::FlightRecord record;
@@ -163,23 +172,34 @@ nlohmann::json result_to_json(const RunResult& r) {
   j["check"] = r.checked ? json{{"rel_error", finite_or_null(r.comparison.rel_error)},
                                 {"max_abs_error", finite_or_null(r.comparison.max_abs_error)},
                                 {"tolerance", r.tolerance},
-                                {"passed", r.comparison.passed(r.tolerance)}}
+                                {"passed", r.comparison.passed(r.tolerance)},
+                                {"calls_compared", r.calls_compared},
+                                {"first_differing_call", r.first_differing_call == 0 ? json(nullptr) : json(r.first_differing_call)}}
                          : json(nullptr);
   j["result_tensor"] = r.result_tensor ? result_tensor_name(*r.result_tensor) : "";
   j["result_stats"] = {{"elements", r.result_elements}, {"l2", r.result_l2}, {"sum", r.result_sum}};
   j["nonfinite_outputs"] = r.nonfinite_outputs;
   j["iterations_done"] = r.iterations_done;
-  j["timing"] = {{"call_median_ms", r.call_median_ms}, {"call_p10_ms", r.call_p10_ms}, {"call_p90_ms", r.call_p90_ms}};
-  json stages = json::array();
-  for (const auto& s : r.stages) {
-    stages.push_back({{"stage", s.stage},
-                      {"calls", s.calls},
-                      {"median_ms", s.median_ms},
-                      {"p10_ms", s.p10_ms},
-                      {"p90_ms", s.p90_ms},
-                      {"clock", s.host_clock ? "host" : "cuda_event"}});
-  }
-  j["stages"] = stages;
+  j["timing"] = {{"call_median_ms", r.call_median_ms},
+                 {"call_p10_ms", r.call_p10_ms},
+                 {"call_p90_ms", r.call_p90_ms},
+                 {"first_call_ms", r.first_call_ms},
+                 {"steady_call_median_ms", r.steady_stages.empty() ? json(nullptr) : json(r.steady_call_median_ms)}};
+  auto stage_array = [](const std::vector<StageTiming>& timings) {
+    json stages = json::array();
+    for (const auto& s : timings) {
+      stages.push_back({{"stage", s.stage},
+                        {"calls", s.calls},
+                        {"median_ms", s.median_ms},
+                        {"p10_ms", s.p10_ms},
+                        {"p90_ms", s.p90_ms},
+                        {"clock", s.host_clock ? "host" : "cuda_event"}});
+    }
+    return stages;
+  };
+  j["stages"] = stage_array(r.stages);                        // every call
+  j["stages_first_call"] = stage_array(r.first_call_stages);  // the first (cold) call
+  j["stages_steady"] = stage_array(r.steady_stages);          // calls 2..N
   json gemms = json::array();
   for (const auto& g : r.gemms) {
     gemms.push_back({{"name", g.name},     {"function", g.function}, {"transa", std::string(1, g.transa)},
@@ -261,9 +281,17 @@ RunRecord read_run_record(const nlohmann::json& j) {
   r.iterations_done = done.is_number() ? done.get<int64_t>() : 0;
   const json& timing = key_or_null(j, "timing");
   if (timing.is_object()) r.call_median_ms = timing.at("call_median_ms").get<double>();
-  const json& stages = key_or_null(j, "stages");
-  if (stages.is_array()) {
-    for (const auto& s : stages) r.stages.push_back({s.at("stage").get<std::string>(), s.at("median_ms").get<double>()});
+  auto medians = [&](const char* key, std::vector<StageMedian>& into) {
+    const json& stages = key_or_null(j, key);
+    if (!stages.is_array()) return;
+    for (const auto& s : stages) into.push_back({s.at("stage").get<std::string>(), s.at("median_ms").get<double>()});
+  };
+  medians("stages", r.stages);
+  medians("stages_first_call", r.first_call_stages);
+  medians("stages_steady", r.steady_stages);
+  if (timing.is_object()) {
+    r.first_call_ms = optional_of<double>(timing, "first_call_ms");
+    r.steady_call_median_ms = optional_of<double>(timing, "steady_call_median_ms");
   }
   const json& device = key_or_null(j, "device");
   r.device = device.is_object() ? device : json(nullptr);

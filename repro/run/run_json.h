@@ -39,6 +39,7 @@ struct WatchdogFindings {
   std::string kind;  // hang, crash, bad_output
   std::optional<std::string> stage;
   std::optional<std::string> classification;
+  std::vector<std::string> candidates;  // "scenario N (title): evidence; against: ...", most likely first
   double running_seconds = 0;
   std::vector<FlightRecord> flight_recorder;  // oldest first
   std::vector<std::string> stage_log_tail;
@@ -58,8 +59,8 @@ struct RunRecord {
   std::string alloc;  // config.alloc, "" when absent
   std::optional<double> rel_error, tolerance;  // of --check; a non-finite rel_error is written as null
   int64_t iterations_done = 0;
-  std::optional<double> call_median_ms;
-  std::vector<StageMedian> stages;
+  std::optional<double> call_median_ms, first_call_ms, steady_call_median_ms;
+  std::vector<StageMedian> stages, first_call_stages, steady_stages;  // every call; the first; calls 2..N
   nlohmann::json device;  // the device object as the run wrote it, or null
   std::optional<WatchdogFindings> watchdog;
 

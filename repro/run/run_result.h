@@ -42,7 +42,16 @@ struct RunResult : Verdict {
   int64_t result_elements = 0;
   int iterations_done = 0;
   double call_median_ms = 0, call_p10_ms = 0, call_p90_ms = 0;
-  std::vector<StageTiming> stages;
+  std::vector<StageTiming> stages;  // over every call
+  // The first call apart from the rest: cuBLAS and the driver set up on the first call, and a
+  // hang or failure that only a later call shows is a class of its own. steady_* cover calls 2..N
+  // (empty for a single call).
+  std::vector<StageTiming> first_call_stages, steady_stages;
+  double first_call_ms = 0, steady_call_median_ms = 0;
+  // --check over several calls: each call's result tensor is compared bit for bit with the first
+  // call's (a digest on the GPU), and the last with the float64 reference, so every call is checked.
+  int calls_compared = 0;        // calls whose result was compared with the first's
+  int first_differing_call = 0;  // 1-based; 0 when every call gave the same bits
   std::vector<GemmCall> gemms;
   std::vector<AllocationRecord> allocations;
   std::vector<MemorySample> memory;  // --sample-every

@@ -55,6 +55,10 @@ std::string result_to_text(const RunResult& r) {
       s << line;
     }
     s << format("#  call (GPU stages)     %11.4f %11.4f %11.4f  event\n", r.call_median_ms, r.call_p10_ms, r.call_p90_ms);
+    if (!r.steady_stages.empty()) {
+      s << format("#  first call %.4f ms; calls 2..%.0f median %.4f ms (GPU stages)\n", r.first_call_ms,
+                  static_cast<double>(r.iterations_done), r.steady_call_median_ms);
+    }
   }
   if (!r.memory.empty()) {
     s << "#  calls  gpu_free_mib    rss_mib  live_allocs   live_mib\n";
@@ -71,6 +75,11 @@ std::string result_to_text(const RunResult& r) {
     s << format(": rel_error %.3e  max_abs_error %.3e  tolerance %.1e", r.comparison.rel_error,
                 r.comparison.max_abs_error, r.tolerance)
       << (r.comparison.passed(r.tolerance) ? "  OK\n" : "  FAILED\n");
+    if (r.calls_compared > 1) {
+      s << "# every call: " << r.calls_compared << " calls compared with call 1 bit for bit: "
+        << (r.first_differing_call ? "call " + std::to_string(r.first_differing_call) + " differs  FAILED\n"
+                                   : std::string("identical  OK\n"));
+    }
   }
   s << "# result: " << outcome_name(r.outcome) << " (exit " << r.exit_code << ")";
   if (!r.error.empty()) s << ": " << r.error;

@@ -26,17 +26,25 @@ namespace sdpa {
 
 namespace {
 
+StageTiming timing_of(Stage stage, const std::vector<double>& ms) {
+  return {stage_name(stage), static_cast<int>(ms.size()), median(ms), percentile(ms, 10), percentile(ms, 90), !is_gpu_stage(stage)};
+}
+
 void fill_timings(const StageTimer& timer, RunResult& r) {
   for (int i = 0; i < kStageCount; ++i) {
     const auto& s = timer.samples()[i];
     if (s.empty()) continue;
     const Stage stage = static_cast<Stage>(i);
-    r.stages.push_back({stage_name(stage), static_cast<int>(s.size()), median(s), percentile(s, 10), percentile(s, 90),
-                        stage == Stage::entry_sync || stage == Stage::stream_sync});
+    r.stages.push_back(timing_of(stage, s));
+    r.first_call_stages.push_back(timing_of(stage, {s.front()}));
+    if (s.size() > 1) r.steady_stages.push_back(timing_of(stage, std::vector<double>(s.begin() + 1, s.end())));
   }
-  r.call_median_ms = median(timer.call_ms());
-  r.call_p10_ms = percentile(timer.call_ms(), 10);
-  r.call_p90_ms = percentile(timer.call_ms(), 90);
+  const std::vector<double>& calls = timer.call_ms();
+  r.call_median_ms = median(calls);
+  r.call_p10_ms = percentile(calls, 10);
+  r.call_p90_ms = percentile(calls, 90);
+  if (!calls.empty()) r.first_call_ms = calls.front();
+  if (calls.size() > 1) r.steady_call_median_ms = median(std::vector<double>(calls.begin() + 1, calls.end()));
 }
 
 MemorySample sample_memory(int64_t calls, const Allocator& allocator) {
@@ -92,10 +100,18 @@ void run_on_gpu(RunResult& r, int progress_fd) {
     attach_observers(path, observers, fixes, *allocator, 0, o.log, o.log_format);
     if (o.inputs_dir.empty()) inputs = make_random_inputs(p, p.seed);
     path.upload(inputs);
+    const bool compare_calls = o.check && o.iters > 1;
+    uint64_t first_digest = 0;
     for (int it = 0; it < o.iters; ++it) {
       path.poison_result();
       path.run();
       timer.collect_call();
+      if (compare_calls) {
+        const uint64_t digest = path.result_digest();
+        if (it == 0) first_digest = digest;
+        if (digest != first_digest && r.first_differing_call == 0) r.first_differing_call = it + 1;
+        r.calls_compared = it + 1;
+      }
       r.iterations_done = it + 1;
       if (reporter) reporter->report_calls(it + 1);
       if (o.sample_every > 0 && ((it + 1) % o.sample_every == 0 || it + 1 == o.iters)) {
@@ -121,6 +137,11 @@ void run_on_gpu(RunResult& r, int progress_fd) {
   save_and_check_result(r, o, *r.result_tensor, inputs, result);
   if (o.sample_every > 0) r.soak = judge_soak(r.memory);
   if (!r.soak.flat) r.fail(Outcome::leak, "memory grew during the soak: " + r.soak.summary);
+  if (r.first_differing_call != 0) {
+    r.fail(Outcome::mismatch, "call " + std::to_string(r.first_differing_call) + " of " + std::to_string(o.iters) +
+                                  " gave a " + result_tensor_name(*r.result_tensor) +
+                                  " tensor whose bits differ from call 1's (the same inputs)");
+  }
   // NaN never passes, with or without --check; a wrong result outranks a leak.
   judge_outputs(r, result_tensor_name(*r.result_tensor));
 }

@@ -10,6 +10,7 @@
 #include "math_sdpa/errors.h"
 #include "repro/cli/run_options.h"
 #include "repro/common/text.h"
+#include "scenarios/workload.h"
 
 namespace sdpa {
 
@@ -38,19 +39,32 @@ std::array<int64_t, 5> parse_shape(const std::string& text) {
     const std::string item = text.substr(start, x == std::string::npos ? std::string::npos : x - start);
     const bool digits = !item.empty() && item.size() <= 12 && std::all_of(item.begin(), item.end(), [](char ch) { return ch >= '0' && ch <= '9'; });
     if (part == dims.size() || !digits || std::stoll(item) == 0) {
-      throw InputError("--shapes: '" + text + "' is not a shape BxHxLxSxE of five positive integers (e.g. 2x8x128x128x64)");
+      throw InputError("--shapes: '" + text + "' is not a shape BxHxLxSxE of five positive integers (e.g. 2x8x128x128x64) "
+                       "or a workload (" + workload_names() + ")");
     }
     dims[part++] = std::stoll(item);
     if (x == std::string::npos) break;
     start = x + 1;
   }
   if (part != dims.size()) {
-    throw InputError("--shapes: '" + text + "' is not a shape BxHxLxSxE of five positive integers (e.g. 2x8x128x128x64)");
+    throw InputError("--shapes: '" + text + "' is not a shape BxHxLxSxE of five positive integers (e.g. 2x8x128x128x64) "
+                     "or a workload (" + workload_names() + ")");
   }
   return dims;
 }
 
+bool is_workload(const std::string& text) {
+  for (const Workload& w : workload_table()) {
+    if (text == w.name) return true;
+  }
+  return false;
+}
+
 std::string canonical_shape(const std::string& text) {
+  if (is_workload(text)) {  // a layer of the failing workload, by name
+    parse_as_repro("--shapes: " + text, {"--workload", text});
+    return text;
+  }
   const auto d = parse_shape(text);
   std::string s;
   for (size_t i = 0; i < d.size(); ++i) s += (i ? "x" : "") + std::to_string(d[i]);
@@ -122,7 +136,6 @@ std::string SweepCell::key() const {
 }
 
 std::vector<std::string> SweepCell::run_args() const {
-  const auto d = parse_shape(shape);
   std::vector<std::string> args{"--scenario", std::to_string(scenario)};
   if (fix == "on") {
     // Scenario 0 has no fix of its own; its "fixed" row applies all four.
@@ -132,10 +145,15 @@ std::vector<std::string> SweepCell::run_args() const {
     std::replace(list.begin(), list.end(), '+', ',');
     args.insert(args.end(), {"--fixes", list});
   }
-  args.insert(args.end(), {"--dtype", dtype, "--precision", precision, "-b", std::to_string(d[0]), "--heads",
-                           std::to_string(d[1]), "-L", std::to_string(d[2]), "-S", std::to_string(d[3]), "-E",
-                           std::to_string(d[4]), "--alloc", alloc, "--stream", stream, "--iters",
-                           std::to_string(iters), "--check"});
+  args.insert(args.end(), {"--dtype", dtype, "--precision", precision});
+  if (is_workload(shape)) {
+    args.insert(args.end(), {"--workload", shape});
+  } else {
+    const auto d = parse_shape(shape);
+    args.insert(args.end(), {"-b", std::to_string(d[0]), "--heads", std::to_string(d[1]), "-L", std::to_string(d[2]), "-S",
+                             std::to_string(d[3]), "-E", std::to_string(d[4])});
+  }
+  args.insert(args.end(), {"--alloc", alloc, "--stream", stream, "--iters", std::to_string(iters), "--check"});
   return args;
 }
 

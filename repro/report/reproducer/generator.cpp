@@ -250,6 +250,8 @@ void check_reproducible(const RunOptions& o) {
     throw InputError("--inputs: the reproducer regenerates the harness's random inputs and cannot carry captured "
                      "tensors; leave --inputs out");
   }
+  // A scenario on memory that cannot migrate is waived before anything runs; there is nothing to reproduce.
+  if (const auto waiver = scenario_waiver(o.scenario, o.conditions)) throw InputError("this configuration is waived: " + *waiver);
 }
 
 std::string reproducer_file_name(int scenario) { return "repro_scenario" + std::to_string(scenario) + ".cu"; }
@@ -290,7 +292,7 @@ std::string generate_reproducer(const RunOptions& off, const RunOptions& on, con
   const bool scores_read = scores_to_host && (so.scores_to_host == ScoresToHost::read || so.scores_to_host == ScoresToHost::both);
   const bool advice = !so.advice.empty() && migratable(alloc);
   const bool storm = so.entry_touch_streams > 0;
-  const bool host_touch = storm && so.entry_host_touch && host_accessible(alloc);
+  const bool host_touch = storm && so.entry_host_touch;  // managed and system memory: the host may read both
   const bool scores_during = scores_to_host && so.scores_host_phase == ScoresHostPhase::during;
   const bool softmax = runs(Stage::softmax);
   const SoftmaxPlan softmax_plan = plan_safe_softmax(nullptr, nullptr, ct, p.kv_len);
@@ -329,7 +331,6 @@ std::string generate_reproducer(const RunOptions& off, const RunOptions& on, con
       {"scores_to_host", scores_to_host},
       {"scores_advise", scores_advise},
       {"scores_read", scores_read},
-      {"scores_waive", scores_to_host && !migratable(alloc)},
       {"scores_during", scores_during},
       {"scores_during_read", scores_during && scores_read},
       {"scores_during_advise", scores_during && scores_advise},
@@ -337,18 +338,14 @@ std::string generate_reproducer(const RunOptions& off, const RunOptions& on, con
       {"storm", storm},
       {"host_touch", host_touch},
       {"advice", advice},
-      {"advice_skipped", !so.advice.empty() && !migratable(alloc)},
       {"fix1", fix1},
       {"fix2", fix2},
       {"migrates", migratable(alloc)},
       {"host_location", advice || scores_advise},
       {"device_location", advice || (fix2 && migratable(alloc))},
-      {"pool", pool_varies || alloc == AllocKind::async},
+      {"pool", pool_varies},
       {"pool_varies", pool_varies},
       {"alloc_managed", alloc == AllocKind::managed},
-      {"alloc_device", alloc == AllocKind::device},
-      {"alloc_async", alloc == AllocKind::async},
-      {"alloc_host", alloc == AllocKind::host},
       {"alloc_system", alloc == AllocKind::system},
       {"stream_non_blocking", so.stream == StreamMode::non_blocking},
       {"stream_legacy", so.stream == StreamMode::legacy},
@@ -453,8 +450,7 @@ std::string generate_reproducer(const RunOptions& off, const RunOptions& on, con
       {"TEXT_VALID", std::to_string(p.text_valid)},
       {"SOFTMAX_VARIANT", softmax_variant_name(softmax_variant(softmax_plan))},
       {"TOUCH_STREAMS", std::to_string(so.entry_touch_streams)},
-      {"NO_HOST_TOUCH_REASON", so.entry_host_touch ? std::string(alloc_kind_name(alloc)) + " memory is not host-accessible"
-                                                   : std::string("--host-touch off")},
+      {"NO_HOST_TOUCH_REASON", "--host-touch off"},
       {"ADVICE", advice_list},
       {"ADVICE_LIST", advice_list_string(so.advice)},
       {"LOG", log_level_name(off.log)},

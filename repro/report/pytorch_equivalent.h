@@ -1,0 +1,23 @@
+// pytorch_equivalent.h: the problem of a run, said in PyTorch: the
+// torch.nn.functional.scaled_dot_product_attention call under sdpa_kernel(SDPBackend.MATH) that
+// computes what the harness computes (REPORT.md's "The same problem in PyTorch"), and the
+// command line of scripts/torch_stages.py that runs it stage by stage on the user's PyTorch.
+// Host-only text.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "repro/cli/run_options.h"
+
+namespace sdpa {
+
+// A short Python program: inputs of the run's shapes, dtypes, layout and mask, the SDPA call
+// with its dropout, scale, causality and GQA, the math backend forced, a synchronisation.
+std::string pytorch_sdpa_snippet(const RunOptions& o);
+
+// The problem options of the run, spelled out (shape, dtype, precision, mask, dropout, scale,
+// seed), for another program that takes the same options (scripts/torch_stages.py).
+std::vector<std::string> problem_args(const RunOptions& o);
+
+}  // namespace sdpa
