@@ -108,7 +108,7 @@ std::vector<std::string> stage_begin_lines(Stage s, const SdpaProblem& p, const 
     case Stage::qk_gemm: return {"[CUBLAS_GEMM_START] " + detail};
     case Stage::mask_add: return {"[MATH_MASK] Applying attention mask kind=" + detail};
     case Stage::scores_to_host: return {"[MATH_SCORES_TO_HOST] " + detail + " scores shape=" + scores_shape};
-    case Stage::softmax: return {"[MATH_SOFTMAX_START] Input shape=" + scores_shape};
+    case Stage::softmax: return {"[MATH_SOFTMAX_START] Input shape=" + scores_shape + " " + detail};
     case Stage::dropout: return {"[MATH_DROPOUT_START] " + detail};
     case Stage::pv_gemm: return {"[MATH_FINAL_BMM_START]", "[CUBLAS_GEMM_START] " + detail};
     case Stage::cast_output: return {"[MATH_CAST_OUTPUT] " + detail};
