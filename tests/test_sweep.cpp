@@ -354,20 +354,38 @@ TEST_SUITE("sweep") {
     }
     CHECK(per_scenario == std::map<int, int>{{0, 54}, {1, 54}, {2, 54}, {3, 54}, {4, 54}});
     CHECK(per_shape ==
-          std::map<std::string, int>{{"2x8x128x128x64", 90}, {"2x8x512x512x64", 90}, {"qwen-image-512", 90}});
+          std::map<std::string, int>{{"2x8x128x128x64", 90}, {"2x8x512x512x64", 90}, {"1x8x256x2048x64", 90}});
     CHECK(per_dtype.size() == 3);
     CHECK(per_alloc == std::map<std::string, int>{{"managed", 90}, {"device", 90}, {"async", 90}});
     // Every scenario has cells whose rows are longer than the warp softmax's 1024 (the block
-    // reduction scenario 2 is about); the workload's cells name it instead of a shape.
+    // reduction scenario 2 is about).
     std::set<int> long_rows;
     for (const auto& c : cells) {
-      if (c.shape == "qwen-image-512") {
-        CHECK(has_args(c.run_args(), {"--workload", "qwen-image-512"}));
-        CHECK(find_workload(c.shape).problem.kv_len > kSoftmaxWarpRowMaxCols);
+      if (c.shape == "1x8x256x2048x64") {
+        CHECK(has_args(c.run_args(), {"-S", "2048"}));
         long_rows.insert(c.scenario);
       }
     }
+    CHECK(2048 > kSoftmaxWarpRowMaxCols);
     CHECK(long_rows == std::set<int>{0, 1, 2, 3, 4});
+  }
+
+  TEST_CASE("a workload layer is a value of the shapes axis, passed to each cell by name") {
+    SweepAxes axes;
+    axes.scenarios = {2};
+    axes.fixes = {"off"};
+    axes.dtypes = {"bf16"};
+    axes.allocs = {"managed"};
+    axes.shapes = {"qwen-image-512", "2x8x128x128x64"};
+    const std::vector<SweepCell> cells = expand_matrix(axes);
+    REQUIRE(cells.size() == 2);
+    const std::vector<std::string> args = cells[0].run_args();
+    CHECK(has_args(args, {"--workload", "qwen-image-512"}));
+    CHECK(std::find(args.begin(), args.end(), "-L") == args.end());
+    CHECK(find_workload(cells[0].shape).problem.kv_len > kSoftmaxWarpRowMaxCols);
+    axes.shapes = {"qwen-image"};
+    CHECK_THROWS_WITH_AS(expand_matrix(axes), doctest::Contains("qwen-image-1024|qwen-image-1024-textpad|qwen-image-512"),
+                         InputError);
   }
 
   TEST_CASE("axes on the command line, canonical values, and where the files go") {
@@ -511,7 +529,7 @@ TEST_SUITE("sweep") {
       check_valid(c, "#/$defs/cell");
     }
     CHECK(doc["cells"][269]["key"] ==
-          "scenario=4 fix=on dtype=fp32 precision=upcast shape=qwen-image-512 alloc=async stream=non-blocking iters=5 repeat=0");
+          "scenario=4 fix=on dtype=fp32 precision=upcast shape=1x8x256x2048x64 alloc=async stream=non-blocking iters=5 repeat=0");
     CHECK_FALSE(fs::exists(dir / "fake.log"));
     CHECK_FALSE(fs::exists(dir / "sweep-results"));
   }
@@ -947,7 +965,7 @@ TEST_SUITE("sweep") {
     CHECK(xml_problem(full) == "");
     CHECK(count_of(full, "class=\"cell\"") == 270);
     CHECK(count_of(full, ">shape 2x8x") == 2);
-    CHECK(count_of(full, ">shape qwen-image-512") == 1);
+    CHECK(count_of(full, ">shape 1x8x256x2048x64") == 1);
   }
 
   TEST_CASE("the XML checker finds what is wrong") {
