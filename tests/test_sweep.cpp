@@ -606,10 +606,19 @@ TEST_SUITE("sweep") {
     CHECK(count_of(svg, "class=\"cell\"") == cases.size());
     CHECK(svg.find(">HANG</text>") != std::string::npos);
     CHECK(svg.find(">softmax</text>") != std::string::npos);
-    // Nothing but the three outputs is left behind (the cells' scratch JSON files are gone).
-    std::set<std::string> files;
+    // Nothing but the three outputs and the kept cell logs is left behind (the cells' scratch JSON
+    // files are gone); a cell's --log-file is kept unless it passed or was waived.
+    std::set<std::string> files, logs, kept;
     for (const auto& entry : fs::directory_iterator(dir / "out")) files.insert(entry.path().filename());
-    CHECK(files == std::set<std::string>{"s.json", "s.jsonl", "s.svg"});
+    CHECK(files == std::set<std::string>{"s.json", "s.jsonl", "s.svg", "s.cells"});
+    for (const auto& entry : fs::directory_iterator(dir / "out/s.cells")) logs.insert(entry.path().string());
+    for (const auto& cell : doc["cells"]) {
+      const bool good = cell["outcome"] == "pass" || cell["outcome"] == "waived";
+      CHECK(cell["log_file"].is_null() == good);
+      if (!good) kept.insert(cell["log_file"].get<std::string>());
+    }
+    CHECK(logs == kept);
+    CHECK(kept.size() == cases.size() - 2);
   }
 
   TEST_CASE("a hanging child costs its deadline: the sweep is back within the deadline + 1 s, the group killed") {

@@ -38,6 +38,14 @@ WatchdogFindings watchdog_from_json(const nlohmann::json& w) {
     f.flight_recorder.push_back(record);
   }
   for (const auto& line : key_or_null(w, "stage_log_tail")) f.stage_log_tail.push_back(line.get<std::string>());
+  const nlohmann::json& snapshot = key_or_null(w, "snapshot");
+  if (snapshot.is_object()) {
+    f.snapshot_path = optional_of<std::string>(snapshot, "path");
+    f.snapshot = snapshot;
+  }
+  for (const auto& line : key_or_null(w, "evidence")) f.evidence.push_back(line.get<std::string>());
+  f.survived_kill = optional_of<bool>(w, "survived_kill").value_or(false);
+  for (const auto& line : key_or_null(w, "kernel_stacks")) f.kernel_stacks.push_back(line.get<std::string>());
   return f;
 }
 
@@ -226,6 +234,7 @@ nlohmann::json result_to_json(const RunResult& r) {
                      {"message", w.message},
                      {"flight_recorder", records},
                      {"stage_log_tail", w.log_tail}};
+    j["watchdog"].update(hang_actions_json(w));
   }
   return j;
 }
