@@ -31,6 +31,7 @@ struct ReportRun {
   double wall_s = 0;
   std::optional<nlohmann::json> result;  // its --json result (run_json.h), when it wrote one
   std::string output;                     // its stdout and stderr: table, stage log, hang report
+  std::string snapshot_dir;               // its --snapshot-dir, inside the report folder ("": none given)
 };
 
 struct ReportInput {

@@ -212,7 +212,9 @@ CollectorRun skipped(const std::string& name, const std::string& reason) {
   return run;
 }
 
+// Where a tool was looked for, in words: the default search is "PATH, ...", not PATH's every entry.
 std::string join_dirs(const std::vector<std::string>& dirs) {
+  if (dirs == default_tool_dirs()) return "PATH, /usr/local/cuda/bin or /usr/local/nvidia/bin";
   std::string s;
   for (const auto& d : dirs) s += (s.empty() ? "" : ":") + d;
   return s;

@@ -26,7 +26,13 @@ struct SupervisorOptions {
   double run_timeout_s = 0;  // 0: none
   double kill_grace_s = 0.3;  // SIGTERM -> SIGKILL; the report must come within deadline + 1 s (+ the snapshot)
   size_t log_tail_lines = 24;
-  HangOptions hang;           // --on-hang, the snapshot's budget, --keep-timeout, --log-file
+  // --on-hang, the snapshot's budget, --keep-timeout, --log-file. Killing at once unless asked:
+  // run_supervised_command passes the run's own (whose default is a snapshot).
+  HangOptions hang = [] {
+    HangOptions h;
+    h.on_hang = OnHang::kill;
+    return h;
+  }();
   std::string snapshot_dir;   // where a snapshot goes ("": hang.snapshot_dir, else default_snapshot_dir)
   std::string log_header;     // the log file's first record: what runs
   // --no-fork: the program whose `hang-snapshot` takes the snapshot ("": this executable); where
