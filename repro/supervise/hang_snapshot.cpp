@@ -18,6 +18,7 @@
 #include "math_sdpa/atomic_file.h"
 #include "math_sdpa/errors.h"
 #include "math_sdpa/stage_log.h"
+#include "repro/cli/run_options.h"
 #include "repro/common/text.h"
 #include "repro/supervise/durable_log.h"
 #include "repro/supervise/snapshot_collectors.h"
@@ -37,6 +38,7 @@ constexpr int kSnapshotFormatVersion = 1;
 constexpr double kKernelLogS = 3, kThreadsS = 4, kDebuggerS = 30, kSmiS = 8, kSmiAppsS = 4, kDriverFilesS = 2;
 constexpr double kMinimumBoundS = 0.2;  // less left than this: the collector is skipped
 constexpr double kWriteReserveS = 0.5;  // kept back from the budget for the summary and snapshot.json
+constexpr double kLastLogReserveS = 0.5;  // kept back for the kernel log's second reading, which takes milliseconds
 constexpr size_t kBacktraceFramesKept = 32, kKernelFramesKept = 16;
 
 const DriverFiles kGpuInformation{"gpu_information", "/proc/driver/nvidia/gpus", "/information", "gpu-information.txt",
@@ -132,7 +134,8 @@ HangSnapshot take_hang_snapshot(const SnapshotRequest& request) {
   // Each collector gets its own bound or what is left of the budget, whichever is less.
   auto run = [&](const std::string& name, double bound_s, const std::function<CollectorRun(double)>& collect,
                  const std::string& skip_because = "") {
-    const double left = (deadline - monotonic_us()) / 1e6;
+    const bool last_log = name == "kernel_log_after";
+    const double left = (deadline - monotonic_us()) / 1e6 - (last_log || name == "nvidia_bug_report" ? 0 : kLastLogReserveS);
     CollectorRun r;
     r.name = name;
     if (!no_folder.empty() || !skip_because.empty()) {
@@ -296,10 +299,10 @@ int hang_snapshot_main(int argc, char** argv) {
   app.add_flag("--nvidia-bug-report", request.nvidia_bug_report, "also run nvidia-bug-report.sh");
   app.add_option("--log-file", log_file, "the run's --log-file");
   app.add_option("--tool-dir", request.tool_dirs, "where tools are looked for (default: PATH, the CUDA folders)");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+  ParseResult parsed;
+  if (!parse_app(app, argc, argv, "repro hang-snapshot", parsed)) {
+    (parsed.exit_code == 0 ? std::cout : std::cerr) << parsed.message << "\n";
+    return parsed.exit_code;
   }
   request.pid = pid;
   request.run_start_us = since_us;

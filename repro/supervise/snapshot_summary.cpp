@@ -7,6 +7,7 @@
 // do not recognise is skipped, never an error: the raw files stay in the folder for a person.
 #include <algorithm>
 #include <cctype>
+#include <iterator>
 #include <sstream>
 
 #include "math_sdpa/errors.h"
@@ -31,11 +32,22 @@ const NameTable<HostVerdict> kHostVerdicts{"host verdict",
                                             {HostVerdict::sleeping, "sleeping"},
                                             {HostVerdict::unknown, "unknown"}}};
 
-// The kernel log lines that concern the driver or a process stuck in it: the resource manager
-// (NVRM), GPU exceptions (Xid), unified memory (nvidia-uvm), the hung-task detector and the
-// kernel's out-of-memory killer.
-const char* const kDriverLogPatterns[] = {"NVRM", "Xid", "nvidia-uvm", "nvidia_uvm", "blocked for more than",
-                                          "Out of memory:", "oom-kill"};
+// The kernel log lines that concern the driver or a process stuck in it, most telling first: GPU
+// exceptions (Xid), memory exhausted (the GB10 freeze begins with NVRM's NV_ERR_NO_MEMORY), the
+// hung-task detector naming a task stuck in D state, unified memory (nvidia-uvm), the kernel's
+// out-of-memory killer, then the resource manager's other lines (NVRM).
+const char* const kDriverLogPatterns[] = {"Xid", "NV_ERR_NO_MEMORY", "blocked for more than", "nvidia-uvm", "nvidia_uvm",
+                                          "Out of memory:", "oom-kill", "NVRM"};
+
+// Where a line stands in kDriverLogPatterns; past the end when it matches none.
+size_t driver_line_rank(const std::string& line) {
+  size_t rank = 0;
+  for (const char* pattern : kDriverLogPatterns) {
+    if (line.find(pattern) != std::string::npos) return rank;
+    ++rank;
+  }
+  return rank;
+}
 
 constexpr size_t kDriverLinesKept = 64;
 constexpr size_t kDriverLinesInEvidence = 3;
@@ -347,12 +359,7 @@ std::vector<HostThread> parse_thread_states(const std::string& text) {
 std::vector<std::string> parse_driver_lines(const std::string& kernel_log) {
   std::vector<std::string> out;
   for (const std::string& line : lines_of(kernel_log)) {
-    for (const char* pattern : kDriverLogPatterns) {
-      if (line.find(pattern) != std::string::npos) {
-        out.push_back(line);
-        break;
-      }
-    }
+    if (driver_line_rank(line) < std::size(kDriverLogPatterns)) out.push_back(line);
   }
   return out;
 }
@@ -459,18 +466,22 @@ std::vector<std::string> snapshot_evidence(const SnapshotSummary& s) {
     lines.push_back("thread " + thread_name(t) + " in D state in " + kernel_place(t) +
                     (top.size() > 1 ? " (kernel stack: " + join(top, " < ") + ")" : ""));
   }
-  size_t shown = 0;
-  std::vector<std::string> seen;  // by message: the same line logged at several times counts once
+  // The most telling driver lines, each message once (the same line logged at several times).
+  std::vector<std::pair<std::string, bool>> messages;  // message, logged while the snapshot ran
   for (const std::string& line : s.driver_lines) {
-    const std::string message = trimmed(line.find(']') != std::string::npos && line[0] == '[' ? line.substr(line.find(']') + 1) : line);
-    if (std::find(seen.begin(), seen.end(), message) != seen.end()) continue;
-    seen.push_back(message);
-    if (shown++ < kDriverLinesInEvidence) {
-      const bool during = std::find(s.driver_lines_during.begin(), s.driver_lines_during.end(), line) != s.driver_lines_during.end();
-      lines.push_back("kernel log: " + message + (during ? " (logged while the snapshot ran)" : ""));
+    const bool stamped = !line.empty() && line[0] == '[' && line.find(']') != std::string::npos;
+    const std::string message = trimmed(stamped ? line.substr(line.find(']') + 1) : line);
+    const bool during = std::find(s.driver_lines_during.begin(), s.driver_lines_during.end(), line) != s.driver_lines_during.end();
+    if (std::none_of(messages.begin(), messages.end(), [&](const auto& m) { return m.first == message; })) {
+      messages.emplace_back(message, during);
     }
   }
-  if (s.driver_lines.size() > kDriverLinesInEvidence && shown > kDriverLinesInEvidence) {
+  std::stable_sort(messages.begin(), messages.end(),
+                   [](const auto& a, const auto& b) { return driver_line_rank(a.first) < driver_line_rank(b.first); });
+  for (size_t i = 0; i < messages.size() && i < kDriverLinesInEvidence; ++i) {
+    lines.push_back("kernel log: " + messages[i].first + (messages[i].second ? " (logged while the snapshot ran)" : ""));
+  }
+  if (messages.size() > kDriverLinesInEvidence) {
     lines.push_back("kernel log: " + std::to_string(s.driver_lines.size()) + " driver lines in all since the run started");
   }
   if (!s.nvidia_smi.empty() && s.nvidia_smi != "answered" && !starts_with(s.nvidia_smi, "skipped")) {

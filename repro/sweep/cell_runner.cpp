@@ -67,7 +67,7 @@ struct RunningCell {
   pid_t pid = -1;
   double deadline_s = 0;
   double snapshot_s = 0;            // added to the deadline once the cell's snapshot began
-  std::string snapshot_dir, snapshot_link, log_file;
+  std::string snapshot_dir, snapshot_link, log_file, log_link;
   std::optional<int> after_hang;
   bool stuck = false;               // killed at its deadline and still not reaped
   int stderr_fd = -1;
@@ -315,6 +315,7 @@ int run_cells(const std::vector<SweepCell>& cells, const SweepRunSettings& setti
     if (!settings.cells_dir.empty()) {
       const std::string name = "cell-" + std::to_string(r.cell->index);
       r.log_file = settings.cells_dir + "/" + name + ".log";
+      r.log_link = settings.cells_link + "/" + name + ".log";
       // A folder of its own: an earlier attempt's snapshot (a sweep resumed after a freeze) stays.
       r.snapshot_dir = fresh_snapshot_dir(settings.cells_dir + "/" + name + ".snapshot");
       r.snapshot_link = settings.cells_link + "/" + fs::path(r.snapshot_dir).filename().string();
@@ -372,11 +373,12 @@ int run_cells(const std::vector<SweepCell>& cells, const SweepRunSettings& setti
     end.snapshot_link = r.snapshot_link;
     end.after_hang = r.after_hang;
     std::error_code ignored;
-    if (!r.log_file.empty() && fs::exists(r.log_file, ignored)) end.log_file = r.log_file;
+    const bool logged = !r.log_file.empty() && fs::exists(r.log_file, ignored);
+    if (logged) end.log_file = r.log_link;
     nlohmann::json record = finished_cell_json(*r.cell, settings.stage_timeout_s, settings.workers[w], end, json_text);
     const Outcome outcome = parse_outcome(record.at("outcome").get<std::string>());
-    if ((outcome == Outcome::pass || outcome == Outcome::waived) && !end.log_file.empty()) {
-      fs::remove(end.log_file, ignored);  // its result is in the JSON-lines file
+    if ((outcome == Outcome::pass || outcome == Outcome::waived) && logged) {
+      fs::remove(r.log_file, ignored);  // its result is in the JSON-lines file
       record["log_file"] = nullptr;
     }
     if (outcome == Outcome::hang || outcome == Outcome::timeout) {

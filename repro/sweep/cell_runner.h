@@ -73,7 +73,7 @@ struct ChildEnd {
   double snapshot_s = 0;  // granted on top of the deadline for the cell's hang snapshot
   std::vector<std::string> stderr_tail;  // the last lines the child wrote to stderr
   std::string snapshot_link;  // the cell's snapshot folder as the document links it ("": the run's own path)
-  std::string log_file;       // its --log-file, kept ("": none)
+  std::string log_file;       // its --log-file as the document links it ("": none)
   std::optional<int> after_hang;  // the cell that hung on this GPU before this one ran
 };
 
