@@ -57,6 +57,9 @@ const CollectorRun& collector(const HangSnapshot& s, const std::string& name) {
   return none;
 }
 
+// A debugger that stops the process it was given (-p PID) as an attach does, and never answers.
+const char* const kStoppingDebugger = "kill -STOP \"$2\"\nexec /bin/sleep 100000";
+
 // A folder of stand-in tools, removed at the end.
 struct Scratch {
   std::string dir = test_util::temp_dir("snapshot");
@@ -339,7 +342,7 @@ TEST_SUITE("hang_snapshot") {
 
   TEST_CASE("a cuda-gdb that never answers is stopped at the budget; the snapshot stays within it") {
     Scratch scratch;
-    scratch.tool("cuda-gdb", "exec /bin/sleep 100000");
+    scratch.tool("cuda-gdb", kStoppingDebugger);
     Sleeper target;
     SnapshotRequest r;
     r.pid = target.pid;
@@ -360,7 +363,7 @@ TEST_SUITE("hang_snapshot") {
     CHECK(collector(s, "nvidia_smi").state == CollectorState::skipped);
     CHECK(collector(s, "nvidia_smi").reason.find("no time left in the snapshot's budget of 3 s") == 0);
     CHECK(collector(s, "threads").state == CollectorState::ok);
-    CHECK(target.state() == 'S');  // still there, not left stopped
+    CHECK(target.state() == 'S');  // still there, and not left stopped by the killed debugger
     const auto j = nlohmann::json::parse(test_util::file_text(r.dir + "/snapshot.json"));
     CHECK(j["collectors"].size() == s.collectors.size());
     CHECK(j["pid"] == target.pid);
@@ -596,7 +599,9 @@ TEST_SUITE("hang_snapshot") {
 
   TEST_CASE("--no-fork: the watchdog thread's snapshot is taken by `repro hang-snapshot`, then the process exits 3") {
     Scratch scratch;
-    scratch.tool("cuda-gdb", "exec /bin/sleep 100000");
+    // It stops the whole process, the watchdog thread too: only a snapshot process of its own
+    // can end it and let the process go on.
+    scratch.tool("cuda-gdb", kStoppingDebugger);
     const bool real_gdb = access("/usr/bin/gdb", X_OK) == 0;
     // With gdb: a debugger really attaches to the process whose watchdog thread waits for it.
     for (const std::string& tools : std::vector<std::string>{scratch.path("tools"), real_gdb ? "/usr/bin" : ""}) {
