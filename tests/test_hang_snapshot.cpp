@@ -509,6 +509,33 @@ TEST_SUITE("hang_snapshot") {
     }
   }
 
+  TEST_CASE("a process that did not die after SIGKILL: its kernel stacks are read within a bound and reported") {
+    Sleeper target;
+    const double start = now_s();
+    const auto stacks = kernel_stacks_of(target.pid, 2);
+    CHECK(now_s() - start < 2.5);
+    REQUIRE(stacks.size() == 1);
+    std::string comm = test_util::file_text("/proc/" + std::to_string(target.pid) + "/comm");
+    comm = comm.substr(0, comm.find('\n'));
+    const std::string prefix = "tid " + std::to_string(target.pid) + " (" + comm + ") ";
+    CHECK(stacks[0].rfind(prefix, 0) == 0);
+    CHECK(stacks[0].find(prefix + "S:") == 0);
+    if (geteuid() == 0) CHECK(stacks[0].find("(no kernel stack") == std::string::npos);  // root reads them
+    CHECK(kernel_stacks_of(999999999, 2).empty());
+    SupervisedOutcome o;
+    o.kind = SupervisedOutcome::hang;
+    o.stage = "softmax";
+    o.survived_kill = true;
+    o.kernel_stacks = stacks;
+    const std::string report = hang_report_text(o, "x", 1);
+    CHECK(report.find("the hung process did not die after SIGKILL: it is stuck in the kernel; the supervisor exits "
+                      "without waiting for it") != std::string::npos);
+    CHECK(report.find("    " + stacks[0] + "\n") != std::string::npos);
+    const auto j = hang_actions_json(o);
+    CHECK(j["survived_kill"] == true);
+    CHECK(j["kernel_stacks"] == nlohmann::json(stacks));
+  }
+
   TEST_CASE("--on-hang keep: the hung child stays alive and inspectable for the keep time, then is killed") {
     Scratch scratch;
     SupervisorOptions o;
