@@ -165,7 +165,6 @@ bool keep_for_inspection(pid_t target, bool in_process, const SupervisorOptions&
 // process. True when a forked target ended meanwhile (reaped into `status`).
 bool act_on_hang(pid_t target, bool in_process, const SupervisorOptions& o, SupervisedOutcome& out, DurableLog& log,
                  int& status) {
-  out.on_hang = o.hang.on_hang;
   const std::string what = finding(out, o);
   log.record("hang", what);
   if (o.hang.on_hang == OnHang::keep) return keep_for_inspection(target, in_process, o, out, log, status);
@@ -194,14 +193,15 @@ bool act_on_hang(pid_t target, bool in_process, const SupervisorOptions& o, Supe
 }  // namespace
 
 SupervisedOutcome supervise(const std::function<int(int)>& child_main, const SupervisorOptions& options) {
+  SupervisedOutcome out;
+  out.start_us = monotonic_us();
+  out.on_hang = options.hang.on_hang;
+  out.log_file = options.hang.log_file;
+  const std::unique_ptr<DurableLog> log = open_log(options, out.start_us);
   int progress[2], errpipe[2];
   if (pipe2(progress, O_CLOEXEC) != 0 || pipe2(errpipe, O_CLOEXEC) != 0) {
     throw InputError(std::string("cannot create pipes: ") + std::strerror(errno));
   }
-  SupervisedOutcome out;
-  out.start_us = monotonic_us();
-  out.log_file = options.hang.log_file;
-  const std::unique_ptr<DurableLog> log = open_log(options, out.start_us);
   const pid_t supervisor = getpid();
   ChildSpec spec;
   spec.body = [&] {
@@ -332,6 +332,7 @@ int start_in_process_watchdog(const SupervisorOptions& options, std::function<vo
   std::thread([read_fd = fds[0], options, on_hang, log, start_us] {
     SupervisedOutcome out;
     out.start_us = start_us;
+    out.on_hang = options.hang.on_hang;
     out.log_file = options.hang.log_file;
     HangMonitor monitor(options.stage_timeout_s, options.run_timeout_s, out.start_us);
     LineBuffer lines;
