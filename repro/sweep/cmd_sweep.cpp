@@ -3,7 +3,8 @@
 // Expands the axes into cells (matrix.h), runs each as its own `repro` process with its
 // own deadline, one worker per GPU (cell_runner.h), and writes (sweep_output.h): each finished
 // cell as one line of FILE.jsonl at once, then the sweep document FILE.json and the heatmap
-// FILE.svg atomically, and the table on stdout. Progress goes to stderr. --resume continues an
+// FILE.svg atomically, and the table on stdout; each cell's --log-file and a hung cell's snapshot
+// go to FILE.cells/ (docs/HANG_SNAPSHOT.md). Progress goes to stderr. --resume continues an
 // interrupted sweep from its JSON-lines file; --dry-run prints the cells and runs nothing.
 //
 //   repro sweep --out results/h100-sweep
