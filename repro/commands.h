@@ -6,6 +6,7 @@
 //   repro bench [options]      timing with statistics and fix overheads (cmd_bench.cpp)
 //   repro info [--json]        the environment block of a bug report (cmd_info.cpp)
 //   repro --version            version, commit, compiler, CUDA, architectures (cmd_info.cpp)
+//   repro hang-snapshot ...    hidden: the --no-fork watchdog's hang snapshot (supervise/hang_snapshot.h)
 //
 // Each takes argv with its own name first (argv[0] == "report") and returns the process exit
 // code (math_sdpa/errors.h).

@@ -8,10 +8,6 @@
 
 namespace sdpa {
 
-namespace {
-
-}  // namespace
-
 std::vector<int> scenarios_for_hung_stage(Stage s) {
   switch (s) {
     case Stage::qk_gemm: return {1, 3};
@@ -108,12 +104,51 @@ std::string join(const std::vector<std::string>& parts, const char* sep) {
   return s;
 }
 
+bool contains_any(const std::string& text, std::initializer_list<const char*> words) {
+  for (const char* w : words) {
+    if (text.find(w) != std::string::npos) return true;
+  }
+  return false;
+}
+
+// The scenarios a resident kernel bears on, by what its name says it is.
+std::vector<int> scenarios_of_kernel(const std::string& name) {
+  if (contains_any(name, {"gemm", "Gemm", "xmma", "cutlass", "cublas"})) return {1, 3};  // a cuBLAS GEMM
+  if (contains_any(name, {"softmax", "SoftMax"})) return {2};
+  if (contains_any(name, {"transpose_heads"})) return {3};
+  if (contains_any(name, {"touch_pages"})) return {4};
+  return {};
+}
+
+void add_snapshot_evidence(HangClassification& h, const HangEvidence& e) {
+  for (const std::string& kernel : e.resident_kernels) {
+    const std::vector<int> fits = scenarios_of_kernel(kernel);
+    h.evidence_used.push_back("resident kernel " + kernel +
+                              (fits.empty() ? std::string(" (no scenario's kernel)") : std::string()));
+    for (HangCandidate& c : h.candidates) {
+      if (std::find(fits.begin(), fits.end(), c.scenario) != fits.end()) {
+        c.evidence.push_back("the snapshot found " + kernel + " resident on the GPU");
+      }
+    }
+  }
+  for (const std::string& blocked : e.blocked_threads) {
+    const bool in_uvm = contains_any(blocked, {"uvm"});
+    h.evidence_used.push_back(blocked);
+    if (!in_uvm) continue;
+    // A thread stuck in the unified-memory driver: every hypothesis about migrating pages gains,
+    // and scenario 4 (the driver's fault handling itself) most of all.
+    for (HangCandidate& c : h.candidates) c.evidence.push_back("a thread blocked in the unified-memory driver: " + blocked);
+  }
+  if (!e.host_call.empty()) h.evidence_used.push_back("the main thread waited in " + e.host_call);
+}
+
 }  // namespace
 
-HangClassification classify_hang(Stage hung, const SdpaProblem& p, const PathSettings& ps) {
+HangClassification classify_hang(Stage hung, const SdpaProblem& p, const PathSettings& ps, const HangEvidence& evidence) {
   HangClassification h;
   h.stage = stage_name(hung);
   for (int n : scenarios_for_hung_stage(hung)) h.candidates.push_back(candidate(n, hung, p, ps));
+  add_snapshot_evidence(h, evidence);
   // The candidate with the most conditions for and the fewest against first; on a tie the one
   // judged likelier from the start, which is the lower number (docs/SCENARIOS.md).
   std::stable_sort(h.candidates.begin(), h.candidates.end(), [](const HangCandidate& a, const HangCandidate& b) {
@@ -126,13 +161,17 @@ HangClassification classify_hang(Stage hung, const SdpaProblem& p, const PathSet
 }
 
 std::string HangClassification::summary() const {
-  if (candidates.empty()) return "unclassified (hung in stage " + stage + ")";
+  if (candidates.empty()) {
+    return "unclassified (hung in stage " + stage + ")" +
+           (evidence_used.empty() ? std::string() : "; snapshot: " + join(evidence_used, "; "));
+  }
   const HangCandidate& first = candidates.front();
   std::string s = "scenario " + std::to_string(first.scenario) + " (" + first.title + "): " + join(first.evidence, "; ");
   if (!first.against.empty()) s += "; against: " + join(first.against, "; ");
   for (size_t i = 1; i < candidates.size(); ++i) {
     s += (i == 1 ? "; also scenario " : ", scenario ") + std::to_string(candidates[i].scenario) + " (" + candidates[i].title + ")";
   }
+  if (!evidence_used.empty()) s += "; snapshot evidence used: " + join(evidence_used, "; ");
   return s;
 }
 

@@ -5,7 +5,8 @@
 // hung (the settings the path ran with). A hang inside the Q.K^T GEMM fits scenario 1 (the GEMM
 // on another stream) and scenario 3 (K^T reaching cuBLAS as a non-contiguous view); which is
 // the likelier depends on whether the GEMM really ran on another stream and whether K^T really
-// was a view. Every candidate is listed with what speaks for and against it, most likely first.
+// was a view. Every candidate is listed with what speaks for and against it, most likely first;
+// what a hang snapshot saw (the resident kernel, a thread blocked in the driver) adds to that.
 // Host-only: the supervising parent classifies from the command line's settings alone.
 #pragma once
 
@@ -25,9 +26,18 @@ struct HangCandidate {
   std::vector<std::string> against;   // what speaks against it: conditions absent
 };
 
+// What a hang snapshot saw of the live hang (repro/supervise/hang_snapshot.h), as far as the
+// classification uses it. Empty without a snapshot.
+struct HangEvidence {
+  std::vector<std::string> resident_kernels;  // the kernels' names ("spin_kernel", "sm90_xmma_gemm_...")
+  std::vector<std::string> blocked_threads;   // one line each: a thread in D state and where ("uvm_va_block_...")
+  std::string host_call;                      // the main thread's innermost CUDA call ("cuStreamSynchronize")
+};
+
 struct HangClassification {
   std::string stage;
   std::vector<HangCandidate> candidates;  // most likely first; empty when no signature fits
+  std::vector<std::string> evidence_used;  // what of the snapshot weighed in (HangEvidence), one line each
 
   int scenario() const { return candidates.empty() ? 0 : candidates.front().scenario; }
   // One line: the likeliest candidate with its evidence, then the others by number;
@@ -39,6 +49,10 @@ struct HangClassification {
 // Q.K^T GEMM itself can hang for scenario 1's reason or for scenario 3's (faulting through the view).
 std::vector<int> scenarios_for_hung_stage(Stage s);
 
-HangClassification classify_hang(Stage hung, const SdpaProblem& problem, const PathSettings& settings);
+// A hang is classified by its stage and the conditions first; a snapshot's evidence then adds to
+// the candidates it bears on (a GEMM, softmax or page-touch kernel resident; a thread blocked in
+// the unified-memory driver) and is listed in evidence_used.
+HangClassification classify_hang(Stage hung, const SdpaProblem& problem, const PathSettings& settings,
+                                 const HangEvidence& evidence = {});
 
 }  // namespace sdpa

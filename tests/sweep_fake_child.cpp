@@ -5,17 +5,23 @@
 //   SWEEP_FAKE="1=hang,2/device=segv"   behaviour per scenario, or per scenario/alloc (which
 //                                       wins); a cell not named passes
 //   SWEEP_FAKE_LOG=FILE                 each run appends "start <t_us> <pid> <CUDA_VISIBLE_DEVICES>
-//                                       | <its options but --json>" and "end <t_us> <pid>"
+//                                       | <its options but the output and hang ones>" and "end <t_us> <pid>"
+//   the sweep's canary (SDPA_SWEEP_CANARY set) behaves as SWEEP_FAKE's "canary" entry (default pass)
 //
+// Like repro it appends a line to --log-file when given.
 // Behaviours, each writing what real repro writes for it (run_json.cpp):
 //   pass, slow (pass after 300 ms), mismatch (1), hang (3, watchdog stage softmax),
 //   cuda_error (4, stage qk_gemm), crash_reported (5, stage pv_gemm), waived (6), no_gpu (7),
 //   refused (8), usage (2, one line on stderr, no JSON), exit42 (an exit code repro never uses),
 //   wrong_exit (a pass JSON, exit 1), segv (dies from SIGSEGV), garbage (a JSON file that is
 //   not JSON), no_json (exit 0, no file), sleep (forever, ignoring SIGTERM, with a forked
-//   grandchild that sleeps too, as repro's GPU child would; its pid is logged as "grandchild").
+//   grandchild that sleeps too, as repro's GPU child would; its pid is logged as "grandchild"),
+//   hang_snapshot (a hang with a snapshot in --snapshot-dir, linked from its JSON), hang_stuck (a
+//   hang whose process survived SIGKILL), snapshot_sleep (creates --snapshot-dir, as a snapshot
+//   in progress does, then sleeps like sleep).
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -97,7 +103,7 @@ json stopped(const std::string& outcome, int exit_code, const char* stage, const
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string scenario = "0", alloc = "managed", json_path, options;
+  std::string scenario = "0", alloc = "managed", json_path, options, log_file, snapshot_dir;
   bool check = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -105,12 +111,19 @@ int main(int argc, char** argv) {
     if (a == "--scenario") scenario = value;
     if (a == "--alloc") alloc = value;
     if (a == "--check") check = true;
-    if (a == "--json") {
-      json_path = value;
+    if (a == "--json") json_path = value;
+    if (a == "--log-file") log_file = value;
+    if (a == "--snapshot-dir") snapshot_dir = value;
+    if (a == "--json" || a == "--log-file" || a == "--snapshot-dir" || a == "--on-hang" || a == "--snapshot-timeout") {
       ++i;
       continue;
     }
     options += (options.empty() ? "" : " ") + a;
+  }
+  if (!log_file.empty()) {
+    const int fd = open(log_file.c_str(), O_WRONLY | O_APPEND | O_CREAT, 0644);
+    (void)!write(fd, "0.0\tstart\tsweep_fake_child\n", 27);
+    close(fd);
   }
   const char* gpu = std::getenv("CUDA_VISIBLE_DEVICES");
   log_line("start " + std::to_string(now_us()) + " " + std::to_string(getpid()) + " " + (gpu ? gpu : "-") + " | " + options);
@@ -118,7 +131,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "sweep_fake_child: the sweep must pass --json and --check\n");
     return 99;
   }
-  const std::string behaviour = behaviour_for(scenario, alloc);
+  const std::string behaviour = std::getenv("SDPA_SWEEP_CANARY") ? behaviour_for("canary", "") : behaviour_for(scenario, alloc);
   auto finish = [&](const json& r, int code) {
     sdpa::write_file_atomic(json_path, r.dump(2) + "\n");
     log_line("end " + std::to_string(now_us()) + " " + std::to_string(getpid()));
@@ -136,6 +149,17 @@ int main(int argc, char** argv) {
     return finish(r, 1);
   }
   if (behaviour == "hang") return finish(stopped("hang", 3, "softmax", "stage softmax did not finish within 0.2 s"), 3);
+  if (behaviour == "hang_snapshot" || behaviour == "hang_stuck") {
+    json r = stopped("hang", 3, "softmax", "stage softmax did not finish within 0.2 s");
+    r["watchdog"]["survived_kill"] = behaviour == "hang_stuck";
+    if (behaviour == "hang_snapshot") {
+      mkdir(snapshot_dir.c_str(), 0755);
+      sdpa::write_file_atomic(snapshot_dir + "/snapshot.json", "{\"format_version\": 1}\n");
+      r["watchdog"]["snapshot"] = {{"path", snapshot_dir}, {"seconds", 0.5}, {"collectors", json::array()}, {"summary", nullptr}};
+      r["watchdog"]["evidence"] = {"kernel spin_kernel resident on SM 124 (grid (1,1,1), block (1,1,1), Active)"};
+    }
+    return finish(r, 3);
+  }
   if (behaviour == "cuda_error") {
     return finish(stopped("cuda_error", 4, "qk_gemm", "CUDA error at gemm.cpp:1 in stage qk_gemm: code=700"), 4);
   }
@@ -164,7 +188,8 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (behaviour == "no_json") return 0;
-  if (behaviour == "sleep") {
+  if (behaviour == "snapshot_sleep") mkdir(snapshot_dir.c_str(), 0755);
+  if (behaviour == "sleep" || behaviour == "snapshot_sleep") {
     signal(SIGTERM, SIG_IGN);
     const pid_t grandchild = fork();
     if (grandchild == 0) {

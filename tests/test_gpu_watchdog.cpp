@@ -1,9 +1,17 @@
 // test_gpu_watchdog.cpp: the real repro binary on the GPU under fault injection. For every
 // stage: an injected hang is named with exit code 3 within the stage deadline plus 1 s; an
 // injected CUDA error is reported with its stage (exit 4). A clean run at --log values writes
-// the expected stage-log pattern (docs/SCENARIOS.md). Prints a table of the hangs.
+// the expected stage-log pattern (docs/SCENARIOS.md). Prints a table of the hangs. At a hang in
+// qk_gemm, softmax and stream_sync, fork and --no-fork: the hang snapshot names the spinning
+// kernel as resident and the main thread inside a CUDA call, within its budget; --on-hang keep
+// leaves the hung process alive for its keep time, then ends it.
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -32,6 +40,21 @@ test_util::JsonRun run_binary(const std::vector<std::string>& args) {
   return test_util::run_with_json(SDPA_REPRO_BINARY, args);
 }
 
+double now_s() { return monotonic_us() / 1e6; }
+
+// The pid in a --log-file's records: "(pid N)" of its start (the supervisor, or the --no-fork
+// run) or "the GPU child is pid N".
+int pid_in_log(const std::string& log, const std::string& after) {
+  const size_t at = log.find(after);
+  return at == std::string::npos ? -1 : std::atoi(log.c_str() + at + after.size());
+}
+
+bool alive(int pid) {
+  const std::string stat = test_util::file_text("/proc/" + std::to_string(pid) + "/stat");
+  const size_t paren = stat.rfind(')');
+  return paren != std::string::npos && paren + 2 < stat.size() && stat[paren + 2] != 'Z' && stat[paren + 2] != 'X';
+}
+
 }  // namespace
 
 TEST_SUITE("gpu_watchdog") {
@@ -42,7 +65,8 @@ TEST_SUITE("gpu_watchdog") {
     for (int i = 0; i < kStageCount; ++i) {
       const std::string stage = stage_name(static_cast<Stage>(i));
       std::vector<std::string> args = kAllStagesArgs;
-      args.insert(args.end(), {"--inject", "hang:" + stage, "--stage-timeout", "1.5", "--log", "stages"});
+      // --on-hang kill: this is the deadline's test; the snapshot has its own below.
+      args.insert(args.end(), {"--inject", "hang:" + stage, "--stage-timeout", "1.5", "--log", "stages", "--on-hang", "kill"});
       const test_util::JsonRun run = run_binary(args);
       INFO("stage ", stage, " stderr: ", run.err.substr(0, 2000));
       CHECK(run.exit_code == kExitHang);
@@ -103,6 +127,118 @@ TEST_SUITE("gpu_watchdog") {
     REQUIRE(run.result.is_object());
     CHECK(run.result["watchdog"]["stage"] == "qk_gemm");
     CHECK(run.result["watchdog"]["scenario"] == 1);
+  }
+
+  TEST_CASE("the hang snapshot names the spinning kernel as resident and the main thread inside a CUDA call") {
+    const double deadline = 1.5, budget = 60;
+    std::printf("%-12s %-8s %-10s %-12s %-6s %-24s %-24s %10s %7s\n", "injected", "mode", "debugger", "kernel", "SMs",
+                "main thread in", "called as", "snapshot_s", "wall_s");
+    for (const char* stage : {"qk_gemm", "softmax", "stream_sync"}) {
+      for (const bool no_fork : {false, true}) {
+        CAPTURE(stage);
+        CAPTURE(no_fork);
+        const std::string dir = test_util::temp_dir("gpu_snapshot"), snap = dir + "/snap", log = dir + "/run.log";
+        std::vector<std::string> args{"--inject", std::string("hang:") + stage, "--stage-timeout", "1.5",
+                                      "--snapshot-timeout", "60", "--snapshot-dir", snap, "--log-file", log};
+        if (no_fork) args.push_back("--no-fork");
+        const test_util::JsonRun run = run_binary(args);
+        INFO("stderr: ", run.err.substr(0, 6000));
+        CHECK(run.exit_code == kExitHang);
+        REQUIRE(run.result.is_object());
+        const auto& w = run.result["watchdog"];
+        CHECK(w["stage"] == stage);
+        CHECK(w["on_hang"] == "snapshot");
+        REQUIRE(w["snapshot"].is_object());
+        CHECK(w["snapshot"]["path"] == snap);
+        CHECK(run.err.find("; snapshot in " + snap + "\n") != std::string::npos);  // the hang line names the folder
+        const double snapshot_s = w["snapshot"]["seconds"];
+        CHECK(snapshot_s <= budget);
+        CHECK(run.wall_s <= deadline + budget + 5);
+        const nlohmann::json j = nlohmann::json::parse(test_util::file_text(snap + "/snapshot.json"));
+        // The process snapshotted: the GPU child (fork), or the run itself (--no-fork).
+        const std::string logged = test_util::file_text(log);
+        CHECK(j["pid"] == (no_fork ? pid_in_log(logged, "(pid ") : pid_in_log(logged, "the GPU child is pid ")));
+        std::string debugger_state, kernel = "-", sms = "-", call = "-", called_as = "-";
+        for (const auto& c : j["collectors"]) {
+          if (c["name"] == "debugger") debugger_state = c["state"];
+          if (c["name"] == "threads") CHECK(c["state"] == "ok");
+        }
+        const auto& summary = j["summary"];
+        if (debugger_state == "skipped") {
+          MESSAGE("no cuda-gdb here (or not permitted): the kernel and the CUDA call are not checked");
+        } else {
+          CHECK(debugger_state == "ok");
+          REQUIRE(summary["kernels"].size() >= 1);
+          const auto& k = summary["kernels"][0];
+          kernel = k["name"];
+          sms = k["sms"].dump();
+          CHECK(k["name"] == "spin_kernel");
+          CHECK_FALSE(k["sms"].empty());
+          CHECK(k["warp"].is_object());
+          REQUIRE(summary["main_thread"].is_object());
+          call = summary["main_thread"]["cuda_call"];
+          called_as = summary["main_thread"]["called_as"];
+          CHECK_FALSE(call.empty());  // inside a CUDA call
+          // A thread caught inside a driver call in D state at that moment would make it blocked_in_kernel.
+          CHECK((summary["host_verdict"] == "waiting_in_cuda_call" || summary["host_verdict"] == "blocked_in_kernel"));
+          CHECK(w["evidence"][0].get<std::string>().find("kernel spin_kernel resident on SM ") == 0);
+        }
+        // The log's last stage record names the hung stage, as a frozen machine would keep it.
+        CHECK(logged.find("\thang\tstage " + std::string(stage) + " did not finish within 1.5 s") != std::string::npos);
+        std::printf("%-12s %-8s %-10s %-12s %-6s %-24s %-24s %10.2f %7.2f\n", stage, no_fork ? "no-fork" : "fork",
+                    debugger_state.c_str(), kernel.c_str(), sms.c_str(), call.c_str(), called_as.c_str(), snapshot_s,
+                    run.wall_s);
+        test_util::remove_tree(dir);
+      }
+    }
+  }
+
+  TEST_CASE("--on-hang keep: the hung process stays alive and inspectable for the keep time, then ends") {
+    for (const bool no_fork : {false, true}) {
+      CAPTURE(no_fork);
+      const std::string dir = test_util::temp_dir("gpu_keep"), err = dir + "/err";
+      std::vector<std::string> args{SDPA_REPRO_BINARY, "--inject", "hang:softmax", "--stage-timeout", "1",
+                                    "--on-hang", "keep", "--keep-timeout", "5", "--json", dir + "/r.json"};
+      if (no_fork) args.push_back("--no-fork");
+      std::fflush(nullptr);
+      const double start = now_s();
+      const pid_t repro = fork();
+      if (repro == 0) {
+        const int fd = open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        dup2(fd, STDERR_FILENO);
+        std::vector<char*> argv;
+        for (auto& a : args) argv.push_back(a.data());
+        argv.push_back(nullptr);
+        execv(argv[0], argv.data());
+        _exit(127);
+      }
+      // The keep message names the hung process; while kept, it is there to inspect.
+      int kept = -1;
+      while (kept < 0 && now_s() - start < 30) {
+        kept = pid_in_log(test_util::file_text(err), "keeping the hung process (pid ");
+        usleep(20000);
+      }
+      REQUIRE(kept > 0);
+      CHECK(alive(kept));
+      if (no_fork) CHECK(kept == repro);
+      usleep(2000000);
+      CHECK(alive(kept));  // still there two seconds into the keep time
+      int status = 0;
+      while (waitpid(repro, &status, WNOHANG) != repro && now_s() - start < 30) usleep(20000);
+      const double took = now_s() - start;
+      INFO(test_util::file_text(err));
+      CHECK(WIFEXITED(status));
+      CHECK(WEXITSTATUS(status) == kExitHang);
+      CHECK(took >= 1 + 5);
+      CHECK(took < 1 + 5 + 10);
+      usleep(500000);
+      CHECK_FALSE(alive(kept));  // ended after the keep time
+      const auto result = nlohmann::json::parse(test_util::file_text(dir + "/r.json"));
+      CHECK(result["watchdog"]["on_hang"] == "keep");
+      CHECK(result["watchdog"]["kept_seconds"].get<double>() >= 5);
+      CHECK(test_util::file_text(err).find("cuda-gdb -p " + std::to_string(kept)) != std::string::npos);
+      test_util::remove_tree(dir);
+    }
   }
 
   TEST_CASE("a clean run at --log values writes the expected pattern with values, in order") {

@@ -273,4 +273,31 @@ TEST_SUITE("hypotheses") {
     }
     test_util::remove_tree(dir);
   }
+
+  TEST_CASE("classification with a snapshot's evidence: the resident kernel and a thread blocked in the driver") {
+    const RunOptions s3 = options({"--scenario", "3"});
+    HangEvidence e;
+    e.resident_kernels = {"sm90_xmma_gemm_f32f32_tf32f32_f32_tn_n_tilesize128x128x32"};
+    e.blocked_threads = {"thread 1234 (repro) in D state in uvm_va_block_make_resident"};
+    e.host_call = "cuStreamSynchronize";
+    const HangClassification h = classify_hang(Stage::qk_gemm, s3.problem, s3.settings, e);
+    for (const HangCandidate& c : h.candidates) {
+      CAPTURE(c.scenario);
+      CHECK(mentions(c.evidence, "sm90_xmma_gemm"));  // a GEMM resident bears on 1 and 3
+      CHECK(mentions(c.evidence, "unified-memory driver"));
+    }
+    CHECK(h.evidence_used.size() == 3);
+    CHECK(h.summary().find("snapshot evidence used: resident kernel sm90_xmma_gemm") != std::string::npos);
+    // A kernel of no scenario (the injected spin) is listed as used but supports no candidate.
+    HangEvidence spin;
+    spin.resident_kernels = {"spin_kernel"};
+    const RunOptions s2 = options({"--scenario", "2"});
+    const HangClassification h2 = classify_hang(Stage::softmax, s2.problem, s2.settings, spin);
+    CHECK_FALSE(mentions(h2.candidates[0].evidence, "spin_kernel"));
+    CHECK(mentions(h2.evidence_used, "spin_kernel (no scenario's kernel)"));
+    HangEvidence softmax;
+    softmax.resident_kernels = {"safe_softmax_rows_kernel"};
+    CHECK(mentions(classify_hang(Stage::softmax, s2.problem, s2.settings, softmax).candidates[0].evidence,
+                   "safe_softmax_rows_kernel"));
+  }
 }

@@ -399,6 +399,57 @@ TEST_SUITE("report") {
     CHECK(log.find("=== run 6 of 6: fix off, repeat 3 of 3") != std::string::npos);
   }
 
+  TEST_CASE("a hung run's hang snapshot: the section 'At the moment of the hang', written from its summary") {
+    ReportInput in = made_up_report(2, {"hang"}, {"pass"});
+    const std::string without = report_markdown(in);
+    CHECK(without.find("\n## At the moment of the hang\n") != std::string::npos);
+    CHECK(without.find("no hang snapshot was taken") != std::string::npos);
+    // The hung run (run 2, fix off) with a snapshot of a capture from a live hang on an H100.
+    RunResult hung;
+    hung.options = in.fix_off;
+    hung.settings = in.fix_off.settings;
+    hung.fail(Outcome::hang, "stage softmax did not finish within the deadline");
+    SupervisedOutcome w;
+    w.kind = SupervisedOutcome::hang;
+    w.stage = "softmax";
+    w.on_hang = OnHang::snapshot;
+    HangSnapshot snap;
+    snap.dir = "/tmp/r/hang-snapshot-run-2";
+    snap.seconds = 3.5;
+    snap.budget_s = 60;
+    snap.summary = summarize_snapshot(std::string(SNAPSHOT_FIXTURES) + "/softmax_nofork", 1148, {});
+    CollectorRun smi;
+    smi.name = "nvidia_smi";
+    smi.state = CollectorState::timed_out;
+    smi.reason = "did not answer within 8.0 s";
+    snap.collectors = {smi};
+    w.snapshot = snap;
+    hung.watchdog = w;
+    in.runs[1].result = result_to_json(hung);
+    in.runs[1].snapshot_dir = "hang-snapshot-run-2";
+    const std::string md = report_markdown(in);
+    const size_t at = md.find("\n## At the moment of the hang\n");
+    REQUIRE(at != std::string::npos);
+    CHECK(at > md.find("\n## Hang\n"));
+    CHECK(at < md.find("\n## Stage times\n"));
+    const std::string section = md.substr(at, md.find("\n## Stage times\n") - at);
+    INFO(section);
+    CHECK(section.find("Run 2 (fix off) was still hung when its watchdog took a hang snapshot, in 3.5 s") != std::string::npos);
+    CHECK(section.find("[`hang-snapshot-run-2/snapshot.json`](hang-snapshot-run-2/snapshot.json)") != std::string::npos);
+    CHECK(section.find("- kernel spin_kernel resident on SM 124") != std::string::npos);
+    CHECK(section.find("- main thread (tid 1148) in cuStreamSynchronize (called as cudaStreamSynchronize") != std::string::npos);
+    CHECK(section.find("| `sdpa::(anonymous namespace)::spin_kernel(int const volatile*, unsigned long long)` | 124 | "
+                       "(1,1,1) | (1,1,1) | 0x00007f11037b87f0 | active |") != std::string::npos);
+    CHECK(section.find("- **Host threads**: waiting_in_cuda_call") != std::string::npos);
+    CHECK(section.find("Out of memory [NV_ERR_NO_MEMORY]") != std::string::npos);
+    CHECK(section.find("| nvidia_smi | timed_out | did not answer within 8.0 s |") != std::string::npos);
+    const nlohmann::json j = report_json(in);
+    CHECK(j["runs"][1]["result"]["watchdog"]["snapshot"]["path"] == "/tmp/r/hang-snapshot-run-2");
+    CHECK(j["runs"][1]["result"]["watchdog"]["evidence"][0].get<std::string>().find("kernel spin_kernel") == 0);
+    // A report in which nothing hung has no such section.
+    CHECK(report_markdown(made_up_report(2, {"pass"}, {"pass"})).find("At the moment of the hang") == std::string::npos);
+  }
+
   TEST_CASE("the title states the finding: not reproduced, a failing fix, no GPU") {
     const ReportInput quiet = made_up_report(2, {"pass", "pass"}, {"pass", "pass"});
     CHECK(report_title(quiet) == "Scenario 2: not reproduced on this machine (fix off: pass 2 of 2; fix on: pass 2 of 2)");

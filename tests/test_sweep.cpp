@@ -217,6 +217,20 @@ size_t runs_of(const std::vector<FakeRun>& runs, const std::string& options) {
   return static_cast<size_t>(std::count_if(runs.begin(), runs.end(), [&](const FakeRun& r) { return r.options == options; }));
 }
 
+// The canary's options as the fake child logs them (without --on-hang, like every run's).
+std::string canary_options() {
+  std::string s;
+  const auto args = canary_args();
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "--on-hang") {
+      ++i;
+      continue;
+    }
+    s += (s.empty() ? "" : " ") + args[i];
+  }
+  return s;
+}
+
 bool process_alive(int pid) {
   std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
   if (!stat) return false;
@@ -638,10 +652,19 @@ TEST_SUITE("sweep") {
     CHECK(count_of(svg, "class=\"cell\"") == cases.size());
     CHECK(svg.find(">HANG</text>") != std::string::npos);
     CHECK(svg.find(">softmax</text>") != std::string::npos);
-    // Nothing but the three outputs is left behind (the cells' scratch JSON files are gone).
-    std::set<std::string> files;
+    // Nothing but the three outputs and the kept cell logs is left behind (the cells' scratch JSON
+    // files are gone); a cell's --log-file is kept unless it passed or was waived.
+    std::set<std::string> files, logs, kept;
     for (const auto& entry : fs::directory_iterator(dir / "out")) files.insert(entry.path().filename());
-    CHECK(files == std::set<std::string>{"s.json", "s.jsonl", "s.svg"});
+    CHECK(files == std::set<std::string>{"s.json", "s.jsonl", "s.svg", "s.cells"});
+    for (const auto& entry : fs::directory_iterator(dir / "out/s.cells")) logs.insert("s.cells/" + entry.path().filename().string());
+    for (const auto& cell : doc["cells"]) {
+      const bool good = cell["outcome"] == "pass" || cell["outcome"] == "waived";
+      CHECK(cell["log_file"].is_null() == good);
+      if (!good) kept.insert(cell["log_file"].get<std::string>());
+    }
+    CHECK(logs == kept);
+    CHECK(kept.size() == cases.size() - 2);
   }
 
   TEST_CASE("a hanging child costs its deadline: the sweep is back within the deadline + 1 s, the group killed") {
@@ -660,6 +683,144 @@ TEST_SUITE("sweep") {
     const double until = now_s() + 1;
     while (process_alive(grandchildren[0]) && now_s() < until) usleep(10000);
     CHECK_FALSE(process_alive(grandchildren[0]));  // the whole process group went
+  }
+
+  TEST_CASE("after a hang the next cell on that GPU waits for a canary, and says it ran after a hang") {
+    TempDir dir;
+    const auto args = sweep_args(dir / "s.json", {"--scenarios", "1,2", "--fix", "off", "--dtypes", "bf16", "--shapes",
+                                                  "2x8x128x128x64", "--allocs", "managed"});
+    const Ran r = run_repro(args, {{"SWEEP_FAKE", "1=hang"}, {"SWEEP_FAKE_LOG", dir / "fake.log"}}, dir.path);
+    INFO(r.err);
+    CHECK(r.exit_code == 1);
+    const auto runs = read_fake_log(dir / "fake.log");
+    REQUIRE(runs.size() == 3);
+    CHECK(runs[1].options == canary_options());
+    CHECK(runs[0].end_us <= runs[1].start_us);  // after the hung cell, before the next one
+    CHECK(runs[1].end_us <= runs[2].start_us);
+    const json doc = json::parse(read_text(dir / "s.json"));
+    check_valid(doc);
+    REQUIRE(doc["cells"].size() == 2);
+    CHECK(doc["cells"][0]["after_hang"].is_null());
+    CHECK(doc["cells"][1]["after_hang"] == 0);
+    CHECK(doc["cells"][1]["outcome"] == "pass");
+    CHECK(doc["summary"]["gpu_checks"] ==
+          json::parse(R"([{"gpu": null, "after_cell": 0, "canary": "pass", "retired": false, "reason": null}])"));
+    CHECK(r.out.find("retired") == std::string::npos);
+    // No canary when no cell is left to run after the hang.
+    TempDir last;
+    const auto only = sweep_args(last / "s.json", {"--scenarios", "1", "--fix", "off", "--dtypes", "bf16", "--shapes",
+                                                   "2x8x128x128x64", "--allocs", "managed"});
+    CHECK(run_repro(only, {{"SWEEP_FAKE", "1=hang"}, {"SWEEP_FAKE_LOG", last / "fake.log"}}, last.path).exit_code == 1);
+    CHECK(read_fake_log(last / "fake.log").size() == 1);
+  }
+
+  TEST_CASE("a failing canary retires the GPU: the cells left are not run, the footer says so, --resume runs them") {
+    TempDir dir;
+    const auto args = sweep_args(dir / "s.json", {"--scenarios", "1,2,3", "--fix", "off", "--dtypes", "bf16", "--shapes",
+                                                  "2x8x128x128x64", "--allocs", "managed"});
+    const Ran r = run_repro(args, {{"SWEEP_FAKE", "1=hang,canary=cuda_error"}, {"SWEEP_FAKE_LOG", dir / "fake.log"}}, dir.path);
+    INFO(r.err);
+    CHECK(r.exit_code == 1);
+    CHECK(read_fake_log(dir / "fake.log").size() == 2);  // the hung cell and the canary
+    const json doc = json::parse(read_text(dir / "s.json"));
+    check_valid(doc);
+    CHECK(doc["cells"].size() == 1);
+    CHECK(doc["summary"]["cells_done"] == 1);
+    CHECK(doc["summary"]["result"] == "FAILED");
+    const json& check = doc["summary"]["gpu_checks"].at(0);
+    CHECK(check["retired"] == true);
+    CHECK(check["canary"].get<std::string>().find("failed: exit 4 (cuda_error: CUDA error at gemm.cpp:1") == 0);
+    CHECK(check["reason"].get<std::string>().find("the canary after cell 0 failed: exit 4") == 0);
+    CHECK(r.out.find("# GPU (inherited) retired after cell 0: the canary after cell 0 failed: exit 4") != std::string::npos);
+    CHECK(r.out.find("# 2 cells not run: no GPU left") != std::string::npos);
+    CHECK(read_jsonl_lines(dir / "s.jsonl").size() == 1);
+    // After the GPU is back, --resume runs what was left.
+    auto resume = args;
+    resume.push_back("--resume");
+    const Ran again = run_repro(resume, {{"SWEEP_FAKE_LOG", dir / "fake.log"}}, dir.path);
+    CHECK(again.exit_code == 1);  // the hang stays in the results
+    CHECK(json::parse(read_text(dir / "s.json"))["cells"].size() == 3);
+    CHECK(read_fake_log(dir / "fake.log").size() == 4);
+  }
+
+  TEST_CASE("a hung process that did not die retires its GPU at once, without a canary; the other GPU runs the rest") {
+    TempDir dir;
+    const auto args = sweep_args(dir / "s.json", {"--scenarios", "1,2", "--fix", "off", "--dtypes", "bf16", "--shapes",
+                                                  "2x8x128x128x64", "--allocs", "managed,device", "--gpus", "2"});
+    const Ran r = run_repro(args, {{"CUDA_VISIBLE_DEVICES", "0,1"}, {"SWEEP_FAKE", "1/managed=hang_stuck,1/device=slow"},
+                                   {"SWEEP_FAKE_LOG", dir / "fake.log"}},
+                            dir.path);
+    INFO(r.err);
+    CHECK(r.exit_code == 1);
+    const json doc = json::parse(read_text(dir / "s.json"));
+    check_valid(doc);
+    CHECK(doc["cells"].size() == 4);
+    CHECK(doc["cells"][0]["axes"]["alloc"] == "managed");
+    for (const auto& run : read_fake_log(dir / "fake.log")) CHECK(run.options != canary_options());
+    int on_retired_gpu = 0;
+    for (const auto& cell : doc["cells"]) {
+      if (cell["gpu"] != "0") continue;
+      ++on_retired_gpu;
+      CHECK(cell["stuck_after_kill"] == true);  // only the stuck one ran there
+    }
+    CHECK(on_retired_gpu == 1);
+    const json expected = {{{"gpu", "0"}, {"after_cell", 0}, {"canary", nullptr}, {"retired", true},
+                             {"reason", "cell 0's hung process did not die after SIGKILL (stuck in the driver)"}}};
+    CHECK(doc["summary"]["gpu_checks"] == expected);
+    CHECK(r.out.find("# GPU 0 retired after cell 0: cell 0's hung process did not die after SIGKILL") != std::string::npos);
+    CHECK(r.out.find("cells not run") == std::string::npos);
+  }
+
+  TEST_CASE("a hung cell's snapshot is linked from its record, the document and the heatmap; its log is kept") {
+    TempDir dir;
+    const auto args = sweep_args(dir / "out/s.json", {"--scenarios", "1", "--fix", "off", "--dtypes", "bf16", "--shapes",
+                                                      "2x8x128x128x64", "--allocs", "managed"});
+    const Ran r = run_repro(args, {{"SWEEP_FAKE", "1=hang_snapshot"}}, dir.path);
+    CHECK(r.exit_code == 1);
+    const json doc = json::parse(read_text(dir / "out/s.json"));
+    check_valid(doc);
+    const json& cell = doc["cells"].at(0);
+    CHECK(cell["snapshot"]["path"] == "s.cells/cell-0.snapshot");
+    CHECK(cell["snapshot"]["evidence"].at(0).get<std::string>().find("kernel spin_kernel resident on SM 124") == 0);
+    CHECK(fs::exists(dir / "out/s.cells/cell-0.snapshot/snapshot.json"));
+    CHECK(cell["log_file"] == "s.cells/cell-0.log");
+    CHECK(fs::exists(dir / "out/s.cells/cell-0.log"));
+    check_valid(read_jsonl_lines(dir / "out/s.jsonl").at(0), "#/$defs/cell");
+    const std::string svg = read_text(dir / "out/s.svg");
+    CHECK(xml_problem(svg) == "");
+    CHECK(svg.find("<a href=\"s.cells/cell-0.snapshot/snapshot.json\">") != std::string::npos);
+    // A second attempt at the cell keeps the first snapshot and takes its own beside it.
+    auto forced = args;
+    forced.push_back("--force");
+    CHECK(run_repro(forced, {{"SWEEP_FAKE", "1=hang_snapshot"}}, dir.path).exit_code == 1);
+    CHECK(json::parse(read_text(dir / "out/s.json"))["cells"][0]["snapshot"]["path"] == "s.cells/cell-0.snapshot-2");
+  }
+
+  TEST_CASE("a cell whose hang snapshot has begun gets the snapshot's budget on top of its deadline") {
+    for (const char* mode : {"snapshot", "kill"}) {
+      CAPTURE(mode);
+      TempDir dir;
+      const auto args = sweep_args(dir / "s.json", {"--scenarios", "1", "--fix", "off", "--dtypes", "bf16", "--shapes",
+                                                    "2x8x128x128x64", "--allocs", "managed", "--cell-timeout", "0.5",
+                                                    "--snapshot-timeout", "1", "--on-hang", mode});
+      const Ran r = run_repro(args, {{"SWEEP_FAKE", "1=snapshot_sleep"}}, dir.path);
+      CHECK(r.exit_code == 1);
+      const json cell = json::parse(read_text(dir / "s.json"))["cells"].at(0);
+      CHECK(cell["outcome"] == "timeout");
+      const double wall = cell["wall_seconds"];
+      if (std::string(mode) == "snapshot") {
+        CHECK(wall >= 0.5 + 1 + 5);  // the budget and the grace for the report
+        CHECK(wall < 0.5 + 1 + 5 + 1);
+        CHECK(cell["error"].get<std::string>().find("deadline of 0.5 s (and 6 s for its hang snapshot)") != std::string::npos);
+        CHECK(cell["snapshot"]["path"] == "s.cells/cell-0.snapshot");
+      } else {
+        CHECK(wall < 1.5);  // --on-hang kill: no snapshot, no extra time
+        CHECK(cell["snapshot"].is_null());
+      }
+    }
+    const SweepParseResult bad = parse_sweep({"--on-hang", "keep"});
+    CHECK(bad.exit_code == 2);
+    CHECK(bad.message.find("--on-hang") != std::string::npos);
   }
 
   TEST_CASE("pass and waived only: exit 0 and OK; an existing sweep is kept unless --force or --resume") {

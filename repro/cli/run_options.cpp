@@ -181,6 +181,7 @@ RunOptionParser::RunOptionParser(CLI::App& app) : f_(std::make_unique<Fields>())
   app.add_option("--timeout", o.run_timeout_s, "watchdog deadline for the whole run, seconds (0 = none)")
       ->check(CLI::Range(0.0, 604800.0));
   app.add_flag("--no-fork", o.no_fork, "run in one process with a watchdog thread (for cuda-gdb and compute-sanitizer)");
+  add_hang_options(app, o.hang);
   app.add_option("--inject", f.inject,
                  "fault injection: hang:STAGE, error:STAGE or slow:STAGE:MS; stages: entry_sync mask_prepare upcast "
                  "scale_q gqa_expand scale_k kt_contiguous qk_gemm mask_add scores_to_host softmax dropout pv_gemm "

@@ -19,6 +19,7 @@
 #include "math_sdpa/path_settings.h"
 #include "math_sdpa/problem.h"
 #include "math_sdpa/stage_log.h"
+#include "repro/cli/hang_options.h"
 #include "repro/common/text.h"
 
 namespace CLI {
@@ -48,6 +49,7 @@ struct RunOptions {
   double stage_timeout_s = 20;  // per-stage deadline of the watchdog
   double run_timeout_s = 0;     // whole-run deadline; 0 = none
   bool no_fork = false;         // watchdog thread in this process instead of a supervising parent
+  HangOptions hang;             // what a hang does: snapshot, kill or keep; the durable log
   FaultSpec inject;
   // Non-empty when the scenario cannot be exercised under these conditions (scenario_waiver):
   // the run ends as waived (exit 6) before the GPU is touched.

@@ -6,8 +6,10 @@
 // is supervised by its own watchdog exactly as a plain run is, and the commands in the report
 // are the commands that ran. The environment block comes from `repro info --json`, also a child
 // (with a deadline), so this process never calls CUDA and a GPU wedged by a hung run cannot stop
-// the report. DIR then gets REPORT.md, result.json, stage.log and repro_scenarioN.cu, each
-// written atomically. --no-run writes all of it without running anything (no GPU needed).
+// the report. Each run writes its durable log (run-N.log, kept unless it passed) and, if it
+// hangs, its hang snapshot (hang-snapshot-run-N/) into DIR as it runs. DIR then gets REPORT.md,
+// result.json, stage.log and repro_scenarioN.cu, each written atomically. --no-run writes all
+// of it without running anything (no GPU needed).
 //
 // Each run makes 25 calls unless --iters says otherwise, and checks every call's result.
 //
@@ -115,16 +117,24 @@ std::string outcome_word(const nlohmann::json& result) {
   }
 }
 
-ReportRun run_once(const std::string& self, const ScratchDir& scratch, const std::vector<std::string>& args, bool fix_on,
-                   int repeat, int index) {
+// The run's durable log (--log-file) and hang snapshot go straight into the report folder: a
+// machine that freezes during the run keeps them, and a hung run's snapshot is the report's.
+std::string run_log_name(int index) { return "run-" + std::to_string(index) + ".log"; }
+std::string snapshot_name(int index) { return "hang-snapshot-run-" + std::to_string(index); }
+
+ReportRun run_once(const std::string& self, const ScratchDir& scratch, const fs::path& out_dir,
+                   const std::vector<std::string>& args, bool fix_on, int repeat, int index) {
   ReportRun run;
   run.fix_on = fix_on;
   run.repeat = repeat;
   run.args = args;
+  run.snapshot_dir = snapshot_name(index);
   const fs::path json = scratch.path / ("run" + std::to_string(index) + ".json");
   const fs::path output = scratch.path / ("run" + std::to_string(index) + ".log");
+  const fs::path log = out_dir / run_log_name(index);
   std::vector<std::string> with_json = args;
-  with_json.insert(with_json.end(), {"--json", json.string()});
+  with_json.insert(with_json.end(), {"--json", json.string(), "--log-file", log.string(), "--snapshot-dir",
+                                     (out_dir / run.snapshot_dir).string()});
   const ChildResult r = run_child(self, with_json, output.string(), output.string());
   run.exit_code = r.exit_code;
   run.wall_s = r.wall_s;
@@ -133,16 +143,30 @@ ReportRun run_once(const std::string& self, const ScratchDir& scratch, const std
     nlohmann::json j = nlohmann::json::parse(read_text(json), nullptr, false);
     if (!j.is_discarded()) run.result = std::move(j);
   }
+  std::error_code ignored;
+  if (run.exit_code == kExitPass) fs::remove(log, ignored);  // stage.log has its output
   return run;
+}
+
+// With --force: the logs and snapshots of the report that was there, which this one replaces.
+void remove_earlier_runs(const fs::path& out_dir) {
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(out_dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind("hang-snapshot-run-", 0) == 0 || (name.rfind("run-", 0) == 0 && entry.path().extension() == ".log")) {
+      fs::remove_all(entry.path(), ec);
+    }
+  }
 }
 
 int write_report(CLI::App& app, const RunOptionParser& parser, int argc, char** argv, const std::string& out_dir,
                  int repeat, bool no_run, bool force, bool allow_inject) {
-  for (const char* name : {"--fix", "--fixes", "--json", "--no-fork", "--inputs", "--save-output"}) {
+  for (const char* name : {"--fix", "--fixes", "--json", "--no-fork", "--inputs", "--save-output", "--log-file",
+                           "--snapshot-dir"}) {
     if (app.count(name)) {
       throw InputError(std::string(name) + ": not an option of repro report (it runs the scenario's own fix off and "
-                                           "on, writes DIR/result.json, supervises every run and regenerates the "
-                                           "inputs in the reproducer)");
+                                           "on, writes DIR/result.json, each run's log and hang snapshot into DIR, "
+                                           "supervises every run and regenerates the inputs in the reproducer)");
     }
   }
   ReportInput in;
@@ -184,6 +208,9 @@ int write_report(CLI::App& app, const RunOptionParser& parser, int argc, char** 
   ScratchDir scratch;
   query_environment_in_child(self, scratch, in);
   if (!no_run) {
+    fs::create_directories(out_dir, ec);
+    if (ec) throw InputError("--out: cannot create " + out_dir + ": " + ec.message());
+    remove_earlier_runs(out_dir);
     // Fix on first: a hang with the fix off may leave the GPU unusable, and must not pass for
     // the fix failing.
     const int total = 2 * repeat;
@@ -192,7 +219,7 @@ int write_report(CLI::App& app, const RunOptionParser& parser, int argc, char** 
         const int index = static_cast<int>(in.runs.size()) + 1;
         std::cout << "repro report: run " << index << " of " << total << ": fix " << (fix_on ? "on" : "off")
                   << " (" << k << " of " << repeat << ") ... " << std::flush;
-        in.runs.push_back(run_once(self, scratch, fix_on ? in.args_on : in.args_off, fix_on, k, index));
+        in.runs.push_back(run_once(self, scratch, out_dir, fix_on ? in.args_on : in.args_off, fix_on, k, index));
         const ReportRun& r = in.runs.back();
         char wall[32];
         std::snprintf(wall, sizeof wall, "%.2f s", r.wall_s);

@@ -13,6 +13,7 @@
 #include "math_sdpa/reference.h"
 #include "math_sdpa/stats.h"
 #include "repro/common/text.h"
+#include "repro/report/hang_snapshot_section.h"
 #include "repro/report/pytorch_equivalent.h"
 #include "repro/report/reproducer/generator.h"
 #include "repro/run/run_json.h"
@@ -166,7 +167,8 @@ std::string commands_section(const ReportInput& in) {
       << "to replace this folder) runs them and fills in the results.\n\n";
   } else {
     s << "Each ran " << in.repeat << " time(s), fix on first and then fix off (so that a GPU left unusable by a "
-      << "hang cannot pass for a failing fix), each adding `--json FILE`; `result.json` holds every result and "
+      << "hang cannot pass for a failing fix), each adding `--json FILE`, `--log-file run-N.log` (kept unless the run "
+      << "passed) and `--snapshot-dir hang-snapshot-run-N`; `result.json` holds every result and "
       << "`stage.log` every run's output. This report: `" << display_command(in.report_argv) << "`.\n\n";
   }
   s << "The single-file reproducer `" << reproducer_file_name(n) << "` (CUDA runtime and cuBLAS only; its first "
@@ -495,8 +497,8 @@ std::string report_markdown(const ReportInput& in) {
     << "`repro report` (sdpa-repro " << kHarnessVersion << ", commit " << kGitCommit << ") on " << in.created_utc
     << ".\n\n";
   s << environment_section(in) << commands_section(in) << pytorch_section(in) << preconditions_section(in)
-    << expected_section(in, off, on)
-    << how_often_section(in, off, on) << hang_section(in) << stage_times_section(in, off, on) << runs_section(in)
+    << expected_section(in, off, on) << how_often_section(in, off, on) << hang_section(in) << hang_snapshot_section(in)
+    << stage_times_section(in, off, on) << runs_section(in)
     << bug_report_section(in);
   s << "## Files\n\n"
     << "- `REPORT.md`: this report.\n"

@@ -7,7 +7,8 @@
 //
 // REPORT.md follows NVIDIA's bug template: a one-line finding, the environment, the exact
 // commands (harness and the single-file reproducer), the preconditions, expected and actual,
-// how often, the hung stage with the flight recorder and its classification, per-stage times,
+// how often, the hung stage with the flight recorder and its classification, what the hang
+// snapshot saw at the moment of the hang (hang_snapshot_section.h), per-stage times,
 // the fix off / fix on table, and how to collect nvidia-bug-report.sh's log.
 #pragma once
 
@@ -31,6 +32,7 @@ struct ReportRun {
   double wall_s = 0;
   std::optional<nlohmann::json> result;  // its --json result (run_json.h), when it wrote one
   std::string output;                     // its stdout and stderr: table, stage log, hang report
+  std::string snapshot_dir;               // its --snapshot-dir, inside the report folder ("": none given)
 };
 
 struct ReportInput {

@@ -48,6 +48,14 @@ WatchdogFindings watchdog_from_json(const nlohmann::json& w) {
     f.flight_recorder.push_back(record);
   }
   for (const auto& line : key_or_null(w, "stage_log_tail")) f.stage_log_tail.push_back(line.get<std::string>());
+  const nlohmann::json& snapshot = key_or_null(w, "snapshot");
+  if (snapshot.is_object()) {
+    f.snapshot_path = optional_of<std::string>(snapshot, "path");
+    f.snapshot = snapshot;
+  }
+  for (const auto& line : key_or_null(w, "evidence")) f.evidence.push_back(line.get<std::string>());
+  f.survived_kill = optional_of<bool>(w, "survived_kill").value_or(false);
+  for (const auto& line : key_or_null(w, "kernel_stacks")) f.kernel_stacks.push_back(line.get<std::string>());
   return f;
 }
 
@@ -235,7 +243,8 @@ nlohmann::json result_to_json(const RunResult& r) {
     Stage stage;
     const bool known = parse_stage(w.stage, stage);
     const HangClassification classification =
-        known ? classify_hang(stage, o.problem, r.settings) : HangClassification{};
+        known ? classify_hang(stage, o.problem, r.settings, w.snapshot ? hang_evidence(w.snapshot->summary) : HangEvidence{})
+              : HangClassification{};
     json candidates = json::array();
     for (const HangCandidate& c : classification.candidates) {
       candidates.push_back({{"scenario", c.scenario}, {"title", c.title}, {"evidence", c.evidence}, {"against", c.against}});
@@ -254,12 +263,14 @@ nlohmann::json result_to_json(const RunResult& r) {
                      {"classification", known ? json(classification.summary()) : json("unclassified")},
                      {"scenario", known ? classification.scenario() : 0},
                      {"candidates", candidates},
+                     {"evidence_used", classification.evidence_used},
                      {"whole_run_timeout", w.expiry.whole_run},
                      {"running_seconds", w.expiry.running_s},
                      {"signal", w.signal},
                      {"message", w.message},
                      {"flight_recorder", records},
                      {"stage_log_tail", w.log_tail}};
+    j["watchdog"].update(hang_actions_json(w));
   }
   return j;
 }

@@ -43,6 +43,12 @@ struct WatchdogFindings {
   double running_seconds = 0;
   std::vector<FlightRecord> flight_recorder;  // oldest first
   std::vector<std::string> stage_log_tail;
+  // What --on-hang did (watchdog.h, hang_actions_json).
+  std::optional<std::string> snapshot_path;   // the snapshot folder
+  nlohmann::json snapshot;                    // the "snapshot" object as written (summary, collectors), or null
+  std::vector<std::string> evidence;          // snapshot_evidence's lines
+  bool survived_kill = false;                 // the hung process was still there after SIGKILL
+  std::vector<std::string> kernel_stacks;     // its threads' kernel stacks
 };
 
 struct StageMedian {

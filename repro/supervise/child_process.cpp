@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <pthread.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -19,46 +20,95 @@ namespace sdpa {
 
 namespace {
 
-// Points `target` at what `stream` says; false if /dev/null cannot be opened.
-void redirect(int stream, int target) {
+// Points `target` at what `stream` says (`null_fd`: /dev/null, opened beforehand).
+void redirect(int stream, int target, int null_fd) {
   if (stream == kInheritStream) return;
-  const int fd = stream == kNullStream ? ::open("/dev/null", O_RDWR) : stream;
+  const int fd = stream == kNullStream ? null_fd : stream;
   if (fd >= 0) dup2(fd, target);
+}
+
+// The start of every child, in the child: its group, death with the parent, its streams and folder.
+// Only system calls: a program's child shares this process's memory until it execs.
+bool prepare_child(const ChildSpec& spec, pid_t parent, int null_fd) {
+  if (spec.own_process_group) setpgid(0, 0);
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (getppid() != parent) return false;  // the parent died before prctl took effect
+  redirect(spec.stdin_fd, STDIN_FILENO, null_fd);
+  redirect(spec.stdout_fd, STDOUT_FILENO, null_fd);
+  redirect(spec.stderr_fd, STDERR_FILENO, null_fd);
+  return spec.cwd.empty() || chdir(spec.cwd.c_str()) == 0;
+}
+
+// The environment of a program child: this process's, with spec.environment set over it.
+std::vector<std::string> child_environment(const ChildSpec& spec) {
+  std::vector<std::string> env;
+  for (char** e = environ; *e; ++e) {
+    const std::string entry = *e, name = entry.substr(0, entry.find('='));
+    bool replaced = false;
+    for (const auto& set : spec.environment) replaced |= set.first == name;
+    if (!replaced) env.push_back(entry);
+  }
+  for (const auto& [name, value] : spec.environment) env.push_back(name + "=" + value);
+  return env;
+}
+
+pid_t start_body(const ChildSpec& spec, int null_fd) {
+  std::fflush(nullptr);  // or the child would write this process's buffered output again
+  const pid_t parent = getpid();
+  const pid_t pid = fork();
+  if (pid != 0) return pid;
+  if (!prepare_child(spec, parent, null_fd)) _exit(127);
+  for (const auto& [name, value] : spec.environment) setenv(name.c_str(), value.c_str(), 1);
+  for (int fd : spec.close_in_child) ::close(fd);
+  int rc = 127;
+  try {
+    rc = spec.body();
+  } catch (...) {
+  }
+  std::fflush(nullptr);
+  _exit(rc);
+}
+
+pid_t start_program(const ChildSpec& spec, int null_fd) {
+  // Built before vfork: the child runs in this process's memory until execve.
+  std::vector<char*> argv, envp;
+  for (const auto& a : spec.argv) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  const std::vector<std::string> env = child_environment(spec);
+  for (const auto& e : env) envp.push_back(const_cast<char*>(e.c_str()));
+  envp.push_back(nullptr);
+  const std::string cannot_run = "cannot run " + spec.argv[0] + ": ";
+  const pid_t parent = getpid();
+  // No handler of this process may run in the child, on the stack it borrows.
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  const pid_t pid = vfork();
+  if (pid == 0) {
+    if (!prepare_child(spec, parent, null_fd)) _exit(127);
+    pthread_sigmask(SIG_SETMASK, &old, nullptr);
+    execve(argv[0], argv.data(), envp.data());
+    const char* reason = std::strerror(errno);
+    (void)!write(STDERR_FILENO, cannot_run.data(), cannot_run.size());
+    (void)!write(STDERR_FILENO, reason, std::strlen(reason));
+    (void)!write(STDERR_FILENO, "\n", 1);
+    _exit(127);
+  }
+  const int fork_errno = errno;
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  errno = fork_errno;
+  return pid;
 }
 
 }  // namespace
 
 pid_t start_child(const ChildSpec& spec) {
-  std::vector<char*> argv;
-  for (const auto& a : spec.argv) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  std::fflush(nullptr);  // or the child would write this process's buffered output again
-  const pid_t parent = getpid();
-  const pid_t pid = fork();
-  if (pid < 0) throw InputError(std::string("cannot fork: ") + std::strerror(errno));
-  if (pid == 0) {
-    if (spec.own_process_group) setpgid(0, 0);
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (getppid() != parent) _exit(127);  // the parent died before prctl took effect
-    for (const auto& [name, value] : spec.environment) setenv(name.c_str(), value.c_str(), 1);
-    redirect(spec.stdin_fd, STDIN_FILENO);
-    redirect(spec.stdout_fd, STDOUT_FILENO);
-    redirect(spec.stderr_fd, STDERR_FILENO);
-    if (spec.argv.empty()) {
-      for (int fd : spec.close_in_child) ::close(fd);
-      int rc = 127;
-      try {
-        rc = spec.body();
-      } catch (...) {
-      }
-      std::fflush(nullptr);
-      _exit(rc);
-    }
-    execv(argv[0], argv.data());
-    const std::string message = std::string("cannot run ") + argv[0] + ": " + std::strerror(errno) + "\n";
-    (void)!write(STDERR_FILENO, message.data(), message.size());
-    _exit(127);
-  }
+  const bool needs_null = spec.stdin_fd == kNullStream || spec.stdout_fd == kNullStream || spec.stderr_fd == kNullStream;
+  const int null_fd = needs_null ? ::open("/dev/null", O_RDWR | O_CLOEXEC) : -1;
+  const pid_t pid = spec.argv.empty() ? start_body(spec, null_fd) : start_program(spec, null_fd);
+  const int fork_errno = errno;
+  if (null_fd >= 0) ::close(null_fd);
+  if (pid < 0) throw InputError(std::string("cannot fork: ") + std::strerror(fork_errno));
   if (spec.own_process_group) setpgid(pid, pid);  // also here, so a kill right after fork reaches the group
   return pid;
 }
@@ -88,7 +138,7 @@ int exit_code_of(int status) {
 }
 
 ChildResult run_child(const std::string& binary, const std::vector<std::string>& args, const std::string& stdout_path,
-                      const std::string& stderr_path, double timeout_s) {
+                      const std::string& stderr_path, double timeout_s, double kill_wait_s, const std::string& cwd) {
   const int out = ::open(stdout_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   const int err = stderr_path == stdout_path ? out
                                              : ::open(stderr_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
@@ -100,6 +150,7 @@ ChildResult run_child(const std::string& binary, const std::vector<std::string>&
   spec.stdout_fd = out;
   spec.stderr_fd = err;
   spec.own_process_group = true;  // a timeout kills it with whatever it started
+  spec.cwd = cwd;
 
   const int64_t start = monotonic_us();
   const pid_t pid = start_child(spec);
@@ -109,13 +160,13 @@ ChildResult run_child(const std::string& binary, const std::vector<std::string>&
   ChildResult r;
   int status = 0;
   if (timeout_s > 0 && !reap_within(pid, timeout_s, status)) {
-    stop_child(pid, true, 0, -1, status);
+    r.abandoned = !stop_child(pid, true, 0, kill_wait_s, status);
     r.timed_out = true;
   } else if (timeout_s <= 0) {
     reap_within(pid, -1, status);
   }
   r.wall_s = (monotonic_us() - start) / 1e6;
-  r.exit_code = exit_code_of(status);
+  r.exit_code = r.abandoned ? -1 : exit_code_of(status);
   return r;
 }
 

@@ -30,9 +30,13 @@ struct ChildSpec {
   // terminal's Ctrl-C reaches it only through the parent.
   bool own_process_group = false;
   std::vector<std::pair<std::string, std::string>> environment;  // set in the child
+  std::string cwd;  // the child's working folder; "": this process's
 };
 
-// Forks and starts the child. Throws InputError if the fork fails.
+// Starts the child. A program (argv) is started with vfork and execve, so starting it neither
+// copies this process's memory map nor waits for its lock, which a thread stuck in the driver
+// may hold (the in-process watchdog starts its snapshot that way); a body needs fork. Throws
+// InputError if the fork fails.
 pid_t start_child(const ChildSpec& spec);
 
 // Waits up to `seconds` (< 0: without limit) for the child to end; true once it is reaped.
@@ -49,15 +53,18 @@ int exit_code_of(int status);
 struct ChildResult {
   int exit_code = -1;  // the exit status; 128 + signal when a signal ended it
   bool timed_out = false;
+  bool abandoned = false;  // still there kill_wait_s after SIGKILL (stuck in the kernel); not waited for
   double wall_s = 0;
 };
 
 // Runs `binary args...` (argv[0] = binary, no shell) to its end, stdin from /dev/null, stdout
-// to `stdout_path` and stderr to `stderr_path` (the same path: both, in order). With
-// timeout_s > 0 its process group is killed (SIGKILL) after that long and timed_out is set.
+// to `stdout_path` and stderr to `stderr_path` (the same path: both, in order), in `cwd` when
+// given. With timeout_s > 0 its process group is killed (SIGKILL) after that long, timed_out
+// is set, and it is waited for kill_wait_s more (< 0: without limit) before it is abandoned.
 // Throws InputError if the files or the fork fail.
 ChildResult run_child(const std::string& binary, const std::vector<std::string>& args, const std::string& stdout_path,
-                      const std::string& stderr_path, double timeout_s = 0);
+                      const std::string& stderr_path, double timeout_s = 0, double kill_wait_s = -1,
+                      const std::string& cwd = "");
 
 // This executable's path (/proc/self/exe), to run it again as a child.
 std::string self_executable();

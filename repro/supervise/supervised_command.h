@@ -1,10 +1,11 @@
 // supervised_command.h: the frame of every subcommand that runs the path (a plain run, a
 // benchmark): the work runs in a supervised child process (supervisor.h), so the parent never
 // calls CUDA and a hang in any stage is reported the same way (exit 3, the stage named and
-// classified, the flight recorder; a crash exits 5); with --no-fork it runs in this process
-// under a watchdog thread. The result's table goes to stdout, its error as one line to stderr,
-// --json is written atomically whatever the outcome, and the exit code is the result's. A run
-// whose scenario is waived under its conditions (RunOptions::waiver) ends as waived at once.
+// classified, the flight recorder, the hang snapshot of --on-hang; a crash exits 5); with
+// --no-fork it runs in this process under a watchdog thread. The result's table goes to stdout,
+// its error as one line to stderr, --json is written atomically whatever the outcome, and the
+// exit code is the result's. A run whose scenario is waived under its conditions
+// (RunOptions::waiver) ends as waived at once.
 #pragma once
 
 #include <unistd.h>
@@ -18,6 +19,7 @@
 #include "math_sdpa/atomic_file.h"
 #include "math_sdpa/errors.h"
 #include "repro/cli/run_options.h"
+#include "repro/supervise/child_process.h"
 #include "repro/supervise/supervisor.h"
 #include "repro/supervise/watchdog.h"
 #include "scenarios/hang_classification.h"
@@ -57,10 +59,17 @@ int run_supervised_command(const SupervisedCommand<Result>& c) {
   SupervisorOptions watch;
   watch.stage_timeout_s = c.run->stage_timeout_s;
   watch.run_timeout_s = c.run->run_timeout_s;
+  watch.hang = c.run->hang;
+  watch.snapshot_dir = c.run->hang.snapshot_dir.empty() ? default_snapshot_dir(c.run->json_path) : c.run->hang.snapshot_dir;
+  watch.log_header = shell_command(c.run->argv);
   auto report_hang = [&](const SupervisedOutcome& outcome) {
     Stage stage;
     const std::string classification =
-        parse_stage(outcome.stage, stage) ? classify_hang(stage, c.run->problem, c.run->settings).summary() : "";
+        parse_stage(outcome.stage, stage)
+            ? classify_hang(stage, c.run->problem, c.run->settings,
+                            outcome.snapshot ? hang_evidence(outcome.snapshot->summary) : HangEvidence{})
+                  .summary()
+            : "";
     std::cerr << hang_report_text(outcome, c.configuration, c.run->stage_timeout_s, classification) << std::flush;
     return publish_result(c, c.hang_result(outcome));
   };

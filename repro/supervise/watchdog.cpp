@@ -8,6 +8,14 @@
 
 namespace sdpa {
 
+namespace {
+std::string format_seconds(double s) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f", s);
+  return buf;
+}
+}  // namespace
+
 HangMonitor::HangMonitor(double stage_timeout_s, double run_timeout_s, int64_t start_us)
     : stage_timeout_s_(stage_timeout_s), run_timeout_s_(run_timeout_s), start_us_(start_us) {}
 
@@ -103,17 +111,18 @@ std::string hang_report_text(const SupervisedOutcome& o, const std::string& conf
   char buf[512];
   if (o.kind == SupervisedOutcome::hang) {
     if (o.expiry.whole_run) {
-      std::snprintf(buf, sizeof buf, "repro: HANG: the run exceeded its --timeout (%.2f s); stage %s was running\n",
+      std::snprintf(buf, sizeof buf, "repro: HANG: the run exceeded its --timeout (%.2f s); stage %s was running",
                     o.expiry.running_s, o.stage.empty() ? "(none)" : o.stage.c_str());
     } else {
-      std::snprintf(buf, sizeof buf, "repro: HANG: stage %s did not finish within %.1f s (running for %.2f s)\n",
+      std::snprintf(buf, sizeof buf, "repro: HANG: stage %s did not finish within %.1f s (running for %.2f s)",
                     o.stage.c_str(), stage_timeout_s, o.expiry.running_s);
     }
+    s << buf << (o.snapshot ? "; snapshot in " + o.snapshot->dir : std::string()) << "\n";
   } else {
     std::snprintf(buf, sizeof buf, "repro: CRASH: %s (in stage %s)\n", o.message.c_str(),
                   o.stage.empty() ? "(none)" : o.stage.c_str());
+    s << buf;
   }
-  s << buf;
   if (!classification.empty()) s << "  classification: " << classification << "\n";
   s << "  configuration: " << configuration << "\n";
   s << "  calls completed: " << o.calls_done << "\n";
@@ -131,7 +140,65 @@ std::string hang_report_text(const SupervisedOutcome& o, const std::string& conf
     s << "  stage log tail:\n";
     for (const auto& line : o.log_tail) s << "    " << line << "\n";
   }
+  s << hang_actions_text(o);
   return s.str();
+}
+
+std::string hang_actions_text(const SupervisedOutcome& o) {
+  std::ostringstream s;
+  if (o.snapshot) {
+    const HangSnapshot& snap = *o.snapshot;
+    int ok = 0;
+    for (const auto& c : snap.collectors) ok += c.state == CollectorState::ok;
+    char line[160];
+    std::snprintf(line, sizeof line, " (%d of %zu collectors ok, %.1f s of %.0f s)", ok, snap.collectors.size(),
+                  snap.seconds, snap.budget_s);
+    s << "  hang snapshot: " << snap.dir << "/snapshot.json" << line << "\n";
+    for (const auto& c : snap.collectors) {
+      if (c.state != CollectorState::ok) s << "    " << collector_line(c) << "\n";
+    }
+    const auto evidence = snapshot_evidence(snap.summary);
+    if (!evidence.empty()) s << "  evidence:\n";
+    for (const auto& e : evidence) s << "    " << e << "\n";
+  }
+  if (o.on_hang == OnHang::keep) {
+    s << "  kept for inspection (--on-hang keep) for " << format_seconds(o.kept_s) << " s before the kill\n";
+  }
+  if (o.survived_kill) {
+    s << "  the hung process did not die after SIGKILL: it is stuck in the kernel; the supervisor exits without "
+         "waiting for it. Its threads' kernel stacks:\n";
+    for (const auto& line : o.kernel_stacks) s << "    " << line << "\n";
+    if (o.kernel_stacks.empty()) s << "    (not readable)\n";
+  }
+  if (!o.log_file.empty()) s << "  log file: " << o.log_file << "\n";
+  return s.str();
+}
+
+nlohmann::json hang_actions_json(const SupervisedOutcome& o) {
+  using nlohmann::json;
+  json snapshot = nullptr, evidence = json::array();
+  if (o.snapshot) {
+    json collectors = json::array();
+    for (const auto& c : o.snapshot->collectors) {
+      collectors.push_back({{"name", c.name},
+                            {"state", collector_state_name(c.state)},
+                            {"reason", c.reason.empty() ? json(nullptr) : json(c.reason)},
+                            {"seconds", c.seconds}});
+    }
+    snapshot = {{"path", o.snapshot->dir},
+                {"seconds", o.snapshot->seconds},
+                {"budget_seconds", o.snapshot->budget_s},
+                {"collectors", collectors},
+                {"summary", summary_to_json(o.snapshot->summary)}};
+    evidence = snapshot_evidence(o.snapshot->summary);
+  }
+  return {{"on_hang", on_hang_name(o.on_hang)},
+          {"snapshot", snapshot},
+          {"evidence", evidence},
+          {"kept_seconds", o.on_hang == OnHang::keep ? json(o.kept_s) : json(nullptr)},
+          {"survived_kill", o.survived_kill},
+          {"kernel_stacks", o.kernel_stacks},
+          {"log_file", o.log_file.empty() ? json(nullptr) : json(o.log_file)}};
 }
 
 }  // namespace sdpa

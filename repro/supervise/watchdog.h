@@ -14,8 +14,14 @@
 
 #include <cstdint>
 #include <deque>
+#include <optional>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "repro/cli/hang_options.h"
+#include "repro/supervise/hang_snapshot.h"
 
 namespace sdpa {
 
@@ -75,7 +81,22 @@ struct SupervisedOutcome {
   int64_t calls_done = 0;
   int64_t start_us = 0;
   double elapsed_s = 0;
+  // What the supervisor did at a hang, before the kill (hang_snapshot.h, --on-hang).
+  OnHang on_hang = OnHang::kill;
+  std::optional<HangSnapshot> snapshot;    // --on-hang snapshot
+  double kept_s = 0;                       // --on-hang keep: how long the hung process was kept
+  bool survived_kill = false;              // still there after SIGKILL and the wait: stuck in the kernel
+  std::vector<std::string> kernel_stacks;  // of such a process, one line per thread
+  std::string log_file;                    // --log-file
 };
+
+// The hang report's lines about the snapshot, the evidence, a kept or unkillable process and the
+// log file ("" when there is nothing to say).
+std::string hang_actions_text(const SupervisedOutcome& o);
+// The same for the run's JSON, merged into its "watchdog" object: on_hang, snapshot (path,
+// seconds, collectors, summary; null without one), evidence, kept_seconds, survived_kill,
+// kernel_stacks, log_file.
+nlohmann::json hang_actions_json(const SupervisedOutcome& o);
 
 // The report written to stderr when a run hung or crashed: hung stage, how long it ran, the
 // classification, the flight recorder, the tail of the stage log.

@@ -24,14 +24,19 @@
 #include "repro/common/text.h"
 #include "repro/run/run_json.h"
 #include "repro/supervise/child_process.h"
+#include "repro/supervise/hang_snapshot.h"
 
 namespace sdpa {
 
 namespace {
 
+namespace fs = std::filesystem;
+
 constexpr size_t kStderrTailLines = 8;
 constexpr int kPollMs = 10;
 constexpr double kReapAfterKillS = 0.5;  // a child stuck in the driver may not die at once
+constexpr double kCanaryTimeoutS = 30;   // the canary takes well under a second on a healthy GPU
+constexpr double kSnapshotGraceS = 5;    // beyond a cell's snapshot budget: its report and exit
 
 volatile sig_atomic_t g_stop_signal = 0;
 void on_stop_signal(int sig) { g_stop_signal = sig; }
@@ -57,8 +62,14 @@ class StopSignals {
 };
 
 struct RunningCell {
-  const SweepCell* cell = nullptr;
+  const SweepCell* cell = nullptr;  // null for the canary
+  std::string gpu;
   pid_t pid = -1;
+  double deadline_s = 0;
+  double snapshot_s = 0;            // added to the deadline once the cell's snapshot began
+  std::string snapshot_dir, snapshot_link, log_file, log_link;
+  std::optional<int> after_hang;
+  bool stuck = false;               // killed at its deadline and still not reaped
   int stderr_fd = -1;
   int64_t start_us = 0;
   std::string scratch_path;
@@ -92,14 +103,29 @@ struct RunningCell {
 // Without a shell, in its own process group (so the sweep can kill it and everything it
 // forked), dying with the sweep; stderr goes to the pipe, and its stdout table is not needed:
 // the JSON result has everything.
-pid_t launch(const std::vector<std::string>& argv, const std::string& gpu, int stderr_write_fd) {
+pid_t launch(const std::vector<std::string>& argv, const std::string& gpu, int stderr_write_fd, bool canary) {
   ChildSpec spec;
   spec.argv = argv;
   spec.stdin_fd = spec.stdout_fd = kNullStream;
   spec.stderr_fd = stderr_write_fd;
   spec.own_process_group = true;
   if (!gpu.empty()) spec.environment.emplace_back("CUDA_VISIBLE_DEVICES", gpu);
+  if (canary) spec.environment.emplace_back(kCanaryEnvironment, "1");
   return start_child(spec);
+}
+
+// "pass", or "failed: " and why, from how the canary ended and what it wrote.
+std::string canary_verdict(const ChildEnd& end, const std::optional<std::string>& json_text) {
+  if (end.kind == ChildEnd::timed_out) return "failed: no result within " + format_number("%g", end.deadline_s) + " s";
+  if (end.kind == ChildEnd::signalled) return "failed: died from signal " + std::to_string(end.status);
+  if (end.status == 0) return "pass";
+  std::string why = "exit " + std::to_string(end.status);
+  try {
+    const RunRecord run = read_run_record(nlohmann::json::parse(json_text.value_or("")));
+    why += " (" + std::string(outcome_name(run.outcome)) + (run.error ? ": " + *run.error : "") + ")";
+  } catch (const std::exception&) {
+  }
+  return "failed: " + one_line(why);
 }
 
 std::optional<std::string> take_file(const std::string& path) {
@@ -124,6 +150,10 @@ void fill_from_run(const RunRecord& r, nlohmann::json& cell) {
   for (const auto& s : r.stages) medians[s.stage] = s.median_ms;
   cell["stage_median_ms"] = medians;
   cell["device"] = r.device;
+  if (r.watchdog && r.watchdog->snapshot_path) {
+    cell["snapshot"] = {{"path", *r.watchdog->snapshot_path}, {"evidence", r.watchdog->evidence}};
+  }
+  cell["stuck_after_kill"] = r.watchdog && r.watchdog->survived_kill;
 }
 
 }  // namespace
@@ -146,7 +176,8 @@ nlohmann::json planned_cell_json(const SweepCell& cell, double stage_timeout_s) 
           {"classification", nullptr},    {"error", nullptr},          {"rel_error", nullptr},
           {"tolerance", nullptr},         {"call_median_ms", nullptr}, {"stage_median_ms", json::object()},
           {"wall_seconds", nullptr},      {"is_skipped", false},       {"skip_reason", nullptr},
-          {"stderr_tail", json::array()}, {"device", nullptr}};
+          {"stderr_tail", json::array()}, {"device", nullptr},         {"snapshot", nullptr},
+          {"log_file", nullptr},          {"after_hang", nullptr},     {"stuck_after_kill", false}};
 }
 
 nlohmann::json finished_cell_json(const SweepCell& cell, double stage_timeout_s, const std::string& gpu,
@@ -156,6 +187,8 @@ nlohmann::json finished_cell_json(const SweepCell& cell, double stage_timeout_s,
   c["gpu"] = gpu.empty() ? json(nullptr) : json(gpu);
   c["wall_seconds"] = end.wall_s;
   c["stderr_tail"] = end.stderr_tail;
+  c["log_file"] = end.log_file.empty() ? json(nullptr) : json(end.log_file);
+  c["after_hang"] = end.after_hang ? json(*end.after_hang) : json(nullptr);
   auto crash = [&](const std::string& why) {
     c["outcome"] = outcome_name(Outcome::crash);
     c["error"] = why;
@@ -163,9 +196,13 @@ nlohmann::json finished_cell_json(const SweepCell& cell, double stage_timeout_s,
   };
   if (end.kind == ChildEnd::timed_out) {
     std::ostringstream why;
-    why << "no result within the sweep's per-cell deadline of " << end.deadline_s << " s; its process group was killed";
+    why << "no result within the sweep's per-cell deadline of " << end.deadline_s << " s";
+    if (end.snapshot_s > 0) why << " (and " << end.snapshot_s << " s for its hang snapshot)";
+    why << "; its process group was killed";
     c["outcome"] = outcome_name(Outcome::timeout);
     c["error"] = why.str();
+    // The snapshot it was taking when it was killed: partial, and still the best evidence.
+    if (end.snapshot_s > 0) c["snapshot"] = {{"path", end.snapshot_link}, {"evidence", json::array()}};
     return c;
   }
   if (end.kind == ChildEnd::signalled) {
@@ -203,6 +240,7 @@ nlohmann::json finished_cell_json(const SweepCell& cell, double stage_timeout_s,
     return crash(code + " but its JSON result is malformed: " + one_line(e.what()));
   }
   c["outcome"] = outcome_name(outcome);
+  if (c["snapshot"].is_object() && !end.snapshot_link.empty()) c["snapshot"]["path"] = end.snapshot_link;
   if (outcome == Outcome::waived) {
     // nvbench's way of saying a configuration was not measured, and why.
     c["is_skipped"] = true;
@@ -211,26 +249,45 @@ nlohmann::json finished_cell_json(const SweepCell& cell, double stage_timeout_s,
   return c;
 }
 
+nlohmann::json gpu_checks_json(const std::vector<GpuCheck>& checks) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& c : checks) {
+    out.push_back({{"gpu", c.gpu.empty() ? nlohmann::json(nullptr) : nlohmann::json(c.gpu)},
+                   {"after_cell", c.after_cell},
+                   {"canary", c.canary.empty() ? nlohmann::json(nullptr) : nlohmann::json(c.canary)},
+                   {"retired", c.retired},
+                   {"reason", c.reason.empty() ? nlohmann::json(nullptr) : nlohmann::json(c.reason)}});
+  }
+  return out;
+}
+
+std::vector<std::string> canary_args() {
+  return {"--scenario", "0", "--alloc", "device", "-b", "1", "--heads", "1", "-L", "16", "-E", "16", "--check",
+          "--stage-timeout", "5", "--on-hang", "kill"};
+}
+
 int run_cells(const std::vector<SweepCell>& cells, const SweepRunSettings& settings,
-              const std::function<void(const nlohmann::json&)>& on_done) {
+              const std::function<void(const nlohmann::json&)>& on_done, std::vector<GpuCheck>* gpu_checks) {
   const StopSignals stop_signals;
   std::vector<std::optional<RunningCell>> slots(settings.workers.size());
   std::vector<pid_t> unreaped;  // killed but stuck (in the driver); reaped when they can be
   size_t next = 0;
+  // What the sweep knows of each GPU (workers on one GPU share it).
+  struct GpuState {
+    bool retired = false, needs_canary = false, canary_running = false;
+    std::optional<int> after_hang;  // the last cell that hung there
+  };
+  std::map<std::string, GpuState> gpus;
+  std::vector<GpuCheck> checks;
+  std::error_code ec;
+  if (!settings.cells_dir.empty()) fs::create_directories(settings.cells_dir, ec);
 
-  auto start = [&](size_t w) {
-    RunningCell r;
-    r.cell = &cells[next++];
-    r.scratch_path = settings.scratch_prefix + std::to_string(r.cell->index) + ".json";
-    std::remove(r.scratch_path.c_str());
-    std::vector<std::string> argv{settings.repro_binary};
-    for (const auto& a : cell_command_args(*r.cell, settings.stage_timeout_s)) argv.push_back(a);
-    argv.insert(argv.end(), {"--json", r.scratch_path});
+  auto launch_in = [&](size_t w, RunningCell r, std::vector<std::string> argv) {
     int fds[2];
     if (pipe2(fds, O_CLOEXEC) != 0) throw InputError(std::string("cannot create a pipe: ") + std::strerror(errno));
     r.start_us = monotonic_us();
     try {
-      r.pid = launch(argv, settings.workers[w], fds[1]);
+      r.pid = launch(argv, r.gpu, fds[1], r.cell == nullptr);
     } catch (...) {
       close(fds[0]);
       close(fds[1]);
@@ -241,10 +298,53 @@ int run_cells(const std::vector<SweepCell>& cells, const SweepRunSettings& setti
     fcntl(r.stderr_fd, F_SETFL, O_NONBLOCK);
     slots[w] = std::move(r);
   };
+  auto start = [&](size_t w) {
+    RunningCell r;
+    r.cell = &cells[next++];
+    r.gpu = settings.workers[w];
+    r.after_hang = gpus[r.gpu].after_hang;
+    r.deadline_s = settings.cell_timeout_s;
+    r.scratch_path = settings.scratch_prefix + std::to_string(r.cell->index) + ".json";
+    std::remove(r.scratch_path.c_str());
+    std::vector<std::string> argv{settings.repro_binary};
+    for (const auto& a : cell_command_args(*r.cell, settings.stage_timeout_s)) argv.push_back(a);
+    argv.insert(argv.end(), {"--json", r.scratch_path, "--on-hang", on_hang_name(settings.on_hang)});
+    if (settings.on_hang == OnHang::snapshot) {
+      argv.insert(argv.end(), {"--snapshot-timeout", format_number("%g", settings.snapshot_timeout_s)});
+    }
+    if (!settings.cells_dir.empty()) {
+      const std::string name = "cell-" + std::to_string(r.cell->index);
+      r.log_file = settings.cells_dir + "/" + name + ".log";
+      r.log_link = settings.cells_link + "/" + name + ".log";
+      // A folder of its own: an earlier attempt's snapshot (a sweep resumed after a freeze) stays.
+      r.snapshot_dir = fresh_snapshot_dir(settings.cells_dir + "/" + name + ".snapshot");
+      r.snapshot_link = settings.cells_link + "/" + fs::path(r.snapshot_dir).filename().string();
+      argv.insert(argv.end(), {"--log-file", r.log_file, "--snapshot-dir", r.snapshot_dir});
+    }
+    launch_in(w, std::move(r), argv);
+  };
+  auto start_canary = [&](size_t w) {
+    RunningCell r;
+    r.gpu = settings.workers[w];
+    r.deadline_s = std::min(settings.cell_timeout_s, kCanaryTimeoutS);
+    r.scratch_path = settings.scratch_prefix + "canary-" + std::to_string(w) + ".json";
+    std::remove(r.scratch_path.c_str());
+    std::vector<std::string> argv{settings.repro_binary};
+    for (const auto& a : canary_args()) argv.push_back(a);
+    argv.insert(argv.end(), {"--json", r.scratch_path});
+    gpus[r.gpu].canary_running = true;
+    launch_in(w, std::move(r), argv);
+  };
+  auto retire = [&](GpuCheck& check, const std::string& reason) {
+    gpus[check.gpu].retired = true;
+    check.retired = true;
+    check.reason = reason;
+  };
   // Kills the cell's process group; true once the child is reaped.
   auto kill_cell = [&](RunningCell& r, int& status) {
     const bool reaped = stop_child(r.pid, true, 0, kReapAfterKillS, status);
     if (!reaped) unreaped.push_back(r.pid);
+    r.stuck = !reaped;
     return reaped;
   };
   auto finish = [&](size_t w, ChildEnd end) {
@@ -252,19 +352,61 @@ int run_cells(const std::vector<SweepCell>& cells, const SweepRunSettings& setti
     r.read_stderr();
     close(r.stderr_fd);
     end.wall_s = (monotonic_us() - r.start_us) / 1e6;
-    end.deadline_s = settings.cell_timeout_s;
+    end.deadline_s = r.deadline_s;
+    end.snapshot_s = r.snapshot_s;
     end.stderr_tail = r.stderr_tail();
     const auto json_text = take_file(r.scratch_path);
-    const nlohmann::json record =
-        finished_cell_json(*r.cell, settings.stage_timeout_s, settings.workers[w], end, json_text);
+    GpuState& gpu = gpus[r.gpu];
+    if (!r.cell) {  // the canary
+      gpu.canary_running = gpu.needs_canary = false;
+      const std::string verdict = canary_verdict(end, json_text);
+      GpuCheck* last = nullptr;  // the hangs on this GPU since its last canary: this one answers for them all
+      for (auto& c : checks) {
+        if (c.gpu != r.gpu || !c.canary.empty() || c.retired) continue;
+        c.canary = verdict;
+        last = &c;
+      }
+      if (last && verdict != "pass") retire(*last, "the canary after cell " + std::to_string(last->after_cell) + " " + verdict);
+      slots[w].reset();
+      return;
+    }
+    end.snapshot_link = r.snapshot_link;
+    end.after_hang = r.after_hang;
+    std::error_code ignored;
+    const bool logged = !r.log_file.empty() && fs::exists(r.log_file, ignored);
+    if (logged) end.log_file = r.log_link;
+    nlohmann::json record = finished_cell_json(*r.cell, settings.stage_timeout_s, settings.workers[w], end, json_text);
+    const Outcome outcome = parse_outcome(record.at("outcome").get<std::string>());
+    if ((outcome == Outcome::pass || outcome == Outcome::waived) && logged) {
+      fs::remove(r.log_file, ignored);  // its result is in the JSON-lines file
+      record["log_file"] = nullptr;
+    }
+    if (outcome == Outcome::hang || outcome == Outcome::timeout) {
+      checks.push_back({r.gpu, r.cell->index, "", false, ""});
+      gpu.after_hang = r.cell->index;
+      if (r.stuck || record.at("stuck_after_kill").get<bool>()) {
+        retire(checks.back(), "cell " + std::to_string(r.cell->index) +
+                                  "'s hung process did not die after SIGKILL (stuck in the driver)");
+      } else if (!gpu.retired) {
+        gpu.needs_canary = true;
+      }
+    }
     slots[w].reset();
     on_done(record);
   };
 
   while (true) {
     for (size_t w = 0; w < slots.size() && !g_stop_signal; ++w) {
-      if (!slots[w] && next < cells.size()) start(w);
+      if (slots[w] || next >= cells.size()) continue;
+      GpuState& gpu = gpus[settings.workers[w]];
+      if (gpu.retired || gpu.canary_running) continue;
+      if (gpu.needs_canary) {
+        start_canary(w);
+      } else {
+        start(w);
+      }
     }
+    // Nothing running: every cell ran, or every GPU left is retired.
     const bool running = std::any_of(slots.begin(), slots.end(), [](const auto& s) { return s.has_value(); });
     if (!running) break;
 
@@ -281,13 +423,21 @@ int run_cells(const std::vector<SweepCell>& cells, const SweepRunSettings& setti
         kill_cell(r, status);
         close(r.stderr_fd);
         std::remove(r.scratch_path.c_str());
+        if (!r.cell) gpus[r.gpu].canary_running = false;
         slots[w].reset();
       } else if (waitpid(r.pid, &status, WNOHANG) == r.pid) {
         ChildEnd end;
         end.kind = WIFSIGNALED(status) ? ChildEnd::signalled : ChildEnd::exited;
         end.status = WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status);
         finish(w, end);
-      } else if ((monotonic_us() - r.start_us) / 1e6 >= settings.cell_timeout_s) {
+      } else if ((monotonic_us() - r.start_us) / 1e6 >= r.deadline_s + r.snapshot_s) {
+        std::error_code ignored;
+        if (r.snapshot_s == 0 && settings.on_hang == OnHang::snapshot && !r.snapshot_dir.empty() &&
+            fs::exists(r.snapshot_dir, ignored)) {
+          // Its watchdog found the hang and is taking the snapshot: that has its own budget.
+          r.snapshot_s = settings.snapshot_timeout_s + kSnapshotGraceS;
+          continue;
+        }
         kill_cell(r, status);
         ChildEnd end;
         end.kind = ChildEnd::timed_out;
@@ -299,6 +449,8 @@ int run_cells(const std::vector<SweepCell>& cells, const SweepRunSettings& setti
     int status;
     waitpid(pid, &status, WNOHANG);
   }
+  if (!settings.cells_dir.empty()) fs::remove(settings.cells_dir, ec);  // only when nothing was kept in it
+  if (gpu_checks) *gpu_checks = checks;
   return g_stop_signal;
 }
 

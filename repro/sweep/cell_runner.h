@@ -9,6 +9,13 @@
 // starts, costs one cell and never the sweep. The sweep parent never calls CUDA: GPUs are
 // counted from CUDA_VISIBLE_DEVICES or the driver's /proc entries, and each worker's children
 // get CUDA_VISIBLE_DEVICES set to their GPU.
+//
+// A hang can leave its GPU broken for later work (later runs failing early, like unrelated
+// bugs). So after a cell hangs or times out, the next cell on that GPU waits for a canary (a
+// tiny run on device memory: the path's kernels and a small GEMM, checked, bounded); if the
+// canary fails or hangs, and at once if a cell's hung process did not die after SIGKILL (stuck
+// in the driver), the GPU is retired: no further cell runs on it, and once every GPU is retired
+// the cells left are not run. Every cell run on a GPU after a hang says so ("after_hang").
 #pragma once
 
 #include <functional>
@@ -18,6 +25,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "repro/cli/hang_options.h"
 #include "repro/sweep/matrix.h"
 
 namespace sdpa {
@@ -28,7 +36,27 @@ struct SweepRunSettings {
   double cell_timeout_s = 60;
   double stage_timeout_s = 10;     // the child watchdog's --stage-timeout
   std::string scratch_prefix;      // a cell's child writes its JSON to <prefix><index>.json
+  OnHang on_hang = OnHang::snapshot;  // what a cell's watchdog does at a hang: snapshot or kill
+  // A cell's snapshot budget: once its snapshot folder appears, its deadline grows by this.
+  double snapshot_timeout_s = 60;
+  // Each cell's --log-file (cell-N.log, removed when it passes or is waived) and hang snapshot
+  // (cell-N.snapshot) go here; "": neither. `cells_link` is the same folder as the sweep
+  // document links it (relative to the document's folder).
+  std::string cells_dir, cells_link;
 };
+
+// The environment variable that marks the sweep's canary run (a fake child tells it apart by it).
+constexpr const char* kCanaryEnvironment = "SDPA_SWEEP_CANARY";
+
+// What the sweep did about a GPU after a hang: the canary it ran, whether it retired the GPU.
+struct GpuCheck {
+  std::string gpu;         // the worker's CUDA_VISIBLE_DEVICES ("" = inherited)
+  int after_cell = 0;      // the cell that hung (or whose process did not die)
+  std::string canary;      // "pass", "failed: ...", or "" when none ran
+  bool retired = false;
+  std::string reason;      // why it was retired
+};
+nlohmann::json gpu_checks_json(const std::vector<GpuCheck>& checks);
 
 // A cell's options as run: `repro` followed by them is the cell's command line.
 std::vector<std::string> cell_command_args(const SweepCell& cell, double stage_timeout_s);
@@ -42,7 +70,11 @@ struct ChildEnd {
   int status = 0;  // the exit code, or the signal
   double wall_s = 0;
   double deadline_s = 0;
+  double snapshot_s = 0;  // granted on top of the deadline for the cell's hang snapshot
   std::vector<std::string> stderr_tail;  // the last lines the child wrote to stderr
+  std::string snapshot_link;  // the cell's snapshot folder as the document links it ("": the run's own path)
+  std::string log_file;       // its --log-file as the document links it ("": none)
+  std::optional<int> after_hang;  // the cell that hung on this GPU before this one ran
 };
 
 // The record of a finished cell, from how its process ended and the text of its --json file
@@ -52,9 +84,13 @@ nlohmann::json finished_cell_json(const SweepCell& cell, double stage_timeout_s,
 
 // Runs the cells in order, at most one per worker at a time, and calls on_done with each
 // finished cell's record as it finishes. SIGINT or SIGTERM stops it: no new cell starts, the
-// running ones are killed and not reported. Returns that signal, or 0 when every cell ran.
+// running ones are killed and not reported. Returns that signal, or 0 when every cell ran or
+// every GPU was retired (`gpu_checks` says which, when given).
 int run_cells(const std::vector<SweepCell>& cells, const SweepRunSettings& settings,
-              const std::function<void(const nlohmann::json&)>& on_done);
+              const std::function<void(const nlohmann::json&)>& on_done, std::vector<GpuCheck>* gpu_checks = nullptr);
+
+// The canary's command line after the binary: one small checked call of the path on device memory.
+std::vector<std::string> canary_args();
 
 // One worker per visible GPU, without initialising CUDA: --gpus N (gpus_option > 0), else the
 // entries of CUDA_VISIBLE_DEVICES, else the GPUs the NVIDIA driver lists in /proc. Returns the

@@ -3,7 +3,8 @@
 // Expands the axes into cells (matrix.h), runs each as its own `repro` process with its
 // own deadline, one worker per GPU (cell_runner.h), and writes (sweep_output.h): each finished
 // cell as one line of FILE.jsonl at once, then the sweep document FILE.json and the heatmap
-// FILE.svg atomically, and the table on stdout. Progress goes to stderr. --resume continues an
+// FILE.svg atomically, and the table on stdout; each cell's --log-file and a hung cell's snapshot
+// go to FILE.cells/ (docs/HANG_SNAPSHOT.md). Progress goes to stderr. --resume continues an
 // interrupted sweep from its JSON-lines file; --dry-run prints the cells and runs nothing.
 //
 //   repro sweep --out results/h100-sweep
@@ -152,7 +153,12 @@ int run_sweep(const SweepOptions& o) {
   settings.workers = meta.workers;
   settings.cell_timeout_s = o.cell_timeout_s;
   settings.stage_timeout_s = o.stage_timeout_s;
-  settings.scratch_prefix = o.jsonl_path.substr(0, o.jsonl_path.size() - std::string(".jsonl").size()) + ".cell-";
+  const std::string stem = o.jsonl_path.substr(0, o.jsonl_path.size() - std::string(".jsonl").size());
+  settings.scratch_prefix = stem + ".cell-";
+  settings.on_hang = o.on_hang;
+  settings.snapshot_timeout_s = o.snapshot_timeout_s;
+  settings.cells_dir = stem + ".cells";
+  settings.cells_link = std::filesystem::path(settings.cells_dir).filename().string();
 
   std::map<std::string, json> finished;
   if (o.resume) {
@@ -174,11 +180,15 @@ int run_sweep(const SweepOptions& o) {
 
   const int64_t start_us = monotonic_us();
   Progress progress(cells.size(), finished.size());
-  const int stop_signal = run_cells(pending, settings, [&](const json& record) {
-    append_jsonl_line(o.jsonl_path, record);
-    finished[record.at("key").get<std::string>()] = record;
-    progress.cell_done(record);
-  });
+  std::vector<GpuCheck> gpu_checks;
+  const int stop_signal = run_cells(
+      pending, settings,
+      [&](const json& record) {
+        append_jsonl_line(o.jsonl_path, record);
+        finished[record.at("key").get<std::string>()] = record;
+        progress.cell_done(record);
+      },
+      &gpu_checks);
   progress.finish();
   const bool interrupted = stop_signal != 0;
   if (interrupted) {
@@ -200,11 +210,13 @@ int run_sweep(const SweepOptions& o) {
     squares.push_back(record);
   }
   const double wall = (monotonic_us() - start_us) / 1e6;
-  write_file_atomic(o.json_path, sweep_document(meta, done, cells.size(), interrupted, wall).dump(2) + "\n");
+  const json checks = gpu_checks_json(gpu_checks);
+  write_file_atomic(o.json_path, sweep_document(meta, done, cells.size(), interrupted, wall, checks).dump(2) + "\n");
   write_file_atomic(o.svg_path, sweep_svg(squares, "repro sweep: " + std::to_string(done.size()) + " of " +
                                                        std::to_string(cells.size()) + " cells, started " +
                                                        meta.started_utc));
-  std::cout << sweep_table(done, cells.size(), interrupted) << std::flush;
+  std::cout << sweep_table(done, cells.size(), interrupted) << gpu_checks_footer(checks, cells.size() - done.size())
+            << std::flush;
   std::cerr << "repro sweep: wrote " << o.json_path << ", " << o.jsonl_path << ", " << o.svg_path << " ("
             << duration(wall) << ")\n";
   if (interrupted) return 128 + stop_signal;

@@ -26,6 +26,9 @@ const char* kDescription =
 const char* kFooter =
     "Outcomes: pass, mismatch, hang (with the stage), timeout (the sweep's deadline), crash, cuda_error, waived (with "
     "the reason), usage, no_gpu, refused.\n"
+    "After a hang: each cell writes FILE.cells/cell-N.log as it runs (kept unless it passed) and a hung cell its "
+    "snapshot; the next cell on that GPU waits for a canary (a small checked run on device memory), and a GPU whose "
+    "canary fails, or whose hung process did not die, is retired (its remaining cells run elsewhere or not at all).\n"
     "Exit codes: 0 every cell passed or was waived; 1 any other outcome; 2 usage error; 130/143 interrupted by "
     "SIGINT/SIGTERM (the cells that finished are kept; --resume runs the rest).";
 
@@ -74,6 +77,16 @@ SweepParseResult parse_sweep_command_line(int argc, const char* const* argv) {
                  "cells run at once on each GPU (more is faster, but the cells then share the GPU: its memory, "
                  "its fault handling; keep 1 to reproduce a hang in isolation)")
       ->check(CLI::Range(1, 8))
+      ->capture_default_str();
+  app.add_option_function<std::string>(
+         "--on-hang", [&o](const std::string& word) { o.on_hang = parse_on_hang(word); },
+         "what a hung cell's watchdog does: snapshot (evidence from the live hung process into FILE.cells/cell-N.snapshot, "
+         "then kill it) or kill")
+      ->check(CLI::IsMember({on_hang_name(OnHang::snapshot), on_hang_name(OnHang::kill)}))
+      ->default_str(on_hang_name(o.on_hang));
+  app.add_option("--snapshot-timeout", o.snapshot_timeout_s,
+                 "a hung cell's snapshot budget, seconds; its deadline grows by that much once the snapshot began")
+      ->check(CLI::Range(0.5, 3600.0))
       ->capture_default_str();
   app.add_option("--repro-binary", o.repro_binary, "the program each cell runs")->group("");  // for tests
   ParseResult parsed;

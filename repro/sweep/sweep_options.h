@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "repro/cli/hang_options.h"
 #include "repro/sweep/matrix.h"
 
 namespace sdpa {
@@ -22,6 +23,8 @@ struct SweepOptions {
   double stage_timeout_s = 10;   // the child watchdog's per-stage deadline
   int gpus = 0;                  // 0: count them
   int cells_per_gpu = 1;         // cells running at once on one GPU
+  OnHang on_hang = OnHang::snapshot;  // each cell's --on-hang: snapshot or kill
+  double snapshot_timeout_s = 60;     // each cell's --snapshot-timeout
   std::string repro_binary;      // hidden: the program each cell runs (tests pass a fake child)
   std::vector<std::string> argv;  // the command line as given
 };

@@ -173,7 +173,7 @@ std::string xml_escape(const std::string& text) {
 }
 
 json sweep_document(const SweepMeta& meta, const std::vector<json>& cells, size_t planned, bool interrupted,
-                    double wall_seconds) {
+                    double wall_seconds, const json& gpu_checks) {
   json devices = json::array();
   json out_cells = json::array();
   for (json c : cells) {
@@ -211,7 +211,8 @@ json sweep_document(const SweepMeta& meta, const std::vector<json>& cells, size_
             {"outcomes", counts_json(count_outcomes(cells))},
             {"interrupted", interrupted},
             {"result", verdict(cells, planned, interrupted)},
-            {"wall_seconds", wall_seconds}}},
+            {"wall_seconds", wall_seconds},
+            {"gpu_checks", gpu_checks}}},
           {"cells", out_cells}};
 }
 
@@ -317,6 +318,22 @@ std::string sweep_footer(const std::vector<json>& cells, size_t planned, bool in
   std::string last = "# Sweep: " + result;
   if (interrupted) last += " (interrupted; --resume runs the cells that are left)";
   return line + "\n" + last + "\n";
+}
+
+std::string gpu_checks_footer(const json& gpu_checks, size_t cells_not_run) {
+  std::string s;
+  size_t retired = 0;
+  for (const auto& c : gpu_checks) {
+    if (!c.at("retired").get<bool>()) continue;
+    ++retired;
+    s += "# GPU " + (c.at("gpu").is_string() ? c.at("gpu").get<std::string>() : std::string("(inherited)")) +
+         " retired after cell " + std::to_string(c.at("after_cell").get<int>()) + ": " + c.at("reason").get<std::string>() + "\n";
+  }
+  if (retired && cells_not_run) {
+    s += "# " + std::to_string(cells_not_run) + " cells not run: no GPU left (after a power cycle or a driver reload, "
+         "--resume runs them)\n";
+  }
+  return s;
 }
 
 std::string sweep_table(const std::vector<json>& cells, size_t planned, bool interrupted) {
@@ -447,6 +464,13 @@ std::string sweep_svg(const std::vector<json>& cells, const std::string& title) 
           detail = format_number("%.3f ms", worst->at("call_median_ms").get<double>());
         }
         const double x = margin + label_w + static_cast<double>(col) * (cell_w + gap);
+        // A hung cell's square links its hang snapshot (the path is relative to the document's folder).
+        std::string snapshot;
+        if (worst->contains("snapshot") && worst->at("snapshot").is_object()) {
+          snapshot = worst->at("snapshot").value("path", "");
+          tooltip += "\nhang snapshot: " + snapshot;
+        }
+        if (!snapshot.empty()) svg += "<a href=\"" + xml_escape(snapshot + "/snapshot.json") + "\">\n";
         svg += "<g class=\"cell\">\n<title>" + xml_escape(tooltip) + "</title>\n";
         svg += rect_element(x, row_y, cell_w, cell_h,
                             std::string("fill=\"") + style.fill + "\" stroke=\"#9e9e9e\"" +
@@ -458,6 +482,7 @@ std::string sweep_svg(const std::vector<json>& cells, const std::string& title) 
                               std::string("text-anchor=\"middle\" font-size=\"10\" fill=\"") + style.ink + "\"");
         }
         svg += "</g>\n";
+        if (!snapshot.empty()) svg += "</a>\n";
       }
     }
     y += panel_h + panel_gap;

@@ -38,8 +38,14 @@ struct SweepMeta {
 // The sweep document. `cells` are the records of the finished cells (or, for --dry-run, the
 // planned ones) in matrix order; `planned` is the size of the matrix. Each cell's device object
 // becomes an index into the document's "devices".
+// `gpu_checks` (gpu_checks_json) is what was done about GPUs after a hang.
 nlohmann::json sweep_document(const SweepMeta& meta, const std::vector<nlohmann::json>& cells, size_t planned,
-                              bool interrupted, double wall_seconds);
+                              bool interrupted, double wall_seconds,
+                              const nlohmann::json& gpu_checks = nlohmann::json::array());
+
+// The footer's lines about GPUs retired after a hang, and the cells that were not run for
+// that: "# GPU 0 retired after cell 12: the canary after cell 12 failed: exit 4 (...)". "" when none.
+std::string gpu_checks_footer(const nlohmann::json& gpu_checks, size_t cells_not_run);
 
 // One finished cell appended as one line, flushed and fsync'd, so a sweep that is killed
 // loses no finished cell. Throws InputError if the file cannot be written.

@@ -1,0 +1,44 @@
+// hang_options.h: what a run does when its watchdog finds it hung (--on-hang and its companions),
+// shared by every command that runs the path under the supervisor (run, bench, and the runs
+// that report and sweep start as children).
+//
+// By default the supervisor takes a hang snapshot of the live hung process before it kills it
+// (repro/supervise/hang_snapshot.h, docs/HANG_SNAPSHOT.md): a bounded set of collectors (the
+// threads' kernel stacks, cuda-gdb, nvidia-smi, the driver's kernel log lines) whose output a
+// driver engineer can act on, which killing the process first would destroy.
+#pragma once
+
+#include <string>
+
+namespace CLI {
+class App;
+}
+
+namespace sdpa {
+
+enum class OnHang {
+  snapshot,  // collect the snapshot (bounded by --snapshot-timeout), then kill
+  kill,      // kill at once, collecting nothing
+  keep,      // leave the hung process for a person, then kill it on Ctrl-C or after --keep-timeout
+};
+const char* on_hang_name(OnHang mode);
+OnHang parse_on_hang(const std::string& text);  // throws InputError naming the accepted words
+
+struct HangOptions {
+  OnHang on_hang = OnHang::snapshot;
+  double snapshot_timeout_s = 60;  // the whole snapshot, every collector included
+  double keep_timeout_s = 600;     // --on-hang keep: how long the hung process is kept
+  std::string snapshot_dir;        // "": chosen by default_snapshot_dir
+  std::string log_file;            // "": none
+  bool nvidia_bug_report = false;  // also run nvidia-bug-report.sh during the snapshot
+};
+
+// Adds --on-hang, --snapshot-timeout, --keep-timeout, --snapshot-dir, --log-file and
+// --nvidia-bug-report to `app`, parsed into `hang` (which must outlive the parse).
+void add_hang_options(CLI::App& app, HangOptions& hang);
+
+// Where a snapshot goes when --snapshot-dir is not given: beside the --json file, named after
+// it (out/run.json: out/run.snapshot), else ./repro-hang-<UTC time>-<pid>.
+std::string default_snapshot_dir(const std::string& json_path);
+
+}  // namespace sdpa
