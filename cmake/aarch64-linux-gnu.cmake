@@ -2,7 +2,7 @@
 # on an x86-64 Debian machine with Debian's cross compiler (g++-aarch64-linux-gnu), and its
 # programs run under Debian's user-mode emulator (qemu-user):
 #
-#   cmake -S host_only -B build-aarch64 -G Ninja --toolchain cmake/aarch64-linux-gnu.cmake
+#   cmake -S host_only -B build-aarch64 -G Ninja --toolchain "$PWD/cmake/aarch64-linux-gnu.cmake"
 #   ctest --test-dir build-aarch64     (each test runs as qemu-aarch64 -L <sysroot> <test>)
 #
 # scripts/cross_aarch64.sh runs both; scripts/setup_deps.sh --aarch64 installs the packages.

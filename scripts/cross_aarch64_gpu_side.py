@@ -89,11 +89,11 @@ def main():
     failed = warned = 0
     with concurrent.futures.ThreadPoolExecutor(os.cpu_count() or 2) as pool:
         for rel, code, output, command in pool.map(lambda j: run(j, x86_build), jobs):
-            warned += bool(output)
             if code != 0:
                 failed += 1
                 print(f"FAILED {rel}\n  {shlex.join(command)}\n{output}")
             else:
+                warned += bool(output)
                 print(f"ok     {rel}" + (f"\n{output}" if output else ""))
     print(f"cross_aarch64_gpu_side: {len(jobs) - failed} of {len(jobs)} files compiled for aarch64 "
           f"({warned} with warnings); not linked (no aarch64 CUDA libraries in this toolkit)")
