@@ -1,17 +1,30 @@
 #!/usr/bin/env bash
 # setup_deps.sh: installs the distribution packages the build needs, if they are missing
 # (CLI11, nlohmann/json, doctest headers; CMake and Ninja; with --fuzz also clang and its
-# libFuzzer runtime for scripts/fuzz.sh). The CUDA 13 toolkit itself is not installed here: it
-# must be on the machine (nvcc on PATH or in /usr/local/cuda/bin).
+# libFuzzer runtime for scripts/fuzz.sh; with --aarch64 the aarch64 cross compiler and the
+# user-mode emulator for scripts/cross_aarch64.sh). The CUDA 13 toolkit itself is not installed
+# here: it must be on the machine (nvcc on PATH or in /usr/local/cuda/bin).
 #
-#   scripts/setup_deps.sh [--fuzz]
+#   scripts/setup_deps.sh [--fuzz] [--aarch64]
 set -euo pipefail
 
 missing=()
-if [[ ${1:-} == --fuzz ]]; then
-  command -v clang++ >/dev/null || missing+=(clang)
-  compgen -G "/usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-*.a" >/dev/null || missing+=(libclang-rt-dev)
-fi
+for option in "$@"; do
+  case $option in
+    --fuzz)
+      command -v clang++ >/dev/null || missing+=(clang)
+      compgen -G "/usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-*.a" >/dev/null || missing+=(libclang-rt-dev)
+      ;;
+    --aarch64)
+      command -v aarch64-linux-gnu-g++ >/dev/null || missing+=(g++-aarch64-linux-gnu)
+      command -v qemu-aarch64 >/dev/null || missing+=(qemu-user)
+      ;;
+    *)
+      echo "setup_deps: unknown option $option (usage: scripts/setup_deps.sh [--fuzz] [--aarch64])" >&2
+      exit 2
+      ;;
+  esac
+done
 [[ -f /usr/include/CLI/CLI.hpp ]] || missing+=(libcli11-dev)
 [[ -f /usr/include/nlohmann/json.hpp ]] || missing+=(nlohmann-json3-dev)
 [[ -f /usr/include/doctest/doctest.h ]] || missing+=(doctest-dev)
