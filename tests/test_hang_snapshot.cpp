@@ -36,7 +36,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const std::string kFixtures = SNAPSHOT_FIXTURES;
+const std::string kFixtures = std::string(SDPA_SOURCE_DIR) + "/tests/fixtures/snapshot";
 
 std::string fixture(const std::string& capture, const std::string& file) {
   return test_util::file_text(kFixtures + "/" + capture + "/" + file);

@@ -417,7 +417,7 @@ TEST_SUITE("report") {
     snap.dir = "/tmp/r/hang-snapshot-run-2";
     snap.seconds = 3.5;
     snap.budget_s = 60;
-    snap.summary = summarize_snapshot(std::string(SNAPSHOT_FIXTURES) + "/softmax_nofork", 1148, {});
+    snap.summary = summarize_snapshot((std::string(SDPA_SOURCE_DIR) + "/tests/fixtures/snapshot") + "/softmax_nofork", 1148, {});
     CollectorRun smi;
     smi.name = "nvidia_smi";
     smi.state = CollectorState::timed_out;
