@@ -55,8 +55,8 @@ BootstrapOptions options_of(const nlohmann::json& entry) {
   return o;
 }
 
-// The fraction of `trials` independent samples whose interval contains the true value.
-// Binomial band: with coverage p over N trials the count's SD is sqrt(N p (1 - p)); 3.5 SD
+// Coverage tests: the fraction of kCoverageTrials independent samples whose interval contains
+// the true value. Binomial band: with coverage p over N trials the count's SD is sqrt(N p (1 - p)); 3.5 SD
 // around the nominal 0.95 at N = 1000 is [0.926, 0.974] (a correct interval leaves it with
 // probability 5e-4). The percentile bootstrap's own coverage error at these sizes is under one
 // point (NumPy simulation, 1000 trials: 94.1-95.7%), inside the band. A 90% interval covers about
