@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <limits>
 #include <set>
 #include <stdexcept>
 #include <string>
@@ -20,6 +21,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bench_examples.h"
 #include "json_schema_check.h"
 #include "math_sdpa/errors.h"
 #include "math_sdpa/stage.h"
@@ -146,15 +148,24 @@ RunOptions options_for(int scenario, bool fix_on) {
   return o;
 }
 
-// The printer's result for each kind of run, with every optional block filled somewhere.
-RunResult checked_pass() {
+// A run of `scenario` (its own fix on or off) on a GB10 that ended with `outcome`.
+RunResult made_up_run(int scenario, bool fix_on, Outcome outcome, int exit_code, const std::string& error) {
   RunResult r;
-  r.options = options_for(2, true);
-  r.options.iters = 40;
-  r.options.sample_every = 10;
+  r.options = options_for(scenario, fix_on);
   r.settings = r.options.settings;
   r.device = made_up_device();
   r.result_tensor = result_tensor_of(r.settings);
+  r.outcome = outcome;
+  r.exit_code = exit_code;
+  r.error = error;
+  return r;
+}
+
+// The printer's result for each kind of run, with every optional block filled somewhere.
+RunResult checked_pass() {
+  RunResult r = made_up_run(2, true, Outcome::pass, 0, "");
+  r.options.iters = 40;
+  r.options.sample_every = 10;
   r.checked = true;
   r.comparison.rel_error = 1.5e-3;
   r.comparison.max_abs_error = 2e-3;
@@ -177,14 +188,7 @@ RunResult checked_pass() {
 }
 
 RunResult hang_in_softmax() {
-  RunResult r;
-  r.options = options_for(2, false);
-  r.settings = r.options.settings;
-  r.device = made_up_device();
-  r.result_tensor = result_tensor_of(r.settings);
-  r.outcome = Outcome::hang;
-  r.exit_code = kExitHang;
-  r.error = "stage softmax did not finish within 20.0 s";
+  RunResult r = made_up_run(2, false, Outcome::hang, kExitHang, "stage softmax did not finish within 20.0 s");
   r.error_stage = "softmax";
   SupervisedOutcome w;
   w.kind = SupervisedOutcome::hang;
@@ -199,12 +203,11 @@ RunResult hang_in_softmax() {
   return r;
 }
 
+// Died before it reported a device or a stage.
 RunResult crash_without_stage() {
-  RunResult r;
-  r.options = options_for(0, false);
-  r.outcome = Outcome::crash;
-  r.exit_code = kExitCrash;
-  r.error = "the run's process died from signal 11";
+  RunResult r = made_up_run(0, false, Outcome::crash, kExitCrash, "the run's process died from signal 11");
+  r.device.reset();
+  r.result_tensor.reset();
   SupervisedOutcome w;
   w.kind = SupervisedOutcome::crashed;
   w.signal = 11;
@@ -214,67 +217,13 @@ RunResult crash_without_stage() {
 }
 
 RunResult nan_mismatch() {
-  RunResult r;
-  r.options = options_for(0, false);
-  r.settings = r.options.settings;
-  r.device = made_up_device();
-  r.result_tensor = ResultTensor::output;
-  r.outcome = Outcome::mismatch;
-  r.exit_code = kExitMismatch;
-  r.error = "3 non-finite outputs";
+  RunResult r = made_up_run(0, false, Outcome::mismatch, kExitMismatch, "3 non-finite outputs");
   r.checked = true;
   r.comparison.rel_error = std::numeric_limits<double>::infinity();
   r.comparison.max_abs_error = std::numeric_limits<double>::quiet_NaN();
   r.comparison.nonfinite = 3;
   r.tolerance = 4e-3;
   r.nonfinite_outputs = 3;
-  return r;
-}
-
-BenchSeries made_up_series(const char* label, double first_ms) {
-  BenchSeries s;
-  s.label = label;
-  s.settings = settings_fields(options_for(0, false).settings);
-  for (int i = 0; i < 20; ++i) {
-    s.samples.wall_ms.push_back(first_ms + 0.01 * i);
-    s.samples.gpu_ms.push_back(first_ms * 0.5 + 0.005 * i);
-    s.samples.event_ms.push_back(first_ms * 0.9 + 0.01 * i);
-    s.samples.stage_ms[static_cast<size_t>(Stage::softmax)].push_back(0.1 + 0.001 * i);
-    s.samples.stage_ms[static_cast<size_t>(Stage::entry_sync)].push_back(0.01);
-    s.samples.total_seconds += (first_ms + 0.01 * i) / 1e3;
-  }
-  summarize_series(s);
-  return s;
-}
-
-BenchResult made_up_bench() {
-  BenchResult r;
-  r.options.run = options_for(0, false);
-  r.options.iterations = 20;
-  r.options.overhead_labels = {"1", "4"};
-  r.device = made_up_device();
-  r.l2_bytes = 24 << 20;
-  r.input_sets = 8;
-  r.input_sets_chosen = true;
-  r.bytes_per_call = 23 << 20;
-  r.bytes_per_set = 40 << 20;
-  r.result_tensor = ResultTensor::output;
-  r.path = made_up_series("path", 1.0);
-  OverheadComparison one;
-  one.label = "1";
-  one.fixes_b.add(1);
-  one.a = made_up_series("A", 1.0);
-  one.b = made_up_series("B", 1.05);
-  one.b.fixes = one.fixes_b;
-  summarize_comparison(one);
-  r.overhead.push_back(one);
-  OverheadComparison four;
-  four.label = "4";
-  four.fixes_b.add(4);
-  four.skipped = true;
-  four.skip_reason = "this GPU does not support stream-ordered memory pools";
-  summarize_comparison(four);
-  r.overhead.push_back(four);
   return r;
 }
 
@@ -411,7 +360,7 @@ TEST_SUITE("schemas") {
   TEST_CASE("bench results are valid: the real binary's, the printer's, the committed GPU benchmarks") {
     const json real = real_run_result({"bench", "-n", "5", "-w", "1", "--fix-overhead", "each"});
     check_valid("bench.schema.json", real, "repro bench");
-    const json printed = bench_to_json(made_up_bench());
+    const json printed = bench_to_json(bench_examples::overhead_result());
     check_valid("bench.schema.json", printed, "bench_to_json");
     REQUIRE(printed["fix_overhead"].size() == 2);
     CHECK(printed["fix_overhead"][1]["is_skipped"] == true);
@@ -436,7 +385,7 @@ TEST_SUITE("schemas") {
   }
 
   TEST_CASE("a renamed or missing key of a bench result fails, and a measured comparison must be complete") {
-    const json printed = bench_to_json(made_up_bench());
+    const json printed = bench_to_json(bench_examples::overhead_result());
     check_unpinned("bench.schema.json", with_short_arrays(printed), {}, "bench_to_json");
     check_unpinned("bench.schema.json", with_short_arrays(committed("h200-2026-11-23/bench/overhead_2x8x512x64.json")), {},
                    "overhead_2x8x512x64.json");
