@@ -88,6 +88,13 @@ std::string error_of(const std::vector<uint8_t>& bytes) {
   return "(no error)";
 }
 
+// The file with its header length field (2 bytes for version 1.0, 4 for 2.0 and 3.0) set to `length`.
+std::vector<uint8_t> with_header_length(std::vector<uint8_t> file, uint64_t length) {
+  const size_t length_bytes = file.at(6) == 1 ? 2 : 4;
+  for (size_t i = 0; i < length_bytes; ++i) file.at(8 + i) = static_cast<uint8_t>(length >> (8 * i));
+  return file;
+}
+
 }  // namespace
 
 TEST_SUITE("npy") {
@@ -315,6 +322,84 @@ TEST_SUITE("npy") {
     for (size_t n = 0; n < good.size(); ++n) {
       CAPTURE(n);
       CHECK_THROWS_AS(sdpa::parse_npy(std::vector<uint8_t>(good.begin(), good.begin() + static_cast<long>(n)), "p"), InputError);
+    }
+  }
+
+  TEST_CASE("a file cut at every byte of its preamble, header and data: one line naming where it ends") {
+    // Each prefix is its own allocation of exactly its size, so a read one byte past the end is
+    // a heap overflow that the ASan build (CI's PRESET=asan) stops at. Without ASan the message
+    // tells the same story: the reader must stop at the header length's check, not parse a
+    // header that runs one byte past the file and fail later for another reason.
+    const std::vector<uint8_t> six_floats(24, 0), three_bools = {1, 0, 1}, two_halves = {0x00, 0x3c, 0x00, 0xc0};
+    struct Layout {
+      int major;
+      std::vector<uint8_t> file;
+    };
+    for (const Layout& layout : {Layout{1, npy_file(dict_for("<f4", "(2, 3)"), six_floats, 1)},
+                                 Layout{2, npy_file(dict_for("|b1", "(3,)"), three_bools, 2)},
+                                 Layout{3, npy_file(dict_for("<f2", "(2,)"), two_halves, 3)}}) {
+      const std::vector<uint8_t>& good = layout.file;
+      const size_t header_start = layout.major == 1 ? 10 : 12;
+      size_t header_len = 0;
+      for (size_t i = 8; i < header_start; ++i) header_len |= static_cast<size_t>(good[i]) << (8 * (i - 8));
+      const size_t data_start = header_start + header_len;
+      REQUIRE(data_start < good.size());
+      CHECK_NOTHROW(sdpa::parse_npy(std::vector<uint8_t>(good.begin(), good.end()), "p.npy"));
+      for (size_t n = 0; n < good.size(); ++n) {
+        CAPTURE(layout.major);
+        CAPTURE(n);
+        const std::vector<uint8_t> cut(good.begin(), good.begin() + static_cast<std::ptrdiff_t>(n));
+        const std::string message = error_of(cut);
+        CHECK(message.find('\n') == std::string::npos);
+        const std::string expected = n == 0                ? "x.npy: empty file"
+                                     : n < 6               ? "x.npy: not a .npy file (bad magic"
+                                     : n < header_start    ? "x.npy: truncated: the file ends inside the .npy preamble"
+                                     : n < data_start      ? "x.npy: header length " + std::to_string(header_len) +
+                                                            " runs past the end of the file (" + std::to_string(n) + " bytes)"
+                                                           : "x.npy: truncated: header says ";
+        CHECK_MESSAGE(message.rfind(expected, 0) == 0, message);
+        if (n >= data_start) CHECK(message.find("but the file has " + std::to_string(n - data_start)) != std::string::npos);
+      }
+    }
+  }
+
+  TEST_CASE("a header length pointing past the end of the file, by one byte or by 4 GiB, is refused before it is used") {
+    for (int major : {1, 2, 3}) {
+      CAPTURE(major);
+      const std::vector<uint8_t> good = npy_file(dict_for("<f4", "(1,)"), {0, 0, 0, 0}, major);
+      const size_t room = good.size() - (major == 1 ? 10 : 12);  // the most the header could span
+      for (const uint64_t header_len : {uint64_t{room} + 1, uint64_t{room} + 2, uint64_t{room} + 64, uint64_t{0xffff},
+                                        major == 1 ? uint64_t{0xfffe} : uint64_t{0xffffffff}}) {
+        CAPTURE(header_len);
+        const std::vector<uint8_t> file = with_header_length(good, header_len);
+        CHECK(error_of(file) == "x.npy: header length " + std::to_string(header_len) + " runs past the end of the file (" +
+                                    std::to_string(file.size()) + " bytes)");
+      }
+      // Exactly to the end passes the length check: the header then takes in the data's 4 bytes
+      // and is refused for what it holds, not for its length.
+      CHECK(error_of(with_header_length(good, room)).find("runs past the end") == std::string::npos);
+    }
+  }
+
+  TEST_CASE("a file cut short on disk: read_npy names the file and where it ends") {
+    NpyTempDir dir;
+    const float values[] = {1, 2, 3};
+    const std::vector<uint8_t> good = sdpa::encode_npy_float32({3}, values);
+    const size_t data_start = good.size() - 12;
+    for (size_t n = 0; n < good.size(); ++n) {
+      CAPTURE(n);
+      const std::string path = dir.path + "/cut" + std::to_string(n) + ".npy";
+      write_bytes(path, std::vector<uint8_t>(good.begin(), good.begin() + static_cast<std::ptrdiff_t>(n)));
+      try {
+        sdpa::read_npy(path);
+        FAIL_CHECK("accepted a file of " << n << " of " << good.size() << " bytes");
+      } catch (const InputError& e) {
+        const std::string message = e.what();
+        CHECK(message.rfind(path + ": ", 0) == 0);
+        CHECK(message.find('\n') == std::string::npos);
+        CHECK((n >= 10 && n < data_start) == (message.find("runs past the end") != std::string::npos));
+        CHECK((n >= data_start) == (message.find("truncated: header says") != std::string::npos));
+      }
     }
   }
 

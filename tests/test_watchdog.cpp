@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -237,6 +238,39 @@ TEST_SUITE("watchdog") {
                             "B\tsoftmax\t12a\tx", "I\tmany\t1", "B\tsoftmax\t1\tx\ty"}) {
       CAPTURE(bad);
       CHECK_FALSE(m.consume(bad, 500));
+    }
+  }
+
+  TEST_CASE("HangMonitor: a deadline of N s allows exactly N s; one microsecond more is a hang (fake clock)") {
+    // check() takes the time, so the boundary is tested exactly, for deadlines whose decimal
+    // value is not a binary fraction too.
+    for (const double stage_s : {0.3, 0.5, 10.0, 20.0}) {
+      CAPTURE(stage_s);
+      const int64_t start = 1'000'000, begin = start + 123'456, deadline_us = std::llround(stage_s * 1e6);
+      HangMonitor m(stage_s, 0, start);
+      REQUIRE(m.consume("B\tsoftmax\t1\trows=4", begin));
+      CHECK_FALSE(m.check(begin + deadline_us - 1).expired);
+      CHECK_FALSE(m.check(begin + deadline_us).expired);
+      const Expiry late = m.check(begin + deadline_us + 1);
+      CHECK(late.expired);
+      CHECK_FALSE(late.whole_run);
+      CHECK(late.stage == "softmax");
+      CHECK(late.running_s == doctest::Approx(stage_s + 1e-6));
+      REQUIRE(m.consume("E\tsoftmax\t2\t", begin + deadline_us));  // it ended: nothing to time out
+      CHECK_FALSE(m.check(begin + 10 * deadline_us).expired);
+    }
+    for (const double run_s : {0.3, 2.0}) {
+      CAPTURE(run_s);
+      const int64_t start = 5'000'000, deadline_us = std::llround(run_s * 1e6);
+      HangMonitor m(100, run_s, start);
+      CHECK_FALSE(m.check(start + deadline_us).expired);
+      const Expiry late = m.check(start + deadline_us + 1);
+      CHECK(late.expired);
+      CHECK(late.whole_run);
+      CHECK(late.stage.empty());
+      REQUIRE(m.consume("B\tqk_gemm\t1\t", start + 1000));
+      CHECK_FALSE(m.check(start + deadline_us).expired);
+      CHECK(m.check(start + deadline_us + 1).stage == "qk_gemm");
     }
   }
 

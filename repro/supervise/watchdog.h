@@ -46,6 +46,10 @@ class HangMonitor {
   HangMonitor(double stage_timeout_s, double run_timeout_s, int64_t start_us);
   // Feeds one record (without its newline). Returns false if it is malformed.
   bool consume(const std::string& line, int64_t now_us);
+  // Expired once a stage has run longer than the stage deadline, or the run longer than its
+  // --timeout: strictly longer (`>`), so a stage that ends exactly at its deadline is not a hang
+  // and a deadline of N s allows N s. Times are whole microseconds divided by 1e6, which is the
+  // double nearest a decimal deadline such as 0.3, so the boundary is exact.
   Expiry check(int64_t now_us) const;
   // The earliest stage that began and has not ended: where the path is stuck, since a GPU
   // stage ends only once the GPU finished it and later stages queue behind it.
