@@ -1,10 +1,11 @@
 // fix.h: a candidate fix as it acts on the path.
 //
-// Each of the four fixes is written once, in its own file in this folder, and acts at its own
-// point: fixes 3 and 4 change how the path is built (configure: the K^T copy, the allocator),
-// fixes 1 and 2 act inside stages as hooks (synchronisations around the GEMMs, a prefetch
-// around softmax). Every action writes a [FIX_N] line to the stage log. Scenarios configure the
-// path; fixes correct it; neither copies it.
+// Each of the four fixes is written once, in its own file in this folder, with its parts
+// (fix_list.h), each acting at its own point: settings change how the path is built (configure:
+// the GEMM's stream, the K^T copy, the allocator), hooks act inside stages (synchronisations
+// around the GEMMs, a prefetch and synchronisations around softmax). Every action writes a
+// [FIX_N] line to the stage log. Scenarios configure the path; fixes correct it; neither copies
+// it.
 #pragma once
 
 #include <memory>
@@ -24,12 +25,13 @@ class Fix : public PathHook {
   virtual void configure(PathSettings&) const {}
 };
 
-std::unique_ptr<Fix> make_gemm_stream_sync_fix();     // fix 1
-std::unique_ptr<Fix> make_prefetch_scores_fix();      // fix 2
-std::unique_ptr<Fix> make_contiguous_kt_fix();        // fix 3
-std::unique_ptr<Fix> make_stream_ordered_alloc_fix(); // fix 4
+// Each fix with the parts of `set` that are its own (fix_list.h).
+std::unique_ptr<Fix> make_gemm_stream_sync_fix(const FixSet& set);      // fix 1
+std::unique_ptr<Fix> make_prefetch_scores_fix(const FixSet& set);       // fix 2
+std::unique_ptr<Fix> make_contiguous_kt_fix(const FixSet& set);         // fix 3
+std::unique_ptr<Fix> make_stream_ordered_alloc_fix(const FixSet& set);  // fix 4
 
-// The fixes of `set`, in number order.
+// The fixes of `set`, in number order, each with its parts.
 std::vector<std::unique_ptr<Fix>> make_fixes(const FixSet& set);
 
 }  // namespace sdpa

@@ -2,9 +2,13 @@
 //
 // Hypothesis it answers (scenario 2): the softmax reduction deadlocks while the scores' pages
 // migrate between CPU and GPU. The proposed patch: prefetch the input to the GPU and synchronise
-// before the softmax kernel, synchronise the device after it. Here with CUDA 13's
-// cudaMemPrefetchAsync(ptr, bytes, cudaMemLocation, flags, stream). Memory that does not
-// migrate (device, async, pinned host) takes no prefetch; the synchronisations still happen.
+// before the softmax kernel, synchronise the device after it. Its three parts (docs/FIXES.md):
+//   prefetch     cudaMemPrefetchAsync(ptr, bytes, cudaMemLocation, flags, stream) of the scores
+//                to the GPU on the softmax's stream, so the kernel starts after the pages are
+//                resident, in stream order: the lean form;
+//   host-sync    cudaStreamSynchronize before the kernel (the host waits for the prefetch);
+//   device-sync  cudaDeviceSynchronize after it.
+// Memory that does not migrate (device, async, pinned host) takes no prefetch.
 #include <cstdio>
 
 #include "fix.h"
@@ -15,30 +19,40 @@ namespace {
 
 class PrefetchScores : public Fix {
  public:
+  explicit PrefetchScores(const FixSet& set)
+      : prefetch_(set.has(FixPart::prefetch)),
+        host_sync_(set.has(FixPart::softmax_host_sync)),
+        device_sync_(set.has(FixPart::device_sync)) {}
   int number() const override { return 2; }
   void before_stage(HookContext& c) override {
     if (c.stage != Stage::softmax) return;
     char buf[200];
-    if (migratable(c.scores_kind)) {
+    if (prefetch_ && migratable(c.scores_kind)) {
       c.gpu->prefetch_to_device(c.scores, c.scores_bytes, c.device, c.stream);
-      std::snprintf(buf, sizeof buf, "[FIX_2] cudaMemPrefetchAsync(scores, %zu bytes, device %d); cudaStreamSynchronize",
+      std::snprintf(buf, sizeof buf, "[FIX_2] prefetch: cudaMemPrefetchAsync(scores, %zu bytes, device %d) on the stream",
                     c.scores_bytes, c.device);
-    } else {
-      std::snprintf(buf, sizeof buf, "[FIX_2] prefetch skipped (%s memory does not migrate); cudaStreamSynchronize",
-                    alloc_kind_name(c.scores_kind));
+      c.note(buf);
+    } else if (prefetch_) {
+      std::snprintf(buf, sizeof buf, "[FIX_2] prefetch skipped (%s memory does not migrate)", alloc_kind_name(c.scores_kind));
+      c.note(buf);
     }
-    c.gpu->synchronize_stream(c.stream);
-    c.note(buf);
+    if (host_sync_) {
+      c.gpu->synchronize_stream(c.stream);
+      c.note("[FIX_2] host-sync: cudaStreamSynchronize before softmax");
+    }
   }
   void after_stage(HookContext& c) override {
-    if (c.stage != Stage::softmax) return;
+    if (c.stage != Stage::softmax || !device_sync_) return;
     c.gpu->synchronize_device();
-    c.note("[FIX_2] cudaDeviceSynchronize after softmax");
+    c.note("[FIX_2] device-sync: cudaDeviceSynchronize after softmax");
   }
+
+ private:
+  bool prefetch_, host_sync_, device_sync_;
 };
 
 }  // namespace
 
-std::unique_ptr<Fix> make_prefetch_scores_fix() { return std::make_unique<PrefetchScores>(); }
+std::unique_ptr<Fix> make_prefetch_scores_fix(const FixSet& set) { return std::make_unique<PrefetchScores>(set); }
 
 }  // namespace sdpa

@@ -19,6 +19,6 @@ class ContiguousKt : public Fix {
 
 }  // namespace
 
-std::unique_ptr<Fix> make_contiguous_kt_fix() { return std::make_unique<ContiguousKt>(); }
+std::unique_ptr<Fix> make_contiguous_kt_fix(const FixSet&) { return std::make_unique<ContiguousKt>(); }
 
 }  // namespace sdpa

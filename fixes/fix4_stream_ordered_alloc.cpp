@@ -3,9 +3,13 @@
 //
 // Hypothesis it answers (scenario 4): the driver's unified-memory fault handler deadlocks under
 // concurrent faults from several streams. The proposed patch: cudaMallocAsync instead of
-// cudaMallocManaged, so there is no managed memory to fault. Here: every tensor comes from the
-// AsyncPoolAllocator (a stream-ordered pool of our own, math_sdpa/allocator.cpp); the stage
-// log's [ALLOC_DEBUG] lines then say kind=async.
+// cudaMallocManaged, so there is no managed memory to fault. Its parts, one allocator each
+// (docs/FIXES.md):
+//   stream-pool   cudaMallocAsync from the device's pool, ordered on the path's stream, as the
+//                 patch writes it (the design and lean form);
+//   private-pool  cudaMallocFromPoolAsync from a pool of our own, each allocation synchronised on
+//                 the pool's stream (math_sdpa/allocator.cpp).
+// The stage log's [ALLOC_DEBUG] lines then say kind=async.
 #include "fix.h"
 
 namespace sdpa {
@@ -14,12 +18,20 @@ namespace {
 
 class StreamOrderedAlloc : public Fix {
  public:
+  explicit StreamOrderedAlloc(const FixSet& set)
+      : pool_(set.has(FixPart::private_pool) ? AsyncPool::private_pool : AsyncPool::stream) {}
   int number() const override { return 4; }
-  void configure(PathSettings& s) const override { s.alloc = AllocKind::async; }
+  void configure(PathSettings& s) const override {
+    s.alloc = AllocKind::async;
+    s.async_pool = pool_;
+  }
+
+ private:
+  AsyncPool pool_;
 };
 
 }  // namespace
 
-std::unique_ptr<Fix> make_stream_ordered_alloc_fix() { return std::make_unique<StreamOrderedAlloc>(); }
+std::unique_ptr<Fix> make_stream_ordered_alloc_fix(const FixSet& set) { return std::make_unique<StreamOrderedAlloc>(set); }
 
 }  // namespace sdpa

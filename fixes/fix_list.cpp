@@ -6,6 +6,7 @@
 namespace sdpa {
 
 namespace {
+
 const FixInfo kFixes[kFixCount] = {
     {1, "gemm_stream_sync", "scenario 1",
      "bind the cuBLAS handle to the stream that produced Q and K, and synchronise that stream before and after "
@@ -20,14 +21,70 @@ const FixInfo kFixes[kFixCount] = {
      "transposed view)",
      "the K^T preparation (stage kt_contiguous)"},
     {4, "stream_ordered_alloc", "scenario 4",
-     "allocate every tensor with cudaMallocFromPoolAsync from a stream-ordered pool instead of cudaMallocManaged",
+     "allocate every tensor with cudaMallocAsync, ordered on the path's stream, instead of cudaMallocManaged",
      "the allocator"},
 };
+
 }  // namespace
+
+const std::vector<FixPartInfo>& fix_part_table() {
+  static const std::vector<FixPartInfo> table = {
+      {FixPart::set_stream, 1, "set-stream", "the Q.K^T GEMM's cuBLAS handle follows the stream that produced Q and K",
+       true, true},
+      {FixPart::gemm_host_sync, 1, "host-sync", "cudaStreamSynchronize of that stream before and after each GEMM", true,
+       false},
+      {FixPart::prefetch, 2, "prefetch",
+       "cudaMemPrefetchAsync of the scores to the GPU on the softmax's stream, ordered before the kernel", true, true},
+      {FixPart::softmax_host_sync, 2, "host-sync", "cudaStreamSynchronize before softmax", true, false},
+      {FixPart::device_sync, 2, "device-sync", "cudaDeviceSynchronize after softmax", true, false},
+      {FixPart::contiguous_kt, 3, "contiguous-kt", "K^T copied to a contiguous [B*H, E, S] buffer before the GEMM",
+       true, true},
+      {FixPart::stream_pool, 4, "stream-pool",
+       "every tensor from cudaMallocAsync (the device's pool), ordered on the path's stream", true, true},
+      {FixPart::private_pool, 4, "private-pool",
+       "every tensor from a pool of our own (cudaMallocFromPoolAsync), each allocation synchronised on the pool's "
+       "stream",
+       false, false},
+  };
+  return table;
+}
+
+const FixPartInfo& fix_part_info(FixPart p) { return fix_part_table()[static_cast<size_t>(p)]; }
 
 const FixInfo& fix_info(int number) {
   if (number < 1 || number > kFixCount) throw InputError("no fix " + std::to_string(number) + " (fixes are 1-4)");
   return kFixes[number - 1];
+}
+
+FixSet FixSet::all() {
+  FixSet s;
+  for (int n = 1; n <= kFixCount; ++n) s.add(n);
+  return s;
+}
+
+FixSet FixSet::lean() {
+  FixSet s;
+  for (int n = 1; n <= kFixCount; ++n) s.add_lean(n);
+  return s;
+}
+
+void FixSet::add(int number) {
+  for (const auto& p : fix_part_table()) {
+    if (p.fix == number && p.design) add(p.part);
+  }
+}
+
+void FixSet::add_lean(int number) {
+  for (const auto& p : fix_part_table()) {
+    if (p.fix == number && p.lean) add(p.part);
+  }
+}
+
+bool FixSet::has(int number) const {
+  for (const auto& p : fix_part_table()) {
+    if (p.fix == number && has(p.part)) return true;
+  }
+  return false;
 }
 
 std::vector<int> FixSet::numbers() const {
@@ -38,28 +95,89 @@ std::vector<int> FixSet::numbers() const {
   return out;
 }
 
+std::vector<FixPart> FixSet::parts(int number) const {
+  std::vector<FixPart> out;
+  for (const auto& p : fix_part_table()) {
+    if (p.fix == number && has(p.part)) out.push_back(p.part);
+  }
+  return out;
+}
+
+const char* FixSet::form(int number) const {
+  FixSet design, lean;
+  design.add(number);
+  lean.add_lean(number);
+  FixSet mine;
+  for (FixPart p : parts(number)) mine.add(p);
+  if (mine == design) return "design";
+  if (mine == lean) return "lean";
+  return "parts";
+}
+
 std::string FixSet::str() const {
   if (empty()) return "none";
   if (*this == all()) return "all";
+  if (*this == lean()) return "all:lean";
   std::string s;
-  for (int n : numbers()) s += (s.empty() ? "" : ",") + std::to_string(n);
+  for (int n : numbers()) {
+    s += (s.empty() ? "" : ",") + std::to_string(n);
+    const std::string f = form(n);
+    if (f == "lean") s += ":lean";
+    if (f != "parts") continue;
+    std::string names;
+    for (FixPart p : parts(n)) names += (names.empty() ? "" : "/") + std::string(fix_part_info(p).name);
+    s += ":" + names;
+  }
   return s;
 }
 
 FixSet parse_fix_list(const std::string& text) {
   if (text.empty() || text == "none") return {};
   if (text == "all") return FixSet::all();
+  if (text == "all:lean") return FixSet::lean();
+  const std::string expected = " (expected items N, N:lean or N:part/part with N in 1-4, or all, all:lean, none)";
   FixSet set;
   size_t start = 0;
   while (true) {
     const size_t comma = text.find(',', start);
     const std::string item = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-    if (item.size() != 1 || item[0] < '1' || item[0] > '0' + kFixCount) {
-      throw InputError("--fixes: '" + item + "' in '" + text + "' is not a fix number (expected a list of 1-4, all or none)");
+    if (item.empty() || item[0] < '1' || item[0] > '0' + kFixCount || (item.size() > 1 && item[1] != ':') ||
+        item.size() == 2) {
+      throw InputError("--fixes: '" + item + "' in '" + text + "' is not a fix" + expected);
     }
     const int n = item[0] - '0';
-    if (set.has(n)) throw InputError("--fixes: fix " + item + " listed twice in '" + text + "'");
-    set.add(n);
+    if (set.has(n)) throw InputError("--fixes: fix " + std::to_string(n) + " listed twice in '" + text + "'");
+    const std::string form = item.size() > 2 ? item.substr(2) : "design";
+    if (form == "design") {
+      set.add(n);
+    } else if (form == "lean") {
+      set.add_lean(n);
+    } else {
+      size_t from = 0;
+      while (true) {
+        const size_t slash = form.find('/', from);
+        const std::string name = form.substr(from, slash == std::string::npos ? std::string::npos : slash - from);
+        bool found = false;
+        std::string names;
+        for (const auto& p : fix_part_table()) {
+          if (p.fix != n) continue;
+          names += (names.empty() ? "" : "|") + std::string(p.name);
+          if (name != p.name) continue;
+          if (set.has(p.part)) throw InputError("--fixes: part " + name + " of fix " + std::to_string(n) + " listed twice");
+          set.add(p.part);
+          found = true;
+        }
+        if (!found) {
+          throw InputError("--fixes: '" + name + "' is not a part of fix " + std::to_string(n) + " (its parts: " + names +
+                           "; or lean, design)");
+        }
+        if (slash == std::string::npos) break;
+        from = slash + 1;
+      }
+    }
+    if (set.has(FixPart::stream_pool) && set.has(FixPart::private_pool)) {
+      throw InputError("--fixes: fix 4's stream-pool and private-pool exclude each other (one allocator)");
+    }
     if (comma == std::string::npos) return set;
     start = comma + 1;
   }

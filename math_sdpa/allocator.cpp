@@ -214,11 +214,46 @@ size_t managed_memory_available() {
   return free_bytes;
 }
 
+// cudaMallocAsync from the device's current pool, ordered on the stream the path gives it (as
+// PyTorch's cudaMallocAsync backend allocates on the current stream). Before a stream is given,
+// and after it is taken back, on the legacy stream and waited for.
+class StreamOrderedAllocator : public Allocator {
+ public:
+  StreamOrderedAllocator() {
+    if (!device_attribute(cudaDevAttrMemoryPoolsSupported)) {
+      throw WaivedError("this GPU does not support stream-ordered memory pools (cudaMallocAsync)");
+    }
+  }
+  void order_on(cudaStream_t stream) override { stream_ = stream; }
+  void* allocate(size_t bytes, const std::string& what) override {
+    void* p = nullptr;
+    CUDA_CHECK(cudaMallocAsync(&p, bytes, stream_ ? stream_ : cudaStreamLegacy));
+    if (!stream_) CUDA_CHECK(cudaStreamSynchronize(cudaStreamLegacy));
+    note_allocation(p, bytes, what);
+    return p;
+  }
+  void release(void* p) override {
+    note_release(p);
+    if (stream_) {
+      cudaFreeAsync(p, stream_);
+    } else {
+      cudaFreeAsync(p, cudaStreamLegacy);
+      cudaStreamSynchronize(cudaStreamLegacy);
+    }
+  }
+  AllocKind kind() const override { return AllocKind::async; }
+
+ private:
+  cudaStream_t stream_ = nullptr;
+};
+
 std::unique_ptr<Allocator> make_allocator(AllocKind kind, const AllocatorOptions& options) {
   switch (kind) {
     case AllocKind::managed: return std::make_unique<ManagedAllocator>(options);
     case AllocKind::device: return std::make_unique<DeviceMemAllocator>();
-    case AllocKind::async: return std::make_unique<AsyncPoolAllocator>();
+    case AllocKind::async:
+      if (options.async_pool == AsyncPool::stream) return std::make_unique<StreamOrderedAllocator>();
+      return std::make_unique<AsyncPoolAllocator>();
     case AllocKind::host: return std::make_unique<PinnedHostAllocator>(options);
     case AllocKind::system: return std::make_unique<SystemAllocator>(options);
   }

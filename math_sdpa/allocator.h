@@ -4,7 +4,9 @@
 // setting (--alloc):
 //   managed  cudaMallocManaged, the default: the unified memory the harness is about
 //   device   cudaMalloc, what PyTorch's caching allocator really uses
-//   async    cudaMallocFromPoolAsync from a stream-ordered pool of our own (fix 4)
+//   async    stream-ordered allocation (fix 4): cudaMallocAsync from the device's pool, ordered on
+//            the path's stream (--async-pool stream, fix 4's design), or cudaMallocFromPoolAsync
+//            from a pool of our own, each allocation synchronised on its stream (private)
 //   host     cudaHostAlloc, pinned and mapped: host memory the GPU reads over the bus
 //   system   plain host memory (aligned_alloc) used by the GPU directly, where the device reports
 //            pageableMemoryAccess (DGX Spark does); elsewhere the run is waived (exit 6)
@@ -28,10 +30,19 @@
 #include <utility>
 #include <vector>
 
+struct CUstream_st;  // cudaStream_t, named without the CUDA headers
+
 namespace sdpa {
 
 enum class AllocKind { managed, device, async, host, system };
 const char* alloc_kind_name(AllocKind k);  // defined with the other setting names (path_settings.cpp)
+
+// Which stream-ordered allocator `async` memory comes from.
+enum class AsyncPool {
+  private_pool,  // a pool of our own with a stream of its own, each allocation synchronised
+  stream,        // cudaMallocAsync from the device's pool, ordered on the path's stream
+};
+const char* async_pool_name(AsyncPool p);
 
 // Whether the host may read the memory directly (scenario 4's host touches, scenario 2's read).
 inline bool host_accessible(AllocKind k) {
@@ -54,6 +65,9 @@ class Allocator {
   virtual void* allocate(size_t bytes, const std::string& what) = 0;
   virtual void release(void* ptr) = 0;
   virtual AllocKind kind() const = 0;
+  // The stream allocations and releases are ordered on from now on (the path's, once it exists;
+  // null: none). Only the stream-ordered allocator uses it.
+  virtual void order_on(CUstream_st* /*stream*/) {}
   const std::vector<AllocationRecord>& records() const { return records_; }
   size_t live_allocations() const { return live_; }
   size_t live_bytes() const { return live_bytes_; }
@@ -69,6 +83,7 @@ class Allocator {
 
 struct AllocatorOptions {
   bool allow_oversubscription = false;
+  AsyncPool async_pool = AsyncPool::private_pool;  // for AllocKind::async
   double guard_fraction = 0.9;  // of the free memory measured at creation
 };
 

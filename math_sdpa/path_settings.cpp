@@ -30,6 +30,7 @@ const NameTable<AllocKind> kAllocKinds{"--alloc",
                                     {AllocKind::async, "async"},
                                     {AllocKind::host, "host"},
                                     {AllocKind::system, "system"}}};
+const NameTable<AsyncPool> kAsyncPools{"--async-pool", {{AsyncPool::private_pool, "private"}, {AsyncPool::stream, "stream"}}};
 const NameTable<Advice> kAdvice{"--advise",
                             {{Advice::preferred_gpu, "preferred:gpu"},
                              {Advice::preferred_cpu, "preferred:cpu"},
@@ -50,6 +51,7 @@ const char* scores_to_host_name(ScoresToHost s) { return kScoresToHost.name(s); 
 const char* scores_host_phase_name(ScoresHostPhase p) { return kScoresHostPhases.name(p); }
 const char* advice_name(Advice a) { return kAdvice.name(a); }
 const char* alloc_kind_name(AllocKind k) { return kAllocKinds.name(k); }
+const char* async_pool_name(AsyncPool p) { return kAsyncPools.name(p); }
 
 StreamMode parse_stream_mode(const std::string& s) { return kStreamModes.parse(s); }
 GemmStream parse_gemm_stream(const std::string& s) { return kGemmStreams.parse(s); }
@@ -59,6 +61,7 @@ GemmApi parse_gemm_api(const std::string& s) { return kGemmApis.parse(s); }
 ScoresToHost parse_scores_to_host(const std::string& s) { return kScoresToHost.parse(s); }
 ScoresHostPhase parse_scores_host_phase(const std::string& s) { return kScoresHostPhases.parse(s); }
 AllocKind parse_alloc_kind(const std::string& s) { return kAllocKinds.parse(s); }
+AsyncPool parse_async_pool(const std::string& s) { return kAsyncPools.parse(s); }
 
 std::vector<Advice> parse_advice_list(const std::string& s) {
   std::vector<Advice> out;
@@ -83,8 +86,16 @@ std::string advice_list_string(const std::vector<Advice>& a) {
   return s;
 }
 
+AllocatorOptions allocator_options(const PathSettings& s, bool allow_oversubscription) {
+  AllocatorOptions o;
+  o.allow_oversubscription = allow_oversubscription;
+  o.async_pool = s.async_pool;
+  return o;
+}
+
 std::map<std::string, std::string> settings_fields(const PathSettings& s) {
   return {{"alloc", alloc_kind_name(s.alloc)},
+          {"async_pool", async_pool_name(s.async_pool)},
           {"stream", stream_mode_name(s.stream)},
           {"qk_gemm_stream", gemm_stream_name(s.qk_gemm_stream)},
           {"qk_gemm_order", gemm_order_name(s.qk_gemm_order)},

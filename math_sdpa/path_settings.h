@@ -71,6 +71,7 @@ enum class Advice { preferred_gpu, preferred_cpu, accessed_by_gpu, accessed_by_c
 
 struct PathSettings {
   AllocKind alloc = AllocKind::managed;
+  AsyncPool async_pool = AsyncPool::private_pool;  // which allocator `async` memory comes from
   StreamMode stream = StreamMode::non_blocking;
   GemmStream qk_gemm_stream = GemmStream::same;
   GemmOrder qk_gemm_order = GemmOrder::event;
@@ -103,8 +104,12 @@ GemmApi parse_gemm_api(const std::string& s);
 ScoresToHost parse_scores_to_host(const std::string& s);
 ScoresHostPhase parse_scores_host_phase(const std::string& s);
 AllocKind parse_alloc_kind(const std::string& s);
+AsyncPool parse_async_pool(const std::string& s);
 std::vector<Advice> parse_advice_list(const std::string& s);  // "preferred:cpu,read-mostly"; "" or "none"
 std::string advice_list_string(const std::vector<Advice>& a);   // "none" when empty
+
+// The allocator the settings ask for: its kind is settings.alloc; these are its options.
+AllocatorOptions allocator_options(const PathSettings& s, bool allow_oversubscription);
 
 // Every field by name ("alloc" -> "managed", "last_stage" -> "qk_gemm", ...), in a fixed order.
 std::map<std::string, std::string> settings_fields(const PathSettings& s);

@@ -36,7 +36,20 @@ MathSdpa::MathSdpa(const SdpaProblem& problem, const PathSettings& settings, All
   CUDA_CHECK(cudaDeviceGetAttribute(&concurrent, cudaDevAttrConcurrentManagedAccess, device_));
   concurrent_managed_access_ = concurrent != 0;
   check_conditions_expressible();
+  // The streams first: a stream-ordered allocator (fix 4) orders the workspace on the path's stream.
+  create_streams();
+  allocator_.order_on(stream_);
+  try {
+    build_workspace();
+  } catch (...) {  // the destructor will not run: release what it would (the buffers go after this)
+    if (cublas_) cublasDestroy(cublas_);
+    allocator_.order_on(nullptr);
+    destroy_streams();
+    throw;
+  }
+}
 
+void MathSdpa::build_workspace() {
   const SdpaProblem& p = problem_;
   const DType ct = p.compute_dtype();
   const bool upcast = ct != p.dtype;
@@ -82,7 +95,6 @@ MathSdpa::MathSdpa(const SdpaProblem& problem, const PathSettings& settings, All
                                "touch_sink");
   }
 
-  create_streams();
   // Every byte of the workspace is defined before the first call: scenario 4 reads every page of
   // every tensor at entry, and compute-sanitizer's initcheck must find no read of memory nothing
   // wrote. (The result tensor is still poisoned with NaN before each call.)
@@ -115,6 +127,8 @@ MathSdpa::~MathSdpa() {
     scores_toucher_.join();
   }
   if (cublas_) cublasDestroy(cublas_);
+  // The workspace is released after this body, when the path's streams are gone.
+  allocator_.order_on(nullptr);
   destroy_streams();
 }
 

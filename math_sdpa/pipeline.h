@@ -64,6 +64,7 @@ class MathSdpa {
   const std::vector<std::string>& setup_notes() const { return setup_notes_; }
 
  private:
+  void build_workspace();  // every tensor, the cuBLAS handle and its GEMM plans (constructor)
   void stage(Stage s, const std::string& detail, const std::function<void()>& body, cudaStream_t on = nullptr);
   bool runs(Stage s) const { return stage_runs(s, problem_, settings_); }
   void note(Stage s, const std::string& text);

@@ -62,7 +62,7 @@ TEST_SUITE("gpu_hypotheses") {
       REQUIRE(settings.scores_host_phase == ScoresHostPhase::during);
       CAPTURE(scores_to_host_name(mode));
       const HostInputs in = make_random_inputs(p, p.seed);
-      auto allocator = make_allocator(settings.alloc, AllocatorOptions{});
+      auto allocator = make_allocator(settings.alloc, allocator_options(settings, false));
       MathSdpa path(p, settings, *allocator);
       NoteCollector notes;
       path.add_observer(&notes);

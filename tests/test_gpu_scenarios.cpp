@@ -45,7 +45,7 @@ Outcome run_case(const SdpaProblem& p, PathSettings settings, const FixSet& fixe
   const auto hooks = make_fixes(fixes);
   for (const auto& f : hooks) f->configure(settings);
   try {
-    auto allocator = make_allocator(settings.alloc, AllocatorOptions{});
+    auto allocator = make_allocator(settings.alloc, allocator_options(settings, false));
     MathSdpa path(p, settings, *allocator);
     for (const auto& f : hooks) path.add_hook(f.get());
     path.upload(in);

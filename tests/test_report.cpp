@@ -222,7 +222,8 @@ TEST_SUITE("report") {
     const std::string s1 = generate(1), s2 = generate(2), s3 = generate(3), s4 = generate(4);
     CHECK(s1.find("qk_stream = cudaStreamLegacy") != std::string::npos);  // scenario 1: the GEMM on the legacy stream
     CHECK(s1.find("order_gemm_after_producers") != std::string::npos);
-    CHECK(s1.find("cfg.gemm_stream_sync") != std::string::npos);  // fix 1
+    CHECK(s1.find("cfg.gemm_set_stream") != std::string::npos);  // fix 1: its two parts
+    CHECK(s1.find("cfg.gemm_host_sync") != std::string::npos);
     CHECK(s1.find("move_scores_to_host") == std::string::npos);
     CHECK(s1.find("cudaMallocFromPoolAsync") == std::string::npos);
     CHECK(s2.find("move_scores_to_host") != std::string::npos);  // scenario 2: host read before softmax
@@ -233,7 +234,8 @@ TEST_SUITE("report") {
     CHECK(s3.find("transpose_heads_kernel") != std::string::npos);  // fix 3
     CHECK(s3.find("cudaMemPrefetchAsync") == std::string::npos);
     CHECK(s4.find("enter_with_page_fault_storm") != std::string::npos);  // scenario 4: touch streams, host touch
-    CHECK(s4.find("cudaMallocFromPoolAsync") != std::string::npos);     // fix 4
+    CHECK(s4.find("cudaMallocAsync(&p, bytes, stream)") != std::string::npos);  // fix 4: the path's stream
+    CHECK(s4.find("cudaMallocFromPoolAsync") == std::string::npos);     // fix 4
     CHECK(s4.find("softmax_kernel") != std::string::npos);               // the whole path
     CHECK(s4.find("cublasGemmBatchedEx") == std::string::npos);
     CHECK(s4.find("cfg.stream_ordered_pool") != std::string::npos);

@@ -173,7 +173,7 @@ TEST_SUITE("scenarios") {
       if (n == 1) CHECK(diff == std::map<std::string, std::string>{{"qk_gemm_stream", "same"}});
       if (n == 2) CHECK(diff.empty());
       if (n == 3) CHECK(diff == std::map<std::string, std::string>{{"kt_contiguous", "on"}});
-      if (n == 4) CHECK(diff == std::map<std::string, std::string>{{"alloc", "async"}});
+      if (n == 4) CHECK(diff == std::map<std::string, std::string>{{"alloc", "async"}, {"async_pool", "stream"}});
     }
     CHECK(make_fixes(FixSet::all()).size() == 4);
     CHECK(make_fixes(FixSet{}).empty());
@@ -238,5 +238,50 @@ TEST_SUITE("scenarios") {
     const ParseResult r = parse({"--help"});
     for (const ScenarioInfo& s : scenario_table()) CHECK(r.message.find(s.title) != std::string::npos);
     for (int n = 1; n <= kFixCount; ++n) CHECK(r.message.find(fix_info(n).name) != std::string::npos);
+  }
+
+  TEST_CASE("fix parts: the design form, the lean form, any selection, each named in the list") {
+    const FixSet one = parse_fix_list("1");
+    CHECK(one.has(FixPart::set_stream));
+    CHECK(one.has(FixPart::gemm_host_sync));
+    CHECK(std::string(one.form(1)) == "design");
+    const FixSet lean = parse_fix_list("1:lean,2:lean");
+    CHECK(lean.has(FixPart::set_stream));
+    CHECK_FALSE(lean.has(FixPart::gemm_host_sync));
+    CHECK(lean.has(FixPart::prefetch));
+    CHECK_FALSE(lean.has(FixPart::softmax_host_sync));
+    CHECK_FALSE(lean.has(FixPart::device_sync));
+    CHECK(lean.str() == "1:lean,2:lean");
+    const FixSet parts = parse_fix_list("2:prefetch/device-sync,4:private-pool");
+    CHECK(std::string(parts.form(2)) == "parts");
+    CHECK(parts.str() == "2:prefetch/device-sync,4:private-pool");
+    CHECK(parse_fix_list(parts.str()) == parts);  // printed as it is parsed
+    CHECK(parse_fix_list("2:prefetch/host-sync/device-sync").str() == "2");  // every design part: the fix
+    CHECK(parse_fix_list("all:lean") == FixSet::lean());
+    CHECK(FixSet::lean().str() == "all:lean");
+    CHECK(parse_fix_list("3:lean").str() == "3");  // fix 3's lean form is its design form
+    for (const char* bad : {"1:", "1:fast", "2:set-stream", "1:set-stream/set-stream", "5:lean", "1:lean,1",
+                            "4:stream-pool/private-pool", "12", "1;2", ":lean"}) {
+      CAPTURE(bad);
+      CHECK_THROWS_AS(parse_fix_list(bad), InputError);
+    }
+  }
+
+  TEST_CASE("each part configures or hooks only its own mechanism") {
+    PathSettings s1;
+    apply_scenario(1, s1);
+    for (const auto& f : make_fixes(parse_fix_list("1:host-sync"))) f->configure(s1);
+    CHECK(s1.qk_gemm_stream == GemmStream::legacy);  // host-sync alone leaves the GEMM's stream
+    for (const auto& f : make_fixes(parse_fix_list("1:set-stream"))) f->configure(s1);
+    CHECK(s1.qk_gemm_stream == GemmStream::same);
+    PathSettings s4;
+    for (const auto& f : make_fixes(parse_fix_list("4:private-pool"))) f->configure(s4);
+    CHECK(s4.alloc == AllocKind::async);
+    CHECK(s4.async_pool == AsyncPool::private_pool);
+    // The command line names the parts in the run's settings and fix list.
+    const char* argv[] = {"repro", "--scenario", "2", "-L", "64", "--fixes", "2:prefetch"};
+    const ParseResult r = parse_command_line(7, argv);
+    REQUIRE(r.run);
+    CHECK(r.options.fixes.str() == "2:lean");  // prefetch alone is fix 2's lean form
   }
 }

@@ -120,9 +120,7 @@ std::unique_ptr<PathSet> BenchRunner::make_set(const FixSet& fixes) {
     set->last_gpu_stage = st;
     any = true;
   }
-  AllocatorOptions alloc_options;
-  alloc_options.allow_oversubscription = o.allow_oversubscription;
-  set->allocator = make_allocator(set->settings.alloc, alloc_options);
+  set->allocator = make_allocator(set->settings.alloc, allocator_options(set->settings, o.allow_oversubscription));
   set->fixes = make_fixes(fixes);
   if (o.log != LogLevel::off) set->logger = std::make_unique<StageLogger>(o.problem, set->settings, o.log_format);
   return set;

@@ -98,8 +98,13 @@ RunOptionParser::RunOptionParser(CLI::App& app) : f_(std::make_unique<Fields>())
   app.option_defaults()->always_capture_default();
   app.add_option("--scenario", o.scenario, "0 = the full path; 1-4 the deadlock scenarios (below)")
       ->check(CLI::Range(0, 4));
-  app.add_option("--fix", f.fix, "on: apply the scenario's own fix")->check(CLI::IsMember({"on", "off"}));
-  app.add_option("--fixes", f.fixes, "fixes to apply, any scenario: a list of 1-4, all or none")->default_str("none");
+  app.add_option("--fix", f.fix, "on: apply the scenario's own fix as designed; lean: in its lean form (docs/FIXES.md)")
+      ->check(CLI::IsMember({"on", "off", "lean"}));
+  app.add_option("--fixes", f.fixes,
+                 "fixes to apply, any scenario: a list of N (as designed), N:lean or N:part/part (parts: 1 set-stream, "
+                 "host-sync; 2 prefetch, host-sync, device-sync; 3 contiguous-kt; 4 stream-pool, private-pool), or all, "
+                 "all:lean, none")
+      ->default_str("none");
   app.add_flag("--full", f.full, "run the whole path under the scenario's conditions, not just the part it exercises");
 
   app.add_option("--workload", f.workload,
@@ -260,10 +265,15 @@ RunOptions RunOptionParser::finish(int argc, const char* const* argv) const {
   if (!f.advise.empty()) c.advice = parse_advice_list(f.advise);
 
   FixSet fixes = parse_fix_list(f.fixes);
-  o.own_fix = f.fix == "on";
+  o.own_fix = f.fix != "off";
   if (o.own_fix) {
-    if (o.scenario == 0) throw InputError("--fix on: scenario 0 has no fix of its own (use --fixes 1,2,3,4 or all)");
-    fixes.add(scenario_info(o.scenario).fix_number);
+    if (o.scenario == 0) throw InputError("--fix " + f.fix + ": scenario 0 has no fix of its own (use --fixes 1,2,3,4 or all)");
+    const int own = scenario_info(o.scenario).fix_number;
+    if (f.fix == "lean") {
+      fixes.add_lean(own);
+    } else {
+      fixes.add(own);
+    }
   }
   o.set_fixes(fixes);
   o.waiver = scenario_waiver(o.scenario, o.conditions).value_or("");

@@ -152,12 +152,17 @@ nlohmann::json result_to_json(const RunResult& r) {
                {"command_line", o.argv}};
   j["device"] = r.device ? device_to_json(*r.device) : nlohmann::json(nullptr);
   nlohmann::json fixes = nlohmann::json::array();
-  for (int n : o.fixes.numbers()) fixes.push_back({{"number", n}, {"name", fix_info(n).name}, {"what", fix_info(n).what}});
+  for (int n : o.fixes.numbers()) {
+    json parts = json::array();
+    for (FixPart p : o.fixes.parts(n)) parts.push_back(fix_part_info(p).name);
+    fixes.push_back({{"number", n}, {"name", fix_info(n).name}, {"what", fix_info(n).what}, {"form", o.fixes.form(n)},
+                     {"parts", parts}});
+  }
   j["scenario"] = scenario_to_json(o.scenario);
   j["config"] = {{"scenario", o.scenario},
                  {"workload", o.workload.empty() ? json(nullptr) : json(o.workload)},
                  {"problem", problem_to_json(o.problem)},
-                 {"fix", o.own_fix ? "on" : "off"},
+                 {"fix", !o.own_fix ? "off" : std::string(o.fixes.form(scenario_info(o.scenario).fix_number)) == "lean" ? "lean" : "on"},
                  {"fixes", fixes},
                  {"fix_list", o.fixes.str()},
                  {"conditions", settings_to_json(o.conditions)},

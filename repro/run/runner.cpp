@@ -71,9 +71,7 @@ void run_on_gpu(RunResult& r, int progress_fd) {
   HostInputs inputs;
   if (!o.inputs_dir.empty()) inputs = load_npy_inputs(o.inputs_dir, p, o.dtype_given);
 
-  AllocatorOptions alloc_options;
-  alloc_options.allow_oversubscription = o.allow_oversubscription;
-  auto allocator = make_allocator(r.settings.alloc, alloc_options);
+  auto allocator = make_allocator(r.settings.alloc, allocator_options(r.settings, o.allow_oversubscription));
   const auto fixes = make_fixes(o.fixes);
 
   std::vector<float> result;

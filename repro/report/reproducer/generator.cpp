@@ -78,8 +78,15 @@ std::string gemm_literal(const GemmCall& g, const std::string& indent) {
 std::string config_literal(const SdpaProblem& p, const PathSettings& s, const FixSet& fixes,
                            const std::map<std::string, bool>& flags) {
   std::vector<std::string> fields;
-  if (flags.at("fix1")) fields.push_back(std::string("/*gemm_stream_sync=*/") + yes(fixes.has(1)));
-  if (flags.at("fix2")) fields.push_back(std::string("/*prefetch_scores=*/") + yes(fixes.has(2)));
+  if (flags.at("qk_stream_varies")) fields.push_back(std::string("/*gemm_set_stream=*/") + yes(fixes.has(FixPart::set_stream)));
+  if (flags.at("fix1_host_sync")) fields.push_back(std::string("/*gemm_host_sync=*/") + yes(fixes.has(FixPart::gemm_host_sync)));
+  if (flags.at("fix2_prefetch")) fields.push_back(std::string("/*prefetch_scores=*/") + yes(fixes.has(FixPart::prefetch)));
+  if (flags.at("fix2_host_sync")) {
+    fields.push_back(std::string("/*softmax_host_sync=*/") + yes(fixes.has(FixPart::softmax_host_sync)));
+  }
+  if (flags.at("fix2_device_sync")) {
+    fields.push_back(std::string("/*softmax_device_sync=*/") + yes(fixes.has(FixPart::device_sync)));
+  }
   if (flags.at("kt_copy_varies")) {
     fields.push_back(std::string("/*kt_copy=*/") + yes(stage_runs(Stage::kt_contiguous, p, s)));
     fields.push_back("\n    /*qk=*/" + gemm_literal(qk_gemm_for(p, s), "            "));
@@ -94,7 +101,7 @@ const char* alloc_note(AllocKind k) {
   switch (k) {
     case AllocKind::managed: return "managed memory (cudaMallocManaged)";
     case AllocKind::device: return "device memory (cudaMalloc)";
-    case AllocKind::async: return "a stream-ordered pool (cudaMallocFromPoolAsync)";
+    case AllocKind::async: return "a stream-ordered pool of our own (cudaMallocFromPoolAsync)";
     case AllocKind::host: return "mapped pinned host memory (cudaHostAlloc)";
     case AllocKind::system: return "plain host memory (aligned_alloc) that the GPU reads directly";
   }
@@ -210,7 +217,7 @@ void require_same_plan(const SdpaProblem& p, const PathSettings& off, const Path
   }
   const auto a = settings_fields(off), b = settings_fields(on);
   for (const auto& [name, value] : a) {
-    if (name != "alloc" && name != "qk_gemm_stream" && name != "kt_contiguous" && b.at(name) != value) {
+    if (name != "alloc" && name != "async_pool" && name != "qk_gemm_stream" && name != "kt_contiguous" && b.at(name) != value) {
       throw std::logic_error("reproducer: setting " + name + " differs between the fix off and on");
     }
   }
@@ -276,12 +283,13 @@ std::string generate_reproducer(const RunOptions& off, const RunOptions& on, con
   const DType ct = p.compute_dtype();
   const std::string result = result_tensor_name(so);
   const bool gqa = p.gqa();
-  const bool fix1 = off.fixes.has(1) || on.fixes.has(1), fix2 = off.fixes.has(2) || on.fixes.has(2);
+  auto either = [&](FixPart part) { return off.fixes.has(part) || on.fixes.has(part); };
   // What the fix switches; the template's Config holds exactly these.
   const bool pool_varies = so.alloc != sn.alloc;
   const bool qk_stream_varies = so.qk_gemm_stream != sn.qk_gemm_stream;
   const bool kt_copy_varies = stage_runs(Stage::kt_contiguous, p, so) != stage_runs(Stage::kt_contiguous, p, sn);
-  if ((pool_varies && sn.alloc != AllocKind::async) || (qk_stream_varies && (!on.fixes.has(1) || sn.qk_gemm_stream != GemmStream::same))) {
+  if ((pool_varies && sn.alloc != AllocKind::async) ||
+      (qk_stream_varies && (!on.fixes.has(FixPart::set_stream) || sn.qk_gemm_stream != GemmStream::same))) {
     throw std::logic_error("reproducer: the fix-on run changes the allocator or the GEMM's stream as no fix does");
   }
   // The fix-off run's allocator is the one the template writes out; fix 4's pool is the other.
@@ -338,13 +346,17 @@ std::string generate_reproducer(const RunOptions& off, const RunOptions& on, con
       {"storm", storm},
       {"host_touch", host_touch},
       {"advice", advice},
-      {"fix1", fix1},
-      {"fix2", fix2},
+      {"fix1_host_sync", either(FixPart::gemm_host_sync)},
+      {"fix2_prefetch", either(FixPart::prefetch)},
+      {"fix2_prefetch_migrates", either(FixPart::prefetch) && migratable(alloc)},
+      {"fix2_host_sync", either(FixPart::softmax_host_sync)},
+      {"fix2_device_sync", either(FixPart::device_sync)},
       {"migrates", migratable(alloc)},
       {"host_location", advice || scores_advise},
-      {"device_location", advice || (fix2 && migratable(alloc))},
-      {"pool", pool_varies},
+      {"device_location", advice || (either(FixPart::prefetch) && migratable(alloc))},
       {"pool_varies", pool_varies},
+      {"pool_private", pool_varies && sn.async_pool == AsyncPool::private_pool},
+      {"pool_stream", pool_varies && sn.async_pool == AsyncPool::stream},
       {"alloc_managed", alloc == AllocKind::managed},
       {"alloc_system", alloc == AllocKind::system},
       {"stream_non_blocking", so.stream == StreamMode::non_blocking},
@@ -379,7 +391,12 @@ std::string generate_reproducer(const RunOptions& off, const RunOptions& on, con
   else if (p.mask_per_batch) mask_slice_offset = "b * L * S + ";
   else if (p.mask_per_head) mask_slice_offset = "h * L * S + ";
   std::string alloc_text = std::string("Every tensor lives in ") + alloc_note(alloc);
-  if (pool_varies) alloc_text += std::string(" (fix off) or ") + alloc_note(AllocKind::async) + " (fix on)";
+  if (pool_varies) {
+    alloc_text += std::string(" (fix off) or ") +
+                  (sn.async_pool == AsyncPool::stream ? "cudaMallocAsync from the device's pool, ordered on the path's stream"
+                                                      : alloc_note(AllocKind::async)) +
+                  " (fix on)";
+  }
   std::string softmax_split;
   if (softmax_warp) {
     softmax_split = "rows of up to " + std::to_string(kSoftmaxWarpRowMaxCols) +
@@ -449,6 +466,9 @@ std::string generate_reproducer(const RunOptions& off, const RunOptions& on, con
       {"TEXT_TOKENS", std::to_string(p.text_tokens)},
       {"TEXT_VALID", std::to_string(p.text_valid)},
       {"SOFTMAX_VARIANT", softmax_variant_name(softmax_variant(softmax_plan))},
+      {"POOL_NOTE", sn.async_pool == AsyncPool::stream
+                        ? "cudaMallocAsync (the device's pool), ordered on the path's stream"
+                        : "a pool of our own (cudaMallocFromPoolAsync), each allocation synchronised"},
       {"TOUCH_STREAMS", std::to_string(so.entry_touch_streams)},
       {"NO_HOST_TOUCH_REASON", "--host-touch off"},
       {"ADVICE", advice_list},
