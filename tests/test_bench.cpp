@@ -55,9 +55,14 @@ TEST_SUITE("bench") {
     std::vector<std::string> labels;
     std::vector<FixSet> fixes;
     parse_fix_overhead_list("each", labels, fixes);
-    CHECK(labels == std::vector<std::string>{"1", "2", "3", "4", "all"});
-    CHECK(fixes[3].str() == "4");
-    CHECK(fixes[4] == FixSet::all());
+    // Every fix as designed and, for those whose lean form differs, lean.
+    CHECK(labels == std::vector<std::string>{"1", "1:lean", "2", "2:lean", "3", "4", "all", "all:lean"});
+    CHECK(fixes[1].str() == "1:lean");
+    CHECK(fixes[5].str() == "4");
+    CHECK(fixes[6] == FixSet::all());
+    CHECK(fixes[7] == FixSet::lean());
+    parse_fix_overhead_list("2:prefetch/device-sync", labels, fixes);
+    CHECK(fixes[0].str() == "2:prefetch/device-sync");
     parse_fix_overhead_list("none", labels, fixes);
     CHECK(labels.empty());
     parse_fix_overhead_list("4,1", labels, fixes);
@@ -114,8 +119,19 @@ TEST_SUITE("bench") {
     CHECK(overhead_verdict(1.099) == "ideal (< 10%)");
     CHECK(overhead_verdict(1.10) == "acceptable (< 20%)");
     CHECK(overhead_verdict(1.199) == "acceptable (< 20%)");
-    CHECK(overhead_verdict(1.20) == "over budget (>= 20%)");
+    CHECK(overhead_verdict(1.20) == "worst case (< 30%)");
+    CHECK(overhead_verdict(1.299) == "worst case (< 30%)");
+    CHECK(overhead_verdict(1.30) == "over budget (>= 30%)");
     CHECK(overhead_verdict(std::nan("")) == "n/a");
+    // Each fix's own budget, as designed and lean alike; none for a combination.
+    CHECK(overhead_budget("1") == "5-10%");
+    CHECK(overhead_budget("1:lean") == "5-10%");
+    CHECK(overhead_budget("2") == "10-15%");
+    CHECK(overhead_budget("3") == "2-5%");
+    CHECK(overhead_budget("4:private-pool") == "<= 0%");
+    CHECK(overhead_budget("all").empty());
+    CHECK(overhead_budget("all:lean").empty());
+    CHECK(overhead_budget("12").empty());
   }
 
   TEST_CASE("summaries come from the samples: medians, the original benchmark's iter/s and ms, per stage") {
@@ -146,7 +162,8 @@ TEST_SUITE("bench") {
     CHECK(c.wall_ratio.ci.contains(c.wall_ratio.ratio));
     CHECK(c.wall_ratio.ci.low > 1.3);
     CHECK(c.wall_g > 5);  // 0.5 ms apart with an SD of 0.059 ms
-    CHECK(c.verdict == "over budget (>= 20%)");
+    CHECK(c.verdict == "over budget (>= 30%)");
+    CHECK(c.budget == "5-10%");
     OverheadComparison skipped;
     skipped.label = "4";
     skipped.skipped = true;

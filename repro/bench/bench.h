@@ -51,8 +51,9 @@ namespace sdpa {
 
 constexpr int kBenchFormatVersion = 1;
 constexpr int kMaxInputSets = 64;
-// The budget for a fix's cost (docs/SCENARIOS.md).
-constexpr double kOverheadIdeal = 1.10, kOverheadAcceptable = 1.20;
+// The tiers of a fix's cost (docs/SCENARIOS.md): under 10% ideal, under 20% acceptable, under 30%
+// the worst case a fix may cost, over budget beyond.
+constexpr double kOverheadIdeal = 1.10, kOverheadAcceptable = 1.20, kOverheadWorstCase = 1.30;
 
 struct BenchOptions {
   RunOptions run;          // every run option (RunOptionParser); --json and --check included
@@ -73,8 +74,9 @@ struct BenchParse {
 };
 BenchParse parse_bench_command_line(int argc, const char* const* argv);
 
-// "1,3,all" -> labels {"1","3","all"}; "each" -> 1, 2, 3, 4, all; "none" or "" -> none. Throws
-// InputError (one line) on anything else or on a repeat.
+// "1,3,all" -> labels {"1","3","all"}; "each" -> every fix as designed and in its lean form
+// (1, 1:lean, 2, 2:lean, 3, 4, all, all:lean); "none" or "" -> none. Items are those of a --fixes
+// list (fix_list.h). Throws InputError (one line) on anything else or on a repeat.
 void parse_fix_overhead_list(const std::string& text, std::vector<std::string>& labels, std::vector<FixSet>& fixes);
 
 // Input sets so that the bytes touched between two uses of one set (the other sets' calls) are
@@ -82,8 +84,13 @@ void parse_fix_overhead_list(const std::string& text, std::vector<std::string>& 
 // nor more sets than `memory_budget_bytes` holds (at least 1).
 int choose_input_sets(int64_t bytes_per_call, int64_t l2_bytes, int64_t bytes_per_set, int64_t memory_budget_bytes);
 
-// "ideal (< 10%)", "acceptable (< 20%)", "over budget (>= 20%)" for a ratio B/A; "n/a" for NaN.
+// "ideal (< 10%)", "acceptable (< 20%)", "worst case (< 30%)", "over budget (>= 30%)" for a ratio
+// B/A; "n/a" for NaN.
 std::string overhead_verdict(double ratio);
+
+// What the fix's author expected it to cost (docs/SCENARIOS.md), for an --fix-overhead label:
+// "5-10%" for fix 1, ...; "" for a combination.
+std::string overhead_budget(const std::string& label);
 
 // The raw samples of one measured configuration (ms unless named otherwise).
 struct CallSamples {
@@ -120,6 +127,7 @@ struct OverheadComparison {
   RatioEstimate wall_ratio, gpu_ratio;
   double wall_g = 0, gpu_g = 0;  // Hedges' g of B against A
   std::string verdict;           // from wall_ratio
+  std::string budget;            // overhead_budget(label)
 };
 
 // In the verdict, nonfinite_outputs counts over the final outputs of every set of every

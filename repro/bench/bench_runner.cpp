@@ -189,7 +189,7 @@ void BenchRunner::measure_overhead(PathSet& base, size_t which) {
   OverheadComparison c;
   c.label = o.overhead_labels[which];
   c.fixes_b = base.fix_set;
-  for (int n : o.overhead_fixes[which].numbers()) c.fixes_b.add(n);
+  c.fixes_b.add(o.overhead_fixes[which]);
   if (c.fixes_b == base.fix_set) {
     c.skipped = true;
     c.skip_reason = "already applied in A (--fixes " + base.fix_set.str() + ")";
