@@ -163,6 +163,7 @@ void summarize_series(BenchSeries& s) {
 }
 
 void summarize_comparison(OverheadComparison& c) {
+  c.budget = overhead_budget(c.label);
   if (c.skipped) {
     c.verdict = "skipped";
     return;
@@ -174,7 +175,6 @@ void summarize_comparison(OverheadComparison& c) {
   c.wall_g = hedges_g(c.a.samples.wall_ms, c.b.samples.wall_ms);
   c.gpu_g = hedges_g(c.a.samples.gpu_ms, c.b.samples.gpu_ms);
   c.verdict = overhead_verdict(c.wall_ratio.ratio);
-  c.budget = overhead_budget(c.label);
 }
 
 namespace {
