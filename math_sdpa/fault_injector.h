@@ -23,6 +23,8 @@ class FaultInjector : public StageObserver {
   ~FaultInjector() override;
   void stage_begin(Stage stage, const std::string& detail, void* stream) override;
   void stage_end(Stage, const std::string&, void*) override {}
+  // A fault injected into a stage of a graph is captured with it and happens at every replay.
+  bool acts_in_capture() const override { return true; }
 
  private:
   FaultSpec spec_;

@@ -107,7 +107,8 @@ std::map<std::string, std::string> settings_fields(const PathSettings& s) {
           {"entry_touch_streams", std::to_string(s.entry_touch_streams)},
           {"entry_host_touch", s.entry_host_touch ? "on" : "off"},
           {"advise", advice_list_string(s.advice)},
-          {"last_stage", stage_name(s.last_stage)}};
+          {"last_stage", stage_name(s.last_stage)},
+          {"graph", s.graph ? "on" : "off"}};
 }
 
 bool kt_copy_needed(const SdpaProblem& p, const PathSettings& ps) {
@@ -118,8 +119,22 @@ bool kt_copy_needed(const SdpaProblem& p, const PathSettings& ps) {
   return bshe_view && p.batch > 1 && p.kv_len > 1;
 }
 
+std::string graph_conflict(const PathSettings& ps) {
+  if (ps.scores_to_host != ScoresToHost::none) {
+    return "the host touches the scores between the GEMM and softmax (--scores-to-host), which a graph cannot hold";
+  }
+  if (ps.stream == StreamMode::legacy || ps.qk_gemm_stream == GemmStream::legacy) {
+    return "the legacy default stream cannot be captured into a graph (--stream and --gemm-stream must not be legacy)";
+  }
+  if (ps.qk_gemm_stream != GemmStream::same && ps.qk_gemm_order == GemmOrder::none) {
+    return "a GEMM stream ordered by nothing (--gemm-order none) never joins the capture";
+  }
+  return "";
+}
+
 bool stage_runs(Stage s, const SdpaProblem& p, const PathSettings& ps) {
   if (s == Stage::stream_sync) return true;
+  if (s == Stage::graph_capture || s == Stage::graph_instantiate || s == Stage::graph_launch) return ps.graph;
   if (static_cast<int>(s) > static_cast<int>(ps.last_stage)) return false;
   switch (s) {
     case Stage::mask_prepare:

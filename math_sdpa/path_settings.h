@@ -84,6 +84,10 @@ struct PathSettings {
   bool entry_host_touch = false;  // scenario 4: a host thread touches them at the same time
   std::vector<Advice> advice;
   Stage last_stage = Stage::stream_sync;  // the call runs through this stage, then synchronises
+  // --graph: the call's GPU stages captured into a CUDA graph on the first call, replayed by
+  // every call (scenario 5). Host work inside the call (the scores moved to the host, host
+  // synchronisations between stages) cannot be captured; graph_conflict() names it.
+  bool graph = false;
 };
 
 const char* stream_mode_name(StreamMode m);
@@ -120,6 +124,11 @@ std::map<std::string, std::string> settings_fields(const PathSettings& s);
 // scores_to_host scenario 2's condition; stages after last_stage do not run (stream_sync
 // always does).
 bool stage_runs(Stage s, const SdpaProblem& p, const PathSettings& ps);
+
+// Why the call cannot be captured into a CUDA graph under these settings, or "" when it can:
+// host work between GPU stages, streams that cannot be captured (the legacy default stream),
+// a GEMM ordered by nothing (its stream would never join the capture).
+std::string graph_conflict(const PathSettings& ps);
 
 // Whether K^T must be copied to a contiguous buffer before the GEMM: always with fix 3;
 // otherwise when the view cannot be handed to a strided-batched GEMM, which is when at::matmul

@@ -122,6 +122,8 @@ void MathSdpa::build_workspace() {
 }
 
 MathSdpa::~MathSdpa() {
+  if (graph_exec_) cudaGraphExecDestroy(graph_exec_);
+  if (graph_) cudaGraphDestroy(graph_);
   if (scores_toucher_.joinable()) {  // a call that ended in an error: let the thread finish
     softmax_launched_ = true;
     scores_toucher_.join();
@@ -256,13 +258,20 @@ void MathSdpa::GpuHookActions::prefetch_to_device(void* data, size_t bytes, int 
 }
 
 void MathSdpa::note(Stage s, const std::string& text) {
-  for (auto* o : observers_) o->stage_note(s, text);
+  for (auto* o : observers_) {
+    if (!capturing_ || o->acts_in_capture()) o->stage_note(s, text);
+  }
 }
 
 void MathSdpa::stage(Stage s, const std::string& detail, const std::function<void()>& body, cudaStream_t on) {
   cudaStream_t stream = on ? on : stream_;
   set_current_stage(stage_name(s));
-  for (auto* o : observers_) o->stage_begin(s, detail, stream);
+  // While the stages are captured into a graph they do not run: the observers see the capture and
+  // the replays instead, and only what must act inside the graph (an injected fault) sees them.
+  auto watching = [&](StageObserver* o) { return !capturing_ || o->acts_in_capture(); };
+  for (auto* o : observers_) {
+    if (watching(o)) o->stage_begin(s, detail, stream);
+  }
   HookContext ctx{s, stream, stream_, device_, scores_.get(), scores_.bytes(), allocator_.kind(),
                   [this, s](const std::string& text) { note(s, text); }, &hook_actions_};
   for (auto* h : hooks_) h->before_stage(ctx);
@@ -275,7 +284,9 @@ void MathSdpa::stage(Stage s, const std::string& detail, const std::function<voi
     CUDA_CHECK(cudaDeviceSynchronize());
   }
   const std::string summary = instrumentation_.collect_values ? value_summary(s) : std::string();
-  for (auto* o : observers_) o->stage_end(s, summary, stream);
+  for (auto* o : observers_) {
+    if (watching(o)) o->stage_end(s, summary, stream);
+  }
   set_current_stage("setup");
 }
 
@@ -300,6 +311,53 @@ std::string MathSdpa::value_summary(Stage s) {
 }
 
 void MathSdpa::run() {
+  stage(Stage::entry_sync, problem_.shape_string(), [&] {
+    if (settings_.entry_touch_streams > 0) {
+      enter_with_page_fault_storm();
+    } else {
+      CUDA_CHECK(cudaDeviceSynchronize());
+    }
+  });
+
+  if (settings_.graph) {
+    if (!graph_exec_) capture_graph();
+    stage(Stage::graph_launch, "nodes=" + std::to_string(graph_nodes_), [&] { CUDA_CHECK(cudaGraphLaunch(graph_exec_, stream_)); });
+  } else {
+    issue_gpu_stages();
+  }
+
+  stage(Stage::stream_sync, "", [&] {
+    synchronize_all_streams();
+    finish_scores_touch();
+  });
+}
+
+// The first call's GPU stages are issued into a capture of the path's stream instead of run:
+// the kernels, both cuBLAS GEMMs (their handle and workspace set before), the fixes' device-side
+// parts (the prefetch) and an injected fault all become nodes of one graph, which every call
+// then replays. Thread-local capture: the watchdog's and the reporter's threads keep working.
+void MathSdpa::capture_graph() {
+  stage(Stage::graph_capture, "stream=" + std::to_string(reinterpret_cast<uintptr_t>(stream_)), [&] {
+    CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
+    capturing_ = true;
+    try {
+      issue_gpu_stages();
+    } catch (...) {
+      capturing_ = false;
+      cudaGraph_t broken = nullptr;
+      cudaStreamEndCapture(stream_, &broken);  // ends the capture whatever went wrong; its error is the one thrown
+      if (broken) cudaGraphDestroy(broken);
+      throw;
+    }
+    capturing_ = false;
+    CUDA_CHECK(cudaStreamEndCapture(stream_, &graph_));
+    CUDA_CHECK(cudaGraphGetNodes(graph_, nullptr, &graph_nodes_));
+  });
+  stage(Stage::graph_instantiate, "nodes=" + std::to_string(graph_nodes_),
+        [&] { CUDA_CHECK(cudaGraphInstantiate(&graph_exec_, graph_, 0)); });
+}
+
+void MathSdpa::issue_gpu_stages() {
   const SdpaProblem& p = problem_;
   const DType ct = p.compute_dtype();
   const int64_t group = p.q_heads / p.kv_heads;
@@ -308,14 +366,6 @@ void MathSdpa::run() {
   const double scale = p.softmax_scale();
   const float q_factor = static_cast<float>(std::copysign(std::sqrt(std::fabs(scale)), scale));
   const float k_factor = static_cast<float>(std::sqrt(std::fabs(scale)));
-
-  stage(Stage::entry_sync, p.shape_string(), [&] {
-    if (settings_.entry_touch_streams > 0) {
-      enter_with_page_fault_storm();
-    } else {
-      CUDA_CHECK(cudaDeviceSynchronize());
-    }
-  });
 
   const void* mask = nullptr;  // the additive mask, in dtype
   if (p.mask == MaskKind::additive) mask = mask_input_.get();
@@ -438,11 +488,6 @@ void MathSdpa::run() {
       launch_convert_scale(out_acc_.get(), ct, output_.get(), p.dtype, p.out_elems(), 1.0f, stream_);
     });
   }
-
-  stage(Stage::stream_sync, "", [&] {
-    synchronize_all_streams();
-    finish_scores_touch();
-  });
 }
 
 }  // namespace sdpa

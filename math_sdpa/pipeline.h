@@ -65,6 +65,8 @@ class MathSdpa {
 
  private:
   void build_workspace();  // every tensor, the cuBLAS handle and its GEMM plans (constructor)
+  void issue_gpu_stages();  // mask_prepare .. cast_output, on the streams (or into the capture)
+  void capture_graph();     // --graph, first call: stages graph_capture and graph_instantiate
   void stage(Stage s, const std::string& detail, const std::function<void()>& body, cudaStream_t on = nullptr);
   bool runs(Stage s) const { return stage_runs(s, problem_, settings_); }
   void note(Stage s, const std::string& text);
@@ -114,6 +116,11 @@ class MathSdpa {
   cudaEvent_t producers_done_ = nullptr, gemm_done_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
   cudaStream_t cublas_stream_ = nullptr;
+  // --graph: the captured GPU stages, replayed by every call; capturing_ while they are issued.
+  cudaGraph_t graph_ = nullptr;
+  cudaGraphExec_t graph_exec_ = nullptr;
+  size_t graph_nodes_ = 0;
+  bool capturing_ = false;
   std::vector<StageObserver*> observers_;
   std::vector<PathHook*> hooks_;
   // What the hooks (the fixes) ask of the GPU, carried out here so that fixes/ needs no CUDA.

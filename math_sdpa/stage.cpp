@@ -5,8 +5,9 @@ namespace sdpa {
 
 namespace {
 const char* const kStageNames[kStageCount] = {
-    "entry_sync", "mask_prepare", "upcast",         "scale_q", "gqa_expand", "scale_k",     "kt_contiguous", "qk_gemm",
-    "mask_add",   "scores_to_host", "softmax", "dropout",    "pv_gemm",     "cast_output",   "stream_sync"};
+    "entry_sync", "graph_capture", "graph_instantiate", "graph_launch", "mask_prepare", "upcast",  "scale_q",
+    "gqa_expand", "scale_k",       "kt_contiguous",     "qk_gemm",      "mask_add",     "scores_to_host",
+    "softmax",    "dropout",       "pv_gemm",           "cast_output",  "stream_sync"};
 }
 
 const char* stage_name(Stage s) { return kStageNames[static_cast<int>(s)]; }

@@ -7,7 +7,8 @@
 // would, or where fix 3 asks), bmm Q·Kᵀ, add the mask, _safe_softmax, dropout, bmm P·V, cast
 // back. entry_sync and stream_sync are the synchronisations that the original instrumentation
 // places around the call; scenario 4's hang is the entry one. scores_to_host is scenario 2's
-// condition (the host reads the scores before softmax).
+// condition (the host reads the scores before softmax). With --graph the GPU stages are captured
+// once into a CUDA graph and replayed (graph_capture, graph_instantiate, graph_launch: scenario 5).
 // Host-only: the supervisor and the report writer use the names without any CUDA.
 #pragma once
 
@@ -18,6 +19,11 @@ namespace sdpa {
 
 enum class Stage : uint8_t {
   entry_sync,    // cudaDeviceSynchronize at SDPA entry
+  // --graph: the GPU stages below (mask_prepare .. cast_output) captured once into a CUDA graph
+  // on the first call, instantiated, and replayed by every call (scenario 5).
+  graph_capture,      // cudaStreamBeginCapture, the stages issued into it, cudaStreamEndCapture (host)
+  graph_instantiate,  // cudaGraphInstantiate (host)
+  graph_launch,       // cudaGraphLaunch: the captured stages run on the GPU
   mask_prepare,  // boolean or causal mask -> additive 0 / -inf mask in the dtype
   upcast,        // fp16/bf16 Q, K, V -> fp32 (precision mode upcast only)
   scale_q,       // Q * sqrt(scale)
@@ -52,12 +58,19 @@ class StageObserver {
   virtual void stage_begin(Stage stage, const std::string& detail, void* stream) = 0;
   virtual void stage_end(Stage stage, const std::string& summary, void* stream) = 0;
   virtual void stage_note(Stage, const std::string&) {}
+  // With --graph the GPU stages of the first call are captured into a graph, not run; an observer
+  // that must act where the work is (an injected fault) says so and sees them being captured.
+  virtual bool acts_in_capture() const { return false; }
 };
 
 // Stages whose work the host does or waits for itself (the two synchronisations and the host's
 // read of the scores); every other stage is GPU work, timed with events.
 inline bool is_gpu_stage(Stage s) {
-  return s != Stage::entry_sync && s != Stage::stream_sync && s != Stage::scores_to_host;
+  return s != Stage::entry_sync && s != Stage::stream_sync && s != Stage::scores_to_host && s != Stage::graph_capture &&
+         s != Stage::graph_instantiate;
 }
+
+// The stages a CUDA graph holds (--graph): every GPU stage of the call but the replay itself.
+inline bool is_captured_stage(Stage s) { return is_gpu_stage(s) && s != Stage::graph_launch; }
 
 }  // namespace sdpa

@@ -96,6 +96,9 @@ std::vector<std::string> stage_begin_lines(Stage s, const SdpaProblem& p, const 
       return {"[SDPA_ENTRY] Q shape=" + q_shape + " K=" + kv_shape + " V=" + kv_shape +
               " device=cuda:0 dtype=" + torch_dtype_name(p.dtype) +
               " is_causal=" + (p.mask == MaskKind::causal ? "true" : "false")};
+    case Stage::graph_capture: return {"[MATH_GRAPH_CAPTURE] " + detail};
+    case Stage::graph_instantiate: return {"[MATH_GRAPH_INSTANTIATE] " + detail};
+    case Stage::graph_launch: return {"[MATH_GRAPH_LAUNCH] " + detail};
     case Stage::mask_prepare: return {"[MATH_MASK_PREPARE] kind=" + detail + " shape=" + dims({p.q_len, p.kv_len})};
     case Stage::upcast: return {"[MATH_UPCAST] " + detail + " Q, K, V"};
     case Stage::scale_q:
@@ -126,6 +129,9 @@ std::vector<std::string> stage_end_lines(Stage s, const SdpaProblem& p, const Pa
       return {"[CUDA_EVENT] sdpa_entry @ " + std::to_string(now_us), "[SDPA_ENTRY] Post-sync complete",
               "[BACKEND_SELECT] Chosen backend: MATH use_flash=false use_mem_efficient=false use_math=true "
               "use_cudnn=false"};
+    case Stage::graph_capture: return {"[MATH_GRAPH_CAPTURE_DONE]"};
+    case Stage::graph_instantiate: return {"[MATH_GRAPH_INSTANTIATE_DONE]"};
+    case Stage::graph_launch: return {"[MATH_GRAPH_LAUNCH_DONE]"};
     case Stage::mask_prepare: return {"[MATH_MASK_PREPARE_DONE]"};
     case Stage::upcast: return {"[MATH_UPCAST_DONE]"};
     case Stage::scale_q:
@@ -208,6 +214,9 @@ std::vector<SeedLine> seed_begin_lines(Stage s, const SdpaProblem& p, const Path
       return {SEED(sdpa, "[SDPA_ENTRY] Q shape=" + dims({p.batch, p.q_heads, p.q_len, p.head_dim}) + " K=" + kv_shape +
                              " V=" + kv_shape + " device=cuda:0 dtype=" + torch_dtype_name(p.dtype) +
                              " is_causal=" + (p.mask == MaskKind::causal ? "true" : "false"))};
+    case Stage::graph_capture: return {SEED(sdpa, "[MATH_GRAPH_CAPTURE] " + detail)};
+    case Stage::graph_instantiate: return {SEED(sdpa, "[MATH_GRAPH_INSTANTIATE] " + detail)};
+    case Stage::graph_launch: return {SEED(sdpa, "[MATH_GRAPH_LAUNCH] " + detail)};
     case Stage::mask_prepare: return {SEED(sdpa, "[MATH_MASK_PREPARE] kind=" + detail + " shape=" + dims({p.q_len, p.kv_len}))};
     case Stage::upcast: return {SEED(sdpa, "[MATH_UPCAST] " + detail + " Q, K, V")};
     case Stage::scale_q:
@@ -238,6 +247,9 @@ std::vector<SeedLine> seed_end_lines(Stage s, const SdpaProblem& p, const PathSe
       return {SEED(event, "sdpa_entry" + at), SEED(sdpa, "[SDPA_ENTRY] Post-sync complete"),
               SEED(sdpa, "[BACKEND_SELECT] Chosen backend: MATH use_flash=false use_mem_efficient=false use_math=true "
                          "use_cudnn=false")};
+    case Stage::graph_capture: return {SEED(sdpa, "[MATH_GRAPH_CAPTURE_DONE]")};
+    case Stage::graph_instantiate: return {SEED(sdpa, "[MATH_GRAPH_INSTANTIATE_DONE]")};
+    case Stage::graph_launch: return {SEED(sdpa, "[MATH_GRAPH_LAUNCH_DONE]")};
     case Stage::mask_prepare: return {SEED(sdpa, "[MATH_MASK_PREPARE_DONE]")};
     case Stage::upcast: return {SEED(sdpa, "[MATH_UPCAST_DONE]")};
     case Stage::scale_q:

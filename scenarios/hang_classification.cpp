@@ -17,6 +17,9 @@ std::vector<int> scenarios_for_hung_stage(Stage s) {
     case Stage::scores_to_host:
     case Stage::softmax: return {2};
     case Stage::entry_sync: return {4};
+    case Stage::graph_capture:
+    case Stage::graph_instantiate:
+    case Stage::graph_launch: return {5};
     default: return {};
   }
 }
@@ -32,6 +35,7 @@ std::string signature_evidence(int scenario, Stage s) {
       return s == Stage::qk_gemm ? where + " (cuBLAS reading K^T)"
                                  : where + " (after [MATH_QK], before [CUBLAS_GEMM_START])";
     case 4: return where + " (the entry synchronisation never returned)";
+    case 5: return where + " (the CUDA graph of the path)";
   }
   return where;
 }
@@ -83,6 +87,13 @@ HangCandidate candidate(int scenario, Stage hung, const SdpaProblem& p, const Pa
       } else {
         c.evidence.push_back(std::string("K^T reached cuBLAS as a transposed view (") +
                              (ps.qk_gemm_api == GemmApi::batched ? "pointer-array cublasGemmBatchedEx" : "strided-batched GEMM") + ")");
+      }
+      break;
+    case 5:
+      if (ps.graph) {
+        c.evidence.push_back("the call's GPU stages ran as a CUDA graph");
+      } else {
+        c.against.push_back("no CUDA graph was used");
       }
       break;
     case 4:

@@ -8,13 +8,13 @@ namespace sdpa {
 const std::vector<ScenarioInfo>& scenario_table() {
   static const std::vector<ScenarioInfo> table = {scenario0_full_path(), scenario1_cublas_stream_ordering(),
                                                   scenario2_softmax_migration(), scenario3_transposed_k(),
-                                                  scenario4_concurrent_faults()};
+                                                  scenario4_concurrent_faults(), scenario5_graph_replay()};
   return table;
 }
 
 const ScenarioInfo& scenario_info(int number) {
   if (number < 0 || number >= kScenarioCount) {
-    throw InputError("no scenario " + std::to_string(number) + " (scenarios are 0-4)");
+    throw InputError("no scenario " + std::to_string(number) + " (scenarios are 0-5)");
   }
   return scenario_table()[static_cast<size_t>(number)];
 }

@@ -241,9 +241,9 @@ ReportInput made_up_report() {
   e.cuda = {13000, 13000, 130100, 130100, true, "/usr/local/bin/repro"};
   e.device = made_up_device();
   in.environment = e;
-  ReportRun on{true, 1, in.args_on, 0, 1.5, result_to_json(checked_pass()), "pass\n"};
-  ReportRun off{false, 1, in.args_off, kExitHang, 21, result_to_json(hang_in_softmax()), "HANG\n"};
-  ReportRun silent{false, 2, in.args_off, 139, 0.5, std::nullopt, ""};  // died before writing a result
+  ReportRun on{true, 1, in.args_on, 0, 1.5, result_to_json(checked_pass()), "pass\n", ""};
+  ReportRun off{false, 1, in.args_off, kExitHang, 21, result_to_json(hang_in_softmax()), "HANG\n", ""};
+  ReportRun silent{false, 2, in.args_off, 139, 0.5, std::nullopt, "", ""};  // died before writing a result
   in.runs = {on, off, silent};
   in.repeat = 2;
   return in;

@@ -66,6 +66,20 @@ void parse_text_padding(const std::string& text, int64_t& tokens, int64_t& valid
   valid = number(text.substr(colon + 1));
 }
 
+// What a CUDA graph cannot hold (--graph): host work between the GPU stages.
+void check_graph_capturable(const RunOptions& o) {
+  const std::string conflict = graph_conflict(o.settings);
+  if (!conflict.empty()) throw InputError("--graph: " + conflict);
+  for (FixPart part : {FixPart::gemm_host_sync, FixPart::softmax_host_sync, FixPart::device_sync}) {
+    if (!o.fixes.has(part)) continue;
+    const FixPartInfo& info = fix_part_info(part);
+    throw InputError("--graph: fix " + std::to_string(info.fix) + "'s " + info.name + " part synchronises the host inside "
+                     "the call, which a graph cannot hold (--fixes " + std::to_string(info.fix) + ":lean keeps its "
+                     "stream-ordered part)");
+  }
+  if (o.log >= LogLevel::sync) throw InputError("--graph: --log sync and values synchronise after every stage inside the graph");
+}
+
 }  // namespace
 
 void RunOptions::set_fixes(const FixSet& set) {
@@ -85,7 +99,7 @@ struct RunOptionParser::Fields {
   std::string fix = "off", fixes, alloc, stream, gemm_stream, gemm_order, k_layout, gemm_api, scores_to_host,
               scores_host_phase, host_touch, advise;
   int touch_streams = 0;
-  bool full = false;
+  bool full = false, graph = false;
   std::string seed;
   CLI::Option *dtype_opt, *batch_opt, *heads_opt, *kv_heads_opt, *q_len_opt, *kv_len_opt, *head_dim_opt, *mask_opt,
       *mask_dims_opt, *touch_streams_opt, *seed_opt;
@@ -96,8 +110,8 @@ RunOptionParser::RunOptionParser(CLI::App& app) : f_(std::make_unique<Fields>())
   RunOptions& o = f.o;
   SdpaProblem& p = f.given;
   app.option_defaults()->always_capture_default();
-  app.add_option("--scenario", o.scenario, "0 = the full path; 1-4 the deadlock scenarios (below)")
-      ->check(CLI::Range(0, 4));
+  app.add_option("--scenario", o.scenario, "0 = the full path; 1-5 the deadlock scenarios (below)")
+      ->check(CLI::Range(0, 5));
   app.add_option("--fix", f.fix, "on: apply the scenario's own fix as designed; lean: in its lean form (docs/FIXES.md)")
       ->check(CLI::IsMember({"on", "off", "lean"}));
   app.add_option("--fixes", f.fixes,
@@ -106,6 +120,9 @@ RunOptionParser::RunOptionParser(CLI::App& app) : f_(std::make_unique<Fields>())
                  "all:lean, none")
       ->default_str("none");
   app.add_flag("--full", f.full, "run the whole path under the scenario's conditions, not just the part it exercises");
+  app.add_flag("--graph", f.graph,
+               "capture the call's GPU stages into a CUDA graph on the first call and replay it on every call "
+               "(scenario 5's condition; the fast path for small shapes)");
 
   app.add_option("--workload", f.workload,
                  "a layer of the failing workload as the problem (" + workload_names() +
@@ -247,6 +264,7 @@ RunOptions RunOptionParser::finish(int argc, const char* const* argv) const {
   if (workload) c.k_layout = workload->k_layout;  // what the model hands SDPA; the scenario may change it
   apply_scenario(o.scenario, c);
   if (f.full) c.last_stage = Stage::stream_sync;
+  if (f.graph) c.graph = true;
   if (!f.alloc.empty()) c.alloc = parse_alloc_kind(f.alloc);
   if (!f.stream.empty()) c.stream = parse_stream_mode(f.stream);
   if (!f.gemm_stream.empty()) c.qk_gemm_stream = parse_gemm_stream(f.gemm_stream);
@@ -280,6 +298,7 @@ RunOptions RunOptionParser::finish(int argc, const char* const* argv) const {
 
   parse_log_level(f.log, o.log);
   o.log_format = parse_log_format(f.log_format);
+  if (o.settings.graph) check_graph_capturable(o);
   if (!f.inject.empty()) o.inject = parse_fault_spec(f.inject);
   if (o.inputs_dir.empty()) {  // with --inputs, shapes come from the files
     p.validate();

@@ -10,6 +10,7 @@
 #include "math_sdpa/errors.h"
 #include "repro/cli/run_options.h"
 #include "repro/common/text.h"
+#include "scenarios/scenario.h"
 #include "scenarios/workload.h"
 
 namespace sdpa {
@@ -159,7 +160,9 @@ std::vector<std::string> SweepCell::run_args() const {
 
 void canonicalise_axes(SweepAxes& a) {
   canonicalise(a.scenarios, "--scenarios", [](int s) {
-    if (s < 0 || s > 4) throw InputError("--scenarios: " + std::to_string(s) + " is not a scenario (expected 0-4)");
+    if (s < 0 || s >= kScenarioCount) {
+      throw InputError("--scenarios: " + std::to_string(s) + " is not a scenario (expected 0-" + std::to_string(kScenarioCount - 1) + ")");
+    }
     return s;
   });
   canonicalise(a.fixes, "--fix", canonical_fix);
@@ -255,7 +258,9 @@ SweepAxes parse_matrix(const std::string& text, const std::string& path) {
     a.scenarios.clear();
     for (const auto& x : v) {
       // Compared as JSON numbers, so 2^64 - 1 is not read as -1 first.
-      if (x < 0 || x > 4) throw InputError(where + "\"scenarios\": " + x.dump() + " is not a scenario (expected 0-4)");
+      if (x < 0 || x >= kScenarioCount) {
+        throw InputError(where + "\"scenarios\": " + x.dump() + " is not a scenario (expected 0-" + std::to_string(kScenarioCount - 1) + ")");
+      }
       a.scenarios.push_back(x.get<int>());
     }
   }

@@ -1,0 +1,36 @@
+// scenario5_graph_replay.cpp: scenario 5, the path captured into a CUDA graph and replayed on
+// unified memory.
+#include "scenario.h"
+
+namespace sdpa {
+
+namespace {
+void setup(PathSettings& s) { s.graph = true; }
+}  // namespace
+
+ScenarioInfo scenario5_graph_replay() {
+  ScenarioInfo s;
+  s.number = 5;
+  s.title = "CUDA-graph capture and replay on unified memory";
+  s.hypothesis =
+      "capturing the math path into a CUDA graph (as torch.compile's reduce-overhead mode and serving stacks do) and "
+      "replaying it on unified memory hangs or fails on GB10, in the capture, the instantiation or a replay "
+      "(public reports of graph capture failing and of graph replays hanging on DGX Spark: docs/SCENARIOS.md)";
+  s.setup =
+      "the first call's GPU stages (the kernels, both cuBLAS GEMMs with their workspace set, an injected fault) are "
+      "captured from the path's stream into one CUDA graph (stage graph_capture), instantiated (graph_instantiate), "
+      "and every call replays it (graph_launch) between the entry synchronisation and the final one, on managed "
+      "memory. Host work inside the call cannot be captured: --scores-to-host, the legacy default stream, "
+      "--gemm-order none, the host-sync parts of fixes 1 and 2 and --log sync|values are refused with --graph (the "
+      "lean forms of fixes 1 and 2 are stream-ordered and are captured)";
+  s.runs = "entry_sync, graph_capture and graph_instantiate (first call), graph_launch, stream_sync (checks the output)";
+  s.fix_number = 4;
+  s.hang_signature = "[MATH_GRAPH_CAPTURE], [MATH_GRAPH_INSTANTIATE] or [MATH_GRAPH_LAUNCH] and nothing after it";
+  s.options = "--alloc, --fixes (lean forms), --iters (replays), --gemm-stream aux";
+  s.preconditions = {{"graph", "on"}};
+  s.needs_migrating_memory = true;
+  s.setup_fn = setup;
+  return s;
+}
+
+}  // namespace sdpa
