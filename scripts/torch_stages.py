@@ -1382,7 +1382,7 @@ class DeviceInputs:
 def upload(torch, p, s, host, device):
     np = numpy()
     dt = getattr(torch, DTYPES[p.dtype].torch_name)
-    to = lambda a: torch.from_numpy(np.ascontiguousarray(a)).to(device=device, dtype=dt)
+    to = lambda a: torch.from_numpy(np.ascontiguousarray(a)).to(device=device, dtype=dt)  # exact: already rounded
     q, v = to(host.q), to(host.v)
     if s.k_layout == "bshe":
         # K as attention modules produce it: a [B, S, H, E] projection viewed as [B, H, S, E].
@@ -1424,7 +1424,8 @@ class TorchBackend:
 
     def __init__(self, torch, problem, settings, fixes, inputs, helper, device, stage_timeout_s, findings):
         self.t, self.p, self.s, self.fixes = torch, problem, settings, fixes
-        self.inputs, self.helper, self.device = inputs, helper, device
+        self.inputs, self.helper, self.device = inputs, helper, device  # the device's index
+        self.torch_device = torch.device("cuda", device)
         self.stage_timeout_s, self.findings = stage_timeout_s, findings
         self.note = None
         self.cdt = getattr(torch, DTYPES[problem.compute_dtype()].torch_name)
@@ -1478,7 +1479,7 @@ class TorchBackend:
     def mask_prepare(self):
         if self.p.mask == "causal":
             # Lower triangle of ones over L x S, in the dtype of the (upcast) query, as the math path builds it.
-            ones = self.t.ones(self.p.q_len, self.p.kv_len, dtype=self.t.bool, device=self.device).tril()
+            ones = self.t.ones(self.p.q_len, self.p.kv_len, dtype=self.t.bool, device=self.torch_device).tril()
             self.mask = convert_boolean_attn_mask(self.t, ones, self.cdt)
         else:
             # scaled_dot_product_attention converts a boolean mask in the input dtype, before the math path.
@@ -1658,7 +1659,7 @@ class TorchBackend:
             stream.wait_stream(self.path_stream)
             with t.cuda.stream(stream):
                 for x in self.inputs.tensors():
-                    raw = t.empty(0, dtype=t.uint8, device=self.device).set_(x.untyped_storage())
+                    raw = x.reshape(-1).view(t.uint8)  # every tensor alive at entry is contiguous
                     sinks.append(raw[::TOUCH_PAGE_BYTES].sum(dtype=t.int64))
         self.note(scenario4_storm_note(self.s.entry_touch_streams, pages, words))
         thread = None
@@ -1670,7 +1671,7 @@ class TorchBackend:
             thread.join()
 
     def result(self, tensor_name):
-        x = {"scores": self.scores, "probs": self.attn, "output": getattr(self, "out", None)}[tensor_name]
+        x = getattr(self, {"scores": "scores", "probs": "attn", "output": "out"}[tensor_name])
         return x.float().cpu().numpy()
 
 
@@ -1825,11 +1826,12 @@ def host_notes(o, helper, device):
         else:
             notes.append("scenario 2: before softmax the host read every score (min and max) from the managed pages")
     if s.entry_touch_streams > 0:
-        notes.append("scenario 4: at entry the host read every page of the input tensors (the only tensors alive "
-                     "then: PyTorch allocates the others inside the call), then %d side streams read a byte of every "
-                     "page with a PyTorch reduction over a strided byte view%s" % (
-                         s.entry_touch_streams, ", while a host thread read them again" if s.entry_host_touch and
-                         s.memory == "managed" else ""))
+        host_ok, concurrent, _ = scenario4_host_touch(s, helper.concurrent_managed_access(device) if helper else 0)
+        notes.append("scenario 4: at entry %s%d side streams read a byte of every page of the input tensors (the only "
+                     "tensors alive then: PyTorch allocates the others inside the call) with a PyTorch reduction over "
+                     "a strided byte view%s" % (
+                         "the host read every page of them first, then " if host_ok else "", s.entry_touch_streams,
+                         ", while a host thread read them again" if concurrent else ""))
     if s.qk_gemm_stream == "aux":
         notes.append("scenario 1: the Q.K^T bmm ran on a side torch.cuda.Stream (repro's --gemm-stream aux), %s" % (
             "ordered after the path's stream by an event (wait_stream) and the path after it"
@@ -1869,7 +1871,7 @@ def run_torch(o, run, log, watchdog):
     if a.inputs:
         check_inject(o)
     run.inputs_source = host.source
-    inputs = upload(torch, p, s, host, device)
+    inputs = upload(torch, p, s, host, torch.device("cuda", device))
     run.notes.extend(host_notes(o, helper, device))
     backend = TorchBackend(torch, p, s, o.fixes, inputs, helper, device, a.stage_timeout, run.findings)
     run.torch = {"version": torch.__version__, "cuda": torch.version.cuda, "softmax": backend.softmax_op,

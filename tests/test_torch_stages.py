@@ -87,7 +87,10 @@ class Options(unittest.TestCase):
                         ["--scenario", "3", "--mask", "float", "--mask-dims", "BxH", "--dtype", "fp16", "--precision",
                          "native"],
                         ["--scenario", "4", "--kv-heads", "2", "--mask", "causal", "--seed", "18446744073709551615"],
-                        ["--scenario", "2", "--mask", "bool", "--mask-dims", "1xH", "-L", "96", "-S", "64"]):
+                        ["--scenario", "2", "--mask", "bool", "--mask-dims", "1xH", "-L", "96", "-S", "64"],
+                        ["--scenario", "2", "--workload", "qwen-image-512", "-L", "100", "--heads", "4"],
+                        ["--scenario", "1", "--workload", "qwen-image-1024-textpad", "-S", "600", "--dtype", "fp32"],
+                        ["--scenario", "3", "--heads", "6", "-E", "32", "--mask", "float"]):
             with tempfile.TemporaryDirectory() as tmp:
                 subprocess.run([CONFIG["repro"], "report", "--no-run", "--out", os.path.join(tmp, "r")] + options,
                                check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -100,9 +103,15 @@ class Options(unittest.TestCase):
         return out
 
     def test_the_commands_of_repro_report_parse_and_describe_its_problem(self):
+        """REPORT.md's command, and repro's own options given to the script, make the report's problem."""
+        runs = []
         for options, command, problem in self.report_commands():
-            with self.subTest(report=options), tempfile.TemporaryDirectory() as tmp:
-                r = run_script(shlex.split(command)[2:] + ["--dry-run"], cwd=tmp)
+            runs.append((options, shlex.split(command)[2:], problem))
+            if options:
+                runs.append((options, options + ["--memory", "managed", "--json", "torch_stages.json"], problem))
+        for options, args, problem in runs:
+            with self.subTest(report=options, args=args), tempfile.TemporaryDirectory() as tmp:
+                r = run_script(args + ["--dry-run"], cwd=tmp)
                 self.assertEqual(r.returncode, 0, r.stderr)
                 tags = [t for _, t, _ in compare_logs.first_call(compare_logs.tagged_lines(r.stderr))]
                 self.assertEqual(tags[-1], "CUDA_EVENT math_sdpa_complete")
@@ -233,8 +242,9 @@ class Tables(unittest.TestCase):
     def test_the_workloads_are_those_of_workload_cpp(self):
         with open(os.path.join(ROOT, "scenarios", "workload.cpp")) as f:
             source = f.read()
-        self.assertIn("kHeads = 24, kHeadDim = 128, kTextTokens = 512", source)
-        self.assertIn("p.text_valid = 128;", source)
+        heads, head_dim, text = (int(x) for x in re.search(
+            r"kHeads = (\d+), kHeadDim = (\d+), kTextTokens = (\d+);", source).groups())
+        valid = int(re.search(r"p\.text_valid = (\d+);", source).group(1))
         self.assertIn("w.k_layout = KLayout::bshe;", source)
         entries = re.findall(r'(with_text_padding\()?layer\("([^"]+)",\s*(?:"(?:[^"\\]|\\.)*"\s*)+,\s*(\d+),\s*(\d+)\)',
                              source)
@@ -242,9 +252,11 @@ class Tables(unittest.TestCase):
         for padded, name, batch, pixels in entries:
             with self.subTest(workload=name):
                 p, k_layout = torch_stages.WORKLOADS[name]()
-                self.assertEqual((p.batch, p.q_heads, p.head_dim, p.q_len, k_layout),
-                                 (int(batch), 24, 128, 512 + (int(pixels) // 16) ** 2, "bshe"))
-                self.assertEqual(p.mask_pattern == "text_padding", bool(padded))
+                self.assertEqual((p.batch, p.q_heads, p.kv_heads, p.head_dim, p.q_len, p.kv_len, p.dtype, k_layout),
+                                 (int(batch), heads, heads, head_dim, text + (int(pixels) // 16) ** 2,
+                                  text + (int(pixels) // 16) ** 2, "bf16", "bshe"))
+                self.assertEqual((p.mask_pattern, p.text_tokens, p.text_valid, p.mask_per_batch),
+                                 ("text_padding", text, valid, True) if padded else ("random", 0, 0, False))
         self.assertEqual(sorted(torch_stages.WORKLOADS), sorted(name for _, name, _, _ in entries))
 
     def test_the_scenario_workloads_are_those_of_the_scenarios(self):
