@@ -49,6 +49,9 @@ import time
 LOG_FILE_NAME = "scripts/torch_stages.py"
 HERE = os.path.dirname(os.path.abspath(__file__))
 ALLOCATOR_SOURCE = os.path.join(HERE, "torch_stages_alloc.cu")
+SOURCE_ROOT = os.path.dirname(HERE)
+# The harness's headers it includes (self-contained: bf16 and fp16 bits to float).
+ALLOCATOR_HEADERS = [os.path.join(SOURCE_ROOT, "math_sdpa", name) for name in ("bf16_bits.h", "fp16_bits.h")]
 PROG = "torch_stages.py"
 
 # ------------------------------------------------------------------------------------- exit codes
@@ -215,7 +218,8 @@ class Settings:
     def fields(self):  # path_settings.cpp settings_fields, in repro's words
         return {"alloc": ALLOC_OF_MEMORY[self.memory], "memory": self.memory, "stream": "legacy",
                 "qk_gemm_stream": self.qk_gemm_stream, "qk_gemm_order": self.qk_gemm_order,
-                "k_layout": self.k_layout, "qk_gemm_api": "strided", "kt_contiguous": "on" if self.kt_contiguous else "off",
+                "k_layout": self.k_layout, "qk_gemm_api": "strided",
+                "kt_contiguous": "on" if self.kt_contiguous else "off",
                 "scores_to_host": self.scores_to_host, "scores_host_phase": self.scores_host_phase,
                 "entry_touch_streams": str(self.entry_touch_streams),
                 "entry_host_touch": "on" if self.entry_host_touch else "off", "last_stage": self.last_stage}
@@ -769,7 +773,8 @@ def build_parser():
     a("--dropout", type=float, default=0.0, help="dropout probability in [0, 1)")
     a("--scale", type=float, help="softmax scale (default 1/sqrt(E))")
     a("--seed", help="seed of the random inputs (0 to 2^64-1, default 23962) and of torch's dropout")
-    a("--k-layout", choices=K_LAYOUTS, help="bhse (contiguous K) or bshe (a [B, S, H, E] buffer viewed as [B, H, S, E])")
+    a("--k-layout", choices=K_LAYOUTS,
+      help="bhse (contiguous K) or bshe (a [B, S, H, E] buffer viewed as [B, H, S, E])")
     a("--gemm-stream", choices=GEMM_STREAMS, help="the Q.K^T GEMM's stream: same, or aux (a side stream; scenario 1)")
     a("--gemm-order", choices=GEMM_ORDERS, help="that GEMM after Q and K: event, or none (a deliberate race)")
     a("--gemm-api", choices=GEMM_APIS, help="strided (at::bmm, the only one PyTorch calls)")
@@ -1270,18 +1275,22 @@ def cuda_home():
 def build_helper_library():
     """scripts/torch_stages_alloc.cu as a shared library, built once per source and compiler and
     kept under ~/.cache/sdpa-repro (a temporary folder where that is not writable)."""
-    with open(ALLOCATOR_SOURCE, "rb") as f:
-        source = f.read()
+    source = b""
+    for path in [ALLOCATOR_SOURCE] + ALLOCATOR_HEADERS:
+        with open(path, "rb") as f:
+            source += f.read()
     home = cuda_home()
     nvcc = shutil.which("nvcc") or (os.path.join(home, "bin", "nvcc") if os.path.exists(
         os.path.join(home, "bin", "nvcc")) else None)
     cxx = shutil.which(os.environ.get("CXX", "g++")) or shutil.which("c++")
     if nvcc:
-        command = lambda out: [nvcc, "-shared", "-Xcompiler", "-fPIC", "-O2", "-o", out, ALLOCATOR_SOURCE]
+        command = lambda out: [nvcc, "-shared", "-Xcompiler", "-fPIC", "-O2", "-I" + SOURCE_ROOT, "-o", out,
+                               ALLOCATOR_SOURCE]
     elif cxx:
         lib = os.path.join(home, "lib64")
-        command = lambda out: [cxx, "-x", "c++", "-std=c++17", "-shared", "-fPIC", "-O2", "-I" + os.path.join(home, "include"),
-                               ALLOCATOR_SOURCE, "-L" + lib, "-lcudart", "-Wl,-rpath," + lib, "-o", out]
+        command = lambda out: [cxx, "-x", "c++", "-std=c++17", "-shared", "-fPIC", "-O2",
+                               "-I" + os.path.join(home, "include"), "-I" + SOURCE_ROOT, ALLOCATOR_SOURCE,
+                               "-L" + lib, "-lcudart", "-Wl,-rpath," + lib, "-o", out]
     else:
         raise ScriptError(EXIT_USAGE, "--memory managed: no nvcc and no C++ compiler to build %s" % ALLOCATOR_SOURCE)
     key = hashlib.sha256(source + " ".join(command("OUT")).encode()).hexdigest()[:16]
@@ -1317,7 +1326,8 @@ class Helper:
         lib.sdpa_concurrent_managed_access.argtypes = [ctypes.c_int]
         lib.sdpa_touch_pages.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_size_t]
         lib.sdpa_touch_pages.restype = ctypes.c_ulonglong
-        lib.sdpa_host_min_max.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.POINTER(ctypes.c_double)]
+        lib.sdpa_host_min_max.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int,
+                                          ctypes.POINTER(ctypes.c_double)]
         lib.sdpa_prefetch_to_device.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_void_p]
         lib.sdpa_error_string.restype = ctypes.c_char_p
         lib.sdpa_managed_stats.argtypes = [ctypes.POINTER(ctypes.c_longlong)]
@@ -1680,7 +1690,8 @@ class WholeCall:
     entry and end synchronisations of the staged call (and scenario 4's storm at entry)."""
 
     def __init__(self, backend, problem, log, watchdog, inject, timings):
-        self.be, self.p, self.log, self.watchdog, self.inject, self.timings = backend, problem, log, watchdog, inject, timings
+        self.be, self.p, self.log, self.watchdog = backend, problem, log, watchdog
+        self.inject, self.timings = inject, timings
         backend.note = lambda text: log.write([note_line(text)])
 
     def stage(self, name, lines_before, work, lines_after):
@@ -1759,7 +1770,8 @@ class Run:
         order = WHOLE_STAGES if a.mode == "whole" else STAGES
         calls = sorted(self.call_ms)
         return {
-            "meta": {"format_version": 1, "harness": "sdpa-repro", "tool": LOG_FILE_NAME, "command_line": [PROG] + o.argv,
+            "meta": {"format_version": 1, "harness": "sdpa-repro", "tool": LOG_FILE_NAME,
+                     "command_line": [PROG] + o.argv,
                      "python": sys.version.split()[0]},
             "device": self.device,
             "config": {"scenario": o.scenario, "workload": o.workload, "problem": o.problem.to_json(),
@@ -1837,8 +1849,8 @@ def host_notes(o, helper, device):
             "ordered after the path's stream by an event (wait_stream) and the path after it"
             if s.qk_gemm_order == "event" else "NOT ordered after the path's stream (a deliberate race)"))
     if o.scenario == 3:
-        notes.append("scenario 3: K^T reaches at::bmm as a strided view, as repro --gemm-api strided (repro's scenario 3 "
-                     "defaults to the pointer-array cublasGemmBatchedEx, which PyTorch does not call)")
+        notes.append("scenario 3: K^T reaches at::bmm as a strided view, as repro --gemm-api strided (repro's "
+                     "scenario 3 defaults to the pointer-array cublasGemmBatchedEx, which PyTorch does not call)")
     if o.problem.dropout > 0:
         notes.append("dropout: PyTorch's own generator, seeded with torch.manual_seed(%d); its mask differs from "
                      "repro's Philox stream, so the outputs are not comparable" % o.problem.seed)

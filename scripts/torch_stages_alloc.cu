@@ -8,7 +8,7 @@
 // stalls on a page fault never stops the script's watchdog thread.
 //
 // Plain C ABI and runtime API only, no kernels: the same file builds with nvcc or with a host
-// compiler (-x c++ -I<cuda>/include -lcudart).
+// compiler (-x c++ -I<cuda>/include -lcudart), with -I at the source folder for math_sdpa/.
 #include <cuda_runtime_api.h>
 
 #include <atomic>
@@ -18,29 +18,12 @@
 #include <cstring>
 #include <sys/types.h>
 
+#include "math_sdpa/bf16_bits.h"  // self-contained, as for the generated reproducers
+#include "math_sdpa/fp16_bits.h"
+
 namespace {
 
 std::atomic<long long> g_allocations{0}, g_frees{0}, g_live_bytes{0}, g_peak_bytes{0}, g_failures{0};
-
-float bf16_to_float(uint16_t h) {
-  const uint32_t u = static_cast<uint32_t>(h) << 16;
-  float f;
-  std::memcpy(&f, &u, sizeof f);
-  return f;
-}
-
-float fp16_to_float(uint16_t h) {
-  const uint32_t sign = static_cast<uint32_t>(h & 0x8000) << 16;
-  const uint32_t exp = (h >> 10) & 0x1F, mant = h & 0x3FF;
-  if (exp == 0) {
-    const float v = std::ldexp(static_cast<float>(mant), -24);
-    return sign ? -v : v;
-  }
-  const uint32_t u = exp == 0x1F ? sign | 0x7F800000 | (mant << 13) : sign | ((exp + 112) << 23) | (mant << 13);
-  float f;
-  std::memcpy(&f, &u, sizeof f);
-  return f;
-}
 
 }  // namespace
 
@@ -116,7 +99,7 @@ void sdpa_host_min_max(const void* ptr, size_t count, int dtype, double out[2]) 
       x = static_cast<const volatile float*>(ptr)[i];
     } else {
       const uint16_t h = static_cast<const volatile uint16_t*>(ptr)[i];
-      x = dtype == 1 ? bf16_to_float(h) : fp16_to_float(h);
+      x = dtype == 1 ? sdpa::bf16_bits_to_float(h) : sdpa::fp16_bits_to_float(h);
     }
     if (x < lo) lo = x;
     if (x > hi) hi = x;

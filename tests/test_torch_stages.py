@@ -45,7 +45,8 @@ REPORT_COMMAND = ("python3 scripts/torch_stages.py -b 1 --heads 24 --kv-heads 24
 FIXTURE_CASES = {
     "default": [],
     "scenario2_report": shlex.split(REPORT_COMMAND)[2:],
-    "mask_bool_gqa_dropout": ["-S", "96", "--kv-heads", "2", "--mask", "bool", "--mask-dims", "Bx1", "--dropout", "0.1"],
+    "mask_bool_gqa_dropout": ["-S", "96", "--kv-heads", "2", "--mask", "bool", "--mask-dims", "Bx1",
+                              "--dropout", "0.1"],
     "causal_fp16_native_scale": ["--dtype", "fp16", "--precision", "native", "--mask", "causal", "--scale", "-0.5"],
     "bshe_float_mask": ["--k-layout", "bshe", "--mask", "float", "--mask-dims", "BxH", "--dtype", "fp32"],
     "scenario1": ["--scenario", "1", "--memory", "managed"],
@@ -68,11 +69,8 @@ def normalised(text):
 
 
 def has_numpy():
-    try:
-        import numpy  # noqa: F401
-        return True
-    except ImportError:
-        return False
+    import importlib.util
+    return importlib.util.find_spec("numpy") is not None
 
 
 class Options(unittest.TestCase):
@@ -182,7 +180,8 @@ class LogLines(unittest.TestCase):
                 self.assertTrue(len(expected) > 15)
 
     def test_every_line_has_one_of_the_four_shapes(self):
-        tagged = re.compile(r"^\[(SDPA_DEBUG|ALLOC_DEBUG|CUDA_DEBUG)\] \[[A-Z0-9_]+\].* \[scripts/torch_stages\.py:\d+\]$")
+        tagged = re.compile(r"^\[(SDPA_DEBUG|ALLOC_DEBUG|CUDA_DEBUG)\] \[[A-Z0-9_]+\].* "
+                            r"\[scripts/torch_stages\.py:\d+\]$")
         event = re.compile(r"^\[CUDA_EVENT\] [a-z_]+ @ \d{16}$")
         lines = self.dry_run(["--mask", "bool", "--kv-heads", "4", "--dropout", "0.2", "--scenario", "2", "--full",
                               "--memory", "managed", "--fixes", "all"]).splitlines()
@@ -288,8 +287,9 @@ class RandomInputs(unittest.TestCase):
             raise unittest.SkipTest("no --cxx and --host-lib to build the harness's generator")
         cls.tmp = tempfile.TemporaryDirectory()
         cls.dump = os.path.join(cls.tmp.name, "dump_random_inputs")
-        subprocess.run([CONFIG["cxx"], "-std=c++17", "-O2", "-I" + ROOT, os.path.join(FIXTURES, "dump_random_inputs.cpp"),
-                        CONFIG["host_lib"], "-lpthread", "-o", cls.dump], check=True)
+        subprocess.run([CONFIG["cxx"], "-std=c++17", "-O2", "-I" + ROOT,
+                        os.path.join(FIXTURES, "dump_random_inputs.cpp"), CONFIG["host_lib"], "-lpthread",
+                        "-o", cls.dump], check=True)
 
     @classmethod
     def tearDownClass(cls):
