@@ -16,6 +16,7 @@ CTest's cpu.torch_stages (skipped, exit 77, where there is no python3). Checks:
 
     python3 tests/test_torch_stages.py [--repro BIN] [--cxx CXX --host-lib libsdpa_path_host.a]
 """
+import importlib.util
 import json
 import os
 import re
@@ -69,7 +70,6 @@ def normalised(text):
 
 
 def has_numpy():
-    import importlib.util
     return importlib.util.find_spec("numpy") is not None
 
 
@@ -156,6 +156,18 @@ class Options(unittest.TestCase):
                 self.assertEqual(len(lines), 1, r.stderr)
                 self.assertTrue(lines[0].startswith("torch_stages.py: error: "), lines[0])
                 self.assertEqual(r.stdout, "")
+
+    @unittest.skipIf(importlib.util.find_spec("torch") is not None, "PyTorch is installed for this python3")
+    def test_without_pytorch_the_run_exits_7_with_one_line(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            out = os.path.join(tmp, "r.json")
+            r = run_script(["--json", out])
+            self.assertEqual(r.returncode, 7, r.stderr)
+            self.assertEqual(r.stderr.splitlines(), ["torch_stages.py: error: PyTorch is not importable here (No module "
+                                                     "named 'torch'): this script runs the problem through your "
+                                                     "PyTorch >= 2.5 with CUDA"])
+            with open(out) as f:
+                self.assertEqual(json.load(f)["outcome"], "no_gpu")
 
     def test_a_scenario_on_memory_that_does_not_migrate_is_waived(self):
         r = run_script(["--scenario", "1"])  # before PyTorch is looked for
