@@ -1,0 +1,1985 @@
+#!/usr/bin/env python3
+"""torch_stages.py: repro's Math SDPA problem run through your own PyTorch, one stage at a time.
+
+Optional helper (PyTorch >= 2.5 with CUDA; the harness itself has no Python). It takes repro's
+problem options (shape, dtype, precision, mask, dropout, scale, seed, --workload, --inputs,
+--save-output, --k-layout, --scenario, --fix/--fixes) and runs the same call through PyTorch's
+own kernels:
+
+  stages mode (default): the operations of PyTorch's _scaled_dot_product_attention_math in its
+    order and with its dtype rules (boolean mask to additive, upcast, sqrt(scale) on Q and on
+    K^T, repeat_interleave for GQA, at::matmul's reshape and bmm, _safe_softmax, dropout,
+    matmul, the cast back), with a device synchronisation after each and the log lines of
+    `repro --log sync --log-format seed` (docs/LOG_FORMAT.md): the same tags in the same order,
+    so `scripts/compare_logs.py` diffs the two logs tag by tag;
+  whole mode (--mode whole): F.scaled_dot_product_attention under sdpa_kernel(SDPBackend.MATH),
+    synchronised before and after, for the plain symptom.
+
+Memory (--memory): PyTorch's caching allocator (default), its cudaMallocAsync backend (async,
+fix 4), or managed memory (managed): every tensor PyTorch allocates comes from
+cudaMallocManaged, through torch.cuda.memory.CUDAPluggableAllocator and a small library
+(scripts/torch_stages_alloc.cu) built at first use. A watchdog thread names a stage that
+overruns --stage-timeout, dumps every Python thread's stack, writes the JSON and exits 3, as
+repro does. Exit codes are repro's (math_sdpa/errors.h): 0 pass, 1 non-finite result, 2 usage,
+3 hang, 4 CUDA error, 6 waived, 7 no PyTorch with CUDA. --dry-run prints the log lines of one
+call without PyTorch. docs/TORCH_STAGES.md has the details; from the source folder:
+
+    python3 scripts/torch_stages.py --memory managed --json torch_stages.json 2> torch.log
+    ./build/repro --log sync --log-format seed 2> repro.log
+    python3 scripts/compare_logs.py repro.log torch.log
+"""
+import argparse
+import copy
+import ctypes
+import faulthandler
+import hashlib
+import json
+import math
+import os
+import shutil
+import statistics
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+# How the log's [file:line] names this file (the harness names math_sdpa/stage_log.cpp).
+LOG_FILE_NAME = "scripts/torch_stages.py"
+HERE = os.path.dirname(os.path.abspath(__file__))
+ALLOCATOR_SOURCE = os.path.join(HERE, "torch_stages_alloc.cu")
+SOURCE_ROOT = os.path.dirname(HERE)
+# The harness's headers it includes (self-contained: bf16 and fp16 bits to float).
+ALLOCATOR_HEADERS = [os.path.join(SOURCE_ROOT, "math_sdpa", name) for name in ("bf16_bits.h", "fp16_bits.h")]
+PROG = "torch_stages.py"
+
+# ------------------------------------------------------------------------------------- exit codes
+# repro's (math_sdpa/errors.h), and the outcome words of its JSON (repro/run/outcome.cpp).
+EXIT_PASS, EXIT_MISMATCH, EXIT_USAGE, EXIT_HANG, EXIT_CUDA_ERROR, EXIT_WAIVED, EXIT_NO_GPU = 0, 1, 2, 3, 4, 6, 7
+OUTCOMES = {EXIT_PASS: "pass", EXIT_MISMATCH: "mismatch", EXIT_USAGE: "usage", EXIT_HANG: "hang",
+            EXIT_CUDA_ERROR: "cuda_error", EXIT_WAIVED: "waived", EXIT_NO_GPU: "no_gpu"}
+
+
+class ScriptError(Exception):
+    """Every failure of the script: one line, an exit code, the stage it happened in (if any)."""
+
+    def __init__(self, exit_code, message, stage=None):
+        super().__init__(message)
+        self.exit_code = exit_code
+        self.stage = stage
+
+
+def usage_error(message):
+    return ScriptError(EXIT_USAGE, message)
+
+
+# ------------------------------------------------------------------------------------------ words
+# The stages of one call, in order (math_sdpa/stage.h).
+STAGES = ("entry_sync", "mask_prepare", "upcast", "scale_q", "gqa_expand", "scale_k", "kt_contiguous", "qk_gemm",
+          "mask_add", "scores_to_host", "softmax", "dropout", "pv_gemm", "cast_output", "stream_sync")
+# Stages whose work the host does or waits for itself; every other one is GPU work.
+HOST_STAGES = ("entry_sync", "scores_to_host", "stream_sync")
+
+
+class DType:
+    def __init__(self, name, torch_name, size, host_code):
+        self.name, self.torch_name, self.size, self.host_code = name, torch_name, size, host_code
+
+
+# name -> (PyTorch's name, bytes, sdpa_host_min_max's code)
+DTYPES = {d.name: d for d in (DType("bf16", "bfloat16", 2, 1), DType("fp16", "float16", 2, 2),
+                               DType("fp32", "float32", 4, 0))}
+PRECISIONS = ("upcast", "native")
+MASKS = ("none", "bool", "float", "causal")
+MASK_DIMS = ("1x1", "Bx1", "1xH", "BxH")
+K_LAYOUTS = ("bhse", "bshe")
+MEMORIES = {"caching": "PyTorch's caching allocator (cudaMalloc)",
+            "managed": "cudaMallocManaged through torch.cuda.memory.CUDAPluggableAllocator",
+            "async": "PyTorch's cudaMallocAsync backend (PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync)"}
+# --memory in repro's --alloc words, for the JSON's config.alloc.
+ALLOC_OF_MEMORY = {"caching": "device", "managed": "managed", "async": "async"}
+GEMM_STREAMS = ("same", "aux")
+GEMM_ORDERS = ("event", "none")
+GEMM_APIS = ("strided", "batched")
+SCORES_TO_HOST = ("none", "read", "advise", "both")
+HOST_PHASES = ("before", "during")
+LOG_LEVELS = ("off", "stages", "sync", "values")
+LOG_FORMATS = ("seed", "harness")
+MODES = ("stages", "whole")
+TOUCH_PAGE_BYTES = 4096  # math_sdpa/kernels.h kTouchPageBytes
+
+
+# --------------------------------------------------------------------------------------- problem
+class Problem:
+    """What one SDPA call computes (math_sdpa/problem.h), with its defaults."""
+
+    def __init__(self):
+        self.batch, self.q_heads, self.kv_heads = 2, 8, 8
+        self.q_len, self.kv_len, self.head_dim = 128, 128, 64
+        self.dtype, self.precision = "bf16", "upcast"
+        self.mask, self.mask_per_batch, self.mask_per_head = "none", False, False
+        self.mask_pattern, self.text_tokens, self.text_valid = "random", 0, 0
+        self.dropout = 0.0
+        self.scale = None  # default 1/sqrt(E)
+        self.seed = 0x5D9A
+
+    def gqa(self):
+        return self.kv_heads != self.q_heads
+
+    def compute_dtype(self):
+        return "fp32" if self.precision == "upcast" else self.dtype
+
+    def softmax_scale(self):
+        return self.scale if self.scale is not None else 1.0 / math.sqrt(self.head_dim)
+
+    def has_mask_input(self):
+        return self.mask in ("bool", "float")
+
+    def mask_batch(self):
+        return self.batch if self.mask_per_batch else 1
+
+    def mask_heads(self):
+        return self.q_heads if self.mask_per_head else 1
+
+    def score_elems(self):
+        return self.batch * self.q_heads * self.q_len * self.kv_len
+
+    def mask_dims(self):
+        return ("B" if self.mask_per_batch else "1") + "x" + ("H" if self.mask_per_head else "1")
+
+    def validate(self):
+        for value, name in ((self.batch, "batch"), (self.q_heads, "heads"), (self.kv_heads, "kv-heads"),
+                            (self.q_len, "q-len (L)"), (self.kv_len, "kv-len (S)"), (self.head_dim, "head-dim (E)")):
+            if value <= 0:
+                raise usage_error("%s must be positive (got %d)" % (name, value))
+            if value > 2 ** 31 - 1:  # cuBLAS takes its sizes as 32-bit ints
+                raise usage_error("%s must be at most 2^31-1 (got %d)" % (name, value))
+        if self.q_heads % self.kv_heads:
+            raise usage_error("heads (%d) must be a multiple of kv-heads (%d) for grouped-query attention"
+                              % (self.q_heads, self.kv_heads))
+        if not 0.0 <= self.dropout < 1.0:
+            raise usage_error("dropout must be in [0, 1) (got %g)" % self.dropout)
+        if self.scale is not None and not math.isfinite(self.scale):
+            raise usage_error("scale must be a finite number")
+        if self.mask_pattern == "text_padding":
+            if self.mask != "bool" or not self.mask_per_batch or self.mask_per_head:
+                raise usage_error("a text padding mask is a boolean mask per batch entry (--mask bool --mask-dims Bx1)")
+            if not 1 <= self.text_valid <= self.text_tokens <= self.kv_len:
+                raise usage_error("--text-padding TOKENS:VALID needs 1 <= VALID <= TOKENS <= S (got %d:%d with S=%d)"
+                                  % (self.text_tokens, self.text_valid, self.kv_len))
+        if self.batch * self.q_heads > 2 ** 31 - 1:
+            raise usage_error("batch * heads must be at most 2^31-1 (cuBLAS batch count)")
+
+    def to_json(self):  # repro/run/run_json.cpp problem_to_json
+        return {"batch": self.batch, "q_heads": self.q_heads, "kv_heads": self.kv_heads, "q_len": self.q_len,
+                "kv_len": self.kv_len, "head_dim": self.head_dim, "dtype": self.dtype, "precision": self.precision,
+                "mask": self.mask, "mask_dims": self.mask_dims(),
+                "mask_pattern": self.mask_pattern if self.has_mask_input() else None,
+                "text_padding": {"tokens": self.text_tokens, "valid": self.text_valid}
+                if self.mask_pattern == "text_padding" else None,
+                "dropout": self.dropout, "scale": self.softmax_scale(), "seed": self.seed, "gqa": self.gqa()}
+
+
+def workload_layer(batch, pixels, text_padding=False):
+    """A joint attention layer of the failing workload (scenarios/workload.cpp): 24 heads x 128,
+    512 text tokens followed by (pixels/16)^2 image tokens, bf16, K as a [B, S, H, E] view."""
+    p = Problem()
+    p.batch, p.q_heads, p.kv_heads, p.head_dim = batch, 24, 24, 128
+    p.q_len = p.kv_len = 512 + (pixels // 16) ** 2
+    if text_padding:  # two captions, the second padded from 128 to 512 text tokens
+        p.mask, p.mask_per_batch, p.mask_pattern, p.text_tokens, p.text_valid = "bool", True, "text_padding", 512, 128
+    return p, "bshe"
+
+
+WORKLOADS = {"qwen-image-1024": lambda: workload_layer(1, 1024),
+             "qwen-image-1024-textpad": lambda: workload_layer(2, 1024, text_padding=True),
+             "qwen-image-512": lambda: workload_layer(1, 512)}
+# A scenario's own problem when the command line gives no shape (scenarios/scenario2_*.cpp).
+SCENARIO_WORKLOADS = {2: "qwen-image-1024"}
+
+
+# ------------------------------------------------------------------------------------ conditions
+class Settings:
+    """How the call runs (math_sdpa/path_settings.h, the fields PyTorch can express)."""
+
+    def __init__(self):
+        self.memory = "caching"
+        self.qk_gemm_stream = "same"
+        self.qk_gemm_order = "event"
+        self.k_layout = "bhse"
+        self.kt_contiguous = False
+        self.scores_to_host = "none"
+        self.scores_host_phase = "before"
+        self.entry_touch_streams = 0
+        self.entry_host_touch = False
+        self.last_stage = "stream_sync"
+
+    def fields(self):  # path_settings.cpp settings_fields, in repro's words
+        return {"alloc": ALLOC_OF_MEMORY[self.memory], "memory": self.memory, "stream": "legacy",
+                "qk_gemm_stream": self.qk_gemm_stream, "qk_gemm_order": self.qk_gemm_order,
+                "k_layout": self.k_layout, "qk_gemm_api": "strided",
+                "kt_contiguous": "on" if self.kt_contiguous else "off",
+                "scores_to_host": self.scores_to_host, "scores_host_phase": self.scores_host_phase,
+                "entry_touch_streams": str(self.entry_touch_streams),
+                "entry_host_touch": "on" if self.entry_host_touch else "off", "last_stage": self.last_stage}
+
+
+def apply_scenario(number, s):
+    """Each scenario's preconditions (scenarios/scenarioN_*.cpp), where PyTorch can express them.
+    Scenario 1's other stream is a side stream (repro's --gemm-stream aux): PyTorch's own current
+    stream is the legacy default stream, so the legacy stream is no other stream here. Scenario 3's
+    K^T reaches at::bmm as a strided view (repro's --gemm-api strided)."""
+    if number == 1:
+        s.qk_gemm_stream, s.qk_gemm_order, s.last_stage = "aux", "event", "qk_gemm"
+    elif number == 2:
+        s.scores_to_host, s.scores_host_phase, s.last_stage = "read", "during", "softmax"
+    elif number == 3:
+        s.k_layout, s.last_stage = "bshe", "qk_gemm"
+    elif number == 4:
+        s.entry_touch_streams, s.entry_host_touch = 4, True
+
+
+# Each fix's change to the settings (fixes/fixN_*.cpp configure); fixes 1 and 2 also act around
+# their stages (TorchBackend).
+FIX_NAMES = {1: "gemm_stream_sync", 2: "prefetch_scores", 3: "contiguous_kt", 4: "stream_ordered_alloc"}
+
+
+def configure_fix(number, s):
+    if number == 1:
+        s.qk_gemm_stream = "same"
+    elif number == 3:
+        s.kt_contiguous = True
+    elif number == 4:
+        s.memory = "async"
+
+
+def parse_fix_list(text):
+    if text in ("", "none"):
+        return []
+    if text == "all":
+        return [1, 2, 3, 4]
+    fixes = []
+    for item in text.split(","):
+        if item not in ("1", "2", "3", "4"):
+            raise usage_error("--fixes: '%s' is not a fix (expected a list of 1-4, all or none)" % item)
+        if int(item) in fixes:
+            raise usage_error("--fixes: fix %s given twice" % item)
+        fixes.append(int(item))
+    return sorted(fixes)
+
+
+def kt_copy_needed(p, s):
+    """Whether K^T is copied contiguous before the GEMM (path_settings.cpp): always with fix 3,
+    otherwise where at::matmul's reshape cannot fold a [B, S, H, E] view's batch and head strides."""
+    if s.kt_contiguous:
+        return True
+    return s.k_layout == "bshe" and not p.gqa() and p.batch > 1 and p.kv_len > 1
+
+
+def stage_runs(stage, p, s):
+    """Whether `stage` runs in a call of `p` under `s` (path_settings.cpp stage_runs)."""
+    if stage == "stream_sync":
+        return True
+    if STAGES.index(stage) > STAGES.index(s.last_stage):
+        return False
+    if stage == "mask_prepare":
+        return p.mask in ("bool", "causal") and STAGES.index(s.last_stage) >= STAGES.index("mask_add")
+    if stage in ("upcast", "cast_output"):
+        return p.compute_dtype() != p.dtype
+    if stage == "gqa_expand":
+        return p.gqa()
+    if stage == "kt_contiguous":
+        return kt_copy_needed(p, s)
+    if stage == "mask_add":
+        return p.mask != "none"
+    if stage == "scores_to_host":
+        return s.scores_to_host != "none"
+    if stage == "dropout":
+        return p.dropout > 0
+    return True
+
+
+def result_tensor_of(s):
+    """The tensor a call ends with, the one --save-output writes (path_settings.cpp)."""
+    last = STAGES.index(s.last_stage)
+    if last < STAGES.index("scores_to_host"):
+        return "scores"
+    if last < STAGES.index("pv_gemm"):
+        return "probs"
+    return "output"
+
+
+# ------------------------------------------------------------------------------------ the seed log
+# The lines of `repro --log-format seed` (math_sdpa/stage_log.cpp), to the character: the four
+# channels of the original instrumentation, [file:line] the line of this file that made the line.
+CHANNELS = ("SDPA_DEBUG", "ALLOC_DEBUG", "CUDA_DEBUG", "CUDA_EVENT")
+
+
+def seed(channel, message):
+    """A line on `channel`, remembering the line of this file that made it (as __LINE__ does)."""
+    return (channel, message, sys._getframe(1).f_lineno)
+
+
+def seed_text(line):
+    channel, message, source_line = line
+    if channel == "CUDA_EVENT":
+        return "[CUDA_EVENT] " + message
+    return "[%s] %s [%s:%d]" % (channel, message, LOG_FILE_NAME, source_line)
+
+
+def dims(values):
+    return "[" + ", ".join(str(v) for v in values) + "]"
+
+
+def float32(x):
+    return struct.unpack("f", struct.pack("f", x))[0]
+
+
+def scale_factors(p):
+    """sqrt(scale) on Q (with the scale's sign) and on K^T, as PyTorch's math path and repro
+    compute them (double), and the float repro logs."""
+    scale = p.softmax_scale()
+    k_factor = math.sqrt(abs(scale))
+    q_factor = -k_factor if scale < 0 else k_factor
+    return q_factor, k_factor
+
+
+def contiguous_strides(h, n, e):
+    return [h * n * e, n * e, e, 1]
+
+
+def key_strides(p, s):  # K as PyTorch prints it: contiguous, or a view of a [B, S, H, E] buffer
+    if s.k_layout == "bshe":
+        return [p.kv_len * p.kv_heads * p.head_dim, p.head_dim, p.kv_heads * p.head_dim, 1]
+    return contiguous_strides(p.kv_heads, p.kv_len, p.head_dim)
+
+
+def key_t_strides(p, s):  # the transposed view of K (of the expanded K for GQA)
+    if s.k_layout == "bshe" and not p.gqa():
+        return [p.kv_len * p.q_heads * p.head_dim, p.head_dim, 1, p.q_heads * p.head_dim]
+    return [p.q_heads * p.kv_len * p.head_dim, p.kv_len * p.head_dim, 1, p.head_dim]
+
+
+def pointer_text(handle):
+    """A pointer as std::ostream prints it ("0" for null), e.g. a cudaStream_t."""
+    return "0x%x" % handle if handle else "0"
+
+
+def pointer_p(handle):
+    """A pointer as printf's %p prints it in glibc ("(nil)" for null), as repro's notes do."""
+    return "0x%x" % handle if handle else "(nil)"
+
+
+def begin_lines(stage, p, s, stream=0):
+    """The seed lines at the start of a stage (stage_log.cpp seed_begin_lines)."""
+    kv_shape = dims([p.batch, p.kv_heads, p.kv_len, p.head_dim])
+    scores_shape = dims([p.batch, p.q_heads, p.q_len, p.kv_len])
+    if stage == "entry_sync":
+        return [seed("SDPA_DEBUG", "[SDPA_ENTRY] Q shape=%s K=%s V=%s device=cuda:0 dtype=%s is_causal=%s" % (
+            dims([p.batch, p.q_heads, p.q_len, p.head_dim]), kv_shape, kv_shape, DTYPES[p.dtype].torch_name,
+            "true" if p.mask == "causal" else "false"))]
+    if stage == "mask_prepare":
+        return [seed("SDPA_DEBUG", "[MATH_MASK_PREPARE] kind=%s shape=%s" % (p.mask, dims([p.q_len, p.kv_len])))]
+    if stage == "upcast":
+        return [seed("SDPA_DEBUG", "[MATH_UPCAST] %s->fp32 Q, K, V" % p.dtype)]
+    if stage == "scale_q":
+        return [seed("SDPA_DEBUG", "[MATH_SDPA_START] About to compute QK^T"),
+                seed("SDPA_DEBUG", "[MATH_SCALE_Q] factor=%f" % float32(scale_factors(p)[0]))]
+    if stage == "gqa_expand":
+        return [seed("SDPA_DEBUG", "[MATH_GQA_EXPAND] K, V %s group=%d" % (kv_shape, p.q_heads // p.kv_heads))]
+    if stage == "scale_k":
+        return [seed("SDPA_DEBUG", "[MATH_KT_PREP] K^T strides=%s contiguous=false" % dims(key_t_strides(p, s)))]
+    if stage == "kt_contiguous":
+        return [seed("SDPA_DEBUG", "[MATH_KT_CONTIGUOUS] K^T -> %s contiguous"
+                     % dims([p.batch * p.q_heads, p.head_dim, p.kv_len]))]
+    if stage == "qk_gemm":  # M, N, K of the Q.K^T GEMM (gemm.cpp: M = L, N = S, K = E)
+        return [seed("SDPA_DEBUG", "[CUBLAS_GEMM_START] M=%d N=%d K=%d" % (p.q_len, p.kv_len, p.head_dim))]
+    if stage == "mask_add":
+        return [seed("SDPA_DEBUG", "[MATH_MASK] Applying attention mask")]
+    if stage == "scores_to_host":
+        return [seed("SDPA_DEBUG", "[MATH_SCORES_TO_HOST] mode=%s scores shape=%s" % (s.scores_to_host, scores_shape))]
+    if stage == "softmax":
+        return [seed("SDPA_DEBUG", "[MATH_SOFTMAX_START] Input shape=%s" % scores_shape)]
+    if stage == "dropout":
+        return [seed("SDPA_DEBUG", "[MATH_DROPOUT_START]")]
+    if stage == "pv_gemm":  # P.V: M = L, N = E, K = S
+        return [seed("SDPA_DEBUG", "[MATH_FINAL_BMM_START]"),
+                seed("SDPA_DEBUG", "[CUBLAS_GEMM_START] M=%d N=%d K=%d" % (p.q_len, p.head_dim, p.kv_len))]
+    if stage == "cast_output":
+        return [seed("SDPA_DEBUG", "[MATH_CAST_OUTPUT] fp32->%s" % p.dtype)]
+    if stage == "stream_sync":
+        return [seed("CUDA_DEBUG", "[STREAM_SYNC] stream=%s device=0" % pointer_text(stream))]
+    raise AssertionError(stage)
+
+
+def end_lines(stage, p, s, values, duration_us, now_epoch_us):
+    """The seed lines at the end of a stage (stage_log.cpp seed_end_lines); `values` holds the
+    --log values fields the instrumentation printed (min, max, isnan, isinf; sum)."""
+    scores_shape = dims([p.batch, p.q_heads, p.q_len, p.kv_len])
+    at = " @ %d" % now_epoch_us
+    fields = "".join(" %s=%s" % (k, values[k]) for k in ("min", "max", "isnan", "isinf", "sum") if k in values)
+    if stage == "entry_sync":
+        return [seed("CUDA_EVENT", "sdpa_entry" + at), seed("SDPA_DEBUG", "[SDPA_ENTRY] Post-sync complete"),
+                seed("SDPA_DEBUG", "[BACKEND_SELECT] Chosen backend: MATH use_flash=false use_mem_efficient=false "
+                                   "use_math=true use_cudnn=false")]
+    if stage == "mask_prepare":
+        return [seed("SDPA_DEBUG", "[MATH_MASK_PREPARE_DONE]")]
+    if stage == "upcast":
+        return [seed("SDPA_DEBUG", "[MATH_UPCAST_DONE]")]
+    if stage == "scale_q":
+        return [seed("CUDA_EVENT", "math_qk_start" + at),
+                seed("SDPA_DEBUG", "[MATH_QK] Q strides=%s K strides=%s Q contiguous=true K contiguous=%s" % (
+                    dims(contiguous_strides(p.q_heads, p.q_len, p.head_dim)), dims(key_strides(p, s)),
+                    "false" if s.k_layout == "bshe" else "true"))]
+    if stage == "gqa_expand":
+        return [seed("SDPA_DEBUG", "[MATH_GQA_EXPAND_DONE]")]
+    if stage == "scale_k":
+        return [seed("SDPA_DEBUG", "[MATH_KT_PREP_DONE]")]
+    if stage == "kt_contiguous":
+        return [seed("SDPA_DEBUG", "[MATH_KT_CONTIGUOUS_DONE]")]
+    if stage == "qk_gemm":
+        return [seed("SDPA_DEBUG", "[CUBLAS_GEMM_DONE]"),
+                seed("SDPA_DEBUG", "[MATH_QK_DONE] scores shape=%s%s" % (scores_shape, fields))]
+    if stage == "mask_add":
+        return [seed("SDPA_DEBUG", "[MATH_MASK_DONE]")]
+    if stage == "scores_to_host":
+        return [seed("SDPA_DEBUG", "[MATH_SCORES_TO_HOST_DONE] duration_ms=%d" % (duration_us // 1000))]
+    if stage == "softmax":
+        return [seed("SDPA_DEBUG", "[MATH_SOFTMAX_DONE] Output shape=%s%s" % (scores_shape, fields))]
+    if stage == "dropout":
+        return [seed("SDPA_DEBUG", "[MATH_DROPOUT_DONE]")]
+    if stage == "pv_gemm":
+        return [seed("SDPA_DEBUG", "[CUBLAS_GEMM_DONE]"),
+                seed("SDPA_DEBUG", "[MATH_FINAL_BMM_DONE] output shape=%s"
+                     % dims([p.batch, p.q_heads, p.q_len, p.head_dim]))]
+    if stage == "cast_output":
+        return [seed("SDPA_DEBUG", "[MATH_CAST_OUTPUT_DONE]")]
+    if stage == "stream_sync":
+        # cudaGetErrorString(cudaSuccess): the call returned, or this line would not be written.
+        return [seed("CUDA_DEBUG", "[STREAM_SYNC_DONE] result=no error duration_ms=%d" % (duration_us // 1000)),
+                seed("CUDA_EVENT", "math_sdpa_complete" + at)]
+    raise AssertionError(stage)
+
+
+def allocation_lines(nbytes, address, unified_memory):
+    return [seed("ALLOC_DEBUG", "[CUDA_MALLOC] size=%d stream=0 device=0 unified_memory=%d"
+                 % (nbytes, 1 if unified_memory else 0)),
+            seed("ALLOC_DEBUG", "[CUDA_MALLOC_DONE] ptr=%s" % pointer_text(address))]
+
+
+def note_line(text):
+    return seed("SDPA_DEBUG", text)
+
+
+def memory_line(memory, detail):
+    return seed("ALLOC_DEBUG", "[TORCH_MEMORY] memory=%s %s" % (memory, detail))
+
+
+class SeedLog:
+    """Writes seed lines to stderr, each flushed at once: the last line of a hung run names the stage."""
+
+    def __init__(self, enabled, out=None):
+        self.enabled = enabled
+        self.out = out or sys.stderr
+        self.lock = threading.Lock()
+
+    def write(self, lines):
+        if not self.enabled:
+            return
+        with self.lock:
+            for line in lines:
+                self.out.write(seed_text(line) + "\n")
+            self.out.flush()
+
+
+def epoch_us():
+    return time.time_ns() // 1000
+
+
+def monotonic_us():
+    return time.monotonic_ns() // 1000
+
+
+# ---------------------------------------------------------------------------------- the watchdog
+class Watchdog:
+    """A thread that polls the stage in progress (never a CUDA call): past the deadline it prints
+    the stage, dumps every Python thread's stack, writes the JSON and exits 3, within the deadline
+    plus a poll. PyTorch releases the GIL in its ops and in torch.cuda.synchronize, and the
+    helper library's host reads go through ctypes, which releases it too; should a hung call hold
+    the GIL all the same, faulthandler's own timer (no GIL needed) still dumps the stacks two
+    seconds after the deadline, and the process hangs on."""
+
+    POLL_S = 0.05
+
+    def __init__(self, timeout_s, on_hang):
+        self.timeout_s = timeout_s
+        self.on_hang = on_hang  # (stage, running_s) -> None; writes the JSON from host state only
+        self.lock = threading.Lock()
+        self.stage, self.started = None, 0.0
+        self.thread = threading.Thread(target=self._watch, name="torch_stages-watchdog", daemon=True)
+        self.thread.start()
+
+    def arm(self, stage):
+        with self.lock:
+            self.stage, self.started = stage, time.monotonic()
+        faulthandler.dump_traceback_later(self.timeout_s + 2.0, repeat=False, file=sys.stderr, exit=False)
+
+    def disarm(self):
+        faulthandler.cancel_dump_traceback_later()
+        with self.lock:
+            self.stage = None
+
+    def _watch(self):
+        while True:
+            time.sleep(self.POLL_S)
+            with self.lock:
+                stage, started = self.stage, self.started
+            if stage is None:
+                continue
+            running = time.monotonic() - started
+            if running > self.timeout_s:
+                self._fire(stage, running)
+
+    def _fire(self, stage, running):
+        message = "%s: HANG: stage %s did not finish within %.1f s (running for %.2f s)" % (
+            PROG, stage, self.timeout_s, running)
+        sys.stderr.write(message + "\n" + "%s: the Python threads' stacks, most recent call first:\n" % PROG)
+        sys.stderr.flush()
+        faulthandler.dump_traceback(file=sys.stderr, all_threads=True)
+        try:
+            self.on_hang(stage, running, message)
+        finally:
+            sys.stderr.flush()
+            os._exit(EXIT_HANG)
+
+
+# ----------------------------------------------------------------------------- the staged call
+class StagedCall:
+    """One call of the path, stage by stage, in the order of repro's MathSdpa::run
+    (math_sdpa/pipeline.cpp): the seed lines and the watchdog around each stage, the work done by
+    the backend (TorchBackend on the GPU, DryBackend for --dry-run)."""
+
+    def __init__(self, problem, settings, level, log, backend, watchdog, inject, timings):
+        self.p, self.s, self.level, self.log = problem, settings, level, log
+        self.backend, self.watchdog, self.inject, self.timings = backend, watchdog, inject, timings
+        backend.note = self.note
+
+    def note(self, text):
+        self.log.write([note_line(text)])
+
+    def runs(self, stage):
+        return stage_runs(stage, self.p, self.s)
+
+    def stage(self, name, work):
+        be = self.backend
+        if self.watchdog:
+            self.watchdog.arm(name)
+        t0 = monotonic_us()
+        self.log.write(begin_lines(name, self.p, self.s, be.stream_handle()))
+        if self.inject == name:
+            be.stall()
+        work()
+        # As the original instrumentation: wait for the stage, so that its _DONE line means
+        # "finished on the GPU"; the seed format also waits before math_qk_start.
+        if name not in HOST_STAGES and (self.level in ("sync", "values") or name == "scale_q"):
+            be.synchronize()
+        values = be.values(name) if self.level == "values" else {}
+        duration = monotonic_us() - t0
+        self.log.write(end_lines(name, self.p, self.s, values, duration, epoch_us()))
+        self.timings.setdefault(name, []).append(duration / 1000.0)
+        if self.watchdog:
+            self.watchdog.disarm()
+
+    def run(self):
+        be = self.backend
+        be.start_call()
+        self.stage("entry_sync", be.entry_sync)
+        for name in ("mask_prepare", "upcast"):
+            if self.runs(name):
+                self.stage(name, getattr(be, name))
+        self.stage("scale_q", be.scale_q)
+        if self.runs("gqa_expand"):
+            self.stage("gqa_expand", be.gqa_expand)
+        self.stage("scale_k", be.scale_k)
+        if self.runs("kt_contiguous"):
+            self.stage("kt_contiguous", be.kt_contiguous)
+        be.order_gemm_after_producers()
+        self.stage("qk_gemm", be.qk_gemm)
+        be.order_path_after_gemm()
+        for name in ("mask_add", "scores_to_host", "softmax", "dropout", "pv_gemm", "cast_output"):
+            if self.runs(name):
+                self.stage(name, getattr(be, name))
+        self.stage("stream_sync", be.stream_sync)
+
+
+# The notes of the scenario conditions and fixes, in repro's words (math_sdpa/conditions.cpp, fixes/).
+def pages_of(nbytes):
+    return (nbytes + TOUCH_PAGE_BYTES - 1) // TOUCH_PAGE_BYTES
+
+
+def scenario1_note(gemm_stream, path_stream, ordered):
+    how = "ordered after stream %s by an event" if ordered else "NOT ordered after stream %s: a deliberate race"
+    return "[SCENARIO_1] Q.K^T GEMM on stream %s (aux), " % pointer_p(gemm_stream) + how % pointer_p(path_stream)
+
+
+def scenario2_toucher_note(nbytes):
+    return "[SCENARIO_2] a host thread reads the scores' %d pages while softmax runs" % pages_of(nbytes)
+
+
+def scenario2_touched_note(passes, ms):
+    return "[SCENARIO_2] the host thread touched the scores %d times while softmax ran (%.3f ms)" % (passes, ms)
+
+
+def scenario2_read_note(nbytes, lo, hi, ms):
+    return "[SCENARIO_2] host read scores: %d bytes, %d pages, min=%.6g max=%.6g (%.3f ms)" % (
+        nbytes, pages_of(nbytes), lo, hi, ms)
+
+
+SCENARIO2_NOT_CONCURRENT = ("[SCENARIO_2] the host cannot touch managed memory while a kernel runs here "
+                            "(concurrentManagedAccess=0): it reads the scores before softmax instead")
+
+
+def scenario4_host_touch(s, concurrent_managed_access):
+    """Scenario 4's host touches: (whether the host touches the pages, whether it does so while
+    the streams do, the note's words for it). Only managed memory is the host's to touch."""
+    host_ok = s.entry_host_touch and s.memory == "managed"
+    concurrent = host_ok and concurrent_managed_access == 1
+    words = ("none" if not host_ok else "concurrently (concurrentManagedAccess=1)" if concurrent
+             else "only between launches (concurrentManagedAccess=0)")
+    return host_ok, concurrent, words
+
+
+def scenario4_skipped_note(s):
+    return "[SCENARIO_4] host touches skipped: %s memory is not host-accessible" % ALLOC_OF_MEMORY[s.memory]
+
+
+def scenario4_host_read_note(pages, tensors, ms):
+    return "[SCENARIO_4] host read %d pages of %d tensors first (%.3f ms)" % (pages, tensors, ms)
+
+
+def scenario4_storm_note(streams, pages, host):
+    return "[SCENARIO_4] %d streams touch %d pages each; host touches %s" % (streams, pages, host)
+
+
+def fix1_note(path_stream, when):
+    return "[FIX_1] cuBLAS handle on the producing stream %s; cudaStreamSynchronize %s the GEMM" % (
+        pointer_p(path_stream), when)
+
+
+def fix2_prefetch_note(nbytes, device, memory):
+    if memory == "managed":
+        return "[FIX_2] cudaMemPrefetchAsync(scores, %d bytes, device %d); cudaStreamSynchronize" % (nbytes, device)
+    return "[FIX_2] prefetch skipped (%s memory does not migrate); cudaStreamSynchronize" % ALLOC_OF_MEMORY[memory]
+
+
+FIX2_AFTER = "[FIX_2] cudaDeviceSynchronize after softmax"
+
+
+class DryBackend:
+    """--dry-run: no PyTorch, no GPU; the stages do nothing but their notes (as on a device with
+    concurrentManagedAccess, numbers 0), so that the log lines of a call (and the watchdog, with
+    --inject) can be seen and tested anywhere."""
+
+    def __init__(self, problem, settings, fixes, stage_timeout_s):
+        self.p, self.s, self.fixes, self.stage_timeout_s = problem, settings, fixes, stage_timeout_s
+        self.note = None
+
+    def stream_handle(self):
+        return 0
+
+    def stall(self):  # the host stands in for the GPU: a bounded wait the watchdog must catch
+        deadline = time.monotonic() + self.stage_timeout_s + 10.0
+        while time.monotonic() < deadline:
+            time.sleep(0.01)
+
+    def synchronize(self):
+        pass
+
+    def values(self, stage):
+        return {}
+
+    def start_call(self):
+        pass
+
+    def entry_sync(self):
+        if self.s.entry_touch_streams > 0:
+            host_ok, _, words = scenario4_host_touch(self.s, 1)
+            if self.s.entry_host_touch and not host_ok:
+                self.note(scenario4_skipped_note(self.s))
+            if host_ok:
+                self.note(scenario4_host_read_note(0, 0, 0.0))
+            self.note(scenario4_storm_note(self.s.entry_touch_streams, 0, words))
+
+    def _gemm(self):
+        if 1 in self.fixes:
+            self.note(fix1_note(0, "before"))
+            self.note(fix1_note(0, "after"))
+
+    def order_gemm_after_producers(self):
+        if self.s.qk_gemm_stream == "aux":
+            self.note(scenario1_note(0, 0, self.s.qk_gemm_order == "event"))
+
+    def scores_to_host(self):
+        nbytes = self.p.score_elems() * DTYPES[self.p.compute_dtype()].size
+        if self.s.scores_host_phase == "during":
+            self.note(scenario2_toucher_note(nbytes))
+        else:
+            self.note(scenario2_read_note(nbytes, 0.0, 0.0, 0.0))
+
+    def softmax(self):
+        if 2 in self.fixes:
+            self.note(fix2_prefetch_note(0, 0, self.s.memory))
+            self.note(FIX2_AFTER)
+
+    def stream_sync(self):
+        if self.s.scores_to_host != "none" and self.s.scores_host_phase == "during" and stage_runs(
+                "scores_to_host", self.p, self.s):
+            self.note(scenario2_touched_note(0, 0.0))
+
+    qk_gemm = pv_gemm = _gemm
+    mask_prepare = upcast = scale_q = gqa_expand = scale_k = kt_contiguous = start_call
+    order_path_after_gemm = mask_add = dropout = cast_output = start_call
+
+
+# --------------------------------------------------------------------------------- options
+class OneLineParser(argparse.ArgumentParser):
+    """argparse whose errors are one line and exit 2 (repro's usage errors)."""
+
+    def error(self, message):
+        raise usage_error(message)
+
+
+def build_parser():
+    ap = OneLineParser(prog=PROG, description=__doc__.split("\n\n")[0], allow_abbrev=False,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    a = ap.add_argument
+    a("--scenario", type=int, default=0, choices=range(0, 5), help="0 = the full path; 1-4 the deadlock scenarios")
+    a("--fix", default="off", choices=("on", "off"), help="on: apply the scenario's own fix")
+    a("--fixes", default="none", help="fixes to apply, any scenario: a list of 1-4, all or none")
+    a("--full", action="store_true", help="run the whole path under the scenario's conditions")
+    a("--workload", choices=sorted(WORKLOADS), help="a layer of the failing workload as the problem")
+    a("--dtype", choices=sorted(DTYPES), help="element type (default bf16)")
+    a("--precision", default="upcast", choices=PRECISIONS, help="upcast (PyTorch's default) or native")
+    a("-b", "--batch", type=int, help="batch size B (default 2)")
+    a("--heads", type=int, help="query heads Hq (default 8)")
+    a("--kv-heads", type=int, help="key/value heads Hkv (default Hq)")
+    a("-L", "--q-len", type=int, help="query length L (default 128)")
+    a("-S", "--kv-len", type=int, help="key/value length S (default L)")
+    a("-E", "--head-dim", type=int, help="head dimension E (default 64)")
+    a("--mask", choices=MASKS, help="attention mask: none, bool, float (additive), causal")
+    a("--mask-dims", choices=MASK_DIMS, help="mask broadcast over batch x heads (default 1x1)")
+    a("--text-padding", metavar="TOKENS:VALID", help="a boolean key-padding mask (implies --mask bool --mask-dims Bx1)")
+    a("--dropout", type=float, default=0.0, help="dropout probability in [0, 1)")
+    a("--scale", type=float, help="softmax scale (default 1/sqrt(E))")
+    a("--seed", help="seed of the random inputs (0 to 2^64-1, default 23962) and of torch's dropout")
+    a("--k-layout", choices=K_LAYOUTS,
+      help="bhse (contiguous K) or bshe (a [B, S, H, E] buffer viewed as [B, H, S, E])")
+    a("--gemm-stream", choices=GEMM_STREAMS, help="the Q.K^T GEMM's stream: same, or aux (a side stream; scenario 1)")
+    a("--gemm-order", choices=GEMM_ORDERS, help="that GEMM after Q and K: event, or none (a deliberate race)")
+    a("--gemm-api", choices=GEMM_APIS, help="strided (at::bmm, the only one PyTorch calls)")
+    a("--scores-to-host", choices=SCORES_TO_HOST, help="host access to the scores before softmax: none or read")
+    a("--scores-host-phase", choices=HOST_PHASES, help="before softmax, or during it (a host thread)")
+    a("--touch-streams", type=int, help="streams reading every page of every tensor at entry (scenario 4: 4)")
+    a("--host-touch", choices=("on", "off"), help="a host thread reads those pages at entry too (scenario 4: on)")
+    a("--memory", default="caching", choices=sorted(MEMORIES), help="caching (default), managed or async")
+    a("--mode", default="stages", choices=MODES, help="stages (default) or whole (F.scaled_dot_product_attention)")
+    a("--iters", type=int, default=1, help="calls of the path")
+    a("--json", help="write the result as JSON to this file")
+    a("--inputs", help="load q.npy, k.npy, v.npy and optional mask.npy from this directory")
+    a("--save-output", help="write the result tensor to this .npy file (float32)")
+    a("--log", default="sync", choices=LOG_LEVELS, help="off, stages, sync (default: a device sync after every "
+                                                        "stage) or values (also min/max/isnan/isinf and sums)")
+    a("--log-format", default="seed", choices=LOG_FORMATS, help="seed (the only format this script writes)")
+    a("--stage-timeout", type=float, default=20.0, help="watchdog deadline per stage, seconds (default 20)")
+    a("--inject", help="hang:STAGE: a spinning kernel makes that stage stall, to test the watchdog")
+    a("--dry-run", action="store_true", help="print one call's log lines without PyTorch, then exit")
+    return ap
+
+
+def parse_seed(text):
+    if not text or len(text) > 20 or not text.isdigit() or not text.isascii() or int(text) >= 2 ** 64:
+        raise usage_error("--seed: '%s' is not an integer in [0, 2^64)" % text[:40])
+    return int(text)
+
+
+def parse_text_padding(text):
+    tokens, _, valid = text.partition(":")
+    for part in (tokens, valid):
+        if not part or len(part) > 9 or not part.isdigit() or not part.isascii():
+            raise usage_error("--text-padding: '%s' is not TOKENS:VALID (two positive integers)" % text[:40])
+    return int(tokens), int(valid)
+
+
+class Options:
+    """The command line, resolved: the problem, the conditions (scenario), the settings (with fixes)."""
+
+    def __init__(self, args, argv):
+        self.args, self.argv = args, argv
+        self.scenario = args.scenario
+        self.workload = None
+        self.problem = Problem()
+        self.conditions = Settings()
+        self.fixes = []
+        self.own_fix = args.fix == "on"
+        self.settings = None
+        self.inject = None
+        self.waiver = None
+
+
+def resolve(args, argv):
+    """repro's RunOptionParser::finish (repro/cli/run_options.cpp), for the options this script has."""
+    o = Options(args, argv)
+    shape_given = any(v is not None for v in (args.batch, args.heads, args.kv_heads, args.q_len, args.kv_len,
+                                               args.head_dim)) or args.inputs is not None
+    o.workload = args.workload or (None if shape_given else SCENARIO_WORKLOADS.get(args.scenario))
+    p = o.problem
+    workload_k_layout = None
+    if o.workload:
+        p, workload_k_layout = WORKLOADS[o.workload]()
+        o.problem = p
+    for field, value in (("batch", args.batch), ("q_heads", args.heads), ("q_len", args.q_len),
+                         ("head_dim", args.head_dim)):
+        if value is not None:
+            setattr(p, field, value)
+    if args.kv_heads is not None:
+        p.kv_heads = args.kv_heads
+    elif args.heads is not None or not o.workload:
+        p.kv_heads = p.q_heads
+    if args.kv_len is not None:
+        p.kv_len = args.kv_len
+    elif args.q_len is not None or not o.workload:
+        p.kv_len = p.q_len
+    if args.dtype is not None or not o.workload:
+        p.dtype = args.dtype or "bf16"
+    p.precision = args.precision
+    if args.mask is not None or not o.workload:
+        p.mask, p.mask_pattern = args.mask or "none", "random"
+    if args.mask_dims is not None or not o.workload:
+        dims_ = args.mask_dims or "1x1"
+        p.mask_per_batch, p.mask_per_head = dims_[0] == "B", dims_[2] == "H"
+    if args.text_padding is not None:
+        if args.mask is not None and args.mask != "bool":
+            raise usage_error("--text-padding is a boolean mask: it excludes --mask " + args.mask)
+        p.mask, p.mask_per_batch, p.mask_per_head, p.mask_pattern = "bool", True, False, "text_padding"
+        p.text_tokens, p.text_valid = parse_text_padding(args.text_padding)
+    p.dropout = args.dropout
+    if args.scale is not None:
+        p.scale = args.scale
+    if args.seed is not None:
+        p.seed = parse_seed(args.seed)
+
+    # Defaults, then the scenario's preconditions, then what the command line says explicitly.
+    c = o.conditions
+    c.memory = args.memory
+    if workload_k_layout:
+        c.k_layout = workload_k_layout
+    apply_scenario(args.scenario, c)
+    if args.full:
+        c.last_stage = "stream_sync"
+    if args.gemm_stream is not None:
+        c.qk_gemm_stream = args.gemm_stream
+    if args.gemm_order is not None:
+        c.qk_gemm_order = args.gemm_order
+    if args.k_layout is not None:
+        c.k_layout = args.k_layout
+    if args.gemm_api == "batched":
+        raise usage_error("--gemm-api batched: PyTorch's at::bmm has no pointer-array GEMM (cublasGemmBatchedEx); "
+                          "this script runs strided, as repro --gemm-api strided does")
+    if args.scores_to_host is not None:
+        if args.scores_to_host in ("advise", "both"):
+            raise usage_error("--scores-to-host %s: not supported here (none or read)" % args.scores_to_host)
+        c.scores_to_host = args.scores_to_host
+    if args.scores_host_phase is not None:
+        c.scores_host_phase = args.scores_host_phase
+    if args.touch_streams is not None:
+        if not 0 <= args.touch_streams <= 64:
+            raise usage_error("--touch-streams: %d is not in [0, 64]" % args.touch_streams)
+        c.entry_touch_streams = args.touch_streams
+    if args.host_touch is not None:
+        c.entry_host_touch = args.host_touch == "on"
+
+    o.fixes = parse_fix_list(args.fixes)
+    if o.own_fix:
+        if args.scenario == 0:
+            raise usage_error("--fix on: scenario 0 has no fix of its own (use --fixes 1,2,3,4 or all)")
+        if args.scenario not in o.fixes:
+            o.fixes = sorted(o.fixes + [args.scenario])  # scenario N's own fix is fix N
+    o.settings = copy.copy(c)
+    for n in o.fixes:
+        configure_fix(n, o.settings)
+    # Scenarios 1-4 are about pages that migrate; memory that never leaves the GPU waives them
+    # (scenarios/registry.cpp scenario_waiver), unless a fix took the condition away; the host's
+    # reads of the scores need memory the host can read (conditions.cpp check_conditions_expressible).
+    if args.scenario > 0 and c.memory != "managed":
+        o.waiver = ("scenario %d is about pages that migrate between host and GPU; %s memory never leaves the GPU "
+                    "(use --memory managed)" % (args.scenario, args.memory))
+    elif o.settings.scores_to_host != "none" and o.settings.memory != "managed":
+        o.waiver = ("scenario 2's condition (the scores moved to the host before softmax) needs memory whose pages "
+                    "migrate (--memory managed); %s memory never leaves the GPU" % o.settings.memory)
+
+    if args.log_format != "seed":
+        raise usage_error("--log-format %s: this script writes the seed format only (--log-format seed)"
+                          % args.log_format)
+    if args.iters < 1:
+        raise usage_error("--iters: %d is not in [1, 100000000]" % args.iters)
+    if not 0.01 <= args.stage_timeout <= 86400:
+        raise usage_error("--stage-timeout: %g is not in [0.01, 86400]" % args.stage_timeout)
+    if args.inject is not None:
+        kind, _, stage = args.inject.partition(":")
+        if kind != "hang" or stage not in STAGES:
+            raise usage_error("--inject: '%s' is not hang:STAGE (stages: %s)" % (args.inject[:40], " ".join(STAGES)))
+        o.inject = stage
+    if args.mode == "whole":
+        check_whole_mode(o)
+    if args.inputs is None:
+        p.validate()
+        check_inject(o)
+    return o
+
+
+def check_inject(o):
+    if o.inject is None:
+        return
+    if o.args.mode == "whole":
+        if o.inject not in ("entry_sync", "stream_sync"):
+            raise usage_error("--inject: in --mode whole a stall can be injected at entry_sync or stream_sync "
+                              "(the call itself only issues its kernels; stream_sync waits for them)")
+    elif not stage_runs(o.inject, o.problem, o.settings):
+        raise usage_error("--inject: stage %s does not run in this configuration (mask_prepare needs --mask "
+                          "bool|causal, upcast and cast_output fp16/bf16 with --precision upcast, gqa_expand "
+                          "--kv-heads < --heads, kt_contiguous a K^T copy, mask_add a mask, scores_to_host scenario 2, "
+                          "dropout --dropout > 0, and scenarios 1-3 stop early unless --full)" % o.inject)
+
+
+# Whole mode's stages: the entry synchronisation, the one call, the end synchronisation.
+WHOLE_STAGES = ("entry_sync", "sdpa_call", "stream_sync")
+
+
+def check_whole_mode(o):
+    s = o.settings
+    if s.qk_gemm_stream != "same" or s.scores_to_host != "none":
+        raise usage_error("--mode whole: scenario %d's condition acts inside the call, which whole mode cannot "
+                          "reach (use --mode stages)" % o.scenario)
+    if any(n in (1, 2, 3) for n in o.fixes):
+        raise usage_error("--mode whole: fixes 1-3 act inside the call (use --mode stages); fix 4 is --memory async")
+    if o.args.log == "values":
+        raise usage_error("--mode whole: --log values needs the stages (use --mode stages)")
+
+
+def parse_command_line(argv):
+    args = build_parser().parse_args(argv)
+    return resolve(args, argv)
+
+
+# ------------------------------------------------------------------------------------ the inputs
+# The generator of math_sdpa/random_inputs.h and random_masks.h, exactly: splitmix64 and
+# Box-Muller, the same seed giving the same tensors as repro's. splitmix64's n-th output depends
+# on n alone, so numpy computes them all at once. numpy's float64 log and cos may differ from the
+# C library's in the last bits, so the few values whose rounding to float32 those bits could
+# change are computed again with math.log and math.cos, the C library's own, which repro calls.
+GOLDEN = 0x9E3779B97F4A7C15
+MIX1, MIX2 = 0xBF58476D1CE4E5B9, 0x94D049BB133111EB
+MASK64 = (1 << 64) - 1
+TWO_PI = 6.283185307179586
+CHUNK = 1 << 22
+
+
+class InputRng:
+    """InputRng of random_inputs.h, with its draws counted, so that any range of them is computed."""
+
+    def __init__(self, seed):
+        self.state = (seed * 0x2545F4914F6CDD1D + 1) & MASK64
+        self.drawn = 0
+
+    def raw(self, count):
+        """The next `count` outputs of next(), as uint64."""
+        np = numpy()
+        k = np.arange(self.drawn + 1, self.drawn + count + 1, dtype=np.uint64)
+        self.drawn += count
+        with np.errstate(over="ignore"):
+            z = np.uint64(self.state) + k * np.uint64(GOLDEN)
+            z = (z ^ (z >> np.uint64(30))) * np.uint64(MIX1)
+            z = (z ^ (z >> np.uint64(27))) * np.uint64(MIX2)
+        return z ^ (z >> np.uint64(31))
+
+    def uniform(self, count):
+        return (self.raw(count) >> numpy().uint64(11)).astype(numpy().float64) * (1.0 / 9007199254740992.0)
+
+    def normal_float32(self, count):
+        """`count` values of float(normal()), as repro's random_normal casts them."""
+        np = numpy()
+        u = self.uniform(2 * count)
+        u1, u2 = 1.0 - u[0::2], u[1::2]
+        with np.errstate(divide="ignore"):
+            d = np.sqrt(-2.0 * np.log(u1)) * np.cos(TWO_PI * u2)
+        f = d.astype(np.float32)
+        # Values near a float32 rounding boundary, or where log and cos are least accurate in
+        # relative terms (u1 near 1, cos near 0), are computed again as the C library does.
+        lo, hi = (d * (1.0 - 2.0 ** -40)).astype(np.float32), (d * (1.0 + 2.0 ** -40)).astype(np.float32)
+        redo = np.nonzero((lo != hi) | (u1 > 0.999) | (np.abs(np.cos(TWO_PI * u2)) < 1e-3))[0]
+        for i in redo.tolist():
+            a, b = float(u1[i]), float(u2[i])
+            f[i] = math.sqrt(-2.0 * math.log(a)) * math.cos(TWO_PI * b)
+        return f
+
+
+def round_to_dtype(values, dtype):
+    """float32 values rounded to `dtype` with round-to-nearest-even (dtype.h round_to_dtype)."""
+    np = numpy()
+    if dtype == "fp32":
+        return values
+    if dtype == "fp16":
+        return values.astype(np.float16).astype(np.float32)
+    bits = values.view(np.uint32).astype(np.uint64)
+    rounded = ((bits + 0x7FFF + ((bits >> np.uint64(16)) & np.uint64(1))) >> np.uint64(16)) & np.uint64(0xFFFF)
+    nan = np.isnan(values)
+    rounded[nan] = (bits[nan] >> np.uint64(16)) | np.uint64(0x40)  # keep it a quiet NaN
+    return bf16_bits_to_float32(rounded.astype(np.uint16))
+
+
+def bf16_bits_to_float32(bits):
+    np = numpy()
+    return (bits.astype(np.uint32) << np.uint32(16)).view(np.float32)
+
+
+def random_normal(rng, count, dtype):
+    np = numpy()
+    out = np.empty(count, dtype=np.float32)
+    for start in range(0, count, CHUNK):
+        n = min(CHUNK, count - start)
+        out[start:start + n] = round_to_dtype(rng.normal_float32(n), dtype)
+    return out
+
+
+def random_bool_mask(rng, slices, rows, cols):
+    """[slices, rows, cols], 1 = attend: a quarter of the keys dropped, one row per slice fully
+    masked (no draws for that row: the && short-circuits)."""
+    np = numpy()
+    mask = np.zeros((slices, rows, cols), dtype=np.bool_)
+    for s in range(slices):
+        drawn_rows = np.ones(rows, dtype=np.bool_)
+        drawn_rows[(s * 7 + 3) % rows] = False
+        mask[s, drawn_rows] = (rng.uniform((rows - 1) * cols) >= 0.25).reshape(rows - 1, cols)
+    return mask
+
+
+def text_padding_mask(batches, rows, cols, text_tokens, text_valid):
+    np = numpy()
+    mask = np.ones((batches, rows, cols), dtype=np.bool_)
+    mask[1:, :, text_valid:text_tokens] = False
+    return mask
+
+
+def random_additive_mask(rng, count, dtype):
+    """Uniform in [-2, 2] rounded to the dtype, about 10% -inf. Each value takes one draw, or two
+    (the second gives the value) when the first is not below 0.1, so the values are drawn one
+    by one (a Python loop: seconds for the largest masks)."""
+    np = numpy()
+    buffer, at = [], 0
+    values = []
+    for _ in range(count):
+        if at == len(buffer):
+            buffer, at = rng.uniform(CHUNK).tolist(), 0
+        u = buffer[at]
+        at += 1
+        if u < 0.1:
+            values.append(-math.inf)
+            continue
+        if at == len(buffer):
+            buffer, at = rng.uniform(CHUNK).tolist(), 0
+        values.append(4.0 * buffer[at] - 2.0)
+        at += 1
+    rng.drawn -= len(buffer) - at  # drawn ahead but not used: the next draws start there
+    out = np.array(values, dtype=np.float64).astype(np.float32)  # static_cast<float>
+    finite = np.isfinite(out)
+    out[finite] = round_to_dtype(out[finite], dtype)
+    return out
+
+
+class HostInputs:
+    """Q, K, V [B, H, len, E] float32 already rounded to the dtype, and the mask (bool or float)
+    as [B|1, H|1, L, S]; where they came from, for the JSON."""
+
+    def __init__(self, q, k, v, mask, source):
+        self.q, self.k, self.v, self.mask, self.source = q, k, v, mask, source
+
+
+def make_random_inputs(p):
+    np = numpy()
+    rng = InputRng(p.seed)
+    q = random_normal(rng, p.batch * p.q_heads * p.q_len * p.head_dim, p.dtype)
+    kv_shape = (p.batch, p.kv_heads, p.kv_len, p.head_dim)
+    k = random_normal(rng, int(np.prod(kv_shape)), p.dtype)
+    v = random_normal(rng, int(np.prod(kv_shape)), p.dtype)
+    mask_shape = (p.mask_batch(), p.mask_heads(), p.q_len, p.kv_len)
+    mask = None
+    if p.mask == "bool" and p.mask_pattern == "text_padding":
+        mask = text_padding_mask(p.mask_batch(), p.q_len, p.kv_len, p.text_tokens, p.text_valid)
+    elif p.mask == "bool":
+        mask = random_bool_mask(rng, p.mask_batch() * p.mask_heads(), p.q_len, p.kv_len)
+    elif p.mask == "float":
+        mask = random_additive_mask(rng, int(np.prod(mask_shape)), p.dtype)
+    if mask is not None:
+        mask = mask.reshape(mask_shape)
+    return HostInputs(q.reshape(p.batch, p.q_heads, p.q_len, p.head_dim), k.reshape(kv_shape), v.reshape(kv_shape),
+                      mask, "random (math_sdpa/random_inputs.h's generator, seed %d)" % p.seed)
+
+
+NPY_DTYPES = {"<f4": "fp32", "<f2": "fp16", "<u2": "bf16"}  # bf16 travels as uint16 (repro/cli/inputs.cpp)
+
+
+def load_npy(path):
+    np = numpy()
+    try:
+        return np.load(path, allow_pickle=False)
+    except (OSError, ValueError) as e:
+        raise usage_error("%s: %s" % (path, str(e).splitlines()[0] if str(e) else type(e).__name__))
+
+
+def npy_as_float32(a, what):
+    np = numpy()
+    descr = a.dtype.str
+    if descr not in NPY_DTYPES:
+        raise usage_error("%s: must be float32, float16 or bfloat16 (stored as uint16), not %s" % (what, descr))
+    if descr == "<u2":
+        return bf16_bits_to_float32(a), "bf16"
+    return a.astype(np.float32), NPY_DTYPES[descr]
+
+
+def load_npy_inputs(directory, p, dtype_given):
+    """q.npy, k.npy, v.npy and an optional mask.npy, checked as repro/cli/inputs.cpp checks them."""
+    np = numpy()
+    arrays = {name: load_npy(os.path.join(directory, name + ".npy")) for name in ("q", "k", "v")}
+    for name, a in arrays.items():
+        if a.ndim != 4:
+            raise usage_error("%s.npy: expected 4 dimensions [B, H, len, E], got %s" % (name, dims(a.shape)))
+    q, file_dtype = npy_as_float32(arrays["q"], "q.npy")
+    if arrays["k"].dtype != arrays["q"].dtype or arrays["v"].dtype != arrays["q"].dtype:
+        raise usage_error("q.npy, k.npy and v.npy must have the same dtype")
+    k, _ = npy_as_float32(arrays["k"], "k.npy")
+    v, _ = npy_as_float32(arrays["v"], "v.npy")
+    if k.shape != v.shape:
+        raise usage_error("k.npy %s and v.npy %s must have the same shape" % (dims(k.shape), dims(v.shape)))
+    if k.shape[0] != q.shape[0] or k.shape[3] != q.shape[3]:
+        raise usage_error("q.npy %s and k.npy %s must agree on batch and head dim" % (dims(q.shape), dims(k.shape)))
+    if not dtype_given:
+        p.dtype = file_dtype
+    p.batch, p.q_heads, p.q_len, p.head_dim = (int(x) for x in q.shape)
+    p.kv_heads, p.kv_len = int(k.shape[1]), int(k.shape[2])
+    mask = None
+    mask_path = os.path.join(directory, "mask.npy")
+    if os.path.exists(mask_path):
+        if p.mask == "causal":
+            raise usage_error("mask.npy and --mask causal exclude each other")
+        m = load_npy(mask_path)
+        s = m.shape
+        if m.ndim not in (2, 4) or s[-2] != p.q_len or s[-1] != p.kv_len or (
+                m.ndim == 4 and (s[0] not in (1, p.batch) or s[1] not in (1, p.q_heads))):
+            raise usage_error("mask.npy %s: expected [L, S] or [B|1, H|1, L, S] with L=%d S=%d"
+                              % (dims(s), p.q_len, p.kv_len))
+        p.mask_per_batch = m.ndim == 4 and s[0] == p.batch and p.batch > 1
+        p.mask_per_head = m.ndim == 4 and s[1] == p.q_heads and p.q_heads > 1
+        shape = (p.mask_batch(), p.mask_heads(), p.q_len, p.kv_len)
+        if m.dtype.str in ("|b1", "|u1", "<u1"):
+            p.mask, p.mask_pattern = "bool", "random"
+            mask = (m != 0).reshape(shape)
+        else:
+            if m.dtype != arrays["q"].dtype:
+                raise usage_error("mask.npy: a float mask must have the same dtype as q.npy")
+            p.mask = "float"
+            mask = round_to_dtype(npy_as_float32(m, "mask.npy")[0], p.dtype).reshape(shape)
+    elif p.has_mask_input():
+        raise usage_error("--mask %s needs %s" % (p.mask, mask_path))
+    p.validate()
+    rounded = [round_to_dtype(np.ascontiguousarray(x).reshape(-1), p.dtype).reshape(x.shape) for x in (q, k, v)]
+    return HostInputs(rounded[0], rounded[1], rounded[2], mask, "--inputs " + directory)
+
+
+def write_npy_atomically(path, array):
+    """np.save to path.tmp.<pid>, then a rename over `path` (math_sdpa/atomic_file.h)."""
+    np = numpy()
+    tmp = "%s.tmp.%d" % (path, os.getpid())
+    try:
+        with open(tmp, "wb") as f:
+            np.save(f, array, allow_pickle=False)
+        os.replace(tmp, path)
+    except OSError as e:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise usage_error("--save-output %s: %s" % (path, e.strerror or e))
+
+
+def write_json_atomically(path, value):
+    tmp = "%s.tmp.%d" % (path, os.getpid())
+    try:
+        with open(tmp, "w") as f:
+            json.dump(value, f, indent=2)
+            f.write("\n")
+        os.replace(tmp, path)
+    except OSError as e:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        sys.stderr.write("%s: error: --json %s: %s\n" % (PROG, path, e.strerror or e))
+
+
+_numpy = None
+
+
+def numpy():
+    global _numpy
+    if _numpy is None:
+        try:
+            import numpy as np
+        except ImportError:
+            raise ScriptError(EXIT_USAGE, "numpy is needed for the inputs (--inputs, --save-output and the random "
+                                          "inputs); install it next to PyTorch")
+        _numpy = np
+    return _numpy
+
+
+# -------------------------------------------------------------------------- PyTorch and memory
+def import_torch(memory):
+    """PyTorch >= 2.5 with CUDA, imported only now (option parsing and --dry-run need none).
+    --memory async chooses the cudaMallocAsync backend before PyTorch reads its configuration."""
+    if memory == "async":
+        conf = os.environ.get("PYTORCH_CUDA_ALLOC_CONF", "")
+        if "backend" in conf:
+            raise usage_error("--memory async: PYTORCH_CUDA_ALLOC_CONF already names a backend (%s)" % conf)
+        os.environ["PYTORCH_CUDA_ALLOC_CONF"] = (conf + "," if conf else "") + "backend:cudaMallocAsync"
+    try:
+        import torch
+    except ImportError as e:
+        raise ScriptError(EXIT_NO_GPU, "PyTorch is not importable here (%s): this script runs the problem through "
+                                       "your PyTorch >= 2.5 with CUDA" % e)
+    version = tuple(int(x) for x in torch.__version__.split("+")[0].split(".")[:2] if x.isdigit())
+    if version < (2, 5):
+        raise ScriptError(EXIT_NO_GPU, "PyTorch %s is older than 2.5 (the math path's upcast and _safe_softmax)"
+                          % torch.__version__)
+    if not torch.cuda.is_available():  # no CUDA initialisation yet: the allocator can still change
+        raise ScriptError(EXIT_NO_GPU, "PyTorch %s sees no usable CUDA device (torch.version.cuda=%s)"
+                          % (torch.__version__, torch.version.cuda))
+    return torch
+
+
+def cuda_home():
+    for candidate in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH")):
+        if candidate and os.path.isdir(os.path.join(candidate, "include")):
+            return candidate
+    nvcc = shutil.which("nvcc")
+    if nvcc:
+        return os.path.dirname(os.path.dirname(os.path.realpath(nvcc)))
+    return "/usr/local/cuda"
+
+
+def build_helper_library():
+    """scripts/torch_stages_alloc.cu as a shared library, built once per source and compiler and
+    kept under ~/.cache/sdpa-repro (a temporary folder where that is not writable)."""
+    source = b""
+    for path in [ALLOCATOR_SOURCE] + ALLOCATOR_HEADERS:
+        with open(path, "rb") as f:
+            source += f.read()
+    home = cuda_home()
+    nvcc = shutil.which("nvcc") or (os.path.join(home, "bin", "nvcc") if os.path.exists(
+        os.path.join(home, "bin", "nvcc")) else None)
+    cxx = shutil.which(os.environ.get("CXX", "g++")) or shutil.which("c++")
+    if nvcc:
+        command = lambda out: [nvcc, "-shared", "-Xcompiler", "-fPIC", "-O2", "-I" + SOURCE_ROOT, "-o", out,
+                               ALLOCATOR_SOURCE]
+    elif cxx:
+        lib = os.path.join(home, "lib64")
+        command = lambda out: [cxx, "-x", "c++", "-std=c++17", "-shared", "-fPIC", "-O2",
+                               "-I" + os.path.join(home, "include"), "-I" + SOURCE_ROOT, ALLOCATOR_SOURCE,
+                               "-L" + lib, "-lcudart", "-Wl,-rpath," + lib, "-o", out]
+    else:
+        raise ScriptError(EXIT_USAGE, "--memory managed: no nvcc and no C++ compiler to build %s" % ALLOCATOR_SOURCE)
+    key = hashlib.sha256(source + " ".join(command("OUT")).encode()).hexdigest()[:16]
+    for folder in (os.path.join(os.path.expanduser("~"), ".cache", "sdpa-repro"), tempfile.gettempdir()):
+        try:
+            os.makedirs(folder, exist_ok=True)
+        except OSError:
+            continue
+        path = os.path.join(folder, "torch_stages_alloc-%s.so" % key)
+        if os.path.exists(path):
+            return path, None
+        tmp = "%s.tmp.%d" % (path, os.getpid())
+        cmd = command(tmp)
+        try:
+            result = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True)
+        except OSError:
+            continue
+        if result.returncode != 0:
+            raise ScriptError(EXIT_USAGE, "building the managed-memory allocator failed: %s: %s" % (
+                " ".join(cmd), result.stdout.strip().splitlines()[-1] if result.stdout.strip() else "exit %d"
+                % result.returncode))
+        os.replace(tmp, path)
+        return path, " ".join(command(path))
+    raise ScriptError(EXIT_USAGE, "--memory managed: no writable folder for the allocator library")
+
+
+class Helper:
+    """The helper library through ctypes (CDLL: the GIL is released during each call)."""
+
+    def __init__(self, path):
+        self.path = path
+        lib = self.lib = ctypes.CDLL(path)
+        lib.sdpa_concurrent_managed_access.argtypes = [ctypes.c_int]
+        lib.sdpa_touch_pages.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_size_t]
+        lib.sdpa_touch_pages.restype = ctypes.c_ulonglong
+        lib.sdpa_host_min_max.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int,
+                                          ctypes.POINTER(ctypes.c_double)]
+        lib.sdpa_prefetch_to_device.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_void_p]
+        lib.sdpa_error_string.restype = ctypes.c_char_p
+        lib.sdpa_managed_stats.argtypes = [ctypes.POINTER(ctypes.c_longlong)]
+
+    def concurrent_managed_access(self, device):
+        return self.lib.sdpa_concurrent_managed_access(device)
+
+    def touch_pages(self, ptr, nbytes):
+        return self.lib.sdpa_touch_pages(ptr, nbytes, TOUCH_PAGE_BYTES)
+
+    def host_min_max(self, ptr, count, dtype):
+        out = (ctypes.c_double * 2)()
+        self.lib.sdpa_host_min_max(ptr, count, DTYPES[dtype].host_code, out)
+        return out[0], out[1]
+
+    def prefetch_to_device(self, ptr, nbytes, device, stream):
+        error = self.lib.sdpa_prefetch_to_device(ptr, nbytes, device, stream)
+        if error:
+            raise RuntimeError("cudaMemPrefetchAsync: CUDA error %d (%s)" % (
+                error, self.lib.sdpa_error_string(error).decode()))
+
+    def stats(self):
+        out = (ctypes.c_longlong * 5)()
+        self.lib.sdpa_managed_stats(out)
+        return dict(zip(("allocations", "frees", "live_bytes", "peak_bytes", "failed_allocations"), out))
+
+
+def install_memory(torch, memory, notes):
+    """Puts PyTorch on the memory asked for, before its first CUDA allocation (and before CUDA is
+    initialised, since change_current_allocator refuses an allocator already in use)."""
+    if memory != "managed":
+        return None
+    path, built = build_helper_library()
+    if built:
+        sys.stderr.write("%s: built the managed-memory allocator: %s\n" % (PROG, built))
+    allocator = torch.cuda.memory.CUDAPluggableAllocator(path, "sdpa_managed_malloc", "sdpa_managed_free")
+    torch.cuda.memory.change_current_allocator(allocator)
+    notes.append("memory: every PyTorch tensor is cudaMallocManaged memory (CUDAPluggableAllocator over %s)" % path)
+    return Helper(path)
+
+
+def device_info(torch, helper):
+    index = torch.cuda.current_device()
+    props = torch.cuda.get_device_properties(index)
+    cma = helper.concurrent_managed_access(index) if helper else None
+    return {"index": index, "name": props.name, "compute_capability": "%d.%d" % (props.major, props.minor),
+            "sm_count": props.multi_processor_count, "total_memory_bytes": props.total_memory,
+            "integrated": bool(getattr(props, "is_integrated", False)),
+            "concurrent_managed_access": None if cma is None or cma < 0 else bool(cma),
+            "torch_version": torch.__version__, "torch_cuda_version": torch.version.cuda}
+
+
+class DeviceInputs:
+    def __init__(self, q, k, k_buffer, v, mask):
+        # k_buffer: the storage K is a view of (a [B, S, H, E] tensor for --k-layout bshe)
+        self.q, self.k, self.k_buffer, self.v, self.mask = q, k, k_buffer, v, mask
+
+    def tensors(self):
+        return [t for t in (self.q, self.k_buffer, self.v, self.mask) if t is not None]
+
+
+def upload(torch, p, s, host, device):
+    np = numpy()
+    dt = getattr(torch, DTYPES[p.dtype].torch_name)
+    to = lambda a: torch.from_numpy(np.ascontiguousarray(a)).to(device=device, dtype=dt)  # exact: already rounded
+    q, v = to(host.q), to(host.v)
+    if s.k_layout == "bshe":
+        # K as attention modules produce it: a [B, S, H, E] projection viewed as [B, H, S, E].
+        k_buffer = to(host.k.transpose(0, 2, 1, 3))
+        k = k_buffer.transpose(1, 2)
+    else:
+        k = k_buffer = to(host.k)
+    mask = None
+    if host.mask is not None:
+        mask = torch.from_numpy(host.mask).to(device) if p.mask == "bool" else to(host.mask)
+    return DeviceInputs(q, k, k_buffer, v, mask)
+
+
+def convert_boolean_attn_mask(torch, mask, dtype):
+    """PyTorch's convert_boolean_attn_mask (attention.cpp): True attends, False becomes -inf."""
+    return torch.where(mask.logical_not(), -math.inf, torch.scalar_tensor(0.0, dtype=dtype, device=mask.device))
+
+
+def safe_softmax(torch, x):
+    """at::_safe_softmax(x, -1) where this PyTorch has it, else its composite (attention.cpp):
+    softmax, with rows that are -inf throughout set to zero instead of NaN."""
+    op = getattr(torch.ops.aten, "_safe_softmax", None)
+    if op is not None:
+        return op(x, -1)
+    out = torch.softmax(x, -1)
+    masked_rows = (x == -math.inf).all(-1, keepdim=True)
+    return torch.where(masked_rows, torch.zeros((), dtype=out.dtype, device=out.device), out)
+
+
+def storage_span(t):
+    """(address, bytes) of the memory a tensor views (its whole storage)."""
+    storage = t.untyped_storage()
+    return storage.data_ptr(), storage.nbytes()
+
+
+class TorchBackend:
+    """The stages on PyTorch: the operations of _scaled_dot_product_attention_math one by one
+    (aten/src/ATen/native/transformers/attention.cpp), with the scenario conditions and fixes."""
+
+    def __init__(self, torch, problem, settings, fixes, inputs, helper, device, stage_timeout_s, findings):
+        self.t, self.p, self.s, self.fixes = torch, problem, settings, fixes
+        self.inputs, self.helper, self.device = inputs, helper, device  # the device's index
+        self.torch_device = torch.device("cuda", device)
+        self.stage_timeout_s, self.findings = stage_timeout_s, findings
+        self.note = None
+        self.cdt = getattr(torch, DTYPES[problem.compute_dtype()].torch_name)
+        self.dt = getattr(torch, DTYPES[problem.dtype].torch_name)
+        self.path_stream = torch.cuda.current_stream()
+        self.side_stream = torch.cuda.Stream() if settings.qk_gemm_stream == "aux" else None
+        self.cma = helper.concurrent_managed_access(device) if helper else 0
+        self.q_factor, self.k_factor = scale_factors(problem)
+        self.softmax_op = "aten._safe_softmax" if hasattr(torch.ops.aten, "_safe_softmax") else "composite"
+        self.toucher = None
+        self.touch_log = []  # (passes, ms) of each call's host thread
+
+    def stream_handle(self):
+        return self.t.cuda.current_stream().cuda_stream
+
+    def stall(self):
+        """A kernel that spins on the stage's stream (torch.cuda._sleep), so that the stage's own
+        work queues behind it and its synchronisation waits: bounded at the deadline plus ten
+        seconds at up to 3 GHz."""
+        cycles = int((self.stage_timeout_s + 10.0) * 3e9)
+        for _ in range(0, cycles, 10 ** 9):
+            self.t.cuda._sleep(10 ** 9)
+
+    def synchronize(self):
+        self.t.cuda.synchronize()
+
+    def values(self, stage):
+        """The fields the instrumentation printed at --log values: min, max, isnan, isinf of the
+        scores after the GEMM, the sum of the probabilities after softmax (%.6g, as repro)."""
+        if stage == "qk_gemm":  # the scores before the mask
+            x = self.scores
+            return {"min": "%.6g" % x.min().item(), "max": "%.6g" % x.max().item(),
+                    "isnan": "true" if x.isnan().any().item() else "false",
+                    "isinf": "true" if x.isinf().any().item() else "false"}
+        if stage == "softmax":
+            return {"sum": "%.6g" % self.attn.double().sum().item()}
+        return {}
+
+    def start_call(self):
+        i = self.inputs
+        self.q, self.k, self.v, self.mask = i.q, i.k, i.v, i.mask
+        self.kt3 = None
+
+    # --- the stages, in order
+    def entry_sync(self):
+        if self.s.entry_touch_streams > 0:
+            self.page_fault_storm()
+        else:
+            self.t.cuda.synchronize()
+
+    def mask_prepare(self):
+        if self.p.mask == "causal":
+            # Lower triangle of ones over L x S, in the dtype of the (upcast) query, as the math path builds it.
+            ones = self.t.ones(self.p.q_len, self.p.kv_len, dtype=self.t.bool, device=self.torch_device).tril()
+            self.mask = convert_boolean_attn_mask(self.t, ones, self.cdt)
+        else:
+            # scaled_dot_product_attention converts a boolean mask in the input dtype, before the math path.
+            self.mask = convert_boolean_attn_mask(self.t, self.mask, self.dt)
+
+    def upcast(self):
+        self.q, self.k, self.v = self.q.to(self.t.float32), self.k.to(self.t.float32), self.v.to(self.t.float32)
+
+    def scale_q(self):
+        self.q = self.q * self.q_factor
+
+    def gqa_expand(self):
+        group = self.p.q_heads // self.p.kv_heads
+        self.k = self.k.repeat_interleave(group, -3)
+        self.v = self.v.repeat_interleave(group, -3)
+
+    def scale_k(self):
+        self.kt = self.k.transpose(-2, -1) * self.k_factor
+
+    def kt_contiguous(self):
+        p = self.p
+        if self.s.kt_contiguous:  # fix 3: key.transpose(-2, -1).contiguous()
+            self.kt = self.kt.contiguous()
+            return
+        # at::matmul folds the batch dimensions with a reshape, which copies a view it cannot fold.
+        before = self.kt.data_ptr()
+        self.kt3 = self.kt.reshape(p.batch * p.q_heads, p.head_dim, p.kv_len)
+        if self.kt3.data_ptr() == before:
+            self.findings.append("kt_contiguous: at::matmul's reshape of K^T returned a view, where the plan "
+                                 "expected a copy")
+
+    def order_gemm_after_producers(self):
+        side = self.side_stream
+        if side is None:
+            return
+        ordered = self.s.qk_gemm_order == "event"
+        if ordered:
+            side.wait_stream(self.path_stream)  # an event recorded on the path's stream, waited on by the side one
+        self.note(scenario1_note(side.cuda_stream, self.path_stream.cuda_stream, ordered))
+
+    def qk_gemm(self):
+        """at::matmul(query, K^T) for 4-d operands: both reshaped to [B*H, ., .], at::bmm, a view back."""
+        p, t = self.p, self.t
+        bh = p.batch * p.q_heads
+        q3 = self.q.reshape(bh, p.q_len, p.head_dim)
+        kt3 = self.kt3
+        if kt3 is None:
+            kt3 = self.kt.reshape(bh, p.head_dim, p.kv_len)
+            if kt3.data_ptr() != self.kt.data_ptr():
+                self.findings.append("qk_gemm: at::matmul's reshape copied K^T inside the GEMM stage, where the plan "
+                                     "expected a view")
+        self.fix1("before")
+        if self.side_stream is not None:
+            with t.cuda.stream(self.side_stream):
+                scores3 = t.bmm(q3, kt3)
+            q3.record_stream(self.side_stream)
+            kt3.record_stream(self.side_stream)
+            scores3.record_stream(self.path_stream)
+        else:
+            scores3 = t.bmm(q3, kt3)
+        self.fix1("after")
+        self.scores = scores3.view(p.batch, p.q_heads, p.q_len, p.kv_len)
+        self.attn = self.scores
+
+    def order_path_after_gemm(self):
+        if self.side_stream is not None and self.s.qk_gemm_order == "event":
+            self.path_stream.wait_stream(self.side_stream)
+
+    def fix1(self, when):
+        if 1 in self.fixes:
+            self.path_stream.synchronize()
+            self.note(fix1_note(self.path_stream.cuda_stream, when))
+
+    def mask_add(self):
+        self.scores.add_(self.mask)
+
+    def scores_to_host(self):
+        """Scenario 2: the host touches the scores' pages once they are final: all of them before
+        softmax, or from a thread that keeps reading them while softmax runs (where the device
+        lets the host touch managed memory during kernels)."""
+        self.path_stream.synchronize()
+        if self.side_stream is not None:
+            self.side_stream.synchronize()
+        ptr, nbytes = self.scores.data_ptr(), self.scores.numel() * self.scores.element_size()
+        if self.s.scores_host_phase == "during":
+            if self.cma == 1:
+                self.start_toucher(ptr, nbytes)
+                self.note(scenario2_toucher_note(nbytes))
+                return
+            self.note(SCENARIO2_NOT_CONCURRENT)
+        t0 = time.monotonic()
+        lo, hi = self.helper.host_min_max(ptr, self.scores.numel(), self.p.compute_dtype())
+        self.note(scenario2_read_note(nbytes, lo, hi, (time.monotonic() - t0) * 1e3))
+
+    def start_toucher(self, ptr, nbytes):
+        done = threading.Event()
+        state = {"passes": 0, "ms": 0.0, "launched": None, "stop": False}
+
+        def touch():
+            t0 = time.monotonic()
+            while not state["stop"]:
+                self.helper.touch_pages(ptr, nbytes)  # ctypes: without the GIL
+                state["passes"] += 1
+                launched = state["launched"]
+                if launched is not None and launched.query():
+                    break
+            state["ms"] = (time.monotonic() - t0) * 1e3
+            done.set()
+
+        self.toucher = (threading.Thread(target=touch, name="scores-toucher", daemon=True), state, done)
+        self.toucher[0].start()
+
+    def softmax(self):
+        t = self.t
+        if 2 in self.fixes:
+            nbytes = self.scores.numel() * self.scores.element_size()
+            if self.s.memory == "managed":
+                self.helper.prefetch_to_device(self.scores.data_ptr(), nbytes, self.device,
+                                               self.path_stream.cuda_stream)
+            self.path_stream.synchronize()
+            self.note(fix2_prefetch_note(nbytes, self.device, self.s.memory))
+        self.attn = safe_softmax(t, self.scores)
+        if self.toucher is not None:
+            event = t.cuda.Event()
+            event.record(self.path_stream)
+            self.toucher[1]["launched"] = event
+        if 2 in self.fixes:
+            t.cuda.synchronize()
+            self.note(FIX2_AFTER)
+
+    def dropout(self):
+        self.attn = self.t.nn.functional.dropout(self.attn, self.p.dropout, training=True)
+
+    def pv_gemm(self):
+        self.fix1("before")
+        self.out = self.t.matmul(self.attn, self.v)
+        self.fix1("after")
+
+    def cast_output(self):
+        self.out = self.out.to(self.dt)
+
+    def stream_sync(self):
+        self.path_stream.synchronize()
+        if self.side_stream is not None:
+            self.side_stream.synchronize()
+        if self.toucher is not None:
+            thread, state, _ = self.toucher
+            thread.join()
+            self.toucher = None
+            self.touch_log.append((state["passes"], state["ms"]))
+            self.note(scenario2_touched_note(state["passes"], state["ms"]))
+
+    def stop(self):
+        """After an error: a host thread still touching the scores stops."""
+        if self.toucher is not None:
+            self.toucher[1]["stop"] = True
+
+    def page_fault_storm(self):
+        """Scenario 4 (conditions.cpp enter_with_page_fault_storm): the host reads every page of
+        every tensor alive at entry (the inputs: PyTorch allocates the rest inside the call), then
+        N streams read every page at once (a strided byte view reduced by PyTorch's own kernel)
+        while a host thread reads them again, then the entry synchronisation."""
+        t = self.t
+        spans = [storage_span(x) for x in self.inputs.tensors()]
+        pages = sum(pages_of(n) for _, n in spans)
+        host_ok, concurrent, words = scenario4_host_touch(self.s, self.cma)
+        if self.s.entry_host_touch and not host_ok:
+            self.note(scenario4_skipped_note(self.s))
+        if host_ok:
+            t0 = time.monotonic()
+            for ptr, n in spans:
+                self.helper.touch_pages(ptr, n)
+            self.note(scenario4_host_read_note(pages, len(spans), (time.monotonic() - t0) * 1e3))
+        sinks = []
+        for _ in range(self.s.entry_touch_streams):
+            stream = t.cuda.Stream()
+            stream.wait_stream(self.path_stream)
+            with t.cuda.stream(stream):
+                for x in self.inputs.tensors():
+                    raw = x.reshape(-1).view(t.uint8)  # every tensor alive at entry is contiguous
+                    sinks.append(raw[::TOUCH_PAGE_BYTES].sum(dtype=t.int64))
+        self.note(scenario4_storm_note(self.s.entry_touch_streams, pages, words))
+        thread = None
+        if concurrent:
+            thread = threading.Thread(target=lambda: [self.helper.touch_pages(p_, n_) for p_, n_ in spans], daemon=True)
+            thread.start()
+        t.cuda.synchronize()
+        if thread is not None:
+            thread.join()
+
+    def result(self, tensor_name):
+        x = getattr(self, {"scores": "scores", "probs": "attn", "output": "out"}[tensor_name])
+        return x.float().cpu().numpy()
+
+
+class WholeCall:
+    """--mode whole: F.scaled_dot_product_attention under sdpa_kernel(SDPBackend.MATH), with the
+    entry and end synchronisations of the staged call (and scenario 4's storm at entry)."""
+
+    def __init__(self, backend, problem, log, watchdog, inject, timings):
+        self.be, self.p, self.log, self.watchdog = backend, problem, log, watchdog
+        self.inject, self.timings = inject, timings
+        backend.note = lambda text: log.write([note_line(text)])
+
+    def stage(self, name, lines_before, work, lines_after):
+        if self.watchdog:
+            self.watchdog.arm(name)
+        t0 = monotonic_us()
+        self.log.write(lines_before)
+        if self.inject == name:
+            self.be.stall()
+        work()
+        duration = monotonic_us() - t0
+        self.log.write(lines_after(duration))
+        self.timings.setdefault(name, []).append(duration / 1000.0)
+        if self.watchdog:
+            self.watchdog.disarm()
+
+    def run(self):
+        be, p, t = self.be, self.p, self.be.t
+        be.start_call()
+        s = be.s
+        self.stage("entry_sync", begin_lines("entry_sync", p, s), be.entry_sync,
+                   lambda d: end_lines("entry_sync", p, s, {}, d, epoch_us()))
+
+        def call():
+            from torch.nn.attention import SDPBackend, sdpa_kernel
+            with sdpa_kernel(SDPBackend.MATH):
+                be.out = t.nn.functional.scaled_dot_product_attention(
+                    be.q, be.k, be.v, attn_mask=be.mask, dropout_p=p.dropout, is_causal=p.mask == "causal",
+                    scale=p.scale, enable_gqa=p.gqa())
+
+        self.stage("sdpa_call", [seed("SDPA_DEBUG", "[TORCH_SDPA_CALL] F.scaled_dot_product_attention under "
+                                                    "sdpa_kernel(SDPBackend.MATH)")], call,
+                   lambda d: [seed("SDPA_DEBUG", "[TORCH_SDPA_CALL_DONE] issued")])
+        self.stage("stream_sync", begin_lines("stream_sync", p, s, be.stream_handle()), be.stream_sync,
+                   lambda d: end_lines("stream_sync", p, s, {}, d, epoch_us()))
+
+
+# ----------------------------------------------------------------------------------- the result
+def quantile(sorted_values, q):
+    return sorted_values[min(len(sorted_values) - 1, max(0, int(round(q * (len(sorted_values) - 1)))))]
+
+
+def stage_summaries(timings, order):
+    out = []
+    for name in order:
+        values = sorted(timings.get(name, []))
+        if values:
+            out.append({"stage": name, "calls": len(values), "median_ms": statistics.median(values),
+                        "p10_ms": quantile(values, 0.1), "p90_ms": quantile(values, 0.9), "clock": "host"})
+    return out
+
+
+class Run:
+    """What the JSON reports (repro/run/run_json.cpp's shape, where its fields apply)."""
+
+    def __init__(self, o):
+        self.o = o
+        self.started = time.monotonic()
+        self.device = None
+        self.outcome_code = EXIT_PASS
+        self.error = None
+        self.error_stage = None
+        self.watchdog = None
+        self.timings = {}
+        self.call_ms = []
+        self.iterations_done = 0
+        self.result_stats = None
+        self.nonfinite = 0
+        self.notes = []
+        self.findings = []
+        self.inputs_source = None
+        self.torch = None
+
+    def to_json(self):
+        o, a = self.o, self.o.args
+        order = WHOLE_STAGES if a.mode == "whole" else STAGES
+        calls = sorted(self.call_ms)
+        return {
+            "meta": {"format_version": 1, "harness": "sdpa-repro", "tool": LOG_FILE_NAME,
+                     "command_line": [PROG] + o.argv,
+                     "python": sys.version.split()[0]},
+            "device": self.device,
+            "config": {"scenario": o.scenario, "workload": o.workload, "problem": o.problem.to_json(),
+                       "fix": "on" if o.own_fix else "off",
+                       "fixes": [{"number": n, "name": FIX_NAMES[n]} for n in o.fixes],
+                       "fix_list": ",".join(str(n) for n in o.fixes) or "none",
+                       "conditions": o.conditions.fields(), "settings": o.settings.fields(),
+                       "alloc": ALLOC_OF_MEMORY[o.settings.memory], "memory": o.settings.memory,
+                       "mode": a.mode, "iters": a.iters, "log": a.log, "log_format": a.log_format,
+                       "stage_timeout_s": a.stage_timeout, "inject": "hang:" + o.inject if o.inject else "none",
+                       "inputs": a.inputs, "dry_run": a.dry_run},
+            "outcome": OUTCOMES[self.outcome_code], "exit_code": self.outcome_code,
+            "error": self.error, "error_stage": self.error_stage,
+            "result_tensor": "output" if a.mode == "whole" else result_tensor_of(o.settings),
+            "result_stats": self.result_stats, "nonfinite_outputs": self.nonfinite,
+            "iterations_done": self.iterations_done,
+            "timing": {"call_median_ms": statistics.median(calls) if calls else None,
+                       "call_p10_ms": quantile(calls, 0.1) if calls else None,
+                       "call_p90_ms": quantile(calls, 0.9) if calls else None,
+                       "first_call_ms": self.call_ms[0] if calls else None},
+            "stages": stage_summaries(self.timings, order),
+            "wall_seconds": time.monotonic() - self.started,
+            "watchdog": self.watchdog,
+            "inputs_source": self.inputs_source,
+            "torch": self.torch,
+            "notes": self.notes + self.findings,
+        }
+
+    def write(self):
+        if self.o.args.json:
+            write_json_atomically(self.o.args.json, self.to_json())
+
+
+def run_dry(o, run, log, watchdog):
+    """--dry-run: one call's lines (or --iters calls), nothing computed."""
+    p, s = o.problem, o.settings
+    run.notes.append("dry run: no PyTorch, nothing computed; the lines are those of one call of this problem")
+    backend = DryBackend(p, s, o.fixes, o.args.stage_timeout)
+    for _ in range(o.args.iters):
+        t0 = time.monotonic()
+        StagedCall(p, s, o.args.log, log, backend, watchdog, o.inject, run.timings).run()
+        run.call_ms.append((time.monotonic() - t0) * 1e3)
+        run.iterations_done += 1
+
+
+def describe_memory(o, helper, device):
+    memory = o.settings.memory
+    if memory == "managed":
+        return "allocator=CUDAPluggableAllocator(cudaMallocManaged) library=%s concurrentManagedAccess=%d" % (
+            helper.path, helper.concurrent_managed_access(device))
+    if memory == "async":
+        return "allocator=cudaMallocAsync (PYTORCH_CUDA_ALLOC_CONF=%s)" % os.environ.get("PYTORCH_CUDA_ALLOC_CONF")
+    return "allocator=caching (cudaMalloc)"
+
+
+def host_notes(o, helper, device):
+    """What the host did, per condition, for the JSON."""
+    s, notes = o.settings, []
+    if s.scores_to_host == "read" and stage_runs("scores_to_host", o.problem, s):
+        if s.scores_host_phase == "during" and helper.concurrent_managed_access(device) == 1:
+            notes.append("scenario 2: once the scores were final, a host thread read one byte of every 4 KiB page of "
+                         "them (through the helper library, without the GIL), pass after pass, until the softmax "
+                         "kernel had finished")
+        else:
+            notes.append("scenario 2: before softmax the host read every score (min and max) from the managed pages")
+    if s.entry_touch_streams > 0:
+        host_ok, concurrent, _ = scenario4_host_touch(s, helper.concurrent_managed_access(device) if helper else 0)
+        notes.append("scenario 4: at entry %s%d side streams read a byte of every page of the input tensors (the only "
+                     "tensors alive then: PyTorch allocates the others inside the call) with a PyTorch reduction over "
+                     "a strided byte view%s" % (
+                         "the host read every page of them first, then " if host_ok else "", s.entry_touch_streams,
+                         ", while a host thread read them again" if concurrent else ""))
+    if s.qk_gemm_stream == "aux":
+        notes.append("scenario 1: the Q.K^T bmm ran on a side torch.cuda.Stream (repro's --gemm-stream aux), %s" % (
+            "ordered after the path's stream by an event (wait_stream) and the path after it"
+            if s.qk_gemm_order == "event" else "NOT ordered after the path's stream (a deliberate race)"))
+    if o.scenario == 3:
+        notes.append("scenario 3: K^T reaches at::bmm as a strided view, as repro --gemm-api strided (repro's "
+                     "scenario 3 defaults to the pointer-array cublasGemmBatchedEx, which PyTorch does not call)")
+    if o.problem.dropout > 0:
+        notes.append("dropout: PyTorch's own generator, seeded with torch.manual_seed(%d); its mask differs from "
+                     "repro's Philox stream, so the outputs are not comparable" % o.problem.seed)
+    return notes
+
+
+def run_torch(o, run, log, watchdog):
+    a, s = o.args, o.settings
+    if o.waiver:
+        raise ScriptError(EXIT_WAIVED, o.waiver)
+    torch = import_torch(s.memory)
+    helper = install_memory(torch, s.memory, run.notes)
+    if s.memory == "async" and torch.cuda.memory.get_allocator_backend() != "cudaMallocAsync":
+        raise ScriptError(EXIT_USAGE, "--memory async: PyTorch's allocator backend is %s, not cudaMallocAsync"
+                          % torch.cuda.memory.get_allocator_backend())
+    device = torch.cuda.current_device()
+    run.device = device_info(torch, helper)
+    native = o.problem.precision == "native" and o.problem.dtype != "fp32"
+    reduction_flag = getattr(torch.backends.cuda, "allow_fp16_bf16_reduction_math_sdp", None)
+    if a.mode == "whole":
+        if reduction_flag is None and native:
+            raise usage_error("--precision native: this PyTorch (%s) has no "
+                              "torch.backends.cuda.allow_fp16_bf16_reduction_math_sdp" % torch.__version__)
+        if reduction_flag is not None:
+            reduction_flag(native)
+    torch.manual_seed(o.problem.seed)
+
+    p = o.problem
+    host = load_npy_inputs(a.inputs, p, a.dtype is not None) if a.inputs else make_random_inputs(p)
+    if a.inputs:
+        check_inject(o)
+    run.inputs_source = host.source
+    inputs = upload(torch, p, s, host, torch.device("cuda", device))
+    run.notes.extend(host_notes(o, helper, device))
+    backend = TorchBackend(torch, p, s, o.fixes, inputs, helper, device, a.stage_timeout, run.findings)
+    run.torch = {"version": torch.__version__, "cuda": torch.version.cuda, "softmax": backend.softmax_op,
+                 "allocator_backend": torch.cuda.memory.get_allocator_backend() if s.memory != "managed"
+                 else "pluggable"}
+    check_strides(torch, p, s, inputs, run.findings)
+    log.write([memory_line(s.memory, describe_memory(o, helper, device))])
+    for name, x in (("query", inputs.q), ("key", inputs.k_buffer), ("value", inputs.v), ("attn_mask", inputs.mask)):
+        if x is not None:
+            ptr, nbytes = storage_span(x)
+            log.write(allocation_lines(nbytes, ptr, s.memory == "managed"))
+    call = WholeCall(backend, p, log, watchdog, o.inject, run.timings) if a.mode == "whole" else StagedCall(
+        p, s, a.log, log, backend, watchdog, o.inject, run.timings)
+    try:
+        for _ in range(a.iters):
+            t0 = time.monotonic()
+            call.run()
+            run.call_ms.append((time.monotonic() - t0) * 1e3)
+            run.iterations_done += 1
+    except RuntimeError as e:  # PyTorch's CUDA and cuBLAS errors
+        backend.stop()
+        stage = watchdog.stage
+        watchdog.disarm()
+        raise ScriptError(EXIT_CUDA_ERROR, "%s%s" % ("in stage %s: " % stage if stage else "",
+                                                     (str(e).strip().splitlines() or [type(e).__name__])[0]), stage)
+    result = backend.result("output" if a.mode == "whole" else result_tensor_of(s))
+    finite = numpy().isfinite(result)
+    run.nonfinite = int(result.size - finite.sum())
+    values = result[finite].astype(numpy().float64)
+    run.result_stats = {"elements": int(result.size), "l2": float(math.sqrt(float((values * values).sum()))),
+                        "sum": float(values.sum())}
+    if helper is not None:
+        run.torch["managed_allocator"] = helper.stats()
+    if a.save_output:
+        write_npy_atomically(a.save_output, result)
+    if run.nonfinite:
+        raise ScriptError(EXIT_MISMATCH, "%d non-finite values in the %s tensor" % (
+            run.nonfinite, run.to_json()["result_tensor"]))
+
+
+def check_strides(torch, p, s, inputs, findings):
+    """The strides the log prints (repro's formulas) against the tensors PyTorch really has."""
+    k_expected = key_strides(p, s)
+    if list(inputs.k.stride()) != k_expected:
+        findings.append("K strides: PyTorch has %s, the log prints repro's %s" % (list(inputs.k.stride()), k_expected))
+    if p.kv_heads == p.q_heads:
+        kt = list(inputs.k.transpose(-2, -1).stride())
+        if kt != key_t_strides(p, s):
+            findings.append("K^T strides: PyTorch has %s, the log prints repro's %s" % (kt, key_t_strides(p, s)))
+
+
+def summary_line(run):
+    j = run.to_json()
+    stats = j["result_stats"]
+    text = "%s: %s (exit %d)" % (PROG, j["outcome"], j["exit_code"])
+    if j["error"]:
+        text += ": " + j["error"]
+    if stats:
+        text += "; %s l2=%.6g sum=%.6g elements=%d" % (j["result_tensor"], stats["l2"], stats["sum"], stats["elements"])
+    if j["timing"]["call_median_ms"] is not None and not run.o.args.dry_run:
+        text += "; call median %.3f ms over %d call(s)" % (j["timing"]["call_median_ms"], j["iterations_done"])
+    return text
+
+
+def main(argv):
+    try:
+        o = parse_command_line(argv)
+    except ScriptError as e:
+        sys.stderr.write("%s: error: %s\n" % (PROG, e))
+        return e.exit_code
+    run = Run(o)
+    log = SeedLog(o.args.log != "off")
+
+    def on_hang(stage, running, message):
+        run.outcome_code, run.error, run.error_stage = EXIT_HANG, message, stage
+        run.watchdog = {"kind": "hang", "stage": stage, "running_seconds": running, "message": message,
+                        "stage_timeout_s": o.args.stage_timeout, "python_stacks": "dumped to stderr by faulthandler"}
+        run.write()
+
+    watchdog = Watchdog(o.args.stage_timeout, on_hang)
+    try:
+        if o.args.dry_run:
+            if o.args.inputs:
+                load_npy_inputs(o.args.inputs, o.problem, o.args.dtype is not None)
+                check_inject(o)
+            run_dry(o, run, log, watchdog)
+        else:
+            run_torch(o, run, log, watchdog)
+    except ScriptError as e:
+        run.outcome_code, run.error, run.error_stage = e.exit_code, str(e), e.stage
+        sys.stderr.write("%s: error: %s\n" % (PROG, e))
+    watchdog.disarm()
+    run.write()
+    print(summary_line(run))
+    return run.outcome_code
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,398 @@
+#!/usr/bin/env python3
+"""test_torch_stages.py: scripts/torch_stages.py and scripts/compare_logs.py without PyTorch.
+
+CTest's cpu.torch_stages (skipped, exit 77, where there is no python3). Checks:
+  - the commands `repro report` prints for the script parse, and describe the report's problem;
+  - bad options exit 2 with one line;
+  - the script's --dry-run lines equal the harness's own (tests/fixtures/torch_stages/*.log, made
+    by make_fixtures.cpp from math_sdpa/stage_log.cpp), and the default call's tags equal the
+    sequence docs/LOG_FORMAT.md documents;
+  - the watchdog catches an injected stall: the stage named, the stacks dumped, the JSON, exit 3,
+    within the deadline plus a second;
+  - the workload table equals scenarios/workload.cpp's;
+  - the random inputs equal the harness's bit for bit (dump_random_inputs.cpp, built here with
+    --cxx against --host-lib; needs numpy);
+  - compare_logs.py finds the first divergence and a call that stops early.
+
+    python3 tests/test_torch_stages.py [--repro BIN] [--cxx CXX --host-lib libsdpa_path_host.a]
+"""
+import importlib.util
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SCRIPT = os.path.join(ROOT, "scripts", "torch_stages.py")
+COMPARE = os.path.join(ROOT, "scripts", "compare_logs.py")
+FIXTURES = os.path.join(ROOT, "tests", "fixtures", "torch_stages")
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+import compare_logs  # noqa: E402
+import torch_stages  # noqa: E402
+
+CONFIG = {"repro": None, "cxx": None, "host_lib": None}
+# REPORT.md's command for scenario 2, as repro/report/report_writer.cpp prints it (used where the
+# test is not given the repro binary to ask).
+REPORT_COMMAND = ("python3 scripts/torch_stages.py -b 1 --heads 24 --kv-heads 24 -L 4608 -S 4608 -E 128 --dtype bf16 "
+                  "--precision upcast --k-layout bshe --seed 23962 --scenario 2 --memory managed --log-format seed "
+                  "--iters 25 --json torch_stages.json")
+
+# The fixtures and the script's options for the same problems (make_fixtures.cpp's cases).
+FIXTURE_CASES = {
+    "default": [],
+    "scenario2_report": shlex.split(REPORT_COMMAND)[2:],
+    "mask_bool_gqa_dropout": ["-S", "96", "--kv-heads", "2", "--mask", "bool", "--mask-dims", "Bx1",
+                              "--dropout", "0.1"],
+    "causal_fp16_native_scale": ["--dtype", "fp16", "--precision", "native", "--mask", "causal", "--scale", "-0.5"],
+    "bshe_float_mask": ["--k-layout", "bshe", "--mask", "float", "--mask-dims", "BxH", "--dtype", "fp32"],
+    "scenario1": ["--scenario", "1", "--memory", "managed"],
+    "scenario3_fix": ["--scenario", "3", "--fix", "on", "--memory", "managed"],
+    "scenario4": ["--scenario", "4", "--memory", "managed"],
+    "fixes_1_2": ["--fixes", "1,2", "--memory", "managed"],
+}
+
+
+def run_script(args, cwd=None, timeout=120, script=SCRIPT):
+    start = time.monotonic()
+    r = subprocess.run([sys.executable, script] + args, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       universal_newlines=True, timeout=timeout)
+    r.seconds = time.monotonic() - start
+    return r
+
+
+def normalised(text):
+    return [compare_logs.normalise(line) for _, _, line in compare_logs.tagged_lines(text)]
+
+
+def has_numpy():
+    return importlib.util.find_spec("numpy") is not None
+
+
+class Options(unittest.TestCase):
+    def report_commands(self):
+        """(repro report options, the torch_stages.py command in its REPORT.md, its Problem line)."""
+        if not CONFIG["repro"]:
+            return [([], REPORT_COMMAND, None)]
+        out = []
+        for options in (["--scenario", "2"],
+                        ["--scenario", "1", "--workload", "qwen-image-1024-textpad", "--dropout", "0.1", "--scale",
+                         "0.125"],
+                        ["--scenario", "3", "--mask", "float", "--mask-dims", "BxH", "--dtype", "fp16", "--precision",
+                         "native"],
+                        ["--scenario", "4", "--kv-heads", "2", "--mask", "causal", "--seed", "18446744073709551615"],
+                        ["--scenario", "2", "--mask", "bool", "--mask-dims", "1xH", "-L", "96", "-S", "64"],
+                        ["--scenario", "2", "--workload", "qwen-image-512", "-L", "100", "--heads", "4"],
+                        ["--scenario", "1", "--workload", "qwen-image-1024-textpad", "-S", "600", "--dtype", "fp32"],
+                        ["--scenario", "3", "--heads", "6", "-E", "32", "--mask", "float"]):
+            with tempfile.TemporaryDirectory() as tmp:
+                subprocess.run([CONFIG["repro"], "report", "--no-run", "--out", os.path.join(tmp, "r")] + options,
+                               check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                with open(os.path.join(tmp, "r", "REPORT.md")) as f:
+                    report = f.read()
+            command = re.search(r"^    (python3 scripts/torch_stages\.py .*)$", report, re.M)
+            problem = re.search(r"^- \*\*Problem\*\*: (.*), \d+ call\(s\) per run\.$", report, re.M)
+            self.assertTrue(command and problem, options)
+            out.append((options, command.group(1), problem.group(1)))
+        return out
+
+    def test_the_commands_of_repro_report_parse_and_describe_its_problem(self):
+        """REPORT.md's command, and repro's own options given to the script, make the report's problem."""
+        runs = []
+        for options, command, problem in self.report_commands():
+            runs.append((options, shlex.split(command)[2:], problem))
+            if options:
+                runs.append((options, options + ["--memory", "managed", "--json", "torch_stages.json"], problem))
+        for options, args, problem in runs:
+            with self.subTest(report=options, args=args), tempfile.TemporaryDirectory() as tmp:
+                r = run_script(args + ["--dry-run"], cwd=tmp)
+                self.assertEqual(r.returncode, 0, r.stderr)
+                tags = [t for _, t, _ in compare_logs.first_call(compare_logs.tagged_lines(r.stderr))]
+                self.assertEqual(tags[-1], "CUDA_EVENT math_sdpa_complete")
+                with open(os.path.join(tmp, "torch_stages.json")) as f:
+                    j = json.load(f)
+                self.assertEqual(j["outcome"], "pass")
+                self.assertEqual(j["config"]["memory"], "managed")
+                if problem:  # repro report's own words for the problem (report_writer.cpp)
+                    p = j["config"]["problem"]
+                    mine = ("B=%d Hq=%d Hkv=%d L=%d S=%d E=%d, dtype %s, precision %s, mask %s, dropout %g, scale "
+                            "%.6g, seed %d" % (p["batch"], p["q_heads"], p["kv_heads"], p["q_len"], p["kv_len"],
+                                               p["head_dim"], p["dtype"], p["precision"], p["mask"], p["dropout"],
+                                               p["scale"], p["seed"]))
+                    self.assertEqual(mine, problem)
+
+    def test_a_scenario_without_a_shape_runs_its_workload_and_a_shape_replaces_it(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            out = os.path.join(tmp, "r.json")
+            self.assertEqual(run_script(["--scenario", "2", "--dry-run", "--json", out]).returncode, 0)
+            with open(out) as f:
+                j = json.load(f)
+            self.assertEqual(j["config"]["workload"], "qwen-image-1024")
+            self.assertEqual((j["config"]["problem"]["q_len"], j["config"]["settings"]["k_layout"]), (4608, "bshe"))
+            self.assertEqual(run_script(["--scenario", "2", "-L", "256", "--dry-run", "--json", out]).returncode, 0)
+            with open(out) as f:
+                j = json.load(f)
+            self.assertIsNone(j["config"]["workload"])
+            p = j["config"]["problem"]
+            self.assertEqual((p["batch"], p["q_heads"], p["q_len"], p["kv_len"], p["head_dim"]), (2, 8, 256, 256, 64))
+
+    def test_bad_options_exit_2_with_one_line(self):
+        bad = [["--no-such-option"], ["--dtype", "fp64"], ["--seed", "abc"], ["--seed", "18446744073709551616"],
+               ["--heads", "0"], ["--heads", "8", "--kv-heads", "3"], ["--text-padding", "512"],
+               ["--text-padding", "4:8"], ["--dropout", "1"], ["--inject", "hang:nowhere"],
+               ["--inject", "hang:dropout"], ["--inject", "slow:softmax:10"], ["--log-format", "harness"],
+               ["--gemm-api", "batched"], ["--mode", "whole", "--scenario", "2"], ["--fix", "on"],
+               ["--fixes", "5"], ["--scores-to-host", "advise"], ["--stage-timeout", "0"], ["--iters", "0"],
+               ["--mem", "managed"], ["--scale", "nan"], ["--text-padding", "8:4", "--mask", "float"]]
+        for args in bad:
+            with self.subTest(args=args):
+                r = run_script(args + ["--dry-run"])
+                self.assertEqual(r.returncode, 2, r.stderr)
+                lines = r.stderr.splitlines()
+                self.assertEqual(len(lines), 1, r.stderr)
+                self.assertTrue(lines[0].startswith("torch_stages.py: error: "), lines[0])
+                self.assertEqual(r.stdout, "")
+
+    @unittest.skipIf(importlib.util.find_spec("torch") is not None, "PyTorch is installed for this python3")
+    def test_without_pytorch_the_run_exits_7_with_one_line(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            out = os.path.join(tmp, "r.json")
+            r = run_script(["--json", out])
+            self.assertEqual(r.returncode, 7, r.stderr)
+            self.assertEqual(r.stderr.splitlines(), ["torch_stages.py: error: PyTorch is not importable here (No module "
+                                                     "named 'torch'): this script runs the problem through your "
+                                                     "PyTorch >= 2.5 with CUDA"])
+            with open(out) as f:
+                self.assertEqual(json.load(f)["outcome"], "no_gpu")
+
+    def test_a_scenario_on_memory_that_does_not_migrate_is_waived(self):
+        r = run_script(["--scenario", "1"])  # before PyTorch is looked for
+        self.assertEqual(r.returncode, 6, r.stderr)
+        self.assertIn("scenario 1 is about pages that migrate", r.stderr)
+
+
+class LogLines(unittest.TestCase):
+    def dry_run(self, args):
+        with tempfile.TemporaryDirectory() as tmp:  # REPORT.md's command writes torch_stages.json
+            r = run_script(args + ["--dry-run"], cwd=tmp)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        return r.stderr
+
+    def test_the_dry_run_prints_the_harness_lines(self):
+        for name, args in FIXTURE_CASES.items():
+            with self.subTest(fixture=name):
+                with open(os.path.join(FIXTURES, name + ".log")) as f:
+                    expected = normalised(f.read())
+                mine = normalised(self.dry_run(args))
+                self.assertEqual(mine[:len(expected)], expected)
+                self.assertTrue(len(expected) > 15)
+
+    def test_every_line_has_one_of_the_four_shapes(self):
+        tagged = re.compile(r"^\[(SDPA_DEBUG|ALLOC_DEBUG|CUDA_DEBUG)\] \[[A-Z0-9_]+\].* "
+                            r"\[scripts/torch_stages\.py:\d+\]$")
+        event = re.compile(r"^\[CUDA_EVENT\] [a-z_]+ @ \d{16}$")
+        lines = self.dry_run(["--mask", "bool", "--kv-heads", "4", "--dropout", "0.2", "--scenario", "2", "--full",
+                              "--memory", "managed", "--fixes", "all"]).splitlines()
+        self.assertGreater(len(lines), 30)
+        for line in lines:
+            self.assertTrue(tagged.match(line) or event.match(line), line)
+        # [file:line] is the line of the script that made the message (notes: the note's line maker).
+        with open(SCRIPT) as f:
+            source = f.read().splitlines()
+        for line in lines:
+            m = re.search(r"^\[[A-Z_]+\] \[([A-Z_0-9]+)\] .*\[scripts/torch_stages\.py:(\d+)\]$", line)
+            if m:
+                made_at = source[int(m.group(2)) - 1] + source[int(m.group(2))]
+                self.assertIn("seed(", made_at, line)
+                if not re.match(r"(SCENARIO|FIX)_\d$", m.group(1)):
+                    self.assertIn('"[' + m.group(1), made_at, line)
+
+    def test_the_default_call_has_the_documented_tag_sequence(self):
+        with open(os.path.join(ROOT, "docs", "LOG_FORMAT.md")) as f:
+            doc = f.read()
+        block = re.search(r"<!-- call-tags:default -->\n(.*?)<!-- end -->", doc, re.S).group(1)
+        documented = [line.strip() for line in block.splitlines() if line.strip()]
+        self.assertGreater(len(documented), 20)
+        tags = [t for _, t, _ in compare_logs.first_call(compare_logs.tagged_lines(self.dry_run([])))]
+        self.assertEqual(tags, documented)
+
+    def test_the_log_is_off_at_log_off(self):
+        self.assertEqual(self.dry_run(["--log", "off"]), "")
+
+
+class Watchdog(unittest.TestCase):
+    def test_an_injected_stall_is_caught_within_the_deadline_plus_a_second(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            out = os.path.join(tmp, "hang.json")
+            r = run_script(["--dry-run", "--inject", "hang:softmax", "--stage-timeout", "1", "--json", out], timeout=30)
+            self.assertEqual(r.returncode, 3, r.stderr)
+            self.assertLess(r.seconds, 1.0 + 1.0)
+            lines = r.stderr.splitlines()
+            hang = [i for i, line in enumerate(lines) if line.startswith("torch_stages.py: HANG: stage softmax did not "
+                                                                         "finish within 1.0 s")]
+            self.assertEqual(len(hang), 1, r.stderr)
+            self.assertIn("[MATH_SOFTMAX_START]", lines[hang[0] - 1])  # the last stage line names the stage
+            self.assertIn("(most recent call first)", r.stderr)  # faulthandler's stacks
+            self.assertIn("in stall", r.stderr)
+            with open(out) as f:
+                j = json.load(f)
+            self.assertEqual((j["outcome"], j["exit_code"], j["error_stage"]), ("hang", 3, "softmax"))
+            self.assertEqual(j["watchdog"]["stage"], "softmax")
+
+    def test_no_stall_no_watchdog(self):
+        r = run_script(["--dry-run", "--stage-timeout", "0.05", "--iters", "3"])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertNotIn("HANG", r.stderr)
+
+
+class Tables(unittest.TestCase):
+    def test_the_workloads_are_those_of_workload_cpp(self):
+        with open(os.path.join(ROOT, "scenarios", "workload.cpp")) as f:
+            source = f.read()
+        heads, head_dim, text = (int(x) for x in re.search(
+            r"kHeads = (\d+), kHeadDim = (\d+), kTextTokens = (\d+);", source).groups())
+        valid = int(re.search(r"p\.text_valid = (\d+);", source).group(1))
+        self.assertIn("w.k_layout = KLayout::bshe;", source)
+        entries = re.findall(r'(with_text_padding\()?layer\("([^"]+)",\s*(?:"(?:[^"\\]|\\.)*"\s*)+,\s*(\d+),\s*(\d+)\)',
+                             source)
+        self.assertEqual(len(entries), 3)
+        for padded, name, batch, pixels in entries:
+            with self.subTest(workload=name):
+                p, k_layout = torch_stages.WORKLOADS[name]()
+                self.assertEqual((p.batch, p.q_heads, p.kv_heads, p.head_dim, p.q_len, p.kv_len, p.dtype, k_layout),
+                                 (int(batch), heads, heads, head_dim, text + (int(pixels) // 16) ** 2,
+                                  text + (int(pixels) // 16) ** 2, "bf16", "bshe"))
+                self.assertEqual((p.mask_pattern, p.text_tokens, p.text_valid, p.mask_per_batch),
+                                 ("text_padding", text, valid, True) if padded else ("random", 0, 0, False))
+        self.assertEqual(sorted(torch_stages.WORKLOADS), sorted(name for _, name, _, _ in entries))
+
+    def test_the_scenario_workloads_are_those_of_the_scenarios(self):
+        found = {}
+        folder = os.path.join(ROOT, "scenarios")
+        for name in os.listdir(folder):
+            m = re.match(r"scenario(\d)_.*\.cpp$", name)
+            if m:
+                with open(os.path.join(folder, name)) as f:
+                    w = re.search(r'default_workload = "([^"]+)"', f.read())
+                if w:
+                    found[int(m.group(1))] = w.group(1)
+        self.assertEqual(found, torch_stages.SCENARIO_WORKLOADS)
+
+
+@unittest.skipUnless(has_numpy(), "numpy is not installed for this python3")
+class RandomInputs(unittest.TestCase):
+    PROBLEMS = [  # seed dtype B Hq Hkv L S E mask mask_dims tokens valid
+        (23962, "bf16", 2, 8, 8, 128, 128, 64, "none", "1x1", 0, 0),
+        (1, "fp32", 2, 8, 2, 256, 192, 128, "float", "BxH", 0, 0),
+        (18446744073709551615, "fp16", 2, 4, 4, 100, 300, 64, "bool", "1xH", 0, 0),
+        (7, "bf16", 2, 4, 4, 64, 640, 32, "textpad", "Bx1", 512, 128),
+        (0, "fp32", 1, 24, 24, 512, 512, 128, "none", "1x1", 0, 0),
+    ]
+
+    @classmethod
+    def setUpClass(cls):
+        if not (CONFIG["cxx"] and CONFIG["host_lib"]):
+            raise unittest.SkipTest("no --cxx and --host-lib to build the harness's generator")
+        cls.tmp = tempfile.TemporaryDirectory()
+        cls.dump = os.path.join(cls.tmp.name, "dump_random_inputs")
+        subprocess.run([CONFIG["cxx"], "-std=c++17", "-O2", "-I" + ROOT,
+                        os.path.join(FIXTURES, "dump_random_inputs.cpp"), CONFIG["host_lib"], "-lpthread",
+                        "-o", cls.dump], check=True)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def test_the_same_seed_gives_the_harness_inputs_bit_for_bit(self):
+        import numpy as np
+        for case in self.PROBLEMS:
+            seed, dtype, b, hq, hkv, l, s, e, mask, mask_dims, tokens, valid = case
+            with self.subTest(problem=case):
+                out = os.path.join(self.tmp.name, "inputs.bin")
+                subprocess.run([self.dump] + [str(x) for x in case] + [out], check=True)
+                expected = np.fromfile(out, dtype=np.float32)
+                p = torch_stages.Problem()
+                p.seed, p.dtype = seed, dtype
+                p.batch, p.q_heads, p.kv_heads, p.q_len, p.kv_len, p.head_dim = b, hq, hkv, l, s, e
+                p.mask = "bool" if mask == "textpad" else mask
+                p.mask_per_batch, p.mask_per_head = mask_dims[0] == "B", mask_dims[2] == "H"
+                if mask == "textpad":
+                    p.mask_pattern, p.text_tokens, p.text_valid = "text_padding", tokens, valid
+                inputs = torch_stages.make_random_inputs(p)
+                parts = [inputs.q, inputs.k, inputs.v] + ([] if inputs.mask is None else [inputs.mask])
+                mine = np.concatenate([x.astype(np.float32).ravel() for x in parts])
+                self.assertEqual(mine.shape, expected.shape)
+                self.assertEqual(int(np.count_nonzero(mine.view(np.uint32) != expected.view(np.uint32))), 0)
+
+
+class CompareLogs(unittest.TestCase):
+    def setUp(self):
+        with open(os.path.join(FIXTURES, "default.log")) as f:
+            self.log = f.read()
+
+    def compare(self, a, b, *flags):
+        with tempfile.TemporaryDirectory() as tmp:
+            paths = []
+            for name, text in (("a.log", a), ("b.log", b)):
+                paths.append(os.path.join(tmp, name))
+                with open(paths[-1], "w") as f:
+                    f.write(text)
+            return run_script(list(flags) + paths, script=COMPARE)
+
+    def test_the_same_log_is_the_same(self):
+        noisy = "# repro table line\n[ALLOC_DEBUG] [CUDA_MALLOC] size=1 stream=0 device=0 unified_memory=1 [x.cpp:1]\n"
+        r = self.compare(noisy + self.log, self.log)
+        self.assertEqual(r.returncode, 0, r.stdout)
+        self.assertIn("same tag sequence (26 tags)", r.stdout)
+
+    def test_a_missing_stage_is_the_first_divergence(self):
+        lines = self.log.splitlines(True)
+        without = "".join(line for line in lines if "MATH_UPCAST" not in line)
+        r = self.compare(self.log, without)
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("first divergence at tag #5:", r.stdout)
+        self.assertIn("[MATH_UPCAST] bf16->fp32", r.stdout)
+
+    def test_a_call_that_stops_is_named(self):
+        lines = self.log.splitlines(True)
+        hung = "".join(lines[:lines.index(next(x for x in lines if "MATH_SOFTMAX_START" in x)) + 1])
+        r = self.compare(self.log, hung)
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("B ends after tag #16, SDPA_DEBUG MATH_SOFTMAX_START", r.stdout)
+
+    def test_lines_compare_what_tags_do_not(self):
+        other = self.log.replace("M=128 N=128 K=64", "M=128 N=128 K=32")
+        self.assertEqual(self.compare(self.log, other).returncode, 0)
+        r = self.compare(self.log, other, "--lines")
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("K=32", r.stdout)
+
+    def test_runs_of_the_same_problem_normalise_to_the_same_lines(self):
+        run_a = "[SDPA_DEBUG] [SCENARIO_2] host read scores: 4 bytes, 1 pages, min=-1 max=2 (0.5 ms) [a.cpp:10]\n"
+        run_b = "[SDPA_DEBUG] [SCENARIO_2] host read scores: 8 bytes, 2 pages, min=-3 max=4 (0.25 ms) [b.py:20]\n"
+        self.assertEqual(compare_logs.normalise(run_a.strip()), compare_logs.normalise(run_b.strip()))
+        self.assertNotEqual(compare_logs.normalise(run_a.strip()),
+                            compare_logs.normalise(run_b.strip().replace("SCENARIO_2", "SCENARIO_4")))
+
+    def test_an_unreadable_log_exits_2(self):
+        r = run_script(["/nonexistent/a.log", "/nonexistent/b.log"], script=COMPARE)
+        self.assertEqual(r.returncode, 2)
+
+
+def main():
+    args = sys.argv[1:]
+    for key in ("repro", "cxx", "host_lib"):
+        flag = "--" + key.replace("_", "-")
+        if flag in args:
+            i = args.index(flag)
+            CONFIG[key] = args[i + 1]
+            del args[i:i + 2]
+    unittest.main(argv=[sys.argv[0]] + args, verbosity=2)
+
+
+if __name__ == "__main__":
+    main()
