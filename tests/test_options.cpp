@@ -114,7 +114,7 @@ TEST_SUITE("options") {
         {{"--mask", "triangle"}, "mask"},
         {{"--mask-dims", "2x2"}, "mask-dims"},
         {{"--alloc", "pinned"}, "alloc"},
-        {{"--scenario", "5"}, "scenario"},
+        {{"--scenario", "6"}, "scenario"},
         {{"--scenario", "-1"}, "scenario"},
         {{"--iters", "0"}, "iters"},
         {{"--iters", "ten"}, "iters"},

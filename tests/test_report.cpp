@@ -364,7 +364,7 @@ TEST_SUITE("report") {
   TEST_CASE("bad command lines of repro report exit 2 with one line and write nothing") {
     check_usage_error({"--scenario", "2"}, "--out");
     check_usage_error({"--scenario", "0", "--out", "DIR"}, "scenario 0");
-    check_usage_error({"--scenario", "5", "--out", "DIR"}, "--scenario");
+    check_usage_error({"--scenario", "6", "--out", "DIR"}, "--scenario");
     check_usage_error({"--scenario", "2", "--fix", "on", "--out", "DIR"}, "--fix");
     check_usage_error({"--scenario", "2", "--fixes", "1", "--out", "DIR"}, "--fixes");
     check_usage_error({"--scenario", "2", "--json", "x.json", "--out", "DIR"}, "--json");

@@ -31,6 +31,7 @@
 #include "repro/sweep/matrix.h"
 #include "repro/sweep/sweep_options.h"
 #include "repro/sweep/sweep_output.h"
+#include "scenarios/scenario.h"
 #include "scenarios/workload.h"
 
 using namespace sdpa;
@@ -336,10 +337,10 @@ bool has_args(const std::vector<std::string>& args, const std::vector<std::strin
 }  // namespace
 
 TEST_SUITE("sweep") {
-  TEST_CASE("the default matrix: scenarios 0-4 x fix off/on x bf16/fp16/fp32 x managed/device/async x three shapes") {
+  TEST_CASE("the default matrix: scenarios 0-5 x fix off/on x bf16/fp16/fp32 x managed/device/async x three shapes") {
     const std::vector<SweepCell> cells = expand_matrix(SweepAxes{});
-    REQUIRE(cells.size() == 270);
-    CHECK(keys_of(cells).size() == 270);
+    REQUIRE(cells.size() == 324);
+    CHECK(keys_of(cells).size() == 324);
     const SweepCell& first = cells.front();
     CHECK(first.key() ==
           "scenario=0 fix=off dtype=bf16 precision=upcast shape=2x8x128x128x64 alloc=managed stream=non-blocking iters=5 "
@@ -361,16 +362,16 @@ TEST_SUITE("sweep") {
         CHECK(c.fix_list == "all");
       } else if (c.fix == "on") {
         CHECK(has_args(args, {"--fix", "on"}));
-        CHECK(c.fix_list == std::to_string(c.scenario));
+        CHECK(c.fix_list == std::to_string(scenario_info(c.scenario).fix_number));
       } else {
         CHECK(c.fix_list == "none");
       }
     }
-    CHECK(per_scenario == std::map<int, int>{{0, 54}, {1, 54}, {2, 54}, {3, 54}, {4, 54}});
+    CHECK(per_scenario == std::map<int, int>{{0, 54}, {1, 54}, {2, 54}, {3, 54}, {4, 54}, {5, 54}});
     CHECK(per_shape ==
-          std::map<std::string, int>{{"2x8x128x128x64", 90}, {"2x8x512x512x64", 90}, {"1x8x256x2048x64", 90}});
+          std::map<std::string, int>{{"2x8x128x128x64", 108}, {"2x8x512x512x64", 108}, {"1x8x256x2048x64", 108}});
     CHECK(per_dtype.size() == 3);
-    CHECK(per_alloc == std::map<std::string, int>{{"managed", 90}, {"device", 90}, {"async", 90}});
+    CHECK(per_alloc == std::map<std::string, int>{{"managed", 108}, {"device", 108}, {"async", 108}});
     // Every scenario has cells whose rows are longer than the warp softmax's 1024 (the block
     // reduction scenario 2 is about).
     std::set<int> long_rows;
@@ -381,7 +382,7 @@ TEST_SUITE("sweep") {
       }
     }
     CHECK(2048 > kSoftmaxWarpRowMaxCols);
-    CHECK(long_rows == std::set<int>{0, 1, 2, 3, 4});
+    CHECK(long_rows == std::set<int>{0, 1, 2, 3, 4, 5});
   }
 
   TEST_CASE("a workload layer is a value of the shapes axis, passed to each cell by name") {
@@ -455,7 +456,7 @@ TEST_SUITE("sweep") {
   TEST_CASE("bad axis values and bad matrix files: exit 2 with one line") {
     TempDir dir;
     const std::vector<std::vector<std::string>> bad_lines{
-        {"--scenarios", "5"}, {"--scenarios", "0,,1"}, {"--scenarios", ""}, {"--scenarios", "1,1"}, {"--scenarios", "x"},
+        {"--scenarios", "6"}, {"--scenarios", "0,,1"}, {"--scenarios", ""}, {"--scenarios", "1,1"}, {"--scenarios", "x"},
         {"--fix", "maybe"}, {"--fix", "5"}, {"--fix", "1+1"}, {"--fix", "off,none"}, {"--dtypes", "fp8"},
         {"--precisions", "double"}, {"--shapes", "2x8x128x128"}, {"--shapes", "2x8x0x128x64"},
         {"--shapes", "2x8x128x128x64x1"}, {"--shapes", "axbxcxdxe"}, {"--shapes", "2x8x-1x128x64"},
@@ -534,16 +535,16 @@ TEST_SUITE("sweep") {
     check_valid(doc);
     CHECK(doc["meta"]["dry_run"] == true);
     CHECK(doc["meta"]["command_line"] == json({"repro", "sweep", "--dry-run", "--repro-binary", SWEEP_TEST_FAKE_CHILD, "--gpus", "1"}));
-    CHECK(doc["matrix"]["cells"] == 270);
+    CHECK(doc["matrix"]["cells"] == 324);
     CHECK(doc["summary"]["result"] == "PLANNED");
-    REQUIRE(doc["cells"].size() == 270);
+    REQUIRE(doc["cells"].size() == 324);
     for (const auto& c : doc["cells"]) {
       CHECK(c["outcome"] == "planned");
       CHECK(c["command_line"][0] == "repro");
       check_valid(c, "#/$defs/cell");
     }
-    CHECK(doc["cells"][269]["key"] ==
-          "scenario=4 fix=on dtype=fp32 precision=upcast shape=1x8x256x2048x64 alloc=async stream=non-blocking iters=5 repeat=0");
+    CHECK(doc["cells"][323]["key"] ==
+          "scenario=5 fix=on dtype=fp32 precision=upcast shape=1x8x256x2048x64 alloc=async stream=non-blocking iters=5 repeat=0");
     CHECK_FALSE(fs::exists(dir / "fake.log"));
     CHECK_FALSE(fs::exists(dir / "sweep-results"));
   }
@@ -1124,7 +1125,7 @@ TEST_SUITE("sweep") {
     for (const auto& c : expand_matrix(SweepAxes{})) planned.push_back(planned_cell_json(c, 10));
     const std::string full = sweep_svg(planned, "default");
     CHECK(xml_problem(full) == "");
-    CHECK(count_of(full, "class=\"cell\"") == 270);
+    CHECK(count_of(full, "class=\"cell\"") == 324);
     CHECK(count_of(full, ">shape 2x8x") == 2);
     CHECK(count_of(full, ">shape 1x8x256x2048x64") == 1);
   }
