@@ -151,6 +151,10 @@ bool stage_runs(Stage s, const SdpaProblem& p, const PathSettings& ps) {
   }
 }
 
+bool stage_observed(Stage s, const SdpaProblem& p, const PathSettings& ps) {
+  return stage_runs(s, p, ps) && !(ps.graph && is_captured_stage(s));
+}
+
 ResultTensor result_tensor_of(const PathSettings& ps) {
   const int last = static_cast<int>(ps.last_stage);
   if (last < static_cast<int>(Stage::scores_to_host)) return ResultTensor::scores;

@@ -130,6 +130,10 @@ bool stage_runs(Stage s, const SdpaProblem& p, const PathSettings& ps);
 // a GEMM ordered by nothing (its stream would never join the capture).
 std::string graph_conflict(const PathSettings& ps);
 
+// Whether the observers (stage times, logs, the watchdog) see stage `s` of a call: every stage
+// that runs, except, with --graph, those inside the graph (they see graph_launch instead).
+bool stage_observed(Stage s, const SdpaProblem& p, const PathSettings& ps);
+
 // Whether K^T must be copied to a contiguous buffer before the GEMM: always with fix 3;
 // otherwise when the view cannot be handed to a strided-batched GEMM, which is when at::matmul
 // copies it (a [B, S, H, E] K with B > 1 and S > 1: batch and head strides do not fold).

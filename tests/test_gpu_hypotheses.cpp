@@ -5,10 +5,12 @@
 // several calls compares every call.
 #include <doctest/doctest.h>
 
+#include <cstring>
 #include <string>
 #include <vector>
 
 #include "fixes/fix.h"
+#include "fixes/fix_list.h"
 #include "log_tags.h"
 #include "math_sdpa/errors.h"
 #include "math_sdpa/pipeline.h"
@@ -125,5 +127,75 @@ TEST_SUITE("gpu_hypotheses") {
       // The host logged past the hung stage (it does not wait at this level); the marks say where the GPU is.
       CHECK(run.err.find("FINAL_BMM_START") != std::string::npos);
     }
+  }
+
+  TEST_CASE("--graph: the replayed graph gives the eager path's bits, with the lean fixes and a cross-stream GEMM") {
+    struct Case {
+      const char* name;
+      DType dtype;
+      void (*edit)(PathSettings&);
+      const char* fixes;
+    };
+    const Case cases[] = {
+        {"bf16 upcast", DType::bf16, [](PathSettings&) {}, "none"},
+        {"fp32, GEMM on an aux stream", DType::fp32, [](PathSettings& s) { s.qk_gemm_stream = GemmStream::aux; }, "none"},
+        {"fp16, every fix lean", DType::fp16, [](PathSettings&) {}, "all:lean"},
+    };
+    for (const Case& c : cases) {
+      CAPTURE(c.name);
+      SdpaProblem p;
+      p.batch = 2;
+      p.q_heads = p.kv_heads = 4;
+      p.q_len = 64;
+      p.kv_len = 1100;  // the block softmax inside the graph
+      p.dtype = c.dtype;
+      p.mask = MaskKind::causal;
+      p.dropout_p = 0.1;
+      const HostInputs in = make_random_inputs(p, 77);
+      std::vector<float> results[2];
+      for (int graph = 0; graph < 2; ++graph) {
+        PathSettings settings;
+        c.edit(settings);
+        settings.graph = graph == 1;
+        const FixSet fixes = parse_fix_list(c.fixes);
+        const auto hooks = make_fixes(fixes);
+        for (const auto& f : hooks) f->configure(settings);
+        auto allocator = make_allocator(settings.alloc, allocator_options(settings, false));
+        MathSdpa path(p, settings, *allocator);
+        for (const auto& f : hooks) path.add_hook(f.get());
+        path.upload(in);
+        for (int call = 0; call < 3; ++call) {  // the first captures, every call replays
+          path.poison_result();
+          path.run();
+        }
+        results[graph] = path.download_result();
+      }
+      REQUIRE(results[0].size() == results[1].size());
+      CHECK(std::memcmp(results[0].data(), results[1].data(), results[0].size() * sizeof(float)) == 0);
+      const Comparison cmp = compare_to_reference(results[1], reference_tensor(p, in, "output"));
+      CHECK(cmp.passed(tolerance_for(p.dtype, p.precision)));
+    }
+  }
+
+  TEST_CASE("scenario 5 through the real binary: replays pass; a hang inside the graph is graph_launch, scenario 5") {
+    const auto run = repro({"--scenario", "5", "--check", "--iters", "5", "--log", "stages"});
+    INFO(run.err.substr(0, 3000));
+    CHECK(run.exit_code == 0);
+    CHECK(run.err.find("[MATH_GRAPH_CAPTURE]") != std::string::npos);
+    CHECK(run.err.find("[MATH_GRAPH_INSTANTIATE_DONE]") != std::string::npos);
+    CHECK(run.err.find("[MATH_GRAPH_LAUNCH] nodes=") != std::string::npos);
+    CHECK(run.err.find("[MATH_SOFTMAX_START]") == std::string::npos);  // captured, not run, stages are not logged
+    CHECK(run.out.find("every call: 5 calls compared with call 1 bit for bit: identical") != std::string::npos);
+    const auto fixed = repro({"--scenario", "5", "--fix", "on", "--check", "--iters", "3"});
+    CHECK(fixed.exit_code == 0);
+    const std::string dir = test_util::temp_dir("graph_hang");
+    const auto hung = repro({"--scenario", "5", "--inject", "hang:softmax", "--stage-timeout", "2", "--on-hang", "kill",
+                             "--json", dir + "/h.json"},
+                            60);
+    CHECK(hung.exit_code == kExitHang);
+    const auto j = nlohmann::json::parse(test_util::file_text(dir + "/h.json"));
+    CHECK(j["watchdog"]["stage"] == "graph_launch");
+    CHECK(j["watchdog"]["scenario"] == 5);
+    test_util::remove_tree(dir);
   }
 }

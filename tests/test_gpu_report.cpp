@@ -61,7 +61,8 @@ TEST_SUITE("gpu_report") {
     std::vector<std::string> scenario2 = long_rows, padded = {"--text-padding", "512:128", "-b", "2", "--heads", "2",
                                                               "-L", "32", "-S", "1536", "--iters", "3"};
     scenario2.insert(scenario2.begin(), {"--repeat", "2"});
-    const std::vector<Case> cases = {{1, {}}, {2, scenario2}, {2, padded}, {3, {}}, {4, {}}, {4, {"--dropout", "0.1"}, true}};
+    const std::vector<Case> cases = {{1, {}}, {2, scenario2}, {2, padded}, {3, {}}, {4, {}}, {4, {"--dropout", "0.1"}, true},
+                                     {5, {}}};
     for (size_t c = 0; c < cases.size(); ++c) {
       const int scenario = cases[c].scenario;
       CAPTURE(scenario);

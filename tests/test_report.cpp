@@ -567,6 +567,10 @@ TEST_SUITE("report_nvcc") {
         {"--scenario", "4", "--alloc", "system", "--advise", "read-mostly", "--kv-heads", "4", "--host-touch", "off"},
         {"--scenario", "2", "--text-padding", "64:10", "-b", "2", "-L", "64", "-S", "96", "--scores-to-host", "both"},
         {"--scenario", "2", "--scores-host-phase", "before", "-L", "64"},
+        {"--scenario", "5"},
+        {"--scenario", "5", "--gemm-stream", "aux", "--mask", "bool", "--dropout", "0.1", "--fix-form", "lean"},
+        {"--scenario", "1", "--fix-form", "lean"},
+        {"--scenario", "2", "-L", "64", "--fix-form", "lean"},
     };
     const std::string dir = temp_dir("report_nvcc");
     for (size_t i = 0; i < configs.size(); ++i) {

@@ -115,7 +115,7 @@ std::unique_ptr<PathSet> BenchRunner::make_set(const FixSet& fixes) {
   bool any = false;
   for (int i = 0; i < kStageCount; ++i) {
     const Stage st = static_cast<Stage>(i);
-    if (!is_gpu_stage(st) || !stage_runs(st, o.problem, set->settings)) continue;
+    if (!is_gpu_stage(st) || !stage_observed(st, o.problem, set->settings)) continue;
     if (!any) set->first_gpu_stage = st;
     set->last_gpu_stage = st;
     any = true;

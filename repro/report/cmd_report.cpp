@@ -50,7 +50,7 @@ constexpr int kReportDefaultIters = 25;  // calls per run unless --iters says ot
 // The run options of the report's command line: without the report's own options, and
 // without --check and --log, which the report sets for every run.
 std::vector<std::string> run_args(int argc, char** argv) {
-  static const std::set<std::string> with_value = {"--out", "--repeat", "--log"};
+  static const std::set<std::string> with_value = {"--out", "--repeat", "--log", "--fix-form"};
   static const std::set<std::string> flags = {"--no-run", "--force", "--check", "--allow-inject"};
   std::vector<std::string> out;
   for (int i = 1; i < argc; ++i) {
@@ -160,7 +160,7 @@ void remove_earlier_runs(const fs::path& out_dir) {
 }
 
 int write_report(CLI::App& app, const RunOptionParser& parser, int argc, char** argv, const std::string& out_dir,
-                 int repeat, bool no_run, bool force, bool allow_inject) {
+                 int repeat, bool no_run, bool force, bool allow_inject, const std::string& fix_form) {
   for (const char* name : {"--fix", "--fixes", "--json", "--no-fork", "--inputs", "--save-output", "--log-file",
                            "--snapshot-dir"}) {
     if (app.count(name)) {
@@ -191,7 +191,7 @@ int write_report(CLI::App& app, const RunOptionParser& parser, int argc, char** 
   for (bool fix_on : {false, true}) {
     std::vector<std::string>& args = fix_on ? in.args_on : in.args_off;
     args = base;
-    args.insert(args.end(), {"--check", "--log", log_level_name(log), "--fix", fix_on ? "on" : "off"});
+    args.insert(args.end(), {"--check", "--log", log_level_name(log), "--fix", !fix_on ? "off" : fix_form == "lean" ? "lean" : "on"});
     (fix_on ? in.fix_on : in.fix_off) = options_of_child(args);
   }
   const std::string reproducer =
@@ -256,10 +256,14 @@ int report_main(int argc, char** argv) {
   std::string out_dir;
   int repeat = 1;
   bool no_run = false, force = false, allow_inject = false;
+  std::string fix_form = "design";
   app.add_option("--out", out_dir, "the report folder (must not exist, unless --force)")->required();
   app.add_option("--repeat", repeat, "runs of each setting, fix off and fix on")->check(CLI::Range(1, 1000));
   app.add_flag("--no-run", no_run, "write what needs no GPU: the reproducer, the commands, the REPORT.md template");
   app.add_flag("--force", force, "replace the report in an existing --out folder");
+  app.add_option("--fix-form", fix_form,
+                 "the scenario's own fix as designed (every part) or in its lean form (docs/FIXES.md), for the fix-on runs")
+      ->check(CLI::IsMember({"design", "lean"}));
   app.add_flag("--allow-inject", allow_inject,
                "for testing the report itself: let --inject through (refused otherwise); the title then says the "
                "fault was injected");
@@ -269,7 +273,7 @@ int report_main(int argc, char** argv) {
     return parsed.exit_code;
   }
   try {
-    return write_report(app, parser, argc, argv, out_dir, repeat, no_run, force, allow_inject);
+    return write_report(app, parser, argc, argv, out_dir, repeat, no_run, force, allow_inject, fix_form);
   } catch (const std::exception& e) {  // InputError; a generator bug (std::logic_error) reads the same way
     std::cerr << "repro report: error: " << one_line(e.what()) << "\n";
     return kExitUsage;

@@ -363,6 +363,7 @@ std::string generate_reproducer(const RunOptions& off, const RunOptions& on, con
       {"stream_legacy", so.stream == StreamMode::legacy},
       {"stream_per_thread", so.stream == StreamMode::per_thread},
       {"sync_each_step", off.log >= LogLevel::sync},
+      {"graph", so.graph},
       {"result_scores", result == "scores"},
       {"result_probs", result == "probs"},
       // The result's element type: float (Acc in fp32), or the 16-bit Elem (the cast output, or
