@@ -105,6 +105,9 @@ ScoresHostPhase parse_scores_host_phase(const std::string& s);
 AllocKind parse_alloc_kind(const std::string& s);
 std::vector<Advice> parse_advice_list(const std::string& s);  // "preferred:cpu,read-mostly"; "" or "none"
 std::string advice_list_string(const std::vector<Advice>& a);   // "none" when empty
+// "a|b|c": the words the option of a setting accepts ("--alloc", "--stream", ...), from the
+// tables the parsers use, for help text. Throws std::logic_error for any other option.
+std::string path_setting_choices(const std::string& option);
 
 // Every field by name ("alloc" -> "managed", "last_stage" -> "qk_gemm", ...), in a fixed order.
 std::map<std::string, std::string> settings_fields(const PathSettings& s);
