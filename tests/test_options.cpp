@@ -33,23 +33,26 @@ std::vector<std::string> lines_of(const std::string& text) {
   return lines;
 }
 
-// A refused command line: exit 2, one line naming the problem.
+std::string joined(const std::vector<std::string>& args) {
+  std::string s;
+  for (const auto& a : args) s += a + " ";
+  return s;
+}
+
+// A refused command line: exit 2, one line "repro: error: ..." naming the problem.
 void check_refused(const std::vector<std::string>& args, const std::string& needle) {
-  std::string joined;
-  for (const auto& a : args) joined += a + " ";
   const ParseResult r = parse(args);
-  INFO("args: ", joined, "-> ", r.message);
+  INFO("args: ", joined(args), "-> ", r.message);
   CHECK_FALSE(r.run);
   CHECK(r.exit_code == kExitUsage);
   CHECK(r.message.find('\n') == std::string::npos);
+  CHECK(r.message.rfind("repro: error: ", 0) == 0);
   CHECK(r.message.find(needle) != std::string::npos);
 }
 
 void check_accepted(const std::vector<std::string>& args) {
-  std::string joined;
-  for (const auto& a : args) joined += a + " ";
   const ParseResult r = parse(args);
-  INFO("args: ", joined, "-> ", r.message);
+  INFO("args: ", joined(args), "-> ", r.message);
   CHECK(r.run);
 }
 
@@ -286,16 +289,6 @@ TEST_SUITE("options") {
         {{"--batch"}, "batch"},
         {{"--json"}, "json"},
     };
-    for (const auto& [args, needle] : cases) {
-      std::string joined;
-      for (const auto& a : args) joined += a + " ";
-      const ParseResult r = parse(args);
-      INFO("args: ", joined, "-> ", r.message);
-      CHECK_FALSE(r.run);
-      CHECK(r.exit_code == kExitUsage);
-      CHECK(r.message.find('\n') == std::string::npos);
-      CHECK(r.message.rfind("repro: error: ", 0) == 0);
-      CHECK(r.message.find(needle) != std::string::npos);
-    }
+    for (const auto& [args, needle] : cases) check_refused(args, needle);
   }
 }

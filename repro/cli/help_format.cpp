@@ -61,7 +61,9 @@ class HelpFormatter : public CLI::Formatter {
     std::string excluded;
     for (const CLI::Option* other : o->get_excludes()) excluded += (excluded.empty() ? "" : ", ") + other->get_name();
     if (!excluded.empty()) description += " (not with " + excluded + ")";
-    if (o->get_type_size() != 0 && !o->get_default_str().empty()) description += " (default " + o->get_default_str() + ")";
+    if (o->get_type_size() != 0 && !o->get_required() && !o->get_default_str().empty()) {
+      description += " (default " + o->get_default_str() + ")";
+    }
     const std::vector<std::string> lines = wrap_words(description, kHelpWidth - kDescriptionColumn);
     std::string out = left;
     const std::string indent(kDescriptionColumn, ' ');

@@ -218,7 +218,8 @@ void add_memory_options(CLI::App& app, Fields& f) {
 void add_scenario_options(CLI::App& app, Fields& f, RunCommand command) {
   app.add_option("--scenario", f.o.scenario, "0: the whole path; 1-4: the hang scenarios (repro help scenarios)")
       ->check(CLI::Range(0, 4))
-      ->option_text("0-4");
+      ->option_text("0-4")
+      ->required(command == RunCommand::report);  // a report is about one scenario's hang
   if (command != RunCommand::report) {  // a report runs the scenario's own fix off and on
     app.add_option("--fix", f.fix, "on: the scenario's own fix")->check(CLI::IsMember(kOnOff))->option_text(joined(kOnOff));
     app.add_option("--fixes", f.fixes, "fixes in any scenario: 1-4 joined by commas, all, none")
