@@ -3,7 +3,6 @@
 // options report and bench list being the ones they accept. Needs no GPU.
 #include <doctest/doctest.h>
 
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -11,6 +10,7 @@
 #include "run_program.h"
 
 using namespace sdpa;
+using test_util::lines_of;
 
 namespace {
 
@@ -19,13 +19,6 @@ test_util::ProgramRun repro(std::vector<std::string> args) {
   test_util::ProgramOptions options;
   options.timeout_s = 60;
   return test_util::run_program(args, options);
-}
-
-std::vector<std::string> lines_of(const std::string& text) {
-  std::vector<std::string> lines;
-  std::istringstream in(text);
-  for (std::string line; std::getline(in, line);) lines.push_back(line);
-  return lines;
 }
 
 bool lists(const std::string& help, const std::string& option) { return help.find("  " + option + " ") != std::string::npos; }

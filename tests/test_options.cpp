@@ -4,7 +4,6 @@
 
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -17,6 +16,7 @@
 #include "run_program.h"
 
 using namespace sdpa;
+using test_util::lines_of;
 
 namespace {
 ParseResult parse(std::vector<std::string> args) {
@@ -24,13 +24,6 @@ ParseResult parse(std::vector<std::string> args) {
   std::vector<const char*> argv;
   for (const auto& a : args) argv.push_back(a.c_str());
   return parse_command_line(static_cast<int>(argv.size()), argv.data());
-}
-
-std::vector<std::string> lines_of(const std::string& text) {
-  std::vector<std::string> lines;
-  std::istringstream in(text);
-  for (std::string line; std::getline(in, line);) lines.push_back(line);
-  return lines;
 }
 
 std::string joined(const std::vector<std::string>& args) {
