@@ -3,19 +3,40 @@
 
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
+#include <dlfcn.h>
+#include <sys/stat.h>
 
 #include "cuda_check.h"
 #include "errors.h"
 
 namespace sdpa {
 
+namespace {
+
+// Why no device is usable, in words that say what to fix.
+std::string no_gpu_reason(cudaError_t status) {
+  if (status == cudaSuccess) return "no CUDA device found";
+  // Without the driver's user-space library the runtime says its version is "insufficient",
+  // which reads as an old driver rather than none: look for the library as the runtime does.
+  if (void* driver = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL)) {
+    dlclose(driver);
+  } else {
+    return "no NVIDIA driver is loaded (libcuda.so.1 not found)";
+  }
+  std::string reason = cudaGetErrorString(status);
+  struct stat module {};
+  if (status == cudaErrorInsufficientDriver || status == cudaErrorNoDevice) {
+    if (stat("/proc/driver/nvidia", &module) != 0) reason += " (no /proc/driver/nvidia: the NVIDIA kernel module is not loaded)";
+  }
+  return reason;
+}
+
+}  // namespace
+
 DeviceInfo query_device_info(int device) {
   int count = 0;
   const cudaError_t status = cudaGetDeviceCount(&count);
-  if (status != cudaSuccess || count == 0) {
-    throw NoGpuError(std::string("no usable CUDA GPU: ") +
-                     (status != cudaSuccess ? cudaGetErrorString(status) : "no CUDA device found"));
-  }
+  if (status != cudaSuccess || count == 0) throw NoGpuError("no usable CUDA GPU: " + no_gpu_reason(status));
   DeviceInfo d;
   d.index = device;
   cudaDeviceProp prop{};

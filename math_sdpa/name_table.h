@@ -29,6 +29,11 @@ template <typename E> struct NameTable {
     }
     return std::nullopt;
   }
+  std::vector<std::string> names() const {
+    std::vector<std::string> list;
+    for (const auto& entry : entries) list.emplace_back(entry.second);
+    return list;
+  }
   std::string accepted() const {
     std::string list;
     for (const auto& entry : entries) list += list.empty() ? entry.second : std::string("|") + entry.second;

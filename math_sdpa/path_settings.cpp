@@ -2,6 +2,8 @@
 #include "path_settings.h"
 
 #include <sstream>
+#include <stdexcept>
+#include <utility>
 
 #include "errors.h"
 #include "name_table.h"
@@ -77,6 +79,21 @@ std::vector<Advice> parse_advice_list(const std::string& s) {
   }
   if (s.back() == ',') throw InputError("--advise: empty item in '" + s + "'");
   return out;
+}
+
+std::string path_setting_choices(const std::string& option) {
+  for (const auto& [what, words] : {std::pair{kStreamModes.what, kStreamModes.accepted()},
+                                    {kGemmStreams.what, kGemmStreams.accepted()},
+                                    {kGemmOrders.what, kGemmOrders.accepted()},
+                                    {kKLayouts.what, kKLayouts.accepted()},
+                                    {kGemmApis.what, kGemmApis.accepted()},
+                                    {kScoresToHost.what, kScoresToHost.accepted()},
+                                    {kScoresHostPhases.what, kScoresHostPhases.accepted()},
+                                    {kAllocKinds.what, kAllocKinds.accepted()},
+                                    {kAdvice.what, kAdvice.accepted()}}) {
+    if (option == what) return words;
+  }
+  throw std::logic_error("path_setting_choices: no setting has the option " + option);
 }
 
 std::string advice_list_string(const std::vector<Advice>& a) {

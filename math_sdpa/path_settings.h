@@ -111,6 +111,9 @@ AllocKind parse_alloc_kind(const std::string& s);
 AsyncPool parse_async_pool(const std::string& s);
 std::vector<Advice> parse_advice_list(const std::string& s);  // "preferred:cpu,read-mostly"; "" or "none"
 std::string advice_list_string(const std::vector<Advice>& a);   // "none" when empty
+// "a|b|c": the words the option of a setting accepts ("--alloc", "--stream", ...), from the
+// tables the parsers use, for help text. Throws std::logic_error for any other option.
+std::string path_setting_choices(const std::string& option);
 
 // The allocator the settings ask for: its kind is settings.alloc; these are its options.
 AllocatorOptions allocator_options(const PathSettings& s, bool allow_oversubscription);

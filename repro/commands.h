@@ -5,8 +5,11 @@
 //   repro sweep [options]      a matrix of runs in isolated processes, as JSON (cmd_sweep.cpp)
 //   repro bench [options]      timing with statistics and fix overheads (cmd_bench.cpp)
 //   repro info [--json]        the environment block of a bug report (cmd_info.cpp)
-//   repro --version            version, commit, compiler, CUDA, architectures (cmd_info.cpp)
+//   repro help [TOPIC]         --help, the scenarios in full, or a command's --help (main.cpp)
+//   repro -V, --version        version, commit, compiler, CUDA, architectures (cmd_info.cpp)
 //   repro hang-snapshot ...    hidden: the --no-fork watchdog's hang snapshot (supervise/hang_snapshot.h)
+//
+// Any other first word that is not an option is an unknown command (exit 2, one line).
 //
 // Each takes argv with its own name first (argv[0] == "report") and returns the process exit
 // code (math_sdpa/errors.h).

@@ -1,20 +1,85 @@
 // main.cpp: the `repro` executable: dispatches to a subcommand (commands.h), or runs one
-// configuration when the first argument is an option.
+// configuration when the first argument is an option (or there is none).
+#include <iostream>
 #include <string>
 
+#include "math_sdpa/errors.h"
+#include "repro/cli/run_options.h"
 #include "repro/commands.h"
 #include "repro/supervise/hang_snapshot.h"
 
+namespace {
+
+using namespace sdpa;
+
+struct Subcommand {
+  const char* name;
+  int (*main)(int argc, char** argv);
+  bool has_help;  // `repro help NAME` shows its --help
+};
+
+int help_main(int argc, char** argv);
+
+// Every word `repro WORD ...` accepts; the usage line of --help (run_options.cpp) names those
+// with a help.
+const Subcommand kSubcommands[] = {
+    {"report", report_main, true},   {"sweep", sweep_main, true},     {"bench", bench_main, true},
+    {"info", info_main, true},       {"help", help_main, false},      {"version", version_main, false},
+    {"hang-snapshot", hang_snapshot_main, false},  // hidden: the --no-fork watchdog's snapshot taker
+};
+
+// "report, sweep, bench, info": the commands with a help.
+std::string commands_with_help() {
+  std::string names;
+  for (const Subcommand& c : kSubcommands) {
+    if (c.has_help) names += (names.empty() ? "" : ", ") + std::string(c.name);
+  }
+  return names;
+}
+
+std::string help_topics() { return "scenarios, " + commands_with_help(); }
+
+// `repro help`: the run's --help; `repro help scenarios`: each scenario in full; `repro help
+// COMMAND`: `repro COMMAND --help`.
+int help_main(int argc, char** argv) {
+  if (argc > 2) {
+    std::cerr << "repro help: error: one topic at most (" << help_topics() << ")\n";
+    return kExitUsage;
+  }
+  const std::string topic = argc == 2 ? argv[1] : "";
+  char help_flag[] = "--help";
+  if (topic.empty()) {
+    char* run_help[] = {argv[0], help_flag};
+    return run_main(2, run_help);
+  }
+  if (topic == "scenarios") {
+    std::cout << scenarios_help();
+    return kExitPass;
+  }
+  for (const Subcommand& c : kSubcommands) {
+    if (c.has_help && topic == c.name) {
+      char* command_help[] = {argv[1], help_flag};
+      return c.main(2, command_help);
+    }
+  }
+  std::cerr << "repro help: error: no help on '" << topic << "' (topics: " << help_topics() << ")\n";
+  return kExitUsage;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
-  using namespace sdpa;
   if (argc > 1) {
-    const std::string command = argv[1];
-    if (command == "report") return report_main(argc - 1, argv + 1);
-    if (command == "sweep") return sweep_main(argc - 1, argv + 1);
-    if (command == "bench") return bench_main(argc - 1, argv + 1);
-    if (command == "info") return info_main(argc - 1, argv + 1);
-    if (command == "hang-snapshot") return hang_snapshot_main(argc - 1, argv + 1);
-    if (command == "--version" || command == "version") return version_main(argc - 1, argv + 1);
+    const std::string word = argv[1];
+    if (word == "-V" || word == "--version") return version_main(argc - 1, argv + 1);
+    if (word.empty() || word[0] != '-') {  // a command word, not an option of a run
+      for (const Subcommand& c : kSubcommands) {
+        if (word == c.name) return c.main(argc - 1, argv + 1);
+      }
+      std::cerr << "repro: error: unknown command '" << one_line(word.substr(0, 60))
+                << "' (commands: " << commands_with_help() << ", help; a run takes options only: repro --help)\n";
+      return kExitUsage;
+    }
   }
   return run_main(argc, argv);
 }

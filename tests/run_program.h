@@ -33,6 +33,14 @@ struct ProgramOptions {
   std::string cwd;       // non-empty: runs there, so relative output paths land there
 };
 
+// The lines of `text`, without their newlines.
+inline std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
 // The file's bytes, or "" when it cannot be read.
 inline std::string file_text(const std::string& path) { return sdpa::read_file(path).value_or(""); }
 

@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -62,6 +63,10 @@ struct Row {
 TEST_SUITE("bad_input") {
   TEST_CASE("bad command lines: exit 2, one line, nothing written, no hang") {
     const std::string huge(100000, '9');  // under the kernel's 128 KiB limit for one argument
+    // --inputs with files that are not .npy arrays, in a folder of their own (the scratch folder
+    // must stay empty).
+    Scratch junk;
+    for (const char* name : {"q.npy", "k.npy", "v.npy"}) junk.write(name, "not an array");
     const std::vector<Row> rows = {
         // sizes
         {{"--batch", "0"}, "batch"},
@@ -129,7 +134,29 @@ TEST_SUITE("bad_input") {
         {{"--inject", "slow:softmax:-1"}, "inject"},
         {{"--inject", "hang:dropout"}, "does not run"},
         {{"--scenario", "3", "--inject", "hang:pv_gemm"}, "does not run"},
+        // options the configuration would ignore
+        {{"--scenario", "1", "--dropout", "0.1"}, "before dropout"},
+        {{"--mask-dims", "Bx1"}, "no mask tensor"},
+        {{"--sample-every", "10", "--iters", "5"}, "--iters above"},
+        {{"--scale", "0"}, "scale"},
+        // output paths, found before the run (the GPU work would come first otherwise)
+        {{"--json", "/etc/hostname/x.json"}, "/etc/hostname is not a directory"},
+        {{"--json", "missing/x.json"}, "directory missing does not exist"},
+        {{"--save-output", "/etc/hostname/o.npy"}, "--save-output"},
+        {{"--log-file", "/etc/hostname/run.log"}, "--log-file"},
+        {{"--snapshot-dir", "/etc/hostname/snapshot"}, "--snapshot-dir"},
+        {{"report", "--scenario", "2", "--out", "/etc/hostname/report", "--no-run"}, "/etc/hostname is not a directory"},
+        {{"bench", "--json", "/etc/hostname/b.json"}, "/etc/hostname"},
+        // input files, read before the GPU is touched (exit 2 on a machine without one, not 7)
+        {{"--inputs", "absent"}, "does not exist"},
+        {{"--inputs", "."}, "has no q.npy"},
+        {{"--inputs", junk.dir}, "not a .npy file"},
+        {{"bench", "--inputs", junk.dir}, "not a .npy file"},
         // the command line itself
+        {{"frobnicate"}, "unknown command 'frobnicate'"},
+        {{"help", "frobnicate"}, "no help on 'frobnicate'"},
+        {{"report", "--scenario", "2", "--check", "--out", "r"}, "--check"},
+        {{"bench", "--iters", "3"}, "--iters"},
         {{"--no-such-option"}, "no-such-option"},
         {{"positional"}, "positional"},
         {{"--batch"}, "batch"},
@@ -145,7 +172,8 @@ TEST_SUITE("bad_input") {
     for (const Row& row : rows) {
       if (row.needle.empty()) continue;
       std::vector<std::string> args = row.args;
-      if (args.front() != "report") {
+      const bool names_json = std::find(args.begin(), args.end(), "--json") != args.end();
+      if (args.front() != "report" && args.front() != "help" && !names_json) {
         args.push_back("--json");
         args.push_back("result.json");
       }

@@ -4,6 +4,7 @@
 // benchmark figure belongs in a unit test.
 #include <doctest/doctest.h>
 
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -95,6 +96,12 @@ TEST_SUITE("bench") {
     CHECK(r.message.find("--fix-overhead") != std::string::npos);
     CHECK(r.message.find("--input-sets") != std::string::npos);
     CHECK(r.message.find("--precision") != std::string::npos);
+    // Only what a bench accepts: it counts its calls with -w and -n.
+    CHECK(r.message.find("--iters") == std::string::npos);
+    CHECK(r.message.find("--sample-every") == std::string::npos);
+    CHECK(r.message.find("Benchmark:\n  -w,--warmup N") < r.message.find("Problem:"));
+    std::istringstream lines(r.message);
+    for (std::string line; std::getline(lines, line);) CHECK_MESSAGE(line.size() <= 100, line);
   }
 
   TEST_CASE("input sets: enough that 3x the L2 is touched between two uses of a set") {

@@ -25,6 +25,7 @@
 #include "math_sdpa/dtype.h"
 #include "math_sdpa/errors.h"
 #include "math_sdpa/kernels.h"
+#include "math_sdpa/npy.h"
 #include "math_sdpa/philox.h"
 #include "run_program.h"
 
@@ -453,5 +454,34 @@ TEST_SUITE("gpu_kernels") {
     REQUIRE(hang.result.is_object());
     CHECK(hang.result["outcome"] == "hang");
     CHECK(hang.result["watchdog"]["stage"] == "softmax");
+  }
+
+  TEST_CASE("--inputs end to end: a run and a bench on the tensors the parent read, their shape, checked") {
+    // Read while parsing (run_options.h) and handed to the GPU child: nothing reads them again.
+    const std::string dir = test_util::temp_dir("gpu_inputs");
+    std::mt19937 gen(7);
+    std::normal_distribution<float> normal;
+    auto tensor = [&](int64_t n) {
+      std::vector<float> v(static_cast<size_t>(n));
+      for (float& x : v) x = normal(gen);
+      return v;
+    };
+    write_npy_float32(dir + "/q.npy", {1, 4, 48, 16}, tensor(1 * 4 * 48 * 16).data());
+    write_npy_float32(dir + "/k.npy", {1, 2, 40, 16}, tensor(1 * 2 * 40 * 16).data());
+    write_npy_float32(dir + "/v.npy", {1, 2, 40, 16}, tensor(1 * 2 * 40 * 16).data());
+    const test_util::JsonRun run = run_repro({"--inputs", dir, "--check", "--iters", "2", "--save-output", dir + "/out.npy"});
+    INFO(run.out, run.err);
+    REQUIRE(run.exit_code == 0);
+    CHECK(run.out.find("B=1 Hq=4 Hkv=2 L=48 S=40 E=16 dtype=fp32") != std::string::npos);
+    CHECK(run.out.find("inputs=" + dir) != std::string::npos);
+    CHECK(run.result["config"]["problem"]["kv_len"] == 40);
+    CHECK(run.result["check"]["passed"] == true);
+    CHECK(read_npy(dir + "/out.npy").shape == std::vector<int64_t>{1, 4, 48, 16});
+    const test_util::JsonRun bench = run_repro({"bench", "--inputs", dir, "-w", "0", "-n", "2", "--check", "--dtype", "bf16"});
+    INFO(bench.out, bench.err);
+    REQUIRE(bench.exit_code == 0);
+    CHECK(bench.out.find("B=1 Hq=4 Hkv=2 L=48 S=40 E=16 dtype=bf16") != std::string::npos);
+    CHECK(bench.result["check"]["passed"] == true);
+    test_util::remove_tree(dir);
   }
 }

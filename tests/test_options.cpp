@@ -2,13 +2,21 @@
 // with one line).
 #include <doctest/doctest.h>
 
+#include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
 #include "math_sdpa/errors.h"
+#include "math_sdpa/npy.h"
+#include "repro/bench/bench.h"
+#include "repro/cli/help_format.h"
 #include "repro/cli/run_options.h"
+#include "repro/sweep/sweep_options.h"
+#include "run_program.h"
 
 using namespace sdpa;
+using test_util::lines_of;
 
 namespace {
 ParseResult parse(std::vector<std::string> args) {
@@ -16,6 +24,35 @@ ParseResult parse(std::vector<std::string> args) {
   std::vector<const char*> argv;
   for (const auto& a : args) argv.push_back(a.c_str());
   return parse_command_line(static_cast<int>(argv.size()), argv.data());
+}
+
+std::string joined(const std::vector<std::string>& args) {
+  std::string s;
+  for (const auto& a : args) s += a + " ";
+  return s;
+}
+
+// A refused command line: exit 2, one line "repro: error: ..." naming the problem.
+void check_refused(const std::vector<std::string>& args, const std::string& needle) {
+  const ParseResult r = parse(args);
+  INFO("args: ", joined(args), "-> ", r.message);
+  CHECK_FALSE(r.run);
+  CHECK(r.exit_code == kExitUsage);
+  CHECK(r.message.find('\n') == std::string::npos);
+  CHECK(r.message.rfind("repro: error: ", 0) == 0);
+  CHECK(r.message.find(needle) != std::string::npos);
+}
+
+void check_accepted(const std::vector<std::string>& args) {
+  const ParseResult r = parse(args);
+  INFO("args: ", joined(args), "-> ", r.message);
+  CHECK(r.run);
+}
+
+// q.npy, k.npy and v.npy of [B, H, L, E] float32 in `dir`.
+void write_inputs(const std::string& dir, int64_t B, int64_t H, int64_t L, int64_t E) {
+  const std::vector<float> zeros(static_cast<size_t>(B * H * L * E), 0.25f);
+  for (const char* name : {"/q.npy", "/k.npy", "/v.npy"}) write_npy_float32(dir + name, {B, H, L, E}, zeros.data());
 }
 }  // namespace
 
@@ -92,6 +129,123 @@ TEST_SUITE("options") {
     CHECK(r.message.find("--allow-oversubscription") != std::string::npos);
   }
 
+  TEST_CASE("--help: the groups in order, every line within 100 columns, a label or the choices of each option") {
+    const std::string help = parse({"--help"}).message;
+    for (const std::string& line : lines_of(help)) CHECK_MESSAGE(line.size() <= kHelpWidth, line);
+    size_t at = 0;
+    for (const char* group : {"\nProblem:\n", "\nMemory:\n", "\nScenario and fixes:\n", "\nLogging and watchdog:\n",
+                              "\nRun and output:\n"}) {
+      const size_t found = help.find(group, at);
+      CHECK_MESSAGE(found != std::string::npos, group);
+      at = found == std::string::npos ? at : found;
+    }
+    // Labels, and the accepted words of the enumerated options, from the tables that parse them.
+    for (const char* shown : {"--json FILE", "--save-output FILE", "--log-file FILE", "--inputs DIR", "--snapshot-dir DIR",
+                              "--seed SEED", "--stage-timeout S", "-b,--batch INT", "--dtype bf16|fp16|fp32",
+                              "--precision upcast|native", "--mask-dims 1x1|Bx1|1xH|BxH", "--scenario 0-5", "--fix on|off|lean",
+                              "none, bool, float", "managed, device, async, host, system", "non-blocking, legacy, per-thread",
+                              "off, stages, sync, values", "snapshot (", "qwen-image-1024", "entry_sync"}) {
+      CHECK_MESSAGE(help.find(shown) != std::string::npos, shown);
+    }
+    // Neither CLI11's generic types nor its validator texts ("INT:INT in [0 - 4]").
+    CHECK(help.find(" TEXT") == std::string::npos);
+    CHECK(help.find(":INT") == std::string::npos);
+    CHECK(help.find("Print this help") == std::string::npos);
+    // The subcommands in the usage, the exit codes and the scenarios in the footer.
+    CHECK(help.find("Usage: repro [OPTIONS]") != std::string::npos);
+    CHECK(help.find("repro report|sweep|bench|info") != std::string::npos);
+    CHECK(help.find("repro -V") != std::string::npos);
+    CHECK(help.find("Exit codes: 0 pass, 1 mismatch") != std::string::npos);
+    CHECK(help.find("7 no usable GPU or driver, 8 refused") != std::string::npos);
+    CHECK(help.find("\n  2  softmax reduction on unified memory under migration (its fix: 2)\n") != std::string::npos);
+    CHECK(help.find("-h,--help") > help.find("--save-output"));  // last
+    // Short: the scenarios in full are `repro help scenarios`.
+    CHECK(lines_of(help).size() < 110);
+    const std::string scenarios = scenarios_help();
+    CHECK(scenarios.find("a hang looks like:") != std::string::npos);
+    for (const std::string& line : lines_of(scenarios)) CHECK_MESSAGE(line.size() <= kHelpWidth, line);
+  }
+
+  TEST_CASE("wrap_text: long lines wrapped at the width under their own indent; short lines kept as written") {
+    CHECK(wrap_text("a  b", 10) == "a  b");
+    CHECK(wrap_text("  one two three four", 10) == "  one two\n  three\n  four");
+    CHECK(wrap_text("first line\nsecond", 6) == "first\nline\nsecond");
+    CHECK(wrap_words("a-word-longer-than-the-width x", 8) == std::vector<std::string>{"a-word-longer-than-the-width", "x"});
+  }
+
+  TEST_CASE("one --stage-timeout default, for a run, a bench and a sweep's cells") {
+    CHECK(parse({}).options.stage_timeout_s == kDefaultStageTimeoutS);
+    const char* bench[] = {"bench"};
+    CHECK(parse_bench_command_line(1, bench).options.run.stage_timeout_s == kDefaultStageTimeoutS);
+    const char* sweep[] = {"sweep"};
+    CHECK(parse_sweep_command_line(1, sweep).options.stage_timeout_s == kDefaultStageTimeoutS);
+    CHECK(parse({"--help"}).message.find("--stage-timeout S           the watchdog's deadline for any one stage, seconds "
+                                         "(default 20)") != std::string::npos);
+  }
+
+  TEST_CASE("options the configuration would ignore are refused, with one line") {
+    check_refused({"--scenario", "1", "--dropout", "0.1"}, "before dropout");
+    check_refused({"--scenario", "2", "--dropout", "0.1"}, "before dropout");
+    check_refused({"--scenario", "3", "--dropout", "0.1"}, "before dropout");
+    check_accepted({"--scenario", "1", "--dropout", "0.1", "--full"});
+    check_accepted({"--scenario", "0", "--dropout", "0.1"});
+    check_accepted({"--scenario", "4", "--dropout", "0.1"});
+    check_refused({"--mask-dims", "Bx1"}, "no mask tensor");
+    check_refused({"--mask", "causal", "--mask-dims", "1xH"}, "no mask tensor");
+    check_refused({"--text-padding", "4:2", "--mask-dims", "1xH"}, "--text-padding");
+    check_accepted({"--mask", "bool", "--mask-dims", "Bx1"});
+    check_accepted({"--mask", "float", "--mask-dims", "BxH"});
+    check_refused({"--sample-every", "10"}, "--iters above");
+    check_refused({"--sample-every", "5", "--iters", "5"}, "--iters above");
+    check_accepted({"--sample-every", "5", "--iters", "6"});
+    check_refused({"--scale", "0"}, "--scale");
+    check_refused({"--scale", "-0"}, "--scale");
+    check_accepted({"--scale", "-0.5"});
+  }
+
+  TEST_CASE("output paths that cannot be written are refused while parsing, and nothing is created") {
+    const std::string dir = test_util::temp_dir("options_paths");
+    { std::ofstream(dir + "/file") << "x"; }
+    const std::string file = dir + "/file", missing = dir + "/missing";
+    check_refused({"--json", file + "/r.json"}, "--json: cannot write " + file + "/r.json: " + file + " is not a directory");
+    check_refused({"--json", missing + "/r.json"}, "directory " + missing + " does not exist");
+    check_refused({"--json", dir}, "it is a directory");
+    check_refused({"--save-output", missing + "/o.npy"}, "--save-output");
+    check_refused({"--log-file", file + "/run.log"}, "--log-file");
+    check_refused({"--snapshot-dir", file + "/snap"}, "--snapshot-dir: cannot create");
+    check_refused({"--snapshot-dir", file}, "is not a directory");
+    // Writable: a new file in an existing directory, a snapshot folder under folders still to be made.
+    check_accepted({"--json", dir + "/r.json", "--save-output", dir + "/o.npy", "--log-file", dir + "/run.log",
+                    "--snapshot-dir", missing + "/deeper/snap"});
+    CHECK(test_util::file_text(dir + "/file") == "x");
+    CHECK_FALSE(std::filesystem::exists(missing));
+    CHECK_FALSE(std::filesystem::exists(dir + "/r.json"));
+    CHECK_FALSE(std::filesystem::exists(dir + "/run.log"));
+    test_util::remove_tree(dir);
+  }
+
+  TEST_CASE("--inputs are read while parsing: the files set the problem; a missing, empty or junk folder is refused") {
+    const std::string dir = test_util::temp_dir("options_inputs");
+    write_inputs(dir, 1, 2, 16, 8);
+    const ParseResult r = parse({"--inputs", dir, "--scenario", "1"});
+    REQUIRE(r.run);
+    CHECK(r.options.problem.shape_string() == "B=1 Hq=2 Hkv=2 L=16 S=16 E=8");
+    CHECK(r.options.problem.dtype == DType::fp32);
+    REQUIRE(r.options.inputs);
+    CHECK(r.options.inputs->q.size() == 1 * 2 * 16 * 8);
+    CHECK(r.options.inputs->q[5] == 0.25f);
+    // The rest of the checks see the loaded problem: no mask.npy, so no mask_add stage to hang in.
+    check_refused({"--inputs", dir, "--inject", "hang:mask_add"}, "does not run");
+    check_refused({"--inputs", dir + "/absent"}, "--inputs: " + dir + "/absent does not exist");
+    check_refused({"--inputs", dir + "/q.npy"}, "is not a directory");
+    const std::string empty = dir + "/empty";
+    std::filesystem::create_directory(empty);
+    check_refused({"--inputs", empty}, "has no q.npy");
+    { std::ofstream(dir + "/q.npy", std::ios::trunc) << "not numpy"; }
+    check_refused({"--inputs", dir}, "q.npy: not a .npy file");
+    test_util::remove_tree(dir);
+  }
+
   TEST_CASE("bad command lines exit 2 with one line naming the problem") {
     const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
         {{"--batch", "0"}, "batch"},
@@ -128,16 +282,6 @@ TEST_SUITE("options") {
         {{"--batch"}, "batch"},
         {{"--json"}, "json"},
     };
-    for (const auto& [args, needle] : cases) {
-      std::string joined;
-      for (const auto& a : args) joined += a + " ";
-      const ParseResult r = parse(args);
-      INFO("args: ", joined, "-> ", r.message);
-      CHECK_FALSE(r.run);
-      CHECK(r.exit_code == kExitUsage);
-      CHECK(r.message.find('\n') == std::string::npos);
-      CHECK(r.message.rfind("repro: error: ", 0) == 0);
-      CHECK(r.message.find(needle) != std::string::npos);
-    }
+    for (const auto& [args, needle] : cases) check_refused(args, needle);
   }
 }

@@ -363,6 +363,7 @@ TEST_SUITE("report") {
 
   TEST_CASE("bad command lines of repro report exit 2 with one line and write nothing") {
     check_usage_error({"--scenario", "2"}, "--out");
+    check_usage_error({"--out", "DIR"}, "--scenario is required");
     check_usage_error({"--scenario", "0", "--out", "DIR"}, "scenario 0");
     check_usage_error({"--scenario", "6", "--out", "DIR"}, "--scenario");
     check_usage_error({"--scenario", "2", "--fix", "on", "--out", "DIR"}, "--fix");

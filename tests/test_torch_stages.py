@@ -80,7 +80,7 @@ class Options(unittest.TestCase):
             return [([], REPORT_COMMAND, None)]
         out = []
         for options in (["--scenario", "2"],
-                        ["--scenario", "1", "--workload", "qwen-image-1024-textpad", "--dropout", "0.1", "--scale",
+                        ["--scenario", "1", "--full", "--workload", "qwen-image-1024-textpad", "--dropout", "0.1", "--scale",
                          "0.125"],
                         ["--scenario", "3", "--mask", "float", "--mask-dims", "BxH", "--dtype", "fp16", "--precision",
                          "native"],

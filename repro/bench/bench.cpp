@@ -9,6 +9,7 @@
 
 #include "fixes/fix_list.h"
 #include "math_sdpa/errors.h"
+#include "repro/cli/help_format.h"
 #include "repro/run/run_text.h"
 #include "repro/run/run_json.h"
 #include "repro/run/run_result.h"
@@ -82,21 +83,31 @@ BenchParse parse_bench_command_line(int argc, const char* const* argv) {
       "benchmark_fix.py prints them, and with --fix-overhead the cost of each fix (A/B interleaved, ratio of "
       "medians with its interval, Hedges' g).",
       "repro bench"};
-  RunOptionParser parser(app);
+  use_help_format(app, "repro bench [-w N] [-n N] [--fix-overhead LIST] [run options]");
+  app.footer(std::string("Exit codes: as a run's: ") + kExitCodeSummary + ".");
   BenchOptions& b = result.options;
   std::string overhead;
+  app.option_defaults()->group("Benchmark");
   app.add_option("-w,--warmup", b.warmup, "untimed calls before timing (after each input set ran once)")
-      ->check(CLI::Range(0, 1000000));
+      ->check(CLI::Range(0, 1000000))
+      ->option_text("N")
+      ->capture_default_str();
   app.add_option("-n,--iterations", b.iterations, "timed calls (per side with --fix-overhead)")
-      ->check(CLI::Range(1, 10000000));
+      ->check(CLI::Range(1, 10000000))
+      ->option_text("N")
+      ->capture_default_str();
   app.add_option("--input-sets", b.input_sets,
                  "independent copies of the inputs and workspace, used in rotation so the L2 cache does not "
-                 "flatter small shapes; 0 = enough that 3x the L2 is touched between two uses of one set")
-      ->check(CLI::Range(0, kMaxInputSets));
+                 "flatter small shapes; 0: enough that 3x the L2 is touched between two uses of one set")
+      ->check(CLI::Range(0, kMaxInputSets))
+      ->option_text("K")
+      ->capture_default_str();
   app.add_option("--fix-overhead", overhead,
                  "fixes whose cost to measure, each against the configuration as given (A/B interleaved): a list "
                  "of 1-4 and all, or each (= 1,2,3,4,all)")
+      ->option_text("LIST")
       ->default_str("none");
+  RunOptionParser parser(app, RunCommand::bench);
   ParseResult parsed;
   if (!parse_app(app, argc, argv, "repro bench", parsed)) {
     result.exit_code = parsed.exit_code;
@@ -105,16 +116,10 @@ BenchParse parse_bench_command_line(int argc, const char* const* argv) {
   }
   try {
     b.run = parser.finish(argc, argv);
-    if (app.get_option("--iters")->count()) {
-      throw InputError("--iters is a plain run's call count; repro bench takes -w (warm-up) and -n (timed calls)");
-    }
-    if (app.get_option("--sample-every")->count()) {
-      throw InputError("--sample-every belongs to a soak run (repro --iters N --sample-every M), not to repro bench");
-    }
     parse_fix_overhead_list(overhead, b.overhead_labels, b.overhead_fixes);
   } catch (const InputError& e) {
     result.exit_code = kExitUsage;
-    result.message = std::string("repro bench: error: ") + e.what();
+    result.message = std::string("repro bench: error: ") + one_line(e.what());
     return result;
   }
   result.run = true;
@@ -312,6 +317,7 @@ std::string bench_configuration_line(const BenchOptions& o) {
     << " precision=" << precision_name(p.precision) << " mask=" << mask_kind_name(p.mask) << " dropout=" << p.dropout_p
     << " alloc=" << alloc_kind_name(o.run.settings.alloc) << " fixes=" << o.run.fixes.str() << " warmup=" << o.warmup
     << " iterations=" << o.iterations;
+  if (!o.run.inputs_dir.empty()) s << " inputs=" << o.run.inputs_dir;
   if (o.run.inject.kind != FaultSpec::none) s << " inject=" << fault_spec_string(o.run.inject);
   return s.str();
 }

@@ -12,7 +12,6 @@
 
 #include "repro/bench/bench.h"
 #include "fixes/fix.h"
-#include "repro/cli/inputs.h"
 #include "math_sdpa/cuda_check.h"
 #include "math_sdpa/errors.h"
 #include "math_sdpa/fault_injector.h"
@@ -98,7 +97,7 @@ class BenchRunner {
 
   BenchResult& r_;
   int progress_fd_;
-  HostInputs inputs_;
+  std::shared_ptr<const HostInputs> inputs_;  // --inputs (read while parsing), else random
   std::unique_ptr<ProgressReporter> reporter_;
   NvtxObserver nvtx_;
   std::unique_ptr<FaultInjector> injector_;
@@ -139,8 +138,8 @@ void BenchRunner::add_path(PathSet& set) {
   attach_observers(*path, observers, set.fixes, *set.allocator, records_before, o.log, o.log_format);
   // Random inputs are made only once the first workspace exists, so an oversized request is
   // refused before any host memory is used (as in a run).
-  if (inputs_.q.empty()) inputs_ = make_random_inputs(o.problem, o.problem.seed);
-  path->upload(inputs_);
+  if (!inputs_) inputs_ = std::make_shared<const HostInputs>(make_random_inputs(o.problem, o.problem.seed));
+  path->upload(*inputs_);
   path->poison_result();  // a stage that silently does nothing leaves NaN, found after timing
   set.paths.push_back(std::move(path));
 }
@@ -256,8 +255,7 @@ void BenchRunner::run() {
   CUDA_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, 0));
   r_.l2_bytes = l2;
   r_.result_tensor = result_tensor_of(ro.settings);
-  SdpaProblem& p = r_.options.run.problem;
-  if (!ro.inputs_dir.empty()) inputs_ = load_npy_inputs(ro.inputs_dir, p, ro.dtype_given);
+  inputs_ = ro.inputs;
   if (progress_fd_ >= 0) {
     reporter_ = std::make_unique<ProgressReporter>(progress_fd_);
     reporter_->report_device(device_to_json(*r_.device).dump());
@@ -305,7 +303,7 @@ void BenchRunner::run() {
 
   check_outputs(*base);
   if (ro.check || !ro.save_output_path.empty()) {
-    save_and_check_result(r_, r_.options.run, *r_.result_tensor, inputs_, base->paths.front()->download_result());
+    save_and_check_result(r_, r_.options.run, *r_.result_tensor, *inputs_, base->paths.front()->download_result());
   }
   // NaN never passes, with or without --check.
   judge_outputs(r_, std::string(result_tensor_name(*r_.result_tensor)) + "s of the input sets");

@@ -6,7 +6,6 @@
 #include <CLI/CLI.hpp>
 
 #include <ctime>
-#include <vector>
 
 #include "math_sdpa/name_table.h"
 
@@ -21,31 +20,29 @@ const NameTable<OnHang> kOnHang{"--on-hang", {{OnHang::snapshot, "snapshot"}, {O
 const char* on_hang_name(OnHang mode) { return kOnHang.name(mode); }
 OnHang parse_on_hang(const std::string& text) { return kOnHang.parse(text); }
 
-void add_hang_options(CLI::App& app, HangOptions& hang) {
-  std::vector<std::string> words;
-  for (const auto& entry : kOnHang.entries) words.push_back(entry.second);
+void add_hang_options(CLI::App& app, HangOptions& hang, bool with_paths) {
   app.add_option_function<std::string>(
          "--on-hang", [&hang](const std::string& word) { hang.on_hang = parse_on_hang(word); },
-         "when a stage or the run misses its deadline: snapshot (collect evidence from the live hung process: its "
-         "threads' kernel stacks, cuda-gdb's resident kernels and backtraces, nvidia-smi, the driver's kernel log; at "
-         "most --snapshot-timeout; then kill it), kill (kill it at once), keep (leave it running for a person, print "
-         "its PID and the commands to inspect it, kill it on Ctrl-C or after --keep-timeout)")
-      ->check(CLI::IsMember(words))
+         "at a hang: snapshot (evidence from the live process, then kill), kill, or keep it for a person")
+      ->check(CLI::IsMember(kOnHang.names()))
+      ->option_text("WHAT")
       ->default_str(on_hang_name(hang.on_hang));
-  app.add_option("--snapshot-timeout", hang.snapshot_timeout_s,
-                 "budget of the whole hang snapshot, seconds; each collector also has its own bound")
-      ->check(CLI::Range(0.5, 3600.0));
-  app.add_option("--keep-timeout", hang.keep_timeout_s, "--on-hang keep: kill the hung process after this long, seconds")
-      ->check(CLI::Range(0.1, 604800.0));
-  app.add_option("--snapshot-dir", hang.snapshot_dir,
-                 "folder of the hang snapshot (snapshot.json and the collectors' raw outputs)")
-      ->default_str("beside --json as FILE.snapshot, else ./repro-hang-<time>-<pid>");
-  app.add_option("--log-file", hang.log_file,
-                 "append the stage log, the stage records and the snapshot's progress to this file as they arrive, "
-                 "each fsync'ed, so the last line on disk names the running stage even if the machine freezes");
+  app.add_option("--snapshot-timeout", hang.snapshot_timeout_s, "the whole snapshot's budget, seconds")
+      ->check(CLI::Range(0.5, 3600.0))
+      ->option_text("S");
+  app.add_option("--keep-timeout", hang.keep_timeout_s, "--on-hang keep: kill it after this long, seconds")
+      ->check(CLI::Range(0.1, 604800.0))
+      ->option_text("S");
+  if (with_paths) {
+    app.add_option("--snapshot-dir", hang.snapshot_dir, "the hang snapshot's folder")
+        ->option_text("DIR")
+        ->default_str("FILE.snapshot beside --json FILE, else ./repro-hang-TIME-PID");
+    app.add_option("--log-file", hang.log_file,
+                   "append the stage log and records, fsync'ed: survives a frozen machine")
+        ->option_text("FILE");
+  }
   app.add_flag("--nvidia-bug-report", hang.nvidia_bug_report,
-               "also run nvidia-bug-report.sh (as root) while the hang is live; it takes about a minute, so raise "
-               "--snapshot-timeout");
+               "also nvidia-bug-report.sh (root; a minute: raise --snapshot-timeout)");
 }
 
 std::string default_snapshot_dir(const std::string& json_path) {

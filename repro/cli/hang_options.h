@@ -16,6 +16,13 @@ class App;
 
 namespace sdpa {
 
+// The watchdog's deadline for any one stage, seconds, unless --stage-timeout says otherwise: a
+// plain run's, a bench's and every sweep cell's alike, so a configuration hangs or passes the
+// same way alone and in a sweep. 20 s: about 30 times the slowest stage recorded on the H100 in
+// results/ (0.7 s, scenario 2's workload layer), room for a slower GPU under memory pressure (a
+// slow stage must not read as a hang), and well inside the sweep's 60 s cell deadline.
+constexpr double kDefaultStageTimeoutS = 20;
+
 enum class OnHang {
   snapshot,  // collect the snapshot (bounded by --snapshot-timeout), then kill
   kill,      // kill at once, collecting nothing
@@ -33,9 +40,10 @@ struct HangOptions {
   bool nvidia_bug_report = false;  // also run nvidia-bug-report.sh during the snapshot
 };
 
-// Adds --on-hang, --snapshot-timeout, --keep-timeout, --snapshot-dir, --log-file and
-// --nvidia-bug-report to `app`, parsed into `hang` (which must outlive the parse).
-void add_hang_options(CLI::App& app, HangOptions& hang);
+// Adds --on-hang, --snapshot-timeout, --keep-timeout, --nvidia-bug-report and, with
+// `with_paths`, --snapshot-dir and --log-file to `app` (in the app's current default help
+// group), parsed into `hang` (which must outlive the parse).
+void add_hang_options(CLI::App& app, HangOptions& hang, bool with_paths = true);
 
 // Where a snapshot goes when --snapshot-dir is not given: beside the --json file, named after
 // it (out/run.json: out/run.snapshot), else ./repro-hang-<UTC time>-<pid>.

@@ -1,7 +1,8 @@
-// inputs.cpp
+// inputs.cpp: reading and checking the --inputs files (inputs.h).
 #include "repro/cli/inputs.h"
 
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 
 #include "math_sdpa/errors.h"
@@ -45,9 +46,24 @@ DType file_dtype(NpyType t, const std::string& what) {
 
 bool file_exists(const std::string& path) { return std::ifstream(path).good(); }
 
+// The directory and its three required files, named in the error when one is missing.
+void check_inputs_folder(const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::file_status status = fs::status(dir, ec);
+  if (!fs::exists(status)) throw InputError("--inputs: " + dir + " does not exist");
+  if (!fs::is_directory(status)) throw InputError("--inputs: " + dir + " is not a directory");
+  for (const char* name : {"q.npy", "k.npy", "v.npy"}) {
+    if (!fs::exists(fs::status(fs::path(dir) / name, ec))) {
+      throw InputError("--inputs: " + dir + " has no " + name + " (it needs q.npy, k.npy, v.npy, and mask.npy if masked)");
+    }
+  }
+}
+
 }  // namespace
 
 HostInputs load_npy_inputs(const std::string& dir, SdpaProblem& p, bool dtype_given) {
+  check_inputs_folder(dir);
   const NpyArray q = read_npy(dir + "/q.npy"), k = read_npy(dir + "/k.npy"), v = read_npy(dir + "/v.npy");
   for (const auto* a : {&q, &k, &v}) {
     if (a->shape.size() != 4) {

@@ -4,10 +4,13 @@
 #include <CLI/CLI.hpp>
 
 #include <cmath>
-#include <map>
 
 #include "fixes/fix.h"
 #include "math_sdpa/errors.h"
+#include "math_sdpa/name_table.h"
+#include "repro/cli/help_format.h"
+#include "repro/cli/inputs.h"
+#include "repro/common/output_paths.h"
 #include "scenarios/scenario.h"
 #include "scenarios/workload.h"
 
@@ -15,26 +18,67 @@ namespace sdpa {
 
 namespace {
 
-const std::map<std::string, DType> kDTypes{{"bf16", DType::bf16}, {"fp16", DType::fp16}, {"fp32", DType::fp32}};
-const std::map<std::string, Precision> kPrecisions{{"upcast", Precision::upcast}, {"native", Precision::native}};
-const std::map<std::string, MaskKind> kMasks{
-    {"none", MaskKind::none}, {"bool", MaskKind::boolean}, {"float", MaskKind::additive}, {"causal", MaskKind::causal}};
+// The words of the problem's options (the mask's differ from mask_kind_name: PyTorch's names).
+const NameTable<DType> kDTypes{"--dtype", {{DType::bf16, "bf16"}, {DType::fp16, "fp16"}, {DType::fp32, "fp32"}}};
+const NameTable<Precision> kPrecisions{"--precision", {{Precision::upcast, "upcast"}, {Precision::native, "native"}}};
+const NameTable<MaskKind> kMasks{"--mask",
+                                 {{MaskKind::none, "none"},
+                                  {MaskKind::boolean, "bool"},
+                                  {MaskKind::additive, "float"},
+                                  {MaskKind::causal, "causal"}}};
+const std::vector<std::string> kMaskDims{"1x1", "Bx1", "1xH", "BxH"};
+const std::vector<std::string> kOnOff{"on", "off"};
 
-// The scenarios and fixes, for the end of --help.
-std::string scenario_help() {
-  std::string s = "Scenarios (--scenario N; README.md has a section on each):\n";
+// "a|b|c".
+std::string joined(const std::vector<std::string>& words) {
+  std::string s;
+  for (const auto& w : words) s += (s.empty() ? "" : "|") + w;
+  return s;
+}
+
+// "a|b|c" as "a, b, c" in a description, where the help may wrap between the words.
+std::string listed(std::string choices) {
+  for (size_t at; (at = choices.find('|')) != std::string::npos;) choices.replace(at, 1, ", ");
+  return choices;
+}
+
+std::vector<std::string> log_level_words() {
+  std::vector<std::string> words;
+  for (LogLevel l : {LogLevel::off, LogLevel::stages, LogLevel::sync, LogLevel::values}) words.push_back(log_level_name(l));
+  return words;
+}
+
+std::string stage_names() {
+  std::string s;
+  for (int i = 0; i < kStageCount; ++i) s += (i ? " " : "") + std::string(stage_name(static_cast<Stage>(i)));
+  return s;
+}
+
+const char* kRunDescription =
+    "repro: the PyTorch Math SDPA path (bmm Q.K^T, mask, softmax, dropout, bmm V) rebuilt on cuBLAS and unified "
+    "memory, to reproduce the DGX Spark hang in isolation.";
+
+// The subcommands as main.cpp dispatches them.
+const char* kRunUsage =
+    "repro [OPTIONS]                     run one configuration\n"
+    "repro report|sweep|bench|info ...   a bug report, a matrix of runs, timings, the environment\n"
+    "repro help [scenarios|COMMAND]      this help, the scenarios in full, a command's help\n"
+    "repro -V, --version                 the version and how this binary was built";
+
+// The end of --help: one line a scenario and a fix; scenarios_help() has them in full.
+std::string run_footer() {
+  std::string s = "Scenarios (--scenario N; each in full: repro help scenarios, docs/SCENARIOS.md):\n";
   for (const ScenarioInfo& sc : scenario_table()) {
-    s += "  " + std::to_string(sc.number) + "  " + sc.title + "\n";
-    if (sc.number == 0) continue;
-    s += "     sets up: " + std::string(sc.setup) + "\n";
-    s += "     runs: " + std::string(sc.runs) + "\n";
-    s += "     a hang looks like: " + std::string(sc.hang_signature) + "\n";
-    s += "     its fix (--fix on): fix " + std::to_string(sc.fix_number) + ", " + fix_info(sc.fix_number).what + "\n";
+    s += "  " + std::to_string(sc.number) + "  " + sc.title;
+    if (sc.fix_number) s += " (its fix: " + std::to_string(sc.fix_number) + ")";
+    s += "\n";
   }
-  s += "Fixes (--fixes 1,2,3,4|all|none, any combination, any scenario):\n";
+  s += "Fixes (--fix on: the scenario's own; --fixes LIST: any, in any scenario):\n";
   for (int n = 1; n <= kFixCount; ++n) {
-    s += "  " + std::to_string(n) + "  " + fix_info(n).name + " (" + fix_info(n).hook_point + ")\n";
+    s += "  " + std::to_string(n) + "  " + fix_info(n).name + ": " + fix_info(n).hook_point + "\n";
   }
+  s += std::string("Exit codes: ") + kExitCodeSummary + ".\n";
+  s += "Every option in full: docs/CLI.md.";
   return s;
 }
 
@@ -82,6 +126,23 @@ void check_graph_capturable(const RunOptions& o) {
 
 }  // namespace
 
+std::string scenarios_help() {
+  std::string s = "Scenarios (--scenario N; docs/SCENARIOS.md has a section on each):\n";
+  for (const ScenarioInfo& sc : scenario_table()) {
+    s += "  " + std::to_string(sc.number) + "  " + sc.title + "\n";
+    if (sc.number == 0) continue;
+    s += "     sets up: " + std::string(sc.setup) + "\n";
+    s += "     runs: " + std::string(sc.runs) + "\n";
+    s += "     a hang looks like: " + std::string(sc.hang_signature) + "\n";
+    s += "     its fix (--fix on): fix " + std::to_string(sc.fix_number) + ", " + fix_info(sc.fix_number).what + "\n";
+  }
+  s += "Fixes (--fixes 1,2,3,4|all|none, any combination, any scenario):\n";
+  for (int n = 1; n <= kFixCount; ++n) {
+    s += "  " + std::to_string(n) + "  " + fix_info(n).name + " (" + fix_info(n).hook_point + "): " + fix_info(n).what + "\n";
+  }
+  return wrap_text(s);
+}
+
 void RunOptions::set_fixes(const FixSet& set) {
   fixes = set;
   settings = conditions;
@@ -105,110 +166,208 @@ struct RunOptionParser::Fields {
       *mask_dims_opt, *touch_streams_opt, *seed_opt;
 };
 
-RunOptionParser::RunOptionParser(CLI::App& app) : f_(std::make_unique<Fields>()) {
-  Fields& f = *f_;
-  RunOptions& o = f.o;
+namespace {
+
+using Fields = RunOptionParser::Fields;
+
+// What SDPA is called with.
+void add_problem_options(CLI::App& app, Fields& f, RunCommand command) {
   SdpaProblem& p = f.given;
-  app.option_defaults()->always_capture_default();
-  app.add_option("--scenario", o.scenario, "0 = the full path; 1-5 the deadlock scenarios (below)")
-      ->check(CLI::Range(0, 5));
-  app.add_option("--fix", f.fix, "on: apply the scenario's own fix as designed; lean: in its lean form (docs/FIXES.md)")
-      ->check(CLI::IsMember({"on", "off", "lean"}));
-  app.add_option("--fixes", f.fixes,
-                 "fixes to apply, any scenario: a list of N (as designed), N:lean or N:part/part (parts: 1 set-stream, "
-                 "host-sync; 2 prefetch, host-sync, device-sync; 3 contiguous-kt; 4 stream-pool, private-pool), or all, "
-                 "all:lean, none")
-      ->default_str("none");
-  app.add_flag("--full", f.full, "run the whole path under the scenario's conditions, not just the part it exercises");
-  app.add_flag("--graph", f.graph,
-               "capture the call's GPU stages into a CUDA graph on the first call and replay it on every call "
-               "(scenario 5's condition; the fast path for small shapes)");
-
   app.add_option("--workload", f.workload,
-                 "a layer of the failing workload as the problem (" + workload_names() +
-                     "); the shape options below override its fields (scenario 2 runs qwen-image-1024 when no "
-                     "shape is given)");
-  f.dtype_opt = app.add_option("--dtype", f.dtype, "element type")->check(CLI::IsMember({"bf16", "fp16", "fp32"}));
-  app.add_option("--precision", f.precision,
-                 "upcast: fp16/bf16 computed in fp32 (PyTorch default); native: stay in the dtype "
-                 "(allow_fp16_bf16_reduction_math_sdp)")
-      ->check(CLI::IsMember({"upcast", "native"}));
-  f.batch_opt = app.add_option("-b,--batch", p.batch, "batch size B");
-  f.heads_opt = app.add_option("--heads", p.q_heads, "query heads Hq");
-  f.kv_heads_opt = app.add_option("--kv-heads", f.kv_heads, "key/value heads Hkv (default: Hq; fewer = grouped-query attention)")
+                 "a failing workload's layer (shape options override it): " + listed(workload_names()))
+      ->option_text("NAME");
+  f.dtype_opt = app.add_option("--dtype", f.dtype, "element type")
+                    ->check(CLI::IsMember(kDTypes.names()))
+                    ->option_text(kDTypes.accepted());
+  app.add_option("--precision", f.precision, "compute fp16/bf16 in fp32 (PyTorch) or in the dtype")
+      ->check(CLI::IsMember(kPrecisions.names()))
+      ->option_text(kPrecisions.accepted());
+  f.batch_opt = app.add_option("-b,--batch", p.batch, "batch size B")->option_text("INT");
+  f.heads_opt = app.add_option("--heads", p.q_heads, "query heads Hq")->option_text("INT");
+  f.kv_heads_opt = app.add_option("--kv-heads", f.kv_heads, "key/value heads Hkv; < Hq: grouped-query attention")
+                       ->option_text("INT")
                        ->default_str("Hq");
-  f.q_len_opt = app.add_option("-L,--q-len", p.q_len, "query length L");
-  f.kv_len_opt = app.add_option("-S,--kv-len", f.kv_len, "key/value length S (default: L)")->default_str("L");
-  f.head_dim_opt = app.add_option("-E,--head-dim", p.head_dim, "head dimension E");
-  f.mask_opt = app.add_option("--mask", f.mask, "attention mask: none, bool, float (additive), causal (is_causal)")
-                   ->check(CLI::IsMember({"none", "bool", "float", "causal"}));
-  f.mask_dims_opt = app.add_option("--mask-dims", f.mask_dims, "mask broadcast over batch x heads: 1x1, Bx1, 1xH or BxH")
-                        ->check(CLI::IsMember({"1x1", "Bx1", "1xH", "BxH"}));
+  f.q_len_opt = app.add_option("-L,--q-len", p.q_len, "query length L")->option_text("INT");
+  f.kv_len_opt = app.add_option("-S,--kv-len", f.kv_len, "key/value length S")->option_text("INT")->default_str("L");
+  f.head_dim_opt = app.add_option("-E,--head-dim", p.head_dim, "head dimension E")->option_text("INT");
+  f.mask_opt = app.add_option("--mask", f.mask, "attention mask: none, bool, float (additive), causal")
+                   ->check(CLI::IsMember(kMasks.names()))
+                   ->option_text("KIND");
+  f.mask_dims_opt = app.add_option("--mask-dims", f.mask_dims, "a bool or float mask's broadcast over batch x heads")
+                        ->check(CLI::IsMember(kMaskDims))
+                        ->option_text(joined(kMaskDims));
   app.add_option("--text-padding", f.text_padding,
-                 "a boolean key-padding mask (implies --mask bool --mask-dims Bx1): the first TOKENS keys are text; "
-                 "batch entries after the first attend only to the first VALID of them");
-  app.add_option("--dropout", p.dropout_p, "dropout probability in [0, 1)");
-  app.add_option("--scale", f.scale, "softmax scale")->default_str("1/sqrt(E)");
-  // A string, parsed strictly below: CLI11 would accept 2^64 and wrap or saturate it.
-  f.seed_opt = app.add_option("--seed", f.seed, "seed of the random inputs and of the dropout stream (0 to 2^64-1)")
-      ->default_str(std::to_string(p.seed));
+                 "bool mask: batch entries after the first see VALID of TOKENS text keys")
+      ->option_text("TOKENS:VALID");
+  app.add_option("--dropout", p.dropout_p, "dropout probability in [0, 1)")->option_text("P");
+  app.add_option("--scale", f.scale, "softmax scale, not 0")->option_text("X")->default_str("1/sqrt(E)");
+  // A string, parsed strictly in finish(): CLI11 would accept 2^64 and wrap or saturate it.
+  f.seed_opt = app.add_option("--seed", f.seed, "seed of the random inputs and the dropout stream")
+                   ->option_text("SEED")
+                   ->default_str(std::to_string(p.seed));
+  if (command == RunCommand::report) return;  // the reproducer regenerates its inputs from the seed
+  app.add_option("--inputs", f.o.inputs_dir, "tensors from np.save: q.npy, k.npy, v.npy, mask.npy if masked")
+      ->option_text("DIR");
+}
 
-  app.add_option("--alloc", f.alloc, "where tensors live: managed, device, async (stream-ordered pool), host (pinned), system")
+// Where the tensors live and who touches them.
+void add_memory_options(CLI::App& app, Fields& f) {
+  app.add_option("--alloc", f.alloc, "allocation: " + listed(path_setting_choices("--alloc")))
+      ->option_text("KIND")
       ->default_str("managed");
-  app.add_flag("--allow-oversubscription", o.allow_oversubscription,
-               "allow managed/host/system allocations beyond 90% of free memory (can hang the GPU)");
-  app.add_option("--advise", f.advise,
-                 "cudaMemAdvise on every managed tensor: a list of preferred:gpu, preferred:cpu, accessed-by:gpu, "
-                 "accessed-by:cpu, read-mostly")
+  app.add_flag("--allow-oversubscription", f.o.allow_oversubscription,
+               "allocate beyond 90% of free memory (can hang the GPU)");
+  app.add_option("--advise", f.advise, "cudaMemAdvise on each managed tensor, a list of " + listed(path_setting_choices("--advise")))
+      ->option_text("LIST")
       ->default_str("none");
-  app.add_option("--stream", f.stream, "the path's stream: non-blocking, legacy (default stream), per-thread")
-      ->default_str("non-blocking");
-  app.add_option("--gemm-stream", f.gemm_stream, "stream of the Q.K^T GEMM's cuBLAS handle: same, legacy, aux")
-      ->default_str("same (scenario 1: legacy)");
-  app.add_option("--gemm-order", f.gemm_order, "ordering of that GEMM after Q and K: event, or none (a deliberate race)")
-      ->default_str("event");
-  app.add_option("--k-layout", f.k_layout, "layout K^T is viewed from: bhse (contiguous) or bshe ([B, S, H, E] buffer)")
-      ->default_str("bhse (scenario 3 and the workloads: bshe)");
-  app.add_option("--gemm-api", f.gemm_api, "Q.K^T entry point: strided (at::bmm) or batched (cublasGemmBatchedEx)")
-      ->default_str("strided (scenario 3: batched)");
-  app.add_option("--scores-to-host", f.scores_to_host, "host access to the scores: none, read, advise (prefer CPU), both")
-      ->default_str("none (scenario 2: read)");
-  app.add_option("--scores-host-phase", f.scores_host_phase,
-                 "when: before (all of it before softmax starts) or during (a host thread while softmax runs)")
-      ->default_str("before (scenario 2: during)");
-  f.touch_streams_opt = app.add_option("--touch-streams", f.touch_streams, "streams touching every page at entry")
+  f.touch_streams_opt = app.add_option("--touch-streams", f.touch_streams, "streams touching every page at entry, 0-64")
                             ->check(CLI::Range(0, 64))
-                            ->default_str("0 (scenario 4: 4)");
-  app.add_option("--host-touch", f.host_touch, "a host thread touches the pages at entry too: on or off")
-      ->default_str("off (scenario 4: on)");
+                            ->option_text("INT")
+                            ->default_str("0; scenario 4: 4");
+  app.add_option("--host-touch", f.host_touch, "a host thread touches them too")
+      ->option_text(joined(kOnOff))
+      ->default_str("off; scenario 4: on");
+}
 
-  app.add_option("--iters", o.iters, "calls of the path")->check(CLI::Range(1, 100000000));
-  app.add_option("--sample-every", o.sample_every,
-                 "soak: sample GPU free memory, RSS and live allocations every N calls; growth after the first "
-                 "sample beyond 1 MiB fails the run (exit 1)")
-      ->check(CLI::Range(0, 100000000));
-  app.add_flag("--check", o.check, "compare with the float64 CPU reference and print the relative error");
-  app.add_option("--json", o.json_path, "write the result as JSON to this file");
-  app.add_option("--inputs", o.inputs_dir, "load q.npy, k.npy, v.npy and optional mask.npy from this directory");
-  app.add_option("--save-output", o.save_output_path, "write the result tensor to this .npy file (float32)");
+void add_scenario_options(CLI::App& app, Fields& f, RunCommand command) {
+  app.add_option("--scenario", f.o.scenario, "0: the whole path; 1-5: the hang scenarios (repro help scenarios)")
+      ->check(CLI::Range(0, kScenarioCount - 1))
+      ->option_text("0-5")
+      ->required(command == RunCommand::report);  // a report is about one scenario's hang
+  if (command != RunCommand::report) {  // a report runs the scenario's own fix off and on
+    app.add_option("--fix", f.fix, "the scenario's own fix: on (as designed), lean (its lean form), off")
+        ->check(CLI::IsMember({"on", "off", "lean"}))
+        ->option_text("on|off|lean");
+    app.add_option("--fixes", f.fixes,
+                   "fixes in any scenario, joined by commas: N (as designed), N:lean, N:part/part "
+                   "(docs/FIXES.md), all, all:lean, none")
+        ->option_text("LIST")
+        ->default_str("none");
+  }
+  app.add_flag("--full", f.full, "the whole path under the scenario's conditions, not only its part");
+  app.add_flag("--graph", f.graph,
+               "capture the call's GPU stages into a CUDA graph once and replay it every call (scenario 5)");
+}
+
+// The conditions a scenario sets up, each also settable alone.
+void add_condition_options(CLI::App& app, Fields& f) {
+  app.add_option("--stream", f.stream, "stream: " + listed(path_setting_choices("--stream")))
+      ->option_text("MODE")
+      ->default_str("non-blocking");
+  app.add_option("--gemm-stream", f.gemm_stream, "Q.K^T stream: " + listed(path_setting_choices("--gemm-stream")))
+      ->option_text("MODE")
+      ->default_str("same; scenario 1: legacy");
+  app.add_option("--gemm-order", f.gemm_order, "that GEMM after Q and K by an event, or not (a race)")
+      ->option_text(path_setting_choices("--gemm-order"))
+      ->default_str("event");
+  app.add_option("--k-layout", f.k_layout, "K^T viewed from a contiguous or a [B, S, H, E] buffer")
+      ->option_text(path_setting_choices("--k-layout"))
+      ->default_str("bhse; scenario 3 and the workloads: bshe");
+  app.add_option("--gemm-api", f.gemm_api, "Q.K^T as at::bmm or cublasGemmBatchedEx")
+      ->option_text(path_setting_choices("--gemm-api"))
+      ->default_str("strided; scenario 3: batched");
+  app.add_option("--scores-to-host", f.scores_to_host, "host access to the scores: " + listed(path_setting_choices("--scores-to-host")))
+      ->option_text("MODE")
+      ->default_str("none; scenario 2: read");
+  app.add_option("--scores-host-phase", f.scores_host_phase,
+                 "that access relative to softmax: " + listed(path_setting_choices("--scores-host-phase")))
+      ->option_text("WHEN")
+      ->default_str("before; scenario 2: during");
+}
+
+void add_logging_options(CLI::App& app, Fields& f, RunCommand command) {
+  RunOptions& o = f.o;
   app.add_option("--log", f.log,
-                 "stage log on stderr: off; stages (lines only); sync (device sync after every stage); values "
-                 "(also min/max/isnan/isinf/sums)")
-      ->check(CLI::IsMember({"off", "stages", "sync", "values"}));
+                 "stage log on stderr: " + listed(joined(log_level_words())) +
+                     "; sync adds a device sync per stage, values min/max/nan/sums")
+      ->check(CLI::IsMember(log_level_words()))
+      ->option_text("LEVEL");
+  const std::vector<std::string> formats{log_format_name(LogFormat::harness), log_format_name(LogFormat::seed)};
   app.add_option("--log-format", f.log_format,
-                 "harness (every parameter, t_us= on each line) or seed (the original instrumentation's lines to the "
-                 "character: [SDPA_DEBUG] ... [file:line], [CUDA_EVENT] name @ epoch us, with its device syncs)")
-      ->check(CLI::IsMember({"harness", "seed"}));
-  app.add_option("--stage-timeout", o.stage_timeout_s, "watchdog deadline per stage, seconds")->check(CLI::Range(0.01, 86400.0));
-  app.add_option("--timeout", o.run_timeout_s, "watchdog deadline for the whole run, seconds (0 = none)")
-      ->check(CLI::Range(0.0, 604800.0));
-  app.add_flag("--no-fork", o.no_fork, "run in one process with a watchdog thread (for cuda-gdb and compute-sanitizer)");
-  add_hang_options(app, o.hang);
+                 "seed: the original instrumentation's lines, exactly")
+      ->check(CLI::IsMember(formats))
+      ->option_text(joined(formats));
+  app.add_option("--stage-timeout", o.stage_timeout_s, "the watchdog's deadline for any one stage, seconds")
+      ->check(CLI::Range(0.01, 86400.0))
+      ->option_text("S");
+  app.add_option("--timeout", o.run_timeout_s, "its deadline for the whole run, seconds; 0: none")
+      ->check(CLI::Range(0.0, 604800.0))
+      ->option_text("S");
+  if (command != RunCommand::report) {  // a report supervises every run itself
+    app.add_flag("--no-fork", o.no_fork, "one process, a watchdog thread (for cuda-gdb, compute-sanitizer)");
+  }
+  // A report puts each run's log and snapshot into its folder.
+  add_hang_options(app, o.hang, command != RunCommand::report);
   app.add_option("--inject", f.inject,
-                 "fault injection: hang:STAGE, error:STAGE or slow:STAGE:MS; stages: entry_sync mask_prepare upcast "
-                 "scale_q gqa_expand scale_k kt_contiguous qk_gemm mask_add scores_to_host softmax dropout pv_gemm "
-                 "cast_output stream_sync");
-  app.footer(scenario_help());
+                 "a fault, to test the watchdog: hang:STAGE, error:STAGE or slow:STAGE:MS; STAGE: " + stage_names())
+      ->option_text("FAULT");
+}
+
+void add_output_options(CLI::App& app, Fields& f, RunCommand command) {
+  RunOptions& o = f.o;
+  if (command == RunCommand::report) o.iters = kReportIters;
+  if (command != RunCommand::bench) {  // a bench counts its calls with -w and -n
+    app.add_option("--iters", o.iters, "calls of the path")->check(CLI::Range(1, 100000000))->option_text("INT");
+    app.add_option("--sample-every", o.sample_every,
+                   "soak: sample memory every N (< --iters) calls; exit 1 if it grows")
+        ->check(CLI::Range(0, 100000000))
+        ->option_text("N")
+        ->default_str("");  // 0: no soak
+  }
+  if (command == RunCommand::report) return;  // a report checks every call and writes its own files
+  app.add_flag("--check", o.check, "compare with the float64 CPU reference");
+  app.add_option("--json", o.json_path, "write the result as JSON")->option_text("FILE");
+  app.add_option("--save-output", o.save_output_path, "write the result tensor as float32 .npy")->option_text("FILE");
+}
+
+// What the configuration would silently ignore: refused, so a run never seems to have tested
+// what it did not.
+void refuse_ignored_options(const Fields& f, const RunOptions& o) {
+  const SdpaProblem& p = o.problem;
+  if (p.dropout_p > 0 && !stage_runs(Stage::dropout, p, o.settings)) {
+    throw InputError("--dropout: scenario " + std::to_string(o.scenario) + "'s call stops after " +
+                     stage_name(o.settings.last_stage) + ", before dropout (add --full to run the whole path)");
+  }
+  if (f.mask_dims_opt->count()) {
+    if (!o.inputs_dir.empty()) throw InputError("--mask-dims: with --inputs the broadcast is mask.npy's shape");
+    if (!f.text_padding.empty()) throw InputError("--mask-dims: --text-padding is a Bx1 mask; it excludes --mask-dims");
+    if (!p.has_mask_input()) {
+      throw InputError("--mask-dims: there is no mask tensor to broadcast (--mask bool or float has one; causal is "
+                       "computed)");
+    }
+  }
+  if (o.sample_every > 0 && o.sample_every >= o.iters) {
+    throw InputError("--sample-every " + std::to_string(o.sample_every) + " needs --iters above it (--iters is " +
+                     std::to_string(o.iters) + "): the first sample is the baseline, growth shows only in later ones");
+  }
+  if (p.scale && *p.scale == 0) throw InputError("--scale: 0 would make every score 0 (give a nonzero scale)");
+}
+
+// Every file the run will write, checked before the GPU is touched.
+void check_output_paths(const RunOptions& o) {
+  if (!o.json_path.empty()) check_file_writable("--json", o.json_path);
+  if (!o.save_output_path.empty()) check_file_writable("--save-output", o.save_output_path);
+  if (!o.hang.log_file.empty()) check_file_appendable("--log-file", o.hang.log_file);
+  if (!o.hang.snapshot_dir.empty()) check_dir_creatable("--snapshot-dir", o.hang.snapshot_dir);
+}
+
+}  // namespace
+
+RunOptionParser::RunOptionParser(CLI::App& app, RunCommand command) : f_(std::make_unique<Fields>()) {
+  Fields& f = *f_;
+  app.option_defaults()->always_capture_default();
+  // Each group in the order --help lists them.
+  app.option_defaults()->group("Problem");
+  add_problem_options(app, f, command);
+  app.option_defaults()->group("Memory");
+  add_memory_options(app, f);
+  app.option_defaults()->group("Scenario and fixes");
+  add_scenario_options(app, f, command);
+  add_condition_options(app, f);
+  app.option_defaults()->group("Logging and watchdog");
+  add_logging_options(app, f, command);
+  app.option_defaults()->group("Run and output");
+  add_output_options(app, f, command);
 }
 
 RunOptionParser::~RunOptionParser() = default;
@@ -237,10 +396,10 @@ RunOptions RunOptionParser::finish(int argc, const char* const* argv) const {
   else if (f.heads_opt->count() || !workload) p.kv_heads = p.q_heads;
   if (f.kv_len_opt->count()) p.kv_len = f.kv_len;
   else if (f.q_len_opt->count() || !workload) p.kv_len = p.q_len;
-  if (o.dtype_given || !workload) p.dtype = kDTypes.at(f.dtype);
-  p.precision = kPrecisions.at(f.precision);
+  if (o.dtype_given || !workload) p.dtype = kDTypes.parse(f.dtype);
+  p.precision = kPrecisions.parse(f.precision);
   if (f.mask_opt->count() || !workload) {
-    p.mask = kMasks.at(f.mask);
+    p.mask = kMasks.parse(f.mask);
     p.mask_pattern = MaskPattern::random;
   }
   if (f.mask_dims_opt->count() || !workload) {
@@ -300,20 +459,24 @@ RunOptions RunOptionParser::finish(int argc, const char* const* argv) const {
   o.log_format = parse_log_format(f.log_format);
   if (o.settings.graph) check_graph_capturable(o);
   if (!f.inject.empty()) o.inject = parse_fault_spec(f.inject);
-  if (o.inputs_dir.empty()) {  // with --inputs, shapes come from the files
-    p.validate();
-    if (o.inject.kind != FaultSpec::none && !stage_runs(o.inject.stage, p, o.settings)) {
-      throw InputError(std::string("--inject: stage ") + stage_name(o.inject.stage) +
-                       " does not run in this configuration (mask_prepare needs --mask bool|causal, upcast and "
-                       "cast_output fp16/bf16 with --precision upcast, gqa_expand --kv-heads < --heads, kt_contiguous "
-                       "a K^T copy (fix 3), mask_add a mask, scores_to_host scenario 2, dropout --dropout > 0, and "
-                       "scenarios 1-3 stop early unless --full)");
-    }
+  // Captured inputs set the shapes: read and checked here, so a bad file is a usage error on any
+  // machine, and the run's first line shows the shape that was loaded.
+  if (!o.inputs_dir.empty()) o.inputs = std::make_shared<const HostInputs>(load_npy_inputs(o.inputs_dir, p, o.dtype_given));
+  p.validate();
+  refuse_ignored_options(f, o);
+  if (o.inject.kind != FaultSpec::none && !stage_runs(o.inject.stage, p, o.settings)) {
+    throw InputError(std::string("--inject: stage ") + stage_name(o.inject.stage) +
+                     " does not run in this configuration (mask_prepare needs --mask bool|causal, upcast and "
+                     "cast_output fp16/bf16 with --precision upcast, gqa_expand --kv-heads < --heads, kt_contiguous "
+                     "a K^T copy (fix 3), mask_add a mask, scores_to_host scenario 2, dropout --dropout > 0, and "
+                     "scenarios 1-3 stop early unless --full)");
   }
+  check_output_paths(o);
   return o;
 }
 
 bool parse_app(CLI::App& app, int argc, const char* const* argv, const std::string& program, ParseResult& result) {
+  if (!has_help_format(app)) use_help_format(app);
   try {
     app.parse(argc, argv);
     return true;
@@ -328,18 +491,16 @@ bool parse_app(CLI::App& app, int argc, const char* const* argv, const std::stri
 
 ParseResult parse_command_line(int argc, const char* const* argv) {
   ParseResult result;
-  CLI::App app{
-      "repro: the PyTorch Math SDPA path (bmm Q.K^T, mask, softmax, dropout, bmm V) rebuilt on cuBLAS and "
-      "unified memory, to reproduce the DGX Spark hang in isolation. Subcommands: repro report|sweep|bench|info "
-      "--help; repro --version.",
-      "repro"};
+  CLI::App app{kRunDescription, "repro"};
+  use_help_format(app, kRunUsage);
+  app.footer(run_footer());
   RunOptionParser parser(app);
   if (!parse_app(app, argc, argv, "repro", result)) return result;
   try {
     result.options = parser.finish(argc, argv);
   } catch (const InputError& e) {
     result.exit_code = kExitUsage;
-    result.message = std::string("repro: error: ") + e.what();
+    result.message = std::string("repro: error: ") + one_line(e.what());
     return result;
   }
   result.run = true;

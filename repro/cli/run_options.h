@@ -1,13 +1,18 @@
 // run_options.h: the command line of a run (`repro [options]`), parsed into a RunOptions value.
 //
 // Parsing is host-only and separate from running, so every option and every bad-input case is
-// tested in CI without a GPU (tests/test_options.cpp). The subcommands (report, sweep, bench)
-// take the same run options through RunOptionParser, so a run, a report and a benchmark of
-// "--scenario 2 --dtype fp16" mean the same thing.
+// tested in CI without a GPU (tests/test_options.cpp). The subcommands (report, bench) take the
+// same run options through RunOptionParser, so a run, a report and a benchmark of
+// "--scenario 2 --dtype fp16" mean the same thing; each registers only the ones it accepts.
 //
 // Settings are decided in this order: defaults, the scenario's preconditions (scenarios/), the
 // explicit options (--gemm-stream, --alloc, ...), then the fixes (--fix on, --fixes), which
 // correct whatever the scenario set up.
+//
+// Everything a run would otherwise find out only after its GPU work is found out here, before
+// the GPU is touched: --inputs files are read and checked (the child runs on the tensors read
+// here), every output path is checked to be writable, and an option the configuration would
+// ignore is refused. Each is a usage error: exit 2, one line, nothing written.
 #pragma once
 
 #include <memory>
@@ -46,7 +51,7 @@ struct RunOptions {
   std::string save_output_path;
   LogLevel log = LogLevel::off;
   LogFormat log_format = LogFormat::harness;
-  double stage_timeout_s = 20;  // per-stage deadline of the watchdog
+  double stage_timeout_s = kDefaultStageTimeoutS;  // per-stage deadline of the watchdog
   double run_timeout_s = 0;     // whole-run deadline; 0 = none
   bool no_fork = false;         // watchdog thread in this process instead of a supervising parent
   HangOptions hang;             // what a hang does: snapshot, kill or keep; the durable log
@@ -55,22 +60,38 @@ struct RunOptions {
   // the run ends as waived (exit 6) before the GPU is touched.
   std::string waiver;
   std::vector<std::string> argv;  // the command line as given, for results and reports
+  // --inputs: the tensors, read and checked while parsing; the problem's shapes, dtype and mask
+  // are the files'. Shared, not copied: captured tensors can be gigabytes.
+  std::shared_ptr<const HostInputs> inputs;
 
   // Applies `set` to the conditions: fixes and settings, decided once here and read everywhere
   // else (each fix's settings are host-only data, fixes/fix.h).
   void set_fixes(const FixSet& set);
 };
 
-// Adds the options of a run to a CLI11 app; finish() turns what was parsed into RunOptions.
+// The commands that take run options. A report runs the scenario's own fix off and on, checks
+// every call and writes its own JSON, logs and snapshots; a bench counts its own calls: each
+// leaves out the options it decides itself.
+enum class RunCommand { run, report, bench };
+
+// A report's calls per run unless --iters says otherwise: a first call that passes and a later
+// one that hangs or fails is a failure class of its own.
+constexpr int kReportIters = 25;
+
+// Adds the options of a run to a CLI11 app, in the help groups Problem, Memory, Scenario and
+// fixes, Logging and watchdog, Run and output; finish() turns what was parsed into RunOptions.
 class RunOptionParser {
  public:
-  explicit RunOptionParser(CLI::App& app);
+  explicit RunOptionParser(CLI::App& app, RunCommand command = RunCommand::run);
   ~RunOptionParser();
-  // Throws InputError (one line) on values that are individually valid but wrong together.
+  // Throws InputError (one line) on values that are individually valid but wrong together, on
+  // --inputs files that do not load or agree, on an output path that cannot be written, and on
+  // an option this configuration would ignore.
   RunOptions finish(int argc, const char* const* argv) const;
 
+  struct Fields;  // what CLI11 parses into (run_options.cpp)
+
  private:
-  struct Fields;
   std::unique_ptr<Fields> f_;
 };
 
@@ -86,8 +107,13 @@ struct ParseResult {
 // The plain run: `repro [options]`.
 ParseResult parse_command_line(int argc, const char* const* argv);
 
-// Parses argv into `app`, turning --help into exit 0 with the help text and every parse error
-// into exit 2 with one line ("<program>: error: ..."); returns true when parsing succeeded.
+// `repro help scenarios`: each scenario in full (what it sets up, runs, how its hang looks, its
+// fix) and each fix; --help lists them one line each.
+std::string scenarios_help();
+
+// Parses argv into `app` with the help format of every repro command (help_format.h), turning
+// --help into exit 0 with the help text and every parse error into exit 2 with one line
+// ("<program>: error: ..."); returns true when parsing succeeded.
 bool parse_app(CLI::App& app, int argc, const char* const* argv, const std::string& program, ParseResult& result);
 
 }  // namespace sdpa

@@ -11,7 +11,9 @@
 // result.json, stage.log and repro_scenarioN.cu, each written atomically. --no-run writes all
 // of it without running anything (no GPU needed).
 //
-// Each run makes 25 calls unless --iters says otherwise, and checks every call's result.
+// Each run makes kReportIters (25) calls unless --iters says otherwise, and checks every call's
+// result. The report takes the run options except those it decides itself (RunCommand::report):
+// they are not registered, so giving one is an unknown option.
 //
 // Exit codes: 0 the folder was written; 2 bad options, an existing DIR without --force, a
 // configuration the reproducer cannot express, one that is waived, or an injected fault
@@ -29,8 +31,10 @@
 
 #include "math_sdpa/atomic_file.h"
 #include "math_sdpa/errors.h"
+#include "repro/cli/help_format.h"
 #include "repro/cli/run_options.h"
 #include "repro/commands.h"
+#include "repro/common/output_paths.h"
 #include "repro/common/text.h"
 #include "repro/report/report_writer.h"
 #include "repro/report/reproducer/generator.h"
@@ -45,13 +49,12 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr double kInfoTimeoutS = 60;  // `repro info` only queries; longer means a stuck driver
-constexpr int kReportDefaultIters = 25;  // calls per run unless --iters says otherwise
 
 // The run options of the report's command line: without the report's own options, and
-// without --check and --log, which the report sets for every run.
+// without --log, which the report sets for every run.
 std::vector<std::string> run_args(int argc, char** argv) {
   static const std::set<std::string> with_value = {"--out", "--repeat", "--log", "--fix-form"};
-  static const std::set<std::string> flags = {"--no-run", "--force", "--check", "--allow-inject"};
+  static const std::set<std::string> flags = {"--no-run", "--force", "--allow-inject"};
   std::vector<std::string> out;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i], name = arg.substr(0, arg.find('='));
@@ -161,14 +164,7 @@ void remove_earlier_runs(const fs::path& out_dir) {
 
 int write_report(CLI::App& app, const RunOptionParser& parser, int argc, char** argv, const std::string& out_dir,
                  int repeat, bool no_run, bool force, bool allow_inject, const std::string& fix_form) {
-  for (const char* name : {"--fix", "--fixes", "--json", "--no-fork", "--inputs", "--save-output", "--log-file",
-                           "--snapshot-dir"}) {
-    if (app.count(name)) {
-      throw InputError(std::string(name) + ": not an option of repro report (it runs the scenario's own fix off and "
-                                           "on, writes DIR/result.json, each run's log and hang snapshot into DIR, "
-                                           "supervises every run and regenerates the inputs in the reproducer)");
-    }
-  }
+  check_dir_creatable("--out", out_dir);
   ReportInput in;
   in.report_argv.assign(argv, argv + argc);
   in.report_argv[0] = "report";
@@ -185,9 +181,9 @@ int write_report(CLI::App& app, const RunOptionParser& parser, int argc, char** 
   // Every run logs its stages (at least), and every run is checked against the reference.
   const LogLevel log = given.log > LogLevel::stages ? given.log : LogLevel::stages;
   std::vector<std::string> base = run_args(argc, argv);
-  // Repeated calls by default: a first call that passes and a later one that hangs or fails is a
-  // failure class of its own, and every call's result is checked (--check over several calls).
-  if (!app.count("--iters")) base.insert(base.end(), {"--iters", std::to_string(kReportDefaultIters)});
+  // Repeated calls by default (kReportIters), every call's result checked (--check over several
+  // calls); each child is told the count.
+  if (!app.count("--iters")) base.insert(base.end(), {"--iters", std::to_string(kReportIters)});
   for (bool fix_on : {false, true}) {
     std::vector<std::string>& args = fix_on ? in.args_on : in.args_off;
     args = base;
@@ -246,27 +242,36 @@ int write_report(CLI::App& app, const RunOptionParser& parser, int argc, char** 
 
 int report_main(int argc, char** argv) {
   CLI::App app{"repro report: a bug-report folder for NVIDIA. Runs the scenario with its own fix off and on (--repeat "
-               "K times each, every run supervised as a plain run is, 25 calls a run unless --iters, every call "
-               "checked) and writes DIR/REPORT.md (the finding, the "
-               "environment, the exact commands, expected and actual, how often, the hung stage, stage times, fix "
-               "off/on), DIR/result.json, DIR/stage.log and DIR/repro_scenarioN.cu, a single-file reproducer. "
-               "--no-run writes all of it without a GPU.",
+               "K times each, every run supervised as a plain run is, every call checked) and writes DIR/REPORT.md "
+               "(the finding, the environment, the exact commands, expected and actual, how often, the hung stage, "
+               "stage times, fix off/on), DIR/result.json, DIR/stage.log and DIR/repro_scenarioN.cu, a single-file "
+               "reproducer. --no-run writes all of it without a GPU. The report decides the fixes, the checks and "
+               "where every file goes, so it takes no --fix, --fixes, --check, --json, --save-output, --log-file, "
+               "--snapshot-dir, --no-fork or --inputs.",
                "repro report"};
-  RunOptionParser parser(app);
+  use_help_format(app, "repro report --out DIR --scenario N [--repeat K] [--no-run] [run options]");
+  app.footer("Exit codes: 0 the folder was written; 2 usage (nothing run, nothing written); 7 the folder was "
+             "written but no run found a usable GPU.");
   std::string out_dir;
   int repeat = 1;
   bool no_run = false, force = false, allow_inject = false;
   std::string fix_form = "design";
-  app.add_option("--out", out_dir, "the report folder (must not exist, unless --force)")->required();
-  app.add_option("--repeat", repeat, "runs of each setting, fix off and fix on")->check(CLI::Range(1, 1000));
+  app.option_defaults()->group("Report");
+  app.add_option("--out", out_dir, "the report folder (must not exist, unless --force)")->required()->option_text("DIR");
+  app.add_option("--repeat", repeat, "runs of each setting, fix off and fix on")
+      ->check(CLI::Range(1, 1000))
+      ->option_text("K")
+      ->capture_default_str();
   app.add_flag("--no-run", no_run, "write what needs no GPU: the reproducer, the commands, the REPORT.md template");
   app.add_flag("--force", force, "replace the report in an existing --out folder");
-  app.add_option("--fix-form", fix_form,
-                 "the scenario's own fix as designed (every part) or in its lean form (docs/FIXES.md), for the fix-on runs")
-      ->check(CLI::IsMember({"design", "lean"}));
+  app.add_option("--fix-form", fix_form, "the fix-on runs' fix: as designed, or its lean form (docs/FIXES.md)")
+      ->check(CLI::IsMember({"design", "lean"}))
+      ->option_text("design|lean")
+      ->capture_default_str();
   app.add_flag("--allow-inject", allow_inject,
                "for testing the report itself: let --inject through (refused otherwise); the title then says the "
                "fault was injected");
+  RunOptionParser parser(app, RunCommand::report);
   ParseResult parsed;
   if (!parse_app(app, argc, argv, "repro report", parsed)) {
     (parsed.exit_code == 0 ? std::cout : std::cerr) << parsed.message << "\n";

@@ -25,6 +25,7 @@ std::string configuration_line(const RunOptions& o) {
     << " precision=" << precision_name(p.precision) << " mask=" << mask_kind_name(p.mask)
     << (p.mask_pattern == MaskPattern::text_padding ? "(text padding)" : "") << " dropout=" << p.dropout_p
     << " alloc=" << alloc_kind_name(o.settings.alloc) << " fixes=" << o.fixes.str() << " iters=" << o.iters;
+  if (!o.inputs_dir.empty()) s << " inputs=" << o.inputs_dir;
   if (o.inject.kind != FaultSpec::none) s << " inject=" << fault_spec_string(o.inject);
   return s.str();
 }

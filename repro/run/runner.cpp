@@ -5,7 +5,6 @@
 #include <cstring>
 
 #include "fixes/fix.h"
-#include "repro/cli/inputs.h"
 #include "math_sdpa/cuda_check.h"
 #include "math_sdpa/errors.h"
 #include "math_sdpa/fault_injector.h"
@@ -66,10 +65,11 @@ void run_on_gpu(RunResult& r, int progress_fd) {
   r.result_tensor = result_tensor_of(r.settings);
   r.device = query_device_info(0);
   CUDA_CHECK(cudaSetDevice(0));
-  // Captured inputs fix the shapes, so they load first; random ones are made only after the
-  // workspace was allocated, so an oversized request is refused before any host memory is used.
-  HostInputs inputs;
-  if (!o.inputs_dir.empty()) inputs = load_npy_inputs(o.inputs_dir, p, o.dtype_given);
+  // Captured inputs were read when the command line was parsed (they set the shapes); random
+  // ones are made only after the workspace was allocated, so an oversized request is refused
+  // before any host memory is used.
+  HostInputs random_inputs;
+  const HostInputs* inputs = o.inputs.get();
 
   auto allocator = make_allocator(r.settings.alloc, allocator_options(r.settings, o.allow_oversubscription));
   const auto fixes = make_fixes(o.fixes);
@@ -96,8 +96,11 @@ void run_on_gpu(RunResult& r, int progress_fd) {
     observers.injector = injector.get();
     observers.mark_gpu_stages = true;
     attach_observers(path, observers, fixes, *allocator, 0, o.log, o.log_format);
-    if (o.inputs_dir.empty()) inputs = make_random_inputs(p, p.seed);
-    path.upload(inputs);
+    if (!inputs) {
+      random_inputs = make_random_inputs(p, p.seed);
+      inputs = &random_inputs;
+    }
+    path.upload(*inputs);
     const bool compare_calls = o.check && o.iters > 1;
     uint64_t first_digest = 0;
     for (int it = 0; it < o.iters; ++it) {
@@ -132,7 +135,7 @@ void run_on_gpu(RunResult& r, int progress_fd) {
     r.result_sum += x;
   }
   r.result_l2 = std::sqrt(r.result_l2);
-  save_and_check_result(r, o, *r.result_tensor, inputs, result);
+  save_and_check_result(r, o, *r.result_tensor, *inputs, result);
   if (o.sample_every > 0) r.soak = judge_soak(r.memory);
   if (!r.soak.flat) r.fail(Outcome::leak, "memory grew during the soak: " + r.soak.summary);
   if (r.first_differing_call != 0) {

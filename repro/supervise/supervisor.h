@@ -22,7 +22,7 @@
 namespace sdpa {
 
 struct SupervisorOptions {
-  double stage_timeout_s = 20;
+  double stage_timeout_s = kDefaultStageTimeoutS;
   double run_timeout_s = 0;  // 0: none
   double kill_grace_s = 0.3;  // SIGTERM -> SIGKILL; the report must come within deadline + 1 s (+ the snapshot)
   size_t log_tail_lines = 24;

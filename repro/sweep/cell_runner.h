@@ -34,7 +34,7 @@ struct SweepRunSettings {
   std::string repro_binary;
   std::vector<std::string> workers{""};  // CUDA_VISIBLE_DEVICES of each worker; "" = inherited
   double cell_timeout_s = 60;
-  double stage_timeout_s = 10;     // the child watchdog's --stage-timeout
+  double stage_timeout_s = kDefaultStageTimeoutS;  // the child watchdog's --stage-timeout
   std::string scratch_prefix;      // a cell's child writes its JSON to <prefix><index>.json
   OnHang on_hang = OnHang::snapshot;  // what a cell's watchdog does at a hang: snapshot or kill
   // A cell's snapshot budget: once its snapshot folder appears, its deadline grows by this.

@@ -20,7 +20,7 @@ struct SweepOptions {
   bool resume = false;           // continue one: skip the cells its JSON-lines file has
   bool dry_run = false;
   double cell_timeout_s = 60;    // the sweep's deadline per cell
-  double stage_timeout_s = 10;   // the child watchdog's per-stage deadline
+  double stage_timeout_s = kDefaultStageTimeoutS;  // the child watchdog's per-stage deadline
   int gpus = 0;                  // 0: count them
   int cells_per_gpu = 1;         // cells running at once on one GPU
   OnHang on_hang = OnHang::snapshot;  // each cell's --on-hang: snapshot or kill
