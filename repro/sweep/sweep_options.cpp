@@ -86,7 +86,8 @@ SweepParseResult parse_sweep_command_line(int argc, const char* const* argv) {
   std::string shard;
   app.add_option("--shard", shard,
                  "K/N: run the K-th of N disjoint slices of the matrix (balanced by expected cost; "
-                 "`repro sweep merge` joins them; docs/SWEEPS.md)");
+                 "`repro sweep merge` joins them; docs/SWEEPS.md)")
+      ->type_name("K/N");
   app.add_flag("--dry-run", o.dry_run, "print the cells as JSON and run nothing");
   app.add_option("--cell-timeout", o.cell_timeout_s, "the sweep's deadline for each cell, seconds")
       ->check(CLI::Range(0.1, 86400.0))
@@ -169,9 +170,13 @@ MergeParseResult parse_merge_command_line(int argc, const char* const* argv) {
   app.footer("Exit codes: 0 merged, every cell passed or was waived (or a merge of dry runs); 1 merged, with another "
              "outcome or cells not run; 2 usage error or shards refused (one line, nothing written).");
   app.add_option("shards", o.sources, "each shard's output folder (holding sweep.json) or its sweep document")
-      ->required();
-  auto* out_opt = app.add_option("--out", out_dir, "directory for the merged sweep.json, sweep.jsonl and sweep.svg");
-  app.add_option("--json", o.json_path, "the merged sweep document; FILE.jsonl and FILE.svg go beside it")->excludes(out_opt);
+      ->required()
+      ->type_name("DIR|FILE");
+  auto* out_opt = app.add_option("--out", out_dir, "directory for the merged sweep.json, sweep.jsonl and sweep.svg")
+                      ->type_name("DIR");
+  app.add_option("--json", o.json_path, "the merged sweep document; FILE.jsonl and FILE.svg go beside it")
+      ->excludes(out_opt)
+      ->type_name("FILE");
   app.add_flag("--force", o.force, "replace a merged sweep already there");
   ParseResult parsed;
   if (!parse_app(app, argc, argv, "repro sweep merge", parsed)) {
