@@ -1543,6 +1543,8 @@ TEST_SUITE("sweep") {
     write_text(dir / "dry/sweep.json",
                run_repro(joined(joined({"sweep", "--dry-run"}, matrix), {"--shard", "2/3"}), {}, dir.path).out);
     fs::create_directories(dir / "empty");
+    fs::create_directories(dir / "lonely");
+    fs::copy(folders[1] + "/sweep.json", dir / "lonely/sweep.json");  // its JSON lines left behind
     const std::vector<std::pair<std::vector<std::string>, std::string>> refused{
         {{folders[0], folders[0]}, "are both shard 1/3 (they overlap)"},
         {{dir / "whole", folders[0]}, "are not shards of one matrix: shard 1/1 in "},
@@ -1552,6 +1554,7 @@ TEST_SUITE("sweep") {
         {{folders[0], dir / "dry"}, "one is a dry run and the other is not"},
         {{folders[0], dir / "empty"}, "no sweep document"},
         {{folders[0], dir / "whole/sweep.jsonl"}, "not a sweep document (not JSON)"},
+        {{folders[0], dir / "lonely/sweep.json"}, "lonely/sweep.jsonl, which cannot be read"},
     };
     for (const auto& [sources, message] : refused) {
       CAPTURE(message);

@@ -80,6 +80,9 @@ ShardOutput read_shard(const std::string& source, std::vector<std::string>& warn
   }
   const std::string stem = s.doc_path.size() > 5 && s.doc_path.compare(s.doc_path.size() - 5, 5, ".json") == 0
                                ? s.doc_path.substr(0, s.doc_path.size() - 5) : s.doc_path;
+  if (!read_file(stem + ".jsonl")) {
+    throw InputError(s.doc_path + ": its cells are in " + stem + ".jsonl, which cannot be read (copy it with the document)");
+  }
   const JsonlContents lines = read_jsonl(stem + ".jsonl");
   for (const auto& w : lines.warnings) warnings.push_back(w);
   size_t repeated = 0;

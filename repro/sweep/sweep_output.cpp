@@ -508,11 +508,11 @@ std::string sweep_svg(const std::vector<json>& cells, const std::string& title, 
     squares[{index_of(panels, panel_of(a)), index_of(rows, row_of(a)), column}].push_back(&c);
   }
 
-  const double margin = 20, label_w = 150, cell_w = 96, cell_h = 40, gap = 2, title_h = 44, panel_title_h = 22,
+  const double margin = 20, label_w = 150, cell_w = 96, cell_h = 40, gap = 2, title_line_h = 18, panel_title_h = 22,
                header_h = 36, panel_gap = 24, char_w = 6.7, line_h = 15;
   const double grid_w = static_cast<double>(columns.size()) * (cell_w + gap);
   const double panel_h = panel_title_h + header_h + static_cast<double>(rows.size()) * (cell_h + gap);
-  const double width = std::max({margin * 2 + label_w + grid_w, 760.0, margin * 2 + 8.5 * static_cast<double>(title.size())});
+  const double width = std::max(margin * 2 + label_w + grid_w, 760.0);
   const size_t text_columns = static_cast<size_t>((width - 2 * margin) / char_w);
 
   // The reasons under the legend, numbered in the order the squares show them.
@@ -525,13 +525,17 @@ std::string sweep_svg(const std::vector<json>& cells, const std::string& title, 
   };
 
   std::string body;
-  body += text_element(margin, margin + 12, title, "font-size=\"14\" font-weight=\"bold\"");
-  body += text_element(margin, margin + 27, caption, "fill=\"#212121\"");
+  double y = margin + 12;
+  // A merged sweep's title names several machines: it wraps rather than widening the picture.
+  for (const auto& line : wrap_words(title, static_cast<size_t>((width - 2 * margin) / 8.5), "  ")) {
+    body += text_element(margin, y, line, "font-size=\"14\" font-weight=\"bold\"");
+    y += title_line_h;
+  }
+  body += text_element(margin, y - 3, caption, "fill=\"#212121\"");
   std::string layout = "rows: scenario x fix; columns: dtype x allocation; colour: outcome";
   if (repeats > 1) layout += "; each square is the worst of " + std::to_string(repeats) + " repeats";
-  body += text_element(margin, margin + 41, layout, "fill=\"#424242\"");
-
-  double y = margin + title_h;
+  body += text_element(margin, y + 11, layout, "fill=\"#424242\"");
+  y += 14;
   for (size_t p = 0; p < panels.size(); ++p) {
     const Key& panel = panels[p];
     body += text_element(margin, y + 15,
