@@ -277,13 +277,13 @@ int run_sweep(const SweepOptions& o) {
   }
 
   const std::vector<json> done = in_matrix_order();
+  const size_t not_run = cells.size() - done.size();
   std::string not_run_reason = "the sweep was interrupted";
   if (run.no_gpu_cell) {
     const SweepCell& cell = matrix.at(static_cast<size_t>(*run.no_gpu_cell));
-    end.no_gpu = no_gpu_json(finished.at(cell.key()), cells.size() - done.size());
+    end.no_gpu = no_gpu_json(finished.at(cell.key()), not_run);
     not_run_reason = "cell " + std::to_string(cell.index) + " found no usable GPU";
     const bool no_driver = meta.host.value("nvidia_driver", "unknown") == "unknown";
-    const size_t not_run = cells.size() - done.size();
     std::cerr << "repro sweep: no GPU: cell " << cell.index << " found none ("
               << end.no_gpu.at("error").get<std::string>() << (no_driver ? "; no NVIDIA kernel driver is loaded here" : "")
               << ")" << (not_run ? "; stopped, " + std::to_string(not_run) + " cells not run" : std::string()) << "\n";
@@ -307,7 +307,7 @@ int run_sweep(const SweepOptions& o) {
   const std::string caption = std::to_string(done.size()) + " of " + std::to_string(cells.size()) + " cells, started " +
                               meta.started_utc;
   write_sweep_outputs(o.json_path, o.svg_path, sweep_document(meta, done, end), done, squares, title, caption,
-                      gpu_checks_footer(end.gpu_checks, end.no_gpu.is_null() ? cells.size() - done.size() : 0) +
+                      gpu_checks_footer(end.gpu_checks, end.no_gpu.is_null() ? not_run : 0) +
                           no_gpu_footer(end.no_gpu));
   std::cerr << "repro sweep: wrote " << o.json_path << ", " << o.jsonl_path << ", " << o.svg_path << " ("
             << duration(end.wall_seconds) << ")\n";
@@ -354,33 +354,28 @@ int merge_sweeps(const MergeOptions& o) {
   return result == "OK" || result == "PLANNED" ? kSweepOk : kSweepFailed;
 }
 
-}  // namespace
-
-int sweep_main(int argc, char** argv) {
-  if (argc > 1 && std::string(argv[1]) == "merge") {
-    const MergeParseResult parsed = parse_merge_command_line(argc - 1, argv + 1);
-    if (!parsed.run) {
-      (parsed.exit_code == 0 ? std::cout : std::cerr) << parsed.message << "\n";
-      return parsed.exit_code;
-    }
-    try {
-      return merge_sweeps(parsed.options);
-    } catch (const InputError& e) {
-      std::cerr << "repro sweep merge: error: " << one_line(e.what()) << "\n";
-      return kExitUsage;
-    }
-  }
-  const SweepParseResult parsed = parse_sweep_command_line(argc, argv);
+// Prints a command line's help or its one error line, or runs `body` with its options; an
+// InputError from the run is one line and exit 2, as a bad option is.
+template <typename Parsed, typename Body> int run_parsed(const Parsed& parsed, const char* program, Body body) {
   if (!parsed.run) {
     (parsed.exit_code == 0 ? std::cout : std::cerr) << parsed.message << "\n";
     return parsed.exit_code;
   }
   try {
-    return run_sweep(parsed.options);
+    return body(parsed.options);
   } catch (const InputError& e) {
-    std::cerr << "repro sweep: error: " << one_line(e.what()) << "\n";
+    std::cerr << program << ": error: " << one_line(e.what()) << "\n";
     return kExitUsage;
   }
+}
+
+}  // namespace
+
+int sweep_main(int argc, char** argv) {
+  if (argc > 1 && std::string(argv[1]) == "merge") {
+    return run_parsed(parse_merge_command_line(argc - 1, argv + 1), "repro sweep merge", merge_sweeps);
+  }
+  return run_parsed(parse_sweep_command_line(argc, argv), "repro sweep", run_sweep);
 }
 
 }  // namespace sdpa
