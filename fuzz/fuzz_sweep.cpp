@@ -27,8 +27,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       const size_t planned = read.records.size() + 1;
       sdpa::sweep_table(read.records, planned, false);
       sdpa::sweep_footer(read.records, planned, false);
-      sdpa::sweep_document(meta, read.records, planned, false, 1.0).dump();
-      sdpa::sweep_svg(read.records, "fuzz");
+      sdpa::SweepEnd end;
+      end.cells_planned = planned;
+      sdpa::sweep_document(meta, read.records, end).dump();
+      sdpa::latest_records(read.records);
+      sdpa::sweep_svg(read.records, "fuzz", sdpa::machine_description(nullptr, read.records));
     }
   } catch (const sdpa::InputError&) {
   }

@@ -2,8 +2,9 @@
 // and matrix files; bad axes and files (exit 2, one line); --dry-run against the committed
 // schema (results/sweep.schema.json); the outcome of every way a cell's process can end, with a
 // fake child (sweep_fake_child.cpp) run by the real repro binary; the per-cell deadline; resume
-// after SIGINT, after SIGKILL and over a truncated JSON-lines file; one worker per GPU; the SVG;
-// and the schema validator and the XML checker the tests rely on.
+// after SIGINT, after SIGKILL and over a truncated JSON-lines file, and refused under another
+// matrix; one worker per GPU; the stop at the first cell without a GPU (and the ladder's);
+// shards and their merge; the SVG; and the schema validator and the XML checker the tests rely on.
 #include <doctest/doctest.h>
 
 #include <fcntl.h>
@@ -97,14 +98,14 @@ struct Ran {
   double seconds = 0;
 };
 
-// Starts the real repro binary in `dir` with `env` added to a clean environment for the sweep
-// (no CUDA_VISIBLE_DEVICES unless given); stdout and stderr go to files.
-Started start_repro(const std::vector<std::string>& args, const Env& env, const std::string& dir) {
+// Starts `program` in `dir` with `env` added to a clean environment for the sweep (no
+// CUDA_VISIBLE_DEVICES unless given); stdout and stderr go to files.
+Started start_program(const std::string& program, const std::vector<std::string>& args, const Env& env, const std::string& dir) {
   static int runs = 0;
   Started s;
   s.out_path = "/tmp/sdpa_sweep_test_" + std::to_string(getpid()) + "_" + std::to_string(++runs) + ".out";
   s.err_path = s.out_path + ".err";
-  std::vector<std::string> argv{SDPA_REPRO_BINARY};
+  std::vector<std::string> argv{program};
   argv.insert(argv.end(), args.begin(), args.end());
   std::vector<char*> c_argv;
   for (auto& a : argv) c_argv.push_back(a.data());
@@ -125,6 +126,11 @@ Started start_repro(const std::vector<std::string>& args, const Env& env, const 
     _exit(127);
   }
   return s;
+}
+
+// The real repro binary.
+Started start_repro(const std::vector<std::string>& args, const Env& env, const std::string& dir) {
+  return start_program(SDPA_REPRO_BINARY, args, env, dir);
 }
 
 Ran finish(const Started& s, double limit_s = 60) {
@@ -149,6 +155,22 @@ Ran finish(const Started& s, double limit_s = 60) {
 
 Ran run_repro(const std::vector<std::string>& args, const Env& env, const std::string& dir) {
   return finish(start_repro(args, env, dir));
+}
+
+// The axes of a small matrix: the given scenarios and allocations, one value of every other axis.
+std::vector<std::string> small_matrix(const std::string& scenarios, const std::string& allocs) {
+  return {"--scenarios", scenarios, "--fix", "off", "--dtypes", "bf16", "--shapes", "2x8x128x128x64", "--allocs", allocs};
+}
+
+std::vector<std::string> joined(std::vector<std::string> a, const std::vector<std::string>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+// The SVG without its tooltips: what the picture shows.
+std::string visible_text(std::string svg) {
+  for (size_t at; (at = svg.find("<title>")) != std::string::npos;) svg.erase(at, svg.find("</title>", at) + 8 - at);
+  return svg;
 }
 
 // `repro sweep` with the fake child and the given options; one worker and a 5 s deadline unless
@@ -461,7 +483,9 @@ TEST_SUITE("sweep") {
         {"--precisions", "double"}, {"--shapes", "2x8x128x128"}, {"--shapes", "2x8x0x128x64"},
         {"--shapes", "2x8x128x128x64x1"}, {"--shapes", "axbxcxdxe"}, {"--shapes", "2x8x-1x128x64"},
         {"--shapes", "99999999x99999999x99999999x99999999x64"}, {"--allocs", "gpu"}, {"--allocs", "managed,"},
-        {"--streams", "fast"}, {"--iters", "0"}, {"--repeats", "0"}, {"--repeats", "two"}, {"--resume", "--force"},
+        {"--streams", "fast"}, {"--iters", "0"}, {"--repeats", "0"}, {"--repeats", "two"}, {"--shard", "0/2"},
+        {"--shard", "3/2"}, {"--shard", "1"}, {"--shard", "a/b"}, {"--shard", "1/0"}, {"--shard", "1/2/3"},
+        {"--shard", "1/100000"}, {"--shard", "-1/2"}, {"--shard", "/2"}, {"--shard", ""},
         {"--cell-timeout", "1", "--stage-timeout", "5"}, {"--cell-timeout", "0"}, {"--gpus", "0"}, {"--bogus"},
         {"--out", "a", "--json", "b.json"}, {"--matrix", dir / "missing.json"}, {"--matrix", dir / "m.json", "--dtypes", "bf16"}};
     write_text(dir / "m.json", R"({"dtypes": ["bf16"]})");
@@ -567,14 +591,15 @@ TEST_SUITE("sweep") {
         {0, "system", "refused", "refused", 8, nullptr, "beyond the guard"},
         {1, "managed", "hang", "hang", 3, "softmax", "did not finish"},
         {1, "device", "crash_reported", "crash", 5, "pv_gemm", "signal 11"},
-        {1, "async", "no_gpu", "no_gpu", 7, nullptr, "no usable CUDA GPU"},
+        {1, "async", "wrong_exit", "crash", 1, nullptr, "says exit_code 0"},
         {1, "host", "usage", "usage", 2, nullptr, "a usage error"},
         {1, "system", "exit42", "crash", 42, nullptr, "not one of its exit codes"},
         {2, "managed", "segv", "crash", -1, nullptr, "signal 11"},
         {2, "device", "garbage", "crash", 0, nullptr, "malformed"},
         {2, "async", "no_json", "crash", 0, nullptr, "wrote no JSON"},
         {2, "host", "sleep", "timeout", -1, nullptr, "deadline of 1 s"},
-        {2, "system", "wrong_exit", "crash", 1, nullptr, "says exit_code 0"},
+        // Last: a cell that finds no GPU stops the sweep, and here nothing is left to stop.
+        {2, "system", "no_gpu", "no_gpu", 7, nullptr, "no usable CUDA GPU"},
     };
     std::string plan;
     for (const auto& c : cases) plan += std::to_string(c.scenario) + "/" + c.alloc + "=" + c.behaviour + ",";
@@ -584,7 +609,7 @@ TEST_SUITE("sweep") {
                                                       "--cell-timeout", "1"});
     const Ran r = run_repro(args, {{"SWEEP_FAKE", plan}}, dir.path);
     INFO(r.err);
-    CHECK(r.exit_code == 1);
+    CHECK(r.exit_code == kExitNoGpu);  // a cell found no GPU: that decides the exit code
     CHECK(r.seconds < 8);
 
     const json doc = json::parse(read_text(dir / "out/s.json"));
@@ -652,7 +677,7 @@ TEST_SUITE("sweep") {
     CHECK(xml_problem(svg) == "");
     CHECK(count_of(svg, "class=\"cell\"") == cases.size());
     CHECK(svg.find(">HANG</text>") != std::string::npos);
-    CHECK(svg.find(">softmax</text>") != std::string::npos);
+    CHECK(svg.find(">softmax [") != std::string::npos);  // the stage, and the number of its reason
     // Nothing but the three outputs and the kept cell logs is left behind (the cells' scratch JSON
     // files are gone); a cell's --log-file is kept unless it passed or was waived.
     std::set<std::string> files, logs, kept;
@@ -901,7 +926,12 @@ TEST_SUITE("sweep") {
     while (lines_of(read_text(dir / "s.jsonl")).size() < 3 && now_s() < until) usleep(20000);
     kill(s.pid, SIGKILL);
     finish(s);
-    CHECK_FALSE(fs::exists(dir / "s.json"));
+    // The document as the sweep started: its matrix (what --resume checks), no cell yet.
+    const json started = json::parse(read_text(dir / "s.json"));
+    check_valid(started);
+    CHECK(started["cells"].empty());
+    CHECK(started["summary"]["result"] == "INCOMPLETE");
+    CHECK(started["matrix"]["dtypes"] == json({"bf16", "fp16"}));
     // The machine went down in the middle of a line: the last line loses its end.
     const std::string text = read_text(dir / "s.jsonl");
     const auto finished = lines_of(text);
@@ -1077,7 +1107,7 @@ TEST_SUITE("sweep") {
     const std::string footer = sweep_footer({record}, 1, false);
     CHECK(footer.find("1 leaked") != std::string::npos);
     CHECK(footer.find("# Sweep: FAILED") != std::string::npos);
-    CHECK(sweep_svg({record}, "leak").find(">LEAK</text>") != std::string::npos);
+    CHECK(sweep_svg({record}, "leak", "").find(">LEAK</text>") != std::string::npos);
 
     // A mismatch keeps its word: the run's outcome decides, not the exit code they share.
     RunResult wrong;
@@ -1110,7 +1140,7 @@ TEST_SUITE("sweep") {
     records[3]["outcome"] = "pass";
     records[4]["outcome"] = "crash";
     records[4]["error"] = "a <script> & \"quotes\" 'too'\x01 here";
-    const std::string svg = sweep_svg(records, "title with <&>");
+    const std::string svg = sweep_svg(records, "title with <&>", "caption");
     CHECK(xml_problem(svg) == "");
     CHECK(count_of(svg, "class=\"cell\"") == 4);
     CHECK(svg.find(">HANG 1/2</text>") != std::string::npos);
@@ -1123,7 +1153,7 @@ TEST_SUITE("sweep") {
     // The default matrix: one square per cell, three panels (one per shape).
     std::vector<json> planned;
     for (const auto& c : expand_matrix(SweepAxes{})) planned.push_back(planned_cell_json(c, 10));
-    const std::string full = sweep_svg(planned, "default");
+    const std::string full = sweep_svg(planned, "default", "");
     CHECK(xml_problem(full) == "");
     CHECK(count_of(full, "class=\"cell\"") == 324);
     CHECK(count_of(full, ">shape 2x8x") == 2);
@@ -1191,5 +1221,464 @@ TEST_SUITE("sweep") {
     CHECK_THROWS_AS(schema_errors(json::parse(R"({"pattern": "^a"})"), json("a")), std::invalid_argument);
     CHECK_THROWS_AS(schema_errors(schema, json(1), "#/$defs/missing"), std::invalid_argument);
     CHECK_THROWS_AS(schema_errors(json::parse(R"({"$ref": "other.json"})"), json(1)), std::invalid_argument);
+  }
+
+  TEST_CASE("a cell that finds no GPU stops the sweep: one line, exit 7, the rest marked not run; --resume runs them") {
+    TempDir dir;
+    const auto args = sweep_args(dir / "out/s.json", small_matrix("0,1,2", "managed,device"));
+    const Ran r = run_repro(args, {{"SWEEP_FAKE", "1/managed=no_gpu"}, {"SWEEP_FAKE_LOG", dir / "fake.log"}}, dir.path);
+    INFO(r.err);
+    CHECK(r.exit_code == kExitNoGpu);
+    CHECK(read_fake_log(dir / "fake.log").size() == 3);  // cells 0 and 1, and cell 2, which found no GPU
+    CHECK(count_of(r.err, "no GPU:") == 1);
+    CHECK(r.err.find("repro sweep: no GPU: cell 2 found none (no usable CUDA GPU: fake") != std::string::npos);
+    const json doc = json::parse(read_text(dir / "out/s.json"));
+    check_valid(doc);
+    CHECK(doc["cells"].size() == 3);
+    CHECK(doc["summary"]["result"] == "FAILED");
+    CHECK(doc["summary"]["no_gpu"] ==
+          json({{"after_cell", 2}, {"error", "no usable CUDA GPU: fake"}, {"cells_not_run", 3}}));
+    CHECK(r.out.find("# 3 cells not run: cell 2 found no usable GPU (no usable CUDA GPU: fake)") != std::string::npos);
+    const std::string svg = read_text(dir / "out/s.svg");
+    CHECK(xml_problem(svg) == "");
+    CHECK(count_of(svg, "class=\"cell\"") == 6);
+    CHECK(count_of(svg, "stroke-dasharray") == 3);  // the squares of cells not run
+    const std::string shown = visible_text(svg);
+    CHECK(shown.find(">[1] no GPU: no usable CUDA GPU: fake</text>") != std::string::npos);
+    CHECK(shown.find(">[2] not run: cell 2 found no usable GPU</text>") != std::string::npos);
+
+    // The GPU is back: --resume runs the cell that found none again, and the rest; a second one, nothing.
+    auto resume = args;
+    resume.push_back("--resume");
+    const Ran again = run_repro(resume, {{"SWEEP_FAKE_LOG", dir / "fake.log"}}, dir.path);
+    CHECK(again.exit_code == 0);
+    CHECK(read_fake_log(dir / "fake.log").size() == 3 + 4);
+    const json done = json::parse(read_text(dir / "out/s.json"));
+    check_valid(done);
+    CHECK(done["summary"]["result"] == "OK");
+    CHECK(done["summary"]["no_gpu"].is_null());
+    CHECK(run_repro(resume, {{"SWEEP_FAKE_LOG", dir / "fake.log"}}, dir.path).exit_code == 0);
+    CHECK(read_fake_log(dir / "fake.log").size() == 3 + 4);
+  }
+
+  TEST_CASE("the real repro without a GPU: the sweep stops at its first cell") {
+    TempDir dir;
+    const Ran r = run_repro({"sweep", "--json", dir / "s.json", "--scenarios", "0", "--fix", "off", "--dtypes", "bf16",
+                             "--shapes", "1x1x16x16x16", "--allocs", "managed,device", "--iters", "1", "--gpus", "1"},
+                            {}, dir.path);
+    INFO(r.err);
+    const json doc = json::parse(read_text(dir / "s.json"));
+    check_valid(doc);
+    REQUIRE_FALSE(doc["cells"].empty());
+    if (doc["cells"][0]["outcome"] == "no_gpu") {
+      CHECK(r.exit_code == kExitNoGpu);
+      CHECK(doc["cells"].size() == 1);
+      CHECK(doc["summary"]["no_gpu"]["cells_not_run"] == 1);
+      CHECK(count_of(r.err, "no GPU:") == 1);
+    } else {
+      MESSAGE("this machine has a GPU: the sweep runs both cells");
+      CHECK(r.exit_code == 0);
+      CHECK(doc["cells"].size() == 2);
+    }
+  }
+
+  TEST_CASE("the ladder stops at the first rung that finds no GPU: one line, exit 7") {
+    TempDir dir;
+    // A stand-in repro: every run passes but those of the scenario NO_GPU_SCENARIO names.
+    write_text(dir / "fake-repro",
+               "#!/bin/sh\n"
+               "echo \"$*\" >> \"$FAKE_LOG\"\n"
+               "case \" $* \" in *\" --scenario $NO_GPU_SCENARIO \"*)\n"
+               "  echo '# result: no_gpu (exit 7): no usable CUDA GPU: fake'; exit 7;;\n"
+               "esac\n"
+               "echo '# result: pass (exit 0)'\n");
+    fs::permissions(dir / "fake-repro", fs::perms::owner_all);
+    const std::string ladder = std::string(SDPA_SOURCE_DIR) + "/scripts/ladder.sh";
+    const Ran stopped = finish(start_program("/bin/bash", {ladder, dir / "fake-repro"},
+                                             {{"FAKE_LOG", dir / "stopped.log"}, {"NO_GPU_SCENARIO", "2"}}, dir.path));
+    CHECK(stopped.exit_code == kExitNoGpu);
+    CHECK(lines_of(read_text(dir / "stopped.log")).size() == 13);  // scenarios 0 and 1 (six rungs each), then one
+    const auto lines = lines_of(stopped.out);
+    REQUIRE(lines.size() == 1 + 13 + 1);
+    CHECK(lines.back() == "ladder: NO GPU: no usable CUDA GPU: fake; stopped, 17 rungs not run");
+    const Ran all = finish(start_program("/bin/bash", {ladder, dir / "fake-repro"},
+                                         {{"FAKE_LOG", dir / "all.log"}, {"NO_GPU_SCENARIO", "none"}}, dir.path));
+    CHECK(all.exit_code == 0);
+    CHECK(lines_of(read_text(dir / "all.log")).size() == 30);
+    CHECK(lines_of(all.out).back() == "ladder: OK");
+  }
+
+  TEST_CASE("the ladder with the real repro on a machine without a GPU stops after one rung") {
+    TempDir dir;
+    const Ran probe = run_repro({"--scenario", "0", "--check", "--iters", "1", "-b", "1", "--heads", "1", "-L", "16", "-E", "16"},
+                                {}, dir.path);
+    if (probe.exit_code != kExitNoGpu) {
+      MESSAGE("this machine has a GPU: the ladder would run every rung (minutes); not run here");
+      return;
+    }
+    const Ran r = finish(start_program("/bin/bash", {std::string(SDPA_SOURCE_DIR) + "/scripts/ladder.sh", SDPA_REPRO_BINARY},
+                                       {}, dir.path));
+    CHECK(r.exit_code == kExitNoGpu);
+    CHECK(lines_of(r.out).size() == 3);  // the header, the rung, the line that says why it stopped
+    CHECK(lines_of(r.out).back().find("ladder: NO GPU: no usable CUDA GPU") == 0);
+  }
+
+  TEST_CASE("--resume under another matrix is refused (exit 2, one line, nothing written) unless --force") {
+    TempDir dir;
+    const Env env{{"SWEEP_FAKE_LOG", dir / "fake.log"}};
+    const auto first = small_matrix("0,1", "managed");
+    REQUIRE(run_repro(sweep_args(dir / "s.json", first), env, dir.path).exit_code == 0);
+    const std::string json_before = read_text(dir / "s.json"), jsonl_before = read_text(dir / "s.jsonl"),
+                      svg_before = read_text(dir / "s.svg");
+    const std::vector<std::pair<std::vector<std::string>, std::string>> others{
+        {small_matrix("0,1,2", "managed"), "(scenarios 0,1,2 here, 0,1 in " + (dir / "s.json") + ")"},
+        {{"--scenarios", "0,1", "--fix", "off", "--dtypes", "bf16,fp16", "--shapes", "2x8x128x128x64", "--allocs", "managed"},
+         "(dtypes bf16,fp16 here, bf16 in "},
+        {joined(first, {"--repeats", "2"}), "(repeats 2 here, 1 in "},
+        {joined(first, {"--shard", "1/2"}), "(shard 1/2 here, 1/1 in "},
+    };
+    for (const auto& [options, difference] : others) {
+      CAPTURE(difference);
+      const Ran r = run_repro(joined(sweep_args(dir / "s.json", options), {"--resume"}), env, dir.path);
+      CHECK(r.exit_code == kExitUsage);
+      CHECK(lines_of(r.err).size() == 1);
+      CHECK(r.err.find("--resume: " + (dir / "s.jsonl") + " was written by another matrix " + difference) != std::string::npos);
+      CHECK(r.err.find("--resume --force continues with this matrix") != std::string::npos);
+      CHECK(read_text(dir / "s.json") == json_before);
+      CHECK(read_text(dir / "s.jsonl") == jsonl_before);
+      CHECK(read_text(dir / "s.svg") == svg_before);
+    }
+    CHECK(read_fake_log(dir / "fake.log").size() == 2);  // nothing ran
+    // The same matrix resumes: nothing is left to run.
+    CHECK(run_repro(joined(sweep_args(dir / "s.json", first), {"--resume"}), env, dir.path).exit_code == 0);
+    CHECK(read_fake_log(dir / "fake.log").size() == 2);
+
+    // Without its document (a sweep killed before it wrote one) the keys of FILE.jsonl still tell.
+    fs::remove(dir / "s.json");
+    const Ran keys = run_repro(joined(sweep_args(dir / "s.json", small_matrix("0,2", "managed")), {"--resume"}), env, dir.path);
+    CHECK(keys.exit_code == kExitUsage);
+    CHECK(lines_of(keys.err).size() == 1);
+    CHECK(keys.err.find("holds cells that are not in this matrix (scenario=1 ") != std::string::npos);
+    CHECK_FALSE(fs::exists(dir / "s.json"));
+
+    // --resume --force: this matrix, keeping the cells both have.
+    write_text(dir / "s.json", json_before);
+    const Ran forced = run_repro(joined(sweep_args(dir / "s.json", small_matrix("0,1,2", "managed")), {"--resume", "--force"}),
+                                 env, dir.path);
+    CHECK(forced.exit_code == 0);
+    CHECK(read_fake_log(dir / "fake.log").size() == 3);  // only scenario 2's cell ran
+    const json doc = json::parse(read_text(dir / "s.json"));
+    check_valid(doc);
+    CHECK(doc["cells"].size() == 3);
+    CHECK(doc["matrix"]["scenarios"] == json({0, 1, 2}));
+  }
+
+  TEST_CASE("shards: disjoint, together the whole matrix, balanced by expected cost, the same every time") {
+    const std::vector<SweepCell> cells = expand_matrix(SweepAxes{});
+    int64_t most = 0;
+    for (const auto& c : cells) most = std::max(most, expected_cell_cost(c));
+    for (int count : {1, 2, 3, 4, 7, 270}) {
+      CAPTURE(count);
+      std::map<std::string, int> owner;
+      std::vector<int64_t> load;
+      for (int k = 1; k <= count; ++k) {
+        const auto part = shard_cells(cells, SweepShard{k, count});
+        CHECK(keys_of(part) == keys_of(shard_cells(cells, SweepShard{k, count})));
+        int64_t cost = 0;
+        for (size_t i = 0; i < part.size(); ++i) {
+          CHECK(owner.emplace(part[i].key(), k).second);
+          CHECK(cells.at(static_cast<size_t>(part[i].index)).key() == part[i].key());  // its index in the matrix
+          if (i > 0) CHECK(part[i - 1].index < part[i].index);                         // in matrix order
+          cost += expected_cell_cost(part[i]);
+        }
+        load.push_back(cost);
+      }
+      CHECK(owner.size() == cells.size());
+      // Longest first, each to the least loaded shard: no shard is more than one cell ahead of another.
+      CHECK(*std::max_element(load.begin(), load.end()) - *std::min_element(load.begin(), load.end()) <= most);
+      if (count == 3) {
+        // Three allocations, three shards: dealing in matrix order would give each shard one allocation.
+        for (int k = 1; k <= 3; ++k) {
+          std::set<std::string> allocs;
+          std::set<int> scenarios;
+          for (const auto& c : shard_cells(cells, SweepShard{k, 3})) allocs.insert(c.alloc), scenarios.insert(c.scenario);
+          CHECK(allocs.size() == 3);
+          CHECK(scenarios.size() == 5);
+        }
+      }
+    }
+    SweepCell small = cells.front(), long_rows = cells.front(), layer = cells.front();
+    long_rows.shape = "1x8x256x2048x64";
+    layer.shape = "qwen-image-512";
+    CHECK(expected_cell_cost(small) < expected_cell_cost(long_rows));
+    CHECK(expected_cell_cost(long_rows) < expected_cell_cost(layer));
+    CHECK(parse_shard("2/4") == SweepShard{2, 4});
+    CHECK(parse_shard("2/4").str() == "2/4");
+    CHECK(parse_sweep({"--shard", "3/3"}).options.shard == SweepShard{3, 3});
+    CHECK(parse_sweep({}).options.shard.whole());
+  }
+
+  TEST_CASE("sharded dry runs, each its own process, merge into exactly the unsharded plan") {
+    TempDir dir;
+    const std::vector<std::string> matrix{"--scenarios", "0,1,2", "--fix", "off,on", "--dtypes", "bf16,fp32", "--shapes",
+                                          "2x8x128x128x64,1x8x256x2048x64", "--allocs", "managed,device,async", "--repeats", "2"};
+    const Ran whole = run_repro(joined({"sweep", "--dry-run", "--gpus", "1"}, matrix), {}, dir.path);
+    REQUIRE(whole.exit_code == 0);
+    const json plan = json::parse(whole.out);
+    REQUIRE(plan["cells"].size() == 144);
+    std::vector<Started> started;
+    for (int k = 1; k <= 3; ++k) {
+      started.push_back(start_repro(joined({"sweep", "--dry-run", "--gpus", "1", "--shard", std::to_string(k) + "/3"}, matrix),
+                                    {}, dir.path));
+    }
+    std::set<std::string> keys;
+    size_t total = 0;
+    std::vector<std::string> folders;
+    for (int k = 1; k <= 3; ++k) {
+      const Ran r = finish(started[static_cast<size_t>(k - 1)]);
+      REQUIRE(r.exit_code == 0);
+      const json doc = json::parse(r.out);
+      check_valid(doc);
+      CHECK(doc["matrix"]["shard"] == json({{"index", k}, {"count", 3}}));
+      CHECK(doc["matrix"]["cells"] == 144);
+      CHECK(doc["summary"]["cells_planned"] == doc["cells"].size());
+      for (const auto& c : doc["cells"]) keys.insert(c["key"].get<std::string>());
+      total += doc["cells"].size();
+      folders.push_back(dir / ("shard-" + std::to_string(k)));
+      fs::create_directories(folders.back());
+      write_text(folders.back() + "/sweep.json", r.out);
+    }
+    CHECK(total == 144);        // disjoint
+    CHECK(keys.size() == 144);  // and together the whole plan
+
+    for (const auto& order : {std::vector<size_t>{0, 1, 2}, std::vector<size_t>{2, 0, 1}}) {
+      TempDir out;
+      std::vector<std::string> args{"sweep", "merge", "--out", out / "merged"};
+      for (size_t i : order) args.push_back(folders[i]);
+      const Ran merge = run_repro(args, {}, dir.path);
+      INFO(merge.err);
+      CHECK(merge.exit_code == 0);
+      const json merged = json::parse(read_text(out / "merged/sweep.json"));
+      check_valid(merged);
+      CHECK(merged["cells"] == plan["cells"]);
+      const json axis_names = axes_to_json(SweepAxes{});
+      for (const auto& [key, value] : axis_names.items()) CHECK(merged["matrix"][key] == plan["matrix"][key]);
+      CHECK(merged["matrix"]["shard"] == json({{"index", 1}, {"count", 1}}));
+      CHECK(merged["summary"]["cells_planned"] == 144);
+      CHECK(merged["summary"]["result"] == "PLANNED");
+      CHECK(merged["meta"]["dry_run"] == true);
+      CHECK(merged["meta"]["shards"].size() == 3);
+      CHECK(read_text(out / "merged/sweep.jsonl").empty());
+      const std::string svg = read_text(out / "merged/sweep.svg");
+      CHECK(xml_problem(svg) == "");
+      CHECK(count_of(svg, "class=\"cell\"") == 72);  // repeats share a square
+    }
+  }
+
+  TEST_CASE("sharded runs merge into the unsharded sweep; bad merges are refused; --resume on a merge runs a missing shard") {
+    TempDir dir;
+    const auto matrix = small_matrix("0,1,2", "managed,device,async");
+    const Env env{{"SWEEP_FAKE", "1/device=hang_snapshot,2/async=waived,0/async=mismatch"},
+                  {"SWEEP_FAKE_LOG", dir / "fake.log"}};
+    const Ran whole = run_repro(sweep_args(dir / "whole/sweep.json", matrix), env, dir.path);
+    REQUIRE(whole.exit_code == 1);
+    const json expected = json::parse(read_text(dir / "whole/sweep.json"));
+    std::vector<std::string> folders;
+    for (int k = 1; k <= 3; ++k) {
+      folders.push_back(dir / ("shard-" + std::to_string(k)));
+      const Ran r = run_repro(sweep_args(folders.back() + "/sweep.json", joined(matrix, {"--shard", std::to_string(k) + "/3"})),
+                              env, dir.path);
+      CHECK(r.exit_code <= 1);
+    }
+    const Ran merge = run_repro({"sweep", "merge", "--out", dir / "merged", folders[0], folders[1], folders[2]}, {}, dir.path);
+    INFO(merge.err);
+    CHECK(merge.exit_code == 1);  // a mismatch and a hang
+    const json merged = json::parse(read_text(dir / "merged/sweep.json"));
+    check_valid(merged);
+    std::map<std::string, std::pair<int, std::string>> got, want;
+    for (const auto& c : merged["cells"]) got[c["key"]] = {c["index"], c["outcome"]};
+    for (const auto& c : expected["cells"]) want[c["key"]] = {c["index"], c["outcome"]};
+    CHECK(got == want);
+    CHECK(merged["summary"]["outcomes"] == expected["summary"]["outcomes"]);
+    CHECK(merged["summary"]["result"] == "FAILED");
+    CHECK(merged["matrix"]["scenarios"] == expected["matrix"]["scenarios"]);
+    CHECK(merged["meta"]["shards"].size() == 3);
+    CHECK(merge.out.find("# 9 of 9 cells: 6 passed, 1 waived, 1 mismatched, 1 hung") != std::string::npos);
+    const auto lines = read_jsonl_lines(dir / "merged/sweep.jsonl");
+    CHECK(lines.size() == 9);
+    for (const auto& line : lines) check_valid(line, "#/$defs/cell");
+    // The shards' cell logs and hang snapshot, linked from the merged folder.
+    size_t links = 0;
+    for (const auto& c : merged["cells"]) {
+      if (c["log_file"].is_string()) {
+        CHECK(fs::exists(dir / ("merged/" + c["log_file"].get<std::string>())));
+        ++links;
+      }
+      if (c["snapshot"].is_object()) {
+        CHECK(fs::exists(dir / ("merged/" + c["snapshot"]["path"].get<std::string>() + "/snapshot.json")));
+        ++links;
+      }
+    }
+    CHECK(links == 3);  // the mismatch's log, the hang's log and its snapshot
+    const std::string svg = read_text(dir / "merged/sweep.svg");
+    CHECK(xml_problem(svg) == "");
+    CHECK(count_of(svg, "class=\"cell\"") == 9);
+    CHECK(svg.find("repro sweep on Fake GPU &lt;&amp;&gt; (sm_90, CUDA 13.0)") != std::string::npos);
+
+    // Refused: exit 2, one line, nothing written.
+    fs::create_directories(dir / "other");
+    REQUIRE(run_repro(sweep_args(dir / "other/sweep.json",
+                                 {"--scenarios", "0,1,2", "--fix", "off", "--dtypes", "fp16", "--shapes", "2x8x128x128x64",
+                                  "--allocs", "managed,device,async", "--shard", "2/3"}),
+                      env, dir.path)
+                .exit_code <= 1);
+    fs::copy(folders[1], dir / "old", fs::copy_options::recursive);
+    json old = json::parse(read_text(dir / "old/sweep.json"));
+    old["meta"]["harness_version"] = "0.0.1";
+    write_text(dir / "old/sweep.json", old.dump());
+    fs::copy(folders[1], dir / "moved", fs::copy_options::recursive);
+    json moved = json::parse(read_text(dir / "moved/sweep.json"));
+    moved["matrix"]["shard"]["index"] = 3;
+    write_text(dir / "moved/sweep.json", moved.dump());
+    fs::create_directories(dir / "dry");
+    write_text(dir / "dry/sweep.json",
+               run_repro(joined(joined({"sweep", "--dry-run"}, matrix), {"--shard", "2/3"}), {}, dir.path).out);
+    fs::create_directories(dir / "empty");
+    fs::create_directories(dir / "lonely");
+    fs::copy(folders[1] + "/sweep.json", dir / "lonely/sweep.json");  // its JSON lines left behind
+    const std::vector<std::pair<std::vector<std::string>, std::string>> refused{
+        {{folders[0], folders[0]}, "are both shard 1/3 (they overlap)"},
+        {{dir / "whole", folders[0]}, "are not shards of one matrix: shard 1/1 in "},
+        {{folders[0], dir / "other"}, "are not shards of one matrix: dtypes bf16 in "},
+        {{folders[0], dir / "old"}, "come from different harness versions (harness_version"},
+        {{folders[0], dir / "moved"}, "is not in shard 3/3 of this matrix"},
+        {{folders[0], dir / "dry"}, "one is a dry run and the other is not"},
+        {{folders[0], dir / "empty"}, "no sweep document"},
+        {{folders[0], dir / "whole/sweep.jsonl"}, "not a sweep document (not JSON)"},
+        {{folders[0], dir / "lonely/sweep.json"}, "lonely/sweep.jsonl, which cannot be read"},
+    };
+    for (const auto& [sources, message] : refused) {
+      CAPTURE(message);
+      const Ran r = run_repro(joined({"sweep", "merge", "--out", dir / "refused"}, sources), {}, dir.path);
+      CHECK(r.exit_code == kExitUsage);
+      CHECK(lines_of(r.err).size() == 1);
+      CHECK(r.err.rfind("repro sweep merge: error: ", 0) == 0);
+      CHECK(r.err.find(message) != std::string::npos);
+      CHECK_FALSE(fs::exists(dir / "refused"));
+    }
+    const Ran exists = run_repro({"sweep", "merge", "--out", dir / "merged", folders[0], folders[1], folders[2]}, {}, dir.path);
+    CHECK(exists.exit_code == kExitUsage);
+    CHECK(exists.err.find("exists (--force replaces it)") != std::string::npos);
+    const Ran into_shard = run_repro({"sweep", "merge", "--force", "--out", folders[0], folders[0], folders[1]}, {}, dir.path);
+    CHECK(into_shard.exit_code == kExitUsage);
+    CHECK(into_shard.err.find("is one of the shards being merged") != std::string::npos);
+    CHECK(run_repro({"sweep", "merge", folders[0]}, {}, dir.path).exit_code == kExitUsage);  // no --out
+
+    // A shard left out: its cells are not run, and say why; --resume of the merged output with the
+    // whole matrix runs exactly them.
+    const Ran partial = run_repro({"sweep", "merge", "--out", dir / "partial", folders[0], folders[1]}, {}, dir.path);
+    CHECK(partial.exit_code == 1);
+    const auto resume = joined(sweep_args(dir / "partial/sweep.json", matrix), {"--resume"});
+    const auto third = shard_cells(expand_matrix(parse_sweep({resume.begin() + 1, resume.end()}).options.axes), SweepShard{3, 3});
+    CHECK(partial.out.find("# shard 3/3 not merged: its " + std::to_string(third.size()) + " cells are not run") !=
+          std::string::npos);
+    CHECK(partial.err.find("1 of 3 shards not merged") != std::string::npos);
+    const json part = json::parse(read_text(dir / "partial/sweep.json"));
+    check_valid(part);
+    CHECK(part["summary"]["cells_done"] == 9 - third.size());
+    CHECK(visible_text(read_text(dir / "partial/sweep.svg")).find("not run: shard 3/3 was not merged") != std::string::npos);
+    const size_t runs_before = read_fake_log(dir / "fake.log").size();
+    const Ran resumed = run_repro(resume, env, dir.path);
+    CHECK(resumed.exit_code == 1);
+    const auto runs = read_fake_log(dir / "fake.log");
+    REQUIRE(runs.size() >= runs_before);
+    std::set<std::string> ran_again;
+    for (size_t i = runs_before; i < runs.size(); ++i) {
+      if (runs[i].options != canary_options()) ran_again.insert(runs[i].options);
+    }
+    std::set<std::string> expected_runs;
+    for (const auto& c : third) expected_runs.insert(logged_options(planned_cell_json(c, 0.2)));
+    CHECK(ran_again == expected_runs);
+    CHECK(json::parse(read_text(dir / "partial/sweep.json"))["summary"]["cells_done"] == 9);
+  }
+
+  TEST_CASE("the heatmap names the GPU and the driver, explains its figures, and shows reasons in the picture") {
+    const json host = {{"name", "spark-1"}, {"os", "Ubuntu 24.04"}, {"kernel", "6.11"}, {"cpu_arch", "aarch64"},
+                       {"nvidia_driver", "580.95.05"}};
+    SweepAxes axes;
+    axes.scenarios = {0, 1, 2};
+    axes.fixes = {"off"};
+    axes.dtypes = {"bf16", "fp16", "fp32"};
+    axes.shapes = {"2x8x128x128x64"};
+    axes.allocs = {"managed"};
+    std::vector<json> records;
+    for (const auto& c : expand_matrix(axes)) records.push_back(planned_cell_json(c, 10));
+    REQUIRE(records.size() == 9);
+    auto set = [&](size_t i, const char* outcome, const json& error) {
+      records[i]["outcome"] = outcome;
+      records[i]["error"] = error;
+    };
+    set(0, "pass", nullptr);
+    records[0]["call_median_ms"] = 0.125;
+    records[0]["device"] = {{"name", "NVIDIA GB10"}, {"compute_capability", "12.1"}, {"driver_version", 13000}};
+    set(1, "waived", "scenario 2 needs memory that migrates");
+    records[1]["skip_reason"] = records[1]["error"];
+    set(2, "waived", "scenario 2 needs memory that migrates");
+    records[2]["skip_reason"] = records[2]["error"];
+    set(3, "hang", "stage softmax did not finish within 10.0 s (running for 10.01 s)");
+    records[3]["stage"] = "softmax";
+    records[3]["classification"] = "scenario 2 (softmax reduction on unified memory: hung inside softmax)";
+    set(4, "refused", "managed allocation beyond the guard");
+    set(5, "no_gpu", "no usable CUDA GPU: fake");
+    set(6, "usage", "repro: error: --fake");
+    const std::string title = "repro sweep on " + machine_description(host, records);
+    CHECK(title == "repro sweep on NVIDIA GB10 (sm_121, CUDA 13.0), NVIDIA driver 580.95.05 on spark-1");
+    json no_driver = host;
+    no_driver["nvidia_driver"] = "unknown";
+    CHECK(machine_description(no_driver, {records[5]}) == "no GPU reported, no NVIDIA driver loaded on spark-1");
+    CHECK(machine_description(nullptr, {records[0]}) == "NVIDIA GB10 (sm_121, CUDA 13.0)");
+
+    const std::string svg = sweep_svg(records, title, "7 of 9 cells");
+    CHECK(xml_problem(svg) == "");
+    const std::string shown = visible_text(svg);
+    CHECK(shown.find(">" + title + "</text>") != std::string::npos);
+    CHECK(shown.find("median GPU time of one call of the path") != std::string::npos);
+    CHECK(shown.find(">0.125 ms</text>") != std::string::npos);
+    // The reasons are text of the picture, each once, numbered in the squares.
+    CHECK(count_of(shown, "scenario 2 needs memory that migrates") == 1);
+    CHECK(shown.find(">[1] waived: scenario 2 needs memory that migrates</text>") != std::string::npos);
+    CHECK(count_of(shown, ">[1]</text>") == 2);
+    CHECK(shown.find(">softmax [2]</text>") != std::string::npos);
+    CHECK(shown.find(">[2] HANG in softmax: scenario 2 (softmax reduction on unified memory: hung inside softmax)</text>") !=
+          std::string::npos);
+    CHECK(shown.find("] refused: managed allocation beyond the guard</text>") != std::string::npos);
+    // Refused, no GPU and usage, like every outcome, in a colour of their own.
+    std::map<std::string, std::string> legend;  // label -> fill
+    for (size_t at = svg.find("<g class=\"legend\">"); at != std::string::npos; at = svg.find("<g class=\"legend\">", at + 1)) {
+      const size_t fill = svg.find("fill=\"", at) + 6;
+      const size_t label = svg.find("<text", at);
+      const size_t text = svg.find('>', label) + 1;
+      legend[svg.substr(text, svg.find('<', text) - text)] = svg.substr(fill, svg.find('"', fill) - fill);
+    }
+    for (const char* label : {"refused", "no GPU", "usage", "pass", "waived", "HANG"}) CHECK(legend.count(label) == 1);
+    std::set<std::string> fills;
+    for (const auto& [label, fill] : legend) fills.insert(fill);
+    CHECK(fills.size() == legend.size());
+
+    // Past 40 reasons the rest are left to the tooltips, and the picture says so.
+    std::vector<json> many;
+    for (int i = 0; i < 45; ++i) {
+      json r = records[4];
+      r["axes"]["alloc"] = "alloc-" + std::to_string(i);  // a square each
+      r["key"] = "cell " + std::to_string(i);
+      r["outcome"] = "crash";
+      r["error"] = "crash number " + std::to_string(i);
+      many.push_back(r);
+    }
+    const std::string crowded = visible_text(sweep_svg(many, "t", ""));
+    CHECK(xml_problem(crowded) == "");
+    CHECK(count_of(crowded, "class=\"note\"") == 40);
+    CHECK(crowded.find(">[40] CRASH: crash number 39</text>") != std::string::npos);
+    CHECK(crowded.find(">[41] to [45]: in each square&apos;s tooltip and in the sweep&apos;s JSON</text>") != std::string::npos);
   }
 }

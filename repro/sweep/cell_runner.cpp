@@ -266,9 +266,10 @@ std::vector<std::string> canary_args() {
           "--stage-timeout", "5", "--on-hang", "kill"};
 }
 
-int run_cells(const std::vector<SweepCell>& cells, const SweepRunSettings& settings,
-              const std::function<void(const nlohmann::json&)>& on_done, std::vector<GpuCheck>* gpu_checks) {
+CellsRun run_cells(const std::vector<SweepCell>& cells, const SweepRunSettings& settings,
+                   const std::function<void(const nlohmann::json&)>& on_done) {
   const StopSignals stop_signals;
+  CellsRun result;
   std::vector<std::optional<RunningCell>> slots(settings.workers.size());
   std::vector<pid_t> unreaped;  // killed but stuck (in the driver); reaped when they can be
   size_t next = 0;
@@ -381,6 +382,7 @@ int run_cells(const std::vector<SweepCell>& cells, const SweepRunSettings& setti
       fs::remove(r.log_file, ignored);  // its result is in the JSON-lines file
       record["log_file"] = nullptr;
     }
+    if (outcome == Outcome::no_gpu && !result.no_gpu_cell) result.no_gpu_cell = r.cell->index;
     if (outcome == Outcome::hang || outcome == Outcome::timeout) {
       checks.push_back({r.gpu, r.cell->index, "", false, ""});
       gpu.after_hang = r.cell->index;
@@ -397,7 +399,7 @@ int run_cells(const std::vector<SweepCell>& cells, const SweepRunSettings& setti
 
   while (true) {
     for (size_t w = 0; w < slots.size() && !g_stop_signal; ++w) {
-      if (slots[w] || next >= cells.size()) continue;
+      if (slots[w] || next >= cells.size() || result.no_gpu_cell) continue;
       GpuState& gpu = gpus[settings.workers[w]];
       if (gpu.retired || gpu.canary_running) continue;
       if (gpu.needs_canary) {
@@ -406,7 +408,7 @@ int run_cells(const std::vector<SweepCell>& cells, const SweepRunSettings& setti
         start(w);
       }
     }
-    // Nothing running: every cell ran, or every GPU left is retired.
+    // Nothing running: every cell ran, every GPU left is retired, or there is no GPU.
     const bool running = std::any_of(slots.begin(), slots.end(), [](const auto& s) { return s.has_value(); });
     if (!running) break;
 
@@ -450,8 +452,9 @@ int run_cells(const std::vector<SweepCell>& cells, const SweepRunSettings& setti
     waitpid(pid, &status, WNOHANG);
   }
   if (!settings.cells_dir.empty()) fs::remove(settings.cells_dir, ec);  // only when nothing was kept in it
-  if (gpu_checks) *gpu_checks = checks;
-  return g_stop_signal;
+  result.gpu_checks = checks;
+  result.stop_signal = g_stop_signal;
+  return result;
 }
 
 namespace {

@@ -15,7 +15,8 @@
 // tiny run on device memory: the path's kernels and a small GEMM, checked, bounded); if the
 // canary fails or hangs, and at once if a cell's hung process did not die after SIGKILL (stuck
 // in the driver), the GPU is retired: no further cell runs on it, and once every GPU is retired
-// the cells left are not run. Every cell run on a GPU after a hang says so ("after_hang").
+// the cells left are not run. Every cell run on a GPU after a hang says so ("after_hang"). A cell
+// that finds no usable GPU at all stops the sweep (CellsRun::no_gpu_cell).
 #pragma once
 
 #include <functional>
@@ -82,12 +83,22 @@ struct ChildEnd {
 nlohmann::json finished_cell_json(const SweepCell& cell, double stage_timeout_s, const std::string& gpu,
                                   const ChildEnd& end, const std::optional<std::string>& child_json);
 
+// How run_cells ended.
+struct CellsRun {
+  int stop_signal = 0;            // SIGINT or SIGTERM stopped it; 0: none did
+  std::vector<GpuCheck> gpu_checks;
+  // The first cell that found no usable GPU (outcome no_gpu). That is the machine's answer (no
+  // driver, no device CUDA can use), not the cell's, and every later cell would give it too:
+  // no cell starts after it (the ones already running finish).
+  std::optional<int> no_gpu_cell;
+};
+
 // Runs the cells in order, at most one per worker at a time, and calls on_done with each
 // finished cell's record as it finishes. SIGINT or SIGTERM stops it: no new cell starts, the
-// running ones are killed and not reported. Returns that signal, or 0 when every cell ran or
-// every GPU was retired (`gpu_checks` says which, when given).
-int run_cells(const std::vector<SweepCell>& cells, const SweepRunSettings& settings,
-              const std::function<void(const nlohmann::json&)>& on_done, std::vector<GpuCheck>* gpu_checks = nullptr);
+// running ones are killed and not reported. It also ends when every GPU was retired or a cell
+// found no GPU; otherwise when every cell ran.
+CellsRun run_cells(const std::vector<SweepCell>& cells, const SweepRunSettings& settings,
+                   const std::function<void(const nlohmann::json&)>& on_done);
 
 // The canary's command line after the binary: one small checked call of the path on device memory.
 std::vector<std::string> canary_args();

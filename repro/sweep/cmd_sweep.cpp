@@ -1,14 +1,17 @@
 // cmd_sweep.cpp: `repro sweep`, a matrix of runs in isolated processes, as JSON.
 //
-// Expands the axes into cells (matrix.h), runs each as its own `repro` process with its
-// own deadline, one worker per GPU (cell_runner.h), and writes (sweep_output.h): each finished
-// cell as one line of FILE.jsonl at once, then the sweep document FILE.json and the heatmap
-// FILE.svg atomically, and the table on stdout; each cell's --log-file and a hung cell's snapshot
-// go to FILE.cells/ (docs/HANG_SNAPSHOT.md). Progress goes to stderr. --resume continues an
-// interrupted sweep from its JSON-lines file; --dry-run prints the cells and runs nothing.
+// Expands the axes into cells (matrix.h), keeps its shard's (--shard K/N), runs each as its own
+// `repro` process with its own deadline, one worker per GPU (cell_runner.h), and writes
+// (sweep_output.h): the sweep document FILE.json as it starts, each finished cell as one line of
+// FILE.jsonl at once, then FILE.json again and the heatmap FILE.svg atomically, and the table on
+// stdout; each cell's --log-file and a hung cell's snapshot go to FILE.cells/
+// (docs/HANG_SNAPSHOT.md). Progress goes to stderr. --resume continues an interrupted sweep of the
+// same matrix from its JSON-lines file; --dry-run prints the cells and runs nothing. `repro sweep
+// merge` joins the outputs of shards (sweep_merge.h). docs/SWEEPS.md is the reference.
 //
 //   repro sweep --out results/h100-sweep
 //   repro sweep --scenarios 1,2 --fix off,on --dtypes bf16 --allocs managed --repeats 3 --json s.json
+//   repro sweep --shard 2/4 --out shard-2 && repro sweep merge --out all shard-1 shard-2 shard-3 shard-4
 #include <unistd.h>
 
 #include <cstdio>
@@ -25,9 +28,11 @@
 #include "math_sdpa/errors.h"
 #include "math_sdpa/stage_log.h"
 #include "repro/cli/run_options.h"
+#include "repro/common/text.h"
 #include "repro/sweep/sweep_options.h"
 #include "repro/sweep/sweep_output.h"
 #include "repro/sweep/cell_runner.h"
+#include "repro/sweep/sweep_merge.h"
 
 namespace sdpa {
 
@@ -35,8 +40,9 @@ namespace {
 
 using nlohmann::json;
 
-// The sweep's own exit codes (README "Sweep"): 0 every cell passed or was waived, 1 a cell
-// failed, 2 usage (kExitUsage), 128 + the signal when interrupted.
+// The sweep's own exit codes (docs/SWEEPS.md): 0 every cell passed or was waived, 1 a cell
+// failed, 2 usage (kExitUsage), 7 a cell found no usable GPU and the sweep stopped there
+// (kExitNoGpu, as a run without one), 128 + the signal when interrupted.
 constexpr int kSweepOk = 0;
 constexpr int kSweepFailed = 1;
 
@@ -47,8 +53,43 @@ std::string duration(double seconds) {
 
 void warn(const std::string& line) { std::cerr << "repro sweep: warning: " << line << "\n"; }
 
+// --resume continues the sweep that wrote FILE.jsonl. Under another matrix it would rewrite
+// FILE.json and the heatmap for a sweep that never ran, so that takes --force. The matrix that
+// wrote it is in FILE.json (written when that sweep started); without one, the keys of
+// FILE.jsonl tell at least whether it holds cells that are not in this matrix.
+void check_resumed_matrix(const SweepOptions& o, const std::vector<SweepCell>& cells) {
+  const std::string advice = " (--resume --force continues with this matrix, keeping the cells both have; --force "
+                             "alone starts again)";
+  if (std::filesystem::exists(o.json_path)) {
+    SweepAxes axes;
+    SweepShard shard;
+    try {
+      const json doc = json::parse(read_file(o.json_path).value_or(""));
+      axes = axes_from_document_matrix(doc.at("matrix"), o.json_path);
+      shard = shard_from_json(doc.at("matrix"));
+    } catch (const std::exception& e) {
+      throw InputError("--resume: cannot tell which matrix wrote " + o.jsonl_path + ": " + o.json_path +
+                       " is not a sweep document (" + one_line(e.what()) + ")" + advice);
+    }
+    const std::string difference = matrix_difference(o.axes, o.shard, axes, shard, "here", "in " + o.json_path);
+    if (!difference.empty()) {
+      throw InputError("--resume: " + o.jsonl_path + " was written by another matrix (" + difference + ")" + advice);
+    }
+    return;
+  }
+  std::set<std::string> keys;
+  for (const auto& c : cells) keys.insert(c.key());
+  for (const auto& r : read_jsonl(o.jsonl_path).records) {
+    if (!keys.count(r.at("key").get<std::string>())) {
+      throw InputError("--resume: " + o.jsonl_path + " holds cells that are not in this matrix (" +
+                       r.at("key").get<std::string>() + ")" + advice);
+    }
+  }
+}
+
 // The cells a previous run of this sweep finished, by key, each once; repairs a JSON-lines
 // file whose last line a killed sweep left half-written, so new lines start on a line of their own.
+// A cell that found no GPU did not run: it runs again.
 std::map<std::string, json> resume_from(const std::string& jsonl_path, const std::vector<SweepCell>& cells) {
   const JsonlContents prior = read_jsonl(jsonl_path);
   for (const auto& w : prior.warnings) warn(w);
@@ -60,8 +101,8 @@ std::map<std::string, json> resume_from(const std::string& jsonl_path, const std
   std::map<std::string, const SweepCell*> planned;
   for (const auto& c : cells) planned.emplace(c.key(), &c);
   std::map<std::string, json> finished;
-  size_t foreign = 0, repeated = 0;
-  for (const auto& r : prior.records) {
+  size_t foreign = 0, repeated = 0, without_gpu = 0;
+  for (const auto& r : latest_records(prior.records, &repeated)) {
     const std::string key = r.at("key");
     const auto cell = planned.find(key);
     if (cell == planned.end()) {
@@ -72,10 +113,15 @@ std::map<std::string, json> resume_from(const std::string& jsonl_path, const std
     if (r.at("axes") != cell_axes_to_json(*cell->second)) {
       throw InputError(jsonl_path + ": the cell " + key + " has axes that do not match its key (use --force to start again)");
     }
-    if (!finished.emplace(key, r).second) ++repeated;
+    if (cell_outcome(r) == Outcome::no_gpu) {
+      ++without_gpu;
+      continue;
+    }
+    finished.emplace(key, r);
   }
   if (foreign) warn(std::to_string(foreign) + " cell(s) in " + jsonl_path + " are not in this matrix; they stay there");
   if (repeated) warn(std::to_string(repeated) + " cell(s) in " + jsonl_path + " appear twice; the first is kept");
+  if (without_gpu) std::cerr << "repro sweep: " << without_gpu << " cell(s) that found no usable GPU run again\n";
   return finished;
 }
 
@@ -116,28 +162,47 @@ class Progress {
   bool tty_ = isatty(STDERR_FILENO);
 };
 
+// What `repro sweep` and `repro sweep merge` print and write at the end: the document and the
+// heatmap (atomically), the table with its footer on stdout.
+void write_sweep_outputs(const std::string& json_path, const std::string& svg_path, const json& document,
+                         const std::vector<json>& done, const std::vector<json>& squares, const std::string& title,
+                         const std::string& caption, const std::string& footer) {
+  const json& summary = document.at("summary");
+  write_file_atomic(json_path, document.dump(2) + "\n");
+  write_file_atomic(svg_path, sweep_svg(squares, title, caption));
+  std::cout << sweep_table(done, summary.at("cells_planned"), summary.at("interrupted")) << footer << std::flush;
+}
+
 int run_sweep(const SweepOptions& o) {
-  const std::vector<SweepCell> cells = expand_matrix(o.axes);
+  const std::vector<SweepCell> matrix = expand_matrix(o.axes);
+  if (static_cast<size_t>(o.shard.count) > matrix.size()) {
+    throw InputError("--shard " + o.shard.str() + ": the matrix has only " + std::to_string(matrix.size()) +
+                     " cells, fewer than the shards");
+  }
+  const std::vector<SweepCell> cells = shard_cells(matrix, o.shard);
   SweepMeta meta;
   meta.command_line = {"repro"};
   meta.command_line.insert(meta.command_line.end(), o.argv.begin(), o.argv.end());
   meta.started_utc = utc_now();
   meta.dry_run = o.dry_run;
   meta.axes = o.axes;
+  meta.shard = o.shard;
+  meta.matrix_cells = matrix.size();
   meta.cell_timeout_s = o.cell_timeout_s;
   meta.stage_timeout_s = o.stage_timeout_s;
   meta.workers = sweep_workers(o.gpus, o.cells_per_gpu);
+  meta.host = host_json();
+  SweepEnd end;
+  end.cells_planned = cells.size();
   if (o.dry_run) {
     std::vector<json> planned;
     for (const auto& c : cells) planned.push_back(planned_cell_json(c, o.stage_timeout_s));
-    std::cout << sweep_document(meta, planned, cells.size(), false, 0).dump(2) << "\n";
+    std::cout << sweep_document(meta, planned, end).dump(2) << "\n";
     return kSweepOk;
   }
 
   const std::filesystem::path dir = std::filesystem::path(o.json_path).parent_path();
   std::error_code ec;
-  if (!dir.empty()) std::filesystem::create_directories(dir, ec);
-  if (ec) throw InputError("cannot create " + dir.string() + ": " + ec.message());
   if (!o.force && !o.resume) {
     for (const auto& path : {o.json_path, o.jsonl_path}) {
       if (std::filesystem::exists(path)) {
@@ -145,6 +210,9 @@ int run_sweep(const SweepOptions& o) {
       }
     }
   }
+  if (o.resume && !o.force) check_resumed_matrix(o, cells);
+  if (!dir.empty()) std::filesystem::create_directories(dir, ec);
+  if (ec) throw InputError("cannot create " + dir.string() + ": " + ec.message());
   SweepRunSettings settings;
   settings.repro_binary = o.repro_binary.empty() ? self_executable() : o.repro_binary;
   if (access(settings.repro_binary.c_str(), X_OK) != 0) {
@@ -165,81 +233,149 @@ int run_sweep(const SweepOptions& o) {
     finished = resume_from(o.jsonl_path, cells);
   } else {
     write_file_atomic(o.jsonl_path, "");  // a fresh sweep, or --force over an old one
-    std::remove(o.json_path.c_str());
     std::remove(o.svg_path.c_str());
   }
+  // Matrix order; a resumed record takes its index in this matrix.
+  auto in_matrix_order = [&]() {
+    std::vector<json> done;
+    for (const auto& c : cells) {
+      const auto it = finished.find(c.key());
+      if (it == finished.end()) continue;
+      done.push_back(it->second);
+      done.back()["index"] = c.index;
+    }
+    return done;
+  };
+  // The document as the sweep starts: the matrix that writes FILE.jsonl (what --resume and a
+  // merge check) and the cells already done, there even if this sweep is killed.
+  write_file_atomic(o.json_path, sweep_document(meta, in_matrix_order(), end).dump(2) + "\n");
   std::vector<SweepCell> pending;
   for (const auto& c : cells) {
     if (!finished.count(c.key())) pending.push_back(c);
   }
+  const std::string shard_words = o.shard.whole() ? "" : " (shard " + o.shard.str() + " of " + std::to_string(matrix.size()) + ")";
   if (o.resume) {
     std::cerr << "repro sweep: resuming: " << finished.size() << " of " << cells.size() << " cells already done\n";
   }
-  std::cerr << "repro sweep: " << pending.size() << " cells to run on " << settings.workers.size() << " worker(s)"
-            << (settings.workers.size() > 1 ? " (" + std::to_string(o.cells_per_gpu) + " per GPU)" : std::string()) << "; writing " << o.jsonl_path << "\n";
+  std::cerr << "repro sweep: " << pending.size() << " cells" << shard_words << " to run on " << settings.workers.size()
+            << " worker(s)"
+            << (settings.workers.size() > 1 ? " (" + std::to_string(o.cells_per_gpu) + " per GPU)" : std::string())
+            << "; writing " << o.jsonl_path << "\n";
 
   const int64_t start_us = monotonic_us();
   Progress progress(cells.size(), finished.size());
-  std::vector<GpuCheck> gpu_checks;
-  const int stop_signal = run_cells(
-      pending, settings,
-      [&](const json& record) {
-        append_jsonl_line(o.jsonl_path, record);
-        finished[record.at("key").get<std::string>()] = record;
-        progress.cell_done(record);
-      },
-      &gpu_checks);
+  const CellsRun run = run_cells(pending, settings, [&](const json& record) {
+    append_jsonl_line(o.jsonl_path, record);
+    finished[record.at("key").get<std::string>()] = record;
+    progress.cell_done(record);
+  });
   progress.finish();
-  const bool interrupted = stop_signal != 0;
-  if (interrupted) {
-    std::cerr << "repro sweep: stopped by signal " << stop_signal << " (" << strsignal(stop_signal)
+  end.interrupted = run.stop_signal != 0;
+  if (end.interrupted) {
+    std::cerr << "repro sweep: stopped by signal " << run.stop_signal << " (" << strsignal(run.stop_signal)
               << "): no new cells started, the running ones were killed\n";
   }
 
-  // Matrix order; a resumed record takes its index in this matrix.
-  std::vector<json> done, squares;
+  const std::vector<json> done = in_matrix_order();
+  const size_t not_run = cells.size() - done.size();
+  std::string not_run_reason = "the sweep was interrupted";
+  if (run.no_gpu_cell) {
+    const SweepCell& cell = matrix.at(static_cast<size_t>(*run.no_gpu_cell));
+    end.no_gpu = no_gpu_json(finished.at(cell.key()), not_run);
+    not_run_reason = "cell " + std::to_string(cell.index) + " found no usable GPU";
+    const bool no_driver = meta.host.value("nvidia_driver", "unknown") == "unknown";
+    std::cerr << "repro sweep: no GPU: cell " << cell.index << " found none ("
+              << end.no_gpu.at("error").get<std::string>() << (no_driver ? "; no NVIDIA kernel driver is loaded here" : "")
+              << ")" << (not_run ? "; stopped, " + std::to_string(not_run) + " cells not run" : std::string()) << "\n";
+  } else if (!end.interrupted) {
+    not_run_reason = "no GPU left (every GPU was retired after a hang)";
+  }
+  std::vector<json> squares;
   for (const auto& c : cells) {
     const auto it = finished.find(c.key());
-    if (it == finished.end()) {
-      squares.push_back(planned_cell_json(c, o.stage_timeout_s));
+    if (it != finished.end()) {
+      squares.push_back(it->second);
       continue;
     }
-    json record = it->second;
-    record["index"] = c.index;
-    done.push_back(record);
-    squares.push_back(record);
+    squares.push_back(planned_cell_json(c, o.stage_timeout_s));
+    squares.back()["is_skipped"] = true;
+    squares.back()["skip_reason"] = not_run_reason;
   }
-  const double wall = (monotonic_us() - start_us) / 1e6;
-  const json checks = gpu_checks_json(gpu_checks);
-  write_file_atomic(o.json_path, sweep_document(meta, done, cells.size(), interrupted, wall, checks).dump(2) + "\n");
-  write_file_atomic(o.svg_path, sweep_svg(squares, "repro sweep: " + std::to_string(done.size()) + " of " +
-                                                       std::to_string(cells.size()) + " cells, started " +
-                                                       meta.started_utc));
-  std::cout << sweep_table(done, cells.size(), interrupted) << gpu_checks_footer(checks, cells.size() - done.size())
-            << std::flush;
+  end.wall_seconds = (monotonic_us() - start_us) / 1e6;
+  end.gpu_checks = gpu_checks_json(run.gpu_checks);
+  const std::string title = "repro sweep on " + machine_description(meta.host, done) + shard_words;
+  const std::string caption = std::to_string(done.size()) + " of " + std::to_string(cells.size()) + " cells, started " +
+                              meta.started_utc;
+  write_sweep_outputs(o.json_path, o.svg_path, sweep_document(meta, done, end), done, squares, title, caption,
+                      gpu_checks_footer(end.gpu_checks, end.no_gpu.is_null() ? not_run : 0) +
+                          no_gpu_footer(end.no_gpu));
   std::cerr << "repro sweep: wrote " << o.json_path << ", " << o.jsonl_path << ", " << o.svg_path << " ("
-            << duration(wall) << ")\n";
-  if (interrupted) return 128 + stop_signal;
+            << duration(end.wall_seconds) << ")\n";
+  if (end.interrupted) return 128 + run.stop_signal;
+  if (run.no_gpu_cell) return kExitNoGpu;
   for (const auto& record : done) {
     if (!outcome_is_success(cell_outcome(record))) return kSweepFailed;
   }
   return kSweepOk;
 }
 
-}  // namespace
+int merge_sweeps(const MergeOptions& o) {
+  if (!o.force) {
+    for (const auto& path : {o.json_path, o.jsonl_path}) {
+      if (std::filesystem::exists(path)) throw InputError(path + " exists (--force replaces it)");
+    }
+  }
+  const std::filesystem::path dir = std::filesystem::path(o.json_path).parent_path();
+  MergedSweep merged;
+  try {
+    merged = merge_shards(o.sources, dir.string(), o.argv);
+  } catch (const json::exception& e) {  // a value of the wrong type in a shard's document
+    throw InputError("a shard's document is malformed: " + one_line(e.what()));
+  }
+  for (const auto& shard : merged.document.at("meta").at("shards")) {
+    std::error_code same_ec;
+    if (std::filesystem::equivalent(shard.at("source").get<std::string>(), o.json_path, same_ec)) {
+      throw InputError(o.json_path + " is one of the shards being merged; merge into another folder");
+    }
+  }
+  for (const auto& w : merged.warnings) warn(w);
+  std::error_code ec;
+  if (!dir.empty()) std::filesystem::create_directories(dir, ec);
+  if (ec) throw InputError("cannot create " + dir.string() + ": " + ec.message());
+  std::string lines;
+  for (const auto& r : merged.records) lines += r.dump() + "\n";
+  write_file_atomic(o.jsonl_path, lines);
+  std::vector<json> done = merged.records;
+  if (merged.document.at("meta").at("dry_run").get<bool>()) done = merged.squares;
+  write_sweep_outputs(o.json_path, o.svg_path, merged.document, done, merged.squares, merged.title, merged.caption,
+                      merged.footer);
+  std::cerr << "repro sweep merge: wrote " << o.json_path << ", " << o.jsonl_path << ", " << o.svg_path << "\n";
+  const std::string result = merged.document.at("summary").at("result");
+  return result == "OK" || result == "PLANNED" ? kSweepOk : kSweepFailed;
+}
 
-int sweep_main(int argc, char** argv) {
-  const SweepParseResult parsed = parse_sweep_command_line(argc, argv);
+// Prints a command line's help or its one error line, or runs `body` with its options; an
+// InputError from the run is one line and exit 2, as a bad option is.
+template <typename Parsed, typename Body> int run_parsed(const Parsed& parsed, const char* program, Body body) {
   if (!parsed.run) {
     (parsed.exit_code == 0 ? std::cout : std::cerr) << parsed.message << "\n";
     return parsed.exit_code;
   }
   try {
-    return run_sweep(parsed.options);
+    return body(parsed.options);
   } catch (const InputError& e) {
-    std::cerr << "repro sweep: error: " << one_line(e.what()) << "\n";
+    std::cerr << program << ": error: " << one_line(e.what()) << "\n";
     return kExitUsage;
   }
+}
+
+}  // namespace
+
+int sweep_main(int argc, char** argv) {
+  if (argc > 1 && std::string(argv[1]) == "merge") {
+    return run_parsed(parse_merge_command_line(argc - 1, argv + 1), "repro sweep merge", merge_sweeps);
+  }
+  return run_parsed(parse_sweep_command_line(argc, argv), "repro sweep", run_sweep);
 }
 
 }  // namespace sdpa

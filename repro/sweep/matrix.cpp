@@ -280,6 +280,72 @@ SweepAxes parse_matrix(const std::string& text, const std::string& path) {
   return a;
 }
 
+std::string SweepShard::str() const { return std::to_string(index) + "/" + std::to_string(count); }
+
+SweepShard parse_shard(const std::string& text) {
+  const std::string why = "--shard: '" + text + "' is not K/N with 1 <= K <= N <= " + std::to_string(kMaxSweepShards) +
+                          " (e.g. 2/4: the second of four slices)";
+  const size_t slash = text.find('/');
+  if (slash == std::string::npos) throw InputError(why);
+  auto number = [&](const std::string& item) {
+    const bool digits = !item.empty() && item.size() <= 5 &&
+                        std::all_of(item.begin(), item.end(), [](char ch) { return ch >= '0' && ch <= '9'; });
+    if (!digits) throw InputError(why);
+    return std::stoi(item);
+  };
+  SweepShard shard;
+  shard.index = number(text.substr(0, slash));
+  shard.count = number(text.substr(slash + 1));
+  if (shard.index < 1 || shard.index > shard.count || shard.count > kMaxSweepShards) throw InputError(why);
+  return shard;
+}
+
+int64_t expected_cell_cost(const SweepCell& cell) {
+  constexpr int64_t kProcessStartCost = 5000000000;
+  int64_t batch_heads_rows_keys_dim = 0;
+  if (is_workload(cell.shape)) {
+    const SdpaProblem& p = find_workload(cell.shape).problem;
+    batch_heads_rows_keys_dim = p.score_elems() * p.head_dim;
+  } else {
+    const auto d = parse_shape(cell.shape);
+    batch_heads_rows_keys_dim = d[0] * d[1] * d[2] * d[3] * d[4];
+  }
+  return kProcessStartCost + 4 * batch_heads_rows_keys_dim;
+}
+
+std::vector<SweepCell> shard_cells(const std::vector<SweepCell>& cells, SweepShard shard) {
+  if (shard.whole()) return cells;
+  auto fnv1a = [](const std::string& text) {
+    uint64_t h = 14695981039346656037ull;
+    for (unsigned char ch : text) h = (h ^ ch) * 1099511628211ull;
+    return h;
+  };
+  struct Deal {
+    int64_t cost;
+    uint64_t hash;
+    size_t position;
+  };
+  std::vector<Deal> order;
+  for (size_t i = 0; i < cells.size(); ++i) order.push_back({expected_cell_cost(cells[i]), fnv1a(cells[i].key()), i});
+  std::sort(order.begin(), order.end(), [](const Deal& a, const Deal& b) {
+    if (a.cost != b.cost) return a.cost > b.cost;
+    if (a.hash != b.hash) return a.hash < b.hash;
+    return a.position < b.position;
+  });
+  std::vector<int64_t> load(static_cast<size_t>(shard.count), 0);
+  std::vector<bool> mine(cells.size(), false);
+  for (const Deal& d : order) {
+    const size_t least = static_cast<size_t>(std::min_element(load.begin(), load.end()) - load.begin());
+    load[least] += d.cost;
+    mine[d.position] = least + 1 == static_cast<size_t>(shard.index);
+  }
+  std::vector<SweepCell> out;
+  for (size_t i = 0; i < cells.size(); ++i) {
+    if (mine[i]) out.push_back(cells[i]);
+  }
+  return out;
+}
+
 nlohmann::json axes_to_json(const SweepAxes& a) {
   return {{"scenarios", a.scenarios}, {"fix", a.fixes},   {"dtypes", a.dtypes}, {"precisions", a.precisions},
           {"shapes", a.shapes},       {"allocs", a.allocs}, {"streams", a.streams}, {"iters", a.iters},
@@ -290,6 +356,51 @@ nlohmann::json cell_axes_to_json(const SweepCell& c) {
   return {{"scenario", c.scenario}, {"fix", c.fix},       {"fix_list", c.fix_list}, {"dtype", c.dtype},
           {"precision", c.precision}, {"shape", c.shape}, {"alloc", c.alloc},       {"stream", c.stream},
           {"iters", c.iters},       {"repeat", c.repeat}};
+}
+
+nlohmann::json shard_to_json(SweepShard shard) { return {{"index", shard.index}, {"count", shard.count}}; }
+
+SweepShard shard_from_json(const nlohmann::json& matrix) {
+  if (!matrix.is_object() || !matrix.contains("shard")) return SweepShard{};
+  const auto& j = matrix.at("shard");
+  const bool ok = j.is_object() && j.contains("index") && j.contains("count") && j.at("index").is_number_integer() &&
+                  j.at("count").is_number_integer();
+  // Through parse_shard, so a document's shard meets the command line's bounds.
+  if (!ok) throw InputError("\"shard\" is not {\"index\": K, \"count\": N}");
+  return parse_shard(j.at("index").dump() + "/" + j.at("count").dump());
+}
+
+SweepAxes axes_from_document_matrix(const nlohmann::json& matrix, const std::string& path) {
+  if (!matrix.is_object()) throw InputError(path + ": no \"matrix\" object");
+  nlohmann::json axes = nlohmann::json::object();
+  const nlohmann::json names = axes_to_json(SweepAxes{});  // named, so it outlives the loop
+  for (const auto& [key, value] : names.items()) {
+    if (!matrix.contains(key)) throw InputError(path + ": its matrix has no \"" + key + "\"");
+    axes[key] = matrix.at(key);
+  }
+  try {
+    return parse_matrix(axes.dump(), path);
+  } catch (const InputError& e) {  // its words name --matrix: say it is the document's matrix
+    const std::string prefix = "--matrix " + path + ": ";
+    const std::string message = e.what();
+    throw InputError(path + ": its matrix: " + (message.rfind(prefix, 0) == 0 ? message.substr(prefix.size()) : message));
+  }
+}
+
+std::string matrix_difference(const SweepAxes& a_axes, SweepShard a_shard, const SweepAxes& b_axes, SweepShard b_shard,
+                              const std::string& a_name, const std::string& b_name) {
+  auto shown = [](const nlohmann::json& value) {
+    if (!value.is_array()) return value.dump();
+    std::string s;
+    for (const auto& v : value) s += (s.empty() ? "" : ",") + (v.is_string() ? v.get<std::string>() : v.dump());
+    return s;
+  };
+  const nlohmann::json a = axes_to_json(a_axes), b = axes_to_json(b_axes);
+  for (const auto& [key, value] : a.items()) {
+    if (value != b.at(key)) return key + " " + shown(value) + " " + a_name + ", " + shown(b.at(key)) + " " + b_name;
+  }
+  if (!(a_shard == b_shard)) return "shard " + a_shard.str() + " " + a_name + ", " + b_shard.str() + " " + b_name;
+  return "";
 }
 
 }  // namespace sdpa

@@ -5,7 +5,9 @@
 // or a matrix file (JSON, same names); every value is checked here, before anything runs, by
 // the same parser a plain `repro` run uses, so a cell that expands is a cell the child accepts.
 // A cell's key names all its values; --resume matches finished cells by key, so a resumed
-// sweep never runs a finished cell again even if the matrix was reordered.
+// sweep never runs a finished cell again even if the matrix was reordered. A shard (--shard K/N)
+// is one of N disjoint slices of the cells, chosen so that each machine of a scheduler's job
+// array gets about the same expected work (docs/SWEEPS.md).
 #pragma once
 
 #include <string>
@@ -67,7 +69,44 @@ SweepAxes read_matrix_file(const std::string& path);
 // The same for the text of one (`path` names it in messages).
 SweepAxes parse_matrix(const std::string& text, const std::string& path);
 
+// One of `count` disjoint slices of a matrix, numbered from 1 as `--shard K/N` writes it (a Slurm
+// array of 1-N passes $SLURM_ARRAY_TASK_ID/$SLURM_ARRAY_TASK_COUNT). 1/1 is the whole matrix.
+struct SweepShard {
+  int index = 1;
+  int count = 1;
+  bool whole() const { return count == 1; }
+  std::string str() const;  // "2/4"
+  bool operator==(const SweepShard& other) const { return index == other.index && count == other.count; }
+};
+constexpr int kMaxSweepShards = 10000;
+// "K/N" with 1 <= K <= N <= kMaxSweepShards; throws InputError naming --shard.
+SweepShard parse_shard(const std::string& text);
+
+// A cell's expected cost, in floating-point operations of its float64 reference (4 L S E per
+// batch entry and head: the part of a cell that grows with its shape; about 1e10 a second, from
+// the 3 s of qwen-image-512's) plus a fixed 5e9 for starting the process and CUDA (the H200's
+// default sweep took 0.57 s a cell, most of them small). Integers, so that every machine of a
+// sharded sweep computes the same slices.
+int64_t expected_cell_cost(const SweepCell& cell);
+
+// The cells of one shard, in matrix order (indices kept). Cells are dealt by longest expected
+// cost first, each to the shard with the least expected work so far (the lowest-numbered on a
+// tie), cells of equal cost in the order of a hash of their key (FNV-1a), so that no axis lines
+// up with the shards. Deterministic: the same matrix gives the same slices on every machine.
+std::vector<SweepCell> shard_cells(const std::vector<SweepCell>& cells, SweepShard shard);
+
 nlohmann::json axes_to_json(const SweepAxes& axes);
 nlohmann::json cell_axes_to_json(const SweepCell& cell);
+nlohmann::json shard_to_json(SweepShard shard);  // {"index": K, "count": N}
+// The shard of a sweep document's matrix; a document without one (written before shards
+// existed) is the whole matrix. Throws InputError when it is not a shard.
+SweepShard shard_from_json(const nlohmann::json& matrix);
+// The axes of a sweep document's matrix (axes_to_json), checked and canonicalised like a
+// matrix file; throws InputError naming `path`.
+SweepAxes axes_from_document_matrix(const nlohmann::json& matrix, const std::string& path);
+// Where two matrices (axes and shard) differ, for one error line: "dtypes bf16 here, bf16,fp16
+// there" (with the names given); "" when they are the same.
+std::string matrix_difference(const SweepAxes& a, SweepShard a_shard, const SweepAxes& b, SweepShard b_shard,
+                              const std::string& a_name = "here", const std::string& b_name = "there");
 
 }  // namespace sdpa

@@ -29,8 +29,24 @@ const char* kFooter =
     "After a hang: each cell writes FILE.cells/cell-N.log as it runs (kept unless it passed) and a hung cell its "
     "snapshot; the next cell on that GPU waits for a canary (a small checked run on device memory), and a GPU whose "
     "canary fails, or whose hung process did not die, is retired (its remaining cells run elsewhere or not at all).\n"
-    "Exit codes: 0 every cell passed or was waived; 1 any other outcome; 2 usage error; 130/143 interrupted by "
-    "SIGINT/SIGTERM (the cells that finished are kept; --resume runs the rest).";
+    "Without a GPU: the first cell that finds no usable GPU stops the sweep; the cells after it are not run.\n"
+    "Several machines: --shard K/N on each, then `repro sweep merge --out DIR SHARD_DIR...` "
+    "(repro sweep merge --help).\n"
+    "Exit codes: 0 every cell passed or was waived; 1 any other outcome; 2 usage error; 7 a cell found no usable "
+    "GPU (the sweep stopped there); 130/143 interrupted by SIGINT/SIGTERM (the cells that finished are kept; "
+    "--resume runs the rest).";
+
+// FILE.json from --json, else DIR/sweep.json from --out (default sweep-results); FILE.jsonl and
+// FILE.svg beside it.
+void name_outputs(const std::string& out_dir, std::string& json_path, std::string& jsonl_path, std::string& svg_path) {
+  if (json_path.empty()) json_path = (out_dir.empty() ? std::string("sweep-results") : out_dir) + "/sweep.json";
+  const std::string suffix = ".json";
+  const bool has_suffix = json_path.size() > suffix.size() &&
+                          json_path.compare(json_path.size() - suffix.size(), suffix.size(), suffix) == 0;
+  const std::string stem = has_suffix ? json_path.substr(0, json_path.size() - suffix.size()) : json_path;
+  jsonl_path = stem + ".jsonl";
+  svg_path = stem + ".svg";
+}
 
 }  // namespace
 
@@ -61,9 +77,17 @@ SweepParseResult parse_sweep_command_line(int argc, const char* const* argv) {
   auto* out_opt = app.add_option("--out", out_dir, "directory for sweep.json, sweep.jsonl and sweep.svg")
                       ->default_str("sweep-results");
   app.add_option("--json", o.json_path, "the sweep document; FILE.jsonl and FILE.svg go beside it")->excludes(out_opt);
-  auto* force_opt = app.add_flag("--force", o.force, "start again where a sweep's results already are");
-  app.add_flag("--resume", o.resume, "continue an interrupted sweep: skip the cells its JSON-lines file holds")
-      ->excludes(force_opt);
+  app.add_flag("--force", o.force,
+               "start again where a sweep's results already are; with --resume: continue under another matrix "
+               "(the cells both have are kept)");
+  app.add_flag("--resume", o.resume,
+               "continue an interrupted sweep: skip the cells its JSON-lines file holds (the same matrix only, "
+               "unless --force)");
+  std::string shard;
+  app.add_option("--shard", shard,
+                 "K/N: run the K-th of N disjoint slices of the matrix (balanced by expected cost; "
+                 "`repro sweep merge` joins them; docs/SWEEPS.md)")
+      ->type_name("K/N");
   app.add_flag("--dry-run", o.dry_run, "print the cells as JSON and run nothing");
   app.add_option("--cell-timeout", o.cell_timeout_s, "the sweep's deadline for each cell, seconds")
       ->check(CLI::Range(0.1, 86400.0))
@@ -117,6 +141,7 @@ SweepParseResult parse_sweep_command_line(int argc, const char* const* argv) {
     list(allocs, "--allocs", o.axes.allocs);
     list(streams, "--streams", o.axes.streams);
     canonicalise_axes(o.axes);
+    if (given("--shard")) o.shard = parse_shard(shard);
     if (o.stage_timeout_s >= o.cell_timeout_s) {
       std::ostringstream why;
       why << "--stage-timeout (" << o.stage_timeout_s << " s) must be below --cell-timeout (" << o.cell_timeout_s
@@ -128,13 +153,44 @@ SweepParseResult parse_sweep_command_line(int argc, const char* const* argv) {
     result.message = std::string("repro sweep: error: ") + one_line(e.what());
     return result;
   }
-  if (o.json_path.empty()) o.json_path = (out_dir.empty() ? std::string("sweep-results") : out_dir) + "/sweep.json";
-  const std::string suffix = ".json";
-  const bool has_suffix = o.json_path.size() > suffix.size() &&
-                          o.json_path.compare(o.json_path.size() - suffix.size(), suffix.size(), suffix) == 0;
-  const std::string stem = has_suffix ? o.json_path.substr(0, o.json_path.size() - suffix.size()) : o.json_path;
-  o.jsonl_path = stem + ".jsonl";
-  o.svg_path = stem + ".svg";
+  name_outputs(out_dir, o.json_path, o.jsonl_path, o.svg_path);
+  result.run = true;
+  return result;
+}
+
+MergeParseResult parse_merge_command_line(int argc, const char* const* argv) {
+  MergeParseResult result;
+  MergeOptions& o = result.options;
+  std::string out_dir;
+  CLI::App app{"repro sweep merge: merges the outputs of the shards of one matrix (repro sweep --shard K/N, run on "
+               "several machines) into one sweep.json, sweep.jsonl and sweep.svg, with the table on stdout. Shards "
+               "that overlap, or come from different matrices or harness versions, are refused; a shard left out "
+               "leaves its cells not run (repro sweep --resume on the merged output runs them).",
+               "repro sweep merge"};
+  app.footer("Exit codes: 0 merged, every cell passed or was waived (or a merge of dry runs); 1 merged, with another "
+             "outcome or cells not run; 2 usage error or shards refused (one line, nothing written).");
+  app.add_option("shards", o.sources, "each shard's output folder (holding sweep.json) or its sweep document")
+      ->required()
+      ->type_name("DIR|FILE");
+  auto* out_opt = app.add_option("--out", out_dir, "directory for the merged sweep.json, sweep.jsonl and sweep.svg")
+                      ->type_name("DIR");
+  app.add_option("--json", o.json_path, "the merged sweep document; FILE.jsonl and FILE.svg go beside it")
+      ->excludes(out_opt)
+      ->type_name("FILE");
+  app.add_flag("--force", o.force, "replace a merged sweep already there");
+  ParseResult parsed;
+  if (!parse_app(app, argc, argv, "repro sweep merge", parsed)) {
+    result.exit_code = parsed.exit_code;
+    result.message = parsed.message;
+    return result;
+  }
+  if (out_dir.empty() && o.json_path.empty()) {
+    result.exit_code = kExitUsage;
+    result.message = "repro sweep merge: error: --out DIR or --json FILE is required (where the merged sweep goes)";
+    return result;
+  }
+  for (int i = 0; i < argc; ++i) o.argv.emplace_back(argv[i]);
+  name_outputs(out_dir, o.json_path, o.jsonl_path, o.svg_path);
   result.run = true;
   return result;
 }

@@ -16,7 +16,8 @@ struct SweepOptions {
   SweepAxes axes;                // from the axis options or --matrix
   std::string json_path;         // the sweep document; the JSON-lines file and the SVG go beside it
   std::string jsonl_path, svg_path;
-  bool force = false;            // start again over an existing sweep
+  SweepShard shard;              // --shard K/N: run only that slice of the matrix
+  bool force = false;            // start again over an existing sweep; with resume: under another matrix
   bool resume = false;           // continue one: skip the cells its JSON-lines file has
   bool dry_run = false;
   double cell_timeout_s = 60;    // the sweep's deadline per cell
@@ -39,5 +40,23 @@ struct SweepParseResult {
 // argv[0] is "sweep". Bad options and bad axis values give exit 2 and one line
 // "repro sweep: error: ...".
 SweepParseResult parse_sweep_command_line(int argc, const char* const* argv);
+
+// `repro sweep merge`: the outputs of the shards of one matrix, merged into one sweep.
+struct MergeOptions {
+  std::vector<std::string> sources;  // each a shard's folder (holding sweep.json) or its FILE.json
+  std::string json_path, jsonl_path, svg_path;  // the merged sweep, as `repro sweep` names them
+  bool force = false;                // replace a merged sweep already there
+  std::vector<std::string> argv;     // the command line as given, from "merge"
+};
+
+struct MergeParseResult {
+  bool run = false;
+  int exit_code = 0;
+  std::string message;  // the help text, or one error line
+  MergeOptions options;
+};
+
+// argv[0] is "merge". Errors: exit 2, one line "repro sweep merge: error: ...".
+MergeParseResult parse_merge_command_line(int argc, const char* const* argv);
 
 }  // namespace sdpa

@@ -15,6 +15,7 @@
 
 #include "math_sdpa/errors.h"
 #include "repro/common/text.h"
+#include "repro/info/environment.h"
 #include "version.h"
 
 namespace sdpa {
@@ -104,9 +105,9 @@ const std::vector<std::pair<Outcome, OutcomeStyle>> kOutcomeStyles{
     {Outcome::pass, {"#2e7d32", "#ffffff", "pass"}},
     {Outcome::waived, {"#bdbdbd", "#212121", "waived"}},
     {Outcome::planned, {"#ffffff", "#757575", "not run"}},
-    {Outcome::refused, {"#546e7a", "#ffffff", "refused"}},
+    {Outcome::refused, {"#8d6e63", "#ffffff", "refused"}},
     {Outcome::no_gpu, {"#546e7a", "#ffffff", "no GPU"}},
-    {Outcome::usage, {"#546e7a", "#ffffff", "usage"}},
+    {Outcome::usage, {"#1565c0", "#ffffff", "usage"}},
     {Outcome::mismatch, {"#f9a825", "#212121", "MISMATCH"}},
     {Outcome::leak, {"#ef6c00", "#212121", "LEAK"}},
     {Outcome::cuda_error, {"#d84315", "#ffffff", "CUDA ERROR"}},
@@ -133,6 +134,41 @@ template <typename T> size_t index_of(std::vector<T>& values, const T& v) {
 std::string text_element(double x, double y, const std::string& text, const std::string& attributes) {
   return "<text x=\"" + format_number("%.1f", x) + "\" y=\"" + format_number("%.1f", y) + "\" " + attributes + ">" + xml_escape(text) +
          "</text>\n";
+}
+
+// Why a square is what it is, in words for the reasons under the legend; "" when its own figure
+// says it all (a pass's time, a mismatch's error) or nobody said why (a dry run's planned cell).
+std::string square_reason(const json& cell) {
+  const std::string error = str_or(cell, "error", "");
+  switch (cell_outcome(cell)) {
+    case Outcome::pass:
+    case Outcome::mismatch: return "";
+    case Outcome::waived:
+    case Outcome::planned: return str_or(cell, "skip_reason", error);
+    case Outcome::hang: return str_or(cell, "classification", error);  // its stage is in the square
+    default: return error;
+  }
+}
+
+// More reasons than this are left to the tooltips: a picture of 40 different errors is a list.
+constexpr size_t kMaxSvgNotes = 40;
+
+// `text` in lines of at most `columns` characters, broken at spaces (a longer word stands alone);
+// lines after the first start with `indent`.
+std::vector<std::string> wrap_words(const std::string& text, size_t columns, const std::string& indent) {
+  std::vector<std::string> lines{""};
+  std::stringstream words(text);
+  std::string word;
+  while (words >> word) {
+    std::string& line = lines.back();
+    const bool fresh = line.empty() || line == indent;
+    if (!fresh && line.size() + 1 + word.size() > columns) {
+      lines.push_back(indent + word);
+    } else {
+      line += (fresh ? "" : " ") + word;
+    }
+  }
+  return lines;
 }
 
 std::string rect_element(double x, double y, double w, double h, const std::string& attributes) {
@@ -172,8 +208,7 @@ std::string xml_escape(const std::string& text) {
   return out;
 }
 
-json sweep_document(const SweepMeta& meta, const std::vector<json>& cells, size_t planned, bool interrupted,
-                    double wall_seconds, const json& gpu_checks) {
+json sweep_document(const SweepMeta& meta, const std::vector<json>& cells, const SweepEnd& end) {
   json devices = json::array();
   json out_cells = json::array();
   for (json c : cells) {
@@ -189,31 +224,103 @@ json sweep_document(const SweepMeta& meta, const std::vector<json>& cells, size_
   json workers = json::array();
   for (const auto& w : meta.workers) workers.push_back(w.empty() ? json(nullptr) : json(w));
   json matrix = axes_to_json(meta.axes);
-  matrix["cells"] = planned;
+  matrix["cells"] = meta.matrix_cells ? meta.matrix_cells : end.cells_planned;
+  matrix["shard"] = shard_to_json(meta.shard);
   matrix["cell_timeout_s"] = meta.cell_timeout_s;
   matrix["stage_timeout_s"] = meta.stage_timeout_s;
   matrix["workers"] = workers;
   size_t done = 0;
   for (const auto& c : cells) done += cell_outcome(c) != Outcome::planned;
-  return {{"meta",
-           {{"format_version", kSweepFormatVersion},
-            {"harness", "sdpa-repro"},
-            {"harness_version", kHarnessVersion},
-            {"git_commit", kGitCommit},
-            {"command_line", meta.command_line},
-            {"started_utc", meta.started_utc},
-            {"dry_run", meta.dry_run}}},
+  json info = {{"format_version", kSweepFormatVersion},
+               {"harness", "sdpa-repro"},
+               {"harness_version", kHarnessVersion},
+               {"git_commit", kGitCommit},
+               {"command_line", meta.command_line},
+               {"started_utc", meta.started_utc},
+               {"dry_run", meta.dry_run}};
+  if (!meta.host.is_null()) info["host"] = meta.host;
+  if (!meta.shards.is_null()) info["shards"] = meta.shards;
+  return {{"meta", info},
           {"matrix", matrix},
           {"devices", devices},
           {"summary",
-           {{"cells_planned", planned},
+           {{"cells_planned", end.cells_planned},
             {"cells_done", done},
             {"outcomes", counts_json(count_outcomes(cells))},
-            {"interrupted", interrupted},
-            {"result", verdict(cells, planned, interrupted)},
-            {"wall_seconds", wall_seconds},
-            {"gpu_checks", gpu_checks}}},
+            {"interrupted", end.interrupted},
+            {"result", verdict(cells, end.cells_planned, end.interrupted)},
+            {"wall_seconds", end.wall_seconds},
+            {"gpu_checks", end.gpu_checks},
+            {"no_gpu", end.no_gpu}}},
           {"cells", out_cells}};
+}
+
+json host_json() {
+  const HostInfo host = query_host_info();
+  char name[256] = {};
+  const std::string host_name = gethostname(name, sizeof name - 1) == 0 ? name : "unknown";
+  return {{"name", host_name},
+          {"os", host.os},
+          {"kernel", host.kernel},
+          {"cpu_arch", host.cpu_arch},
+          {"nvidia_driver", host.nvidia_driver}};
+}
+
+std::string machine_description(const json& host, const std::vector<json>& cells) {
+  std::vector<std::string> gpus;
+  for (const auto& c : cells) {
+    if (!c.contains("device") || !c.at("device").is_object()) continue;
+    const json& d = c.at("device");
+    std::string cc = str_or(d, "compute_capability", "?");
+    cc.erase(std::remove(cc.begin(), cc.end(), '.'), cc.end());
+    std::string gpu = str_or(d, "name", "unknown GPU") + " (sm_" + cc;
+    if (d.contains("driver_version") && d.at("driver_version").is_number_integer()) {
+      gpu += ", CUDA " + cuda_version_string(d.at("driver_version").get<int>());
+    }
+    gpu += ")";
+    if (std::find(gpus.begin(), gpus.end(), gpu) == gpus.end()) gpus.push_back(gpu);
+  }
+  std::string s;
+  for (const auto& g : gpus) s += (s.empty() ? "" : ", ") + g;
+  if (s.empty()) s = "no GPU reported";
+  if (!host.is_object()) return s;  // a document from before sweeps recorded their host
+  const std::string driver = str_or(host, "nvidia_driver", "unknown");
+  s += driver == "unknown" ? ", no NVIDIA driver loaded" : ", NVIDIA driver " + driver;
+  const std::string name = str_or(host, "name", "");
+  return name.empty() ? s : s + " on " + name;
+}
+
+json no_gpu_json(const json& record, size_t cells_not_run) {
+  return {{"after_cell", record.at("index")}, {"error", record.at("error")}, {"cells_not_run", cells_not_run}};
+}
+
+std::string no_gpu_footer(const json& no_gpu) {
+  if (!no_gpu.is_object()) return "";
+  const size_t not_run = no_gpu.at("cells_not_run").get<size_t>();
+  std::string s = "# " + (not_run ? std::to_string(not_run) + " cells not run: cell " : std::string("cell ")) +
+                  std::to_string(no_gpu.at("after_cell").get<int>()) + " found no usable GPU";
+  if (no_gpu.at("error").is_string()) s += " (" + no_gpu.at("error").get<std::string>() + ")";
+  return s + "; --resume runs " + (not_run ? "them (and that cell again)" : "it again") + " where there is one\n";
+}
+
+std::vector<json> latest_records(const std::vector<json>& records, size_t* repeated) {
+  std::vector<json> kept;
+  std::map<std::string, size_t> position;
+  size_t left_out = 0;
+  for (const auto& r : records) {
+    const std::string key = r.at("key");
+    const auto it = position.find(key);
+    if (it == position.end()) {
+      position.emplace(key, kept.size());
+      kept.push_back(r);
+    } else if (cell_outcome(kept[it->second]) == Outcome::no_gpu && cell_outcome(r) != Outcome::no_gpu) {
+      kept[it->second] = r;
+    } else if (cell_outcome(r) != Outcome::no_gpu) {
+      ++left_out;
+    }
+  }
+  if (repeated) *repeated = left_out;
+  return kept;
 }
 
 void append_jsonl_line(const std::string& path, const json& record) {
@@ -370,7 +477,7 @@ std::string sweep_table(const std::vector<json>& cells, size_t planned, bool int
   return out + sweep_footer(cells, planned, interrupted);
 }
 
-std::string sweep_svg(const std::vector<json>& cells, const std::string& title) {
+std::string sweep_svg(const std::vector<json>& cells, const std::string& title, const std::string& caption) {
   // Panels: shape x precision x stream x iters; rows: scenario x fix; columns: dtype x alloc,
   // each in the order the matrix lists them.
   using Key = std::vector<std::string>;
@@ -401,41 +508,51 @@ std::string sweep_svg(const std::vector<json>& cells, const std::string& title) 
     squares[{index_of(panels, panel_of(a)), index_of(rows, row_of(a)), column}].push_back(&c);
   }
 
-  const double margin = 20, label_w = 150, cell_w = 96, cell_h = 40, gap = 2, title_h = 30, panel_title_h = 22,
-               header_h = 36, panel_gap = 24, legend_h = 70;
+  const double margin = 20, label_w = 150, cell_w = 96, cell_h = 40, gap = 2, title_line_h = 18, panel_title_h = 22,
+               header_h = 36, panel_gap = 24, char_w = 6.7, line_h = 15;
   const double grid_w = static_cast<double>(columns.size()) * (cell_w + gap);
   const double panel_h = panel_title_h + header_h + static_cast<double>(rows.size()) * (cell_h + gap);
-  const double width = std::max(margin * 2 + label_w + grid_w, 640.0);
-  const double height = margin + title_h + static_cast<double>(panels.size()) * (panel_h + panel_gap) + legend_h;
+  const double width = std::max(margin * 2 + label_w + grid_w, 760.0);
+  const size_t text_columns = static_cast<size_t>((width - 2 * margin) / char_w);
 
-  std::string svg = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
-  svg += "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + format_number("%.0f", width) + "\" height=\"" +
-         format_number("%.0f", height) + "\" viewBox=\"0 0 " + format_number("%.0f", width) + " " + format_number("%.0f", height) +
-         "\" font-family=\"DejaVu Sans Mono, monospace\" font-size=\"11\">\n";
-  svg += rect_element(0, 0, width, height, "fill=\"#ffffff\"");
-  svg += text_element(margin, margin + 12, title, "font-size=\"14\" font-weight=\"bold\"");
-  std::string note = "rows: scenario x fix; columns: dtype x allocation; colour: outcome; a hang names its stage";
-  if (repeats > 1) note += "; each square is the worst of " + std::to_string(repeats) + " repeats";
-  svg += text_element(margin, margin + 26, note, "fill=\"#424242\"");
+  // The reasons under the legend, numbered in the order the squares show them.
+  std::vector<std::string> notes;
+  auto note_number = [&](const std::string& text) {
+    const auto it = std::find(notes.begin(), notes.end(), text);
+    if (it != notes.end()) return static_cast<size_t>(it - notes.begin()) + 1;
+    notes.push_back(text);
+    return notes.size();
+  };
 
-  double y = margin + title_h;
+  std::string body;
+  double y = margin + 12;
+  // A merged sweep's title names several machines: it wraps rather than widening the picture.
+  for (const auto& line : wrap_words(title, static_cast<size_t>((width - 2 * margin) / 8.5), "  ")) {
+    body += text_element(margin, y, line, "font-size=\"14\" font-weight=\"bold\"");
+    y += title_line_h;
+  }
+  body += text_element(margin, y - 3, caption, "fill=\"#212121\"");
+  std::string layout = "rows: scenario x fix; columns: dtype x allocation; colour: outcome";
+  if (repeats > 1) layout += "; each square is the worst of " + std::to_string(repeats) + " repeats";
+  body += text_element(margin, y + 11, layout, "fill=\"#424242\"");
+  y += 14;
   for (size_t p = 0; p < panels.size(); ++p) {
     const Key& panel = panels[p];
-    svg += text_element(margin, y + 15,
-                        "shape " + panel[0] + " (BxHxLxSxE), precision " + panel[1] + ", stream " + panel[2] + ", " +
-                            panel[3] + " iters",
-                        "font-size=\"12\" font-weight=\"bold\"");
+    body += text_element(margin, y + 15,
+                         "shape " + panel[0] + " (BxHxLxSxE), precision " + panel[1] + ", stream " + panel[2] + ", " +
+                             panel[3] + " iters",
+                         "font-size=\"12\" font-weight=\"bold\"");
     const double grid_y = y + panel_title_h;
     for (size_t col = 0; col < columns.size(); ++col) {
       const double x = margin + label_w + static_cast<double>(col) * (cell_w + gap);
       if (col == 0 || columns[col][0] != columns[col - 1][0]) {
-        svg += text_element(x + 2, grid_y + 14, columns[col][0], "font-weight=\"bold\"");
+        body += text_element(x + 2, grid_y + 14, columns[col][0], "font-weight=\"bold\"");
       }
-      svg += text_element(x + 2, grid_y + 30, columns[col][1], "fill=\"#424242\"");
+      body += text_element(x + 2, grid_y + 30, columns[col][1], "fill=\"#424242\"");
     }
     for (size_t r = 0; r < rows.size(); ++r) {
       const double row_y = grid_y + header_h + static_cast<double>(r) * (cell_h + gap);
-      svg += text_element(margin, row_y + cell_h / 2 + 4, "scenario " + rows[r][0] + ", fix " + rows[r][1], "");
+      body += text_element(margin, row_y + cell_h / 2 + 4, "scenario " + rows[r][0] + ", fix " + rows[r][1], "");
       for (size_t col = 0; col < columns.size(); ++col) {
         const auto found = squares.find({p, r, col});
         if (found == squares.end()) continue;
@@ -450,7 +567,8 @@ std::string sweep_svg(const std::vector<json>& cells, const std::string& title) 
           worst_count += m->at("outcome") == worst->at("outcome");
           tooltip += (tooltip.empty() ? "" : "\n") + m->at("key").get<std::string>() + ": " +
                      m->at("outcome").get<std::string>();
-          if (m->contains("error") && m->at("error").is_string()) tooltip += " (" + m->at("error").get<std::string>() + ")";
+          const std::string why = str_or(*m, "error", str_or(*m, "skip_reason", ""));
+          if (!why.empty()) tooltip += " (" + why + ")";
         }
         const Outcome outcome = cell_outcome(*worst);
         const OutcomeStyle& style = kOutcomeStyles[severity(outcome)].second;
@@ -463,6 +581,13 @@ std::string sweep_svg(const std::vector<json>& cells, const std::string& title) 
         } else if (outcome == Outcome::pass && worst->at("call_median_ms").is_number()) {
           detail = format_number("%.3f ms", worst->at("call_median_ms").get<double>());
         }
+        const std::string reason = square_reason(*worst);
+        if (!reason.empty()) {
+          const std::string where = outcome == Outcome::hang && worst->at("stage").is_string()
+                                        ? " in " + worst->at("stage").get<std::string>() : "";
+          const std::string number = "[" + std::to_string(note_number(style.label + where + ": " + reason)) + "]";
+          detail += (detail.empty() ? "" : " ") + number;
+        }
         const double x = margin + label_w + static_cast<double>(col) * (cell_w + gap);
         // A hung cell's square links its hang snapshot (the path is relative to the document's folder).
         std::string snapshot;
@@ -470,38 +595,68 @@ std::string sweep_svg(const std::vector<json>& cells, const std::string& title) 
           snapshot = worst->at("snapshot").value("path", "");
           tooltip += "\nhang snapshot: " + snapshot;
         }
-        if (!snapshot.empty()) svg += "<a href=\"" + xml_escape(snapshot + "/snapshot.json") + "\">\n";
-        svg += "<g class=\"cell\">\n<title>" + xml_escape(tooltip) + "</title>\n";
-        svg += rect_element(x, row_y, cell_w, cell_h,
-                            std::string("fill=\"") + style.fill + "\" stroke=\"#9e9e9e\"" +
-                                (outcome == Outcome::planned ? " stroke-dasharray=\"3,2\"" : ""));
-        svg += text_element(x + cell_w / 2, row_y + (detail.empty() ? cell_h / 2 + 4 : 16), label,
-                            std::string("text-anchor=\"middle\" font-weight=\"bold\" fill=\"") + style.ink + "\"");
+        if (!snapshot.empty()) body += "<a href=\"" + xml_escape(snapshot + "/snapshot.json") + "\">\n";
+        body += "<g class=\"cell\">\n<title>" + xml_escape(tooltip) + "</title>\n";
+        body += rect_element(x, row_y, cell_w, cell_h,
+                             std::string("fill=\"") + style.fill + "\" stroke=\"#9e9e9e\"" +
+                                 (outcome == Outcome::planned ? " stroke-dasharray=\"3,2\"" : ""));
+        body += text_element(x + cell_w / 2, row_y + (detail.empty() ? cell_h / 2 + 4 : 16), label,
+                             std::string("text-anchor=\"middle\" font-weight=\"bold\" fill=\"") + style.ink + "\"");
         if (!detail.empty()) {
-          svg += text_element(x + cell_w / 2, row_y + 31, detail,
-                              std::string("text-anchor=\"middle\" font-size=\"10\" fill=\"") + style.ink + "\"");
+          body += text_element(x + cell_w / 2, row_y + 31, detail,
+                               std::string("text-anchor=\"middle\" font-size=\"10\" fill=\"") + style.ink + "\"");
         }
-        svg += "</g>\n";
-        if (!snapshot.empty()) svg += "</a>\n";
+        body += "</g>\n";
+        if (!snapshot.empty()) body += "</a>\n";
       }
     }
     y += panel_h + panel_gap;
   }
-  // Legend: every outcome, best first.
+  // Legend: every outcome, best first, then what the figures in a square mean.
   std::set<Outcome> present;
   for (const auto& c : cells) present.insert(cell_outcome(c));
   double x = margin;
-  svg += text_element(margin, y + 4, "outcomes:", "font-weight=\"bold\"");
+  body += text_element(margin, y + 4, "outcomes:", "font-weight=\"bold\"");
   for (const auto& [outcome, style] : kOutcomeStyles) {
     if (!counted_when_none(outcome) && !present.count(outcome)) continue;
     const double w = 18 + 7.0 * static_cast<double>(std::strlen(style.label)) + 14;
     if (x + w > width - margin) x = margin, y += 20;
-    svg += rect_element(x, y + 12, 14, 14, std::string("fill=\"") + style.fill + "\" stroke=\"#9e9e9e\"");
-    svg += text_element(x + 18, y + 23, style.label, "");
+    body += "<g class=\"legend\">" + rect_element(x, y + 12, 14, 14, std::string("fill=\"") + style.fill + "\" stroke=\"#9e9e9e\"");
+    body += text_element(x + 18, y + 23, style.label, "") + "</g>\n";
     x += w;
   }
-  svg += "</svg>\n";
-  return svg;
+  y += 44;
+  auto paragraph = [&](const std::string& text, const std::string& attributes) {
+    for (const auto& line : wrap_words(text, text_columns, "    ")) {
+      body += text_element(margin, y, line, attributes);
+      y += line_h;
+    }
+  };
+  paragraph("in a square: \"0.250 ms\" (a pass) is the median GPU time of one call of the path (CUDA events from "
+            "its first GPU stage's start to its last one's end) over the run's --iters calls; \"err 5.0e-01\" (a "
+            "mismatch) is the relative L2 error against the float64 reference; a stage name is where the run hung, "
+            "crashed or failed; \"k/n\": k of the n repeats had the outcome shown; [n]: the reason, below",
+            "fill=\"#424242\"");
+  if (!notes.empty()) {
+    y += 6;
+    body += text_element(margin, y, "reasons:", "font-weight=\"bold\"");
+    y += line_h;
+    for (size_t i = 0; i < notes.size() && i < kMaxSvgNotes; ++i) {
+      paragraph("[" + std::to_string(i + 1) + "] " + notes[i], "class=\"note\"");
+    }
+    if (notes.size() > kMaxSvgNotes) {
+      paragraph("[" + std::to_string(kMaxSvgNotes + 1) + "] to [" + std::to_string(notes.size()) +
+                    "]: in each square's tooltip and in the sweep's JSON",
+                "");
+    }
+  }
+  const double height = y + margin;
+  std::string svg = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
+  svg += "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + format_number("%.0f", width) + "\" height=\"" +
+         format_number("%.0f", height) + "\" viewBox=\"0 0 " + format_number("%.0f", width) + " " + format_number("%.0f", height) +
+         "\" font-family=\"DejaVu Sans Mono, monospace\" font-size=\"11\">\n";
+  svg += rect_element(0, 0, width, height, "fill=\"#ffffff\"");
+  return svg + body + "</svg>\n";
 }
 
 }  // namespace sdpa
