@@ -7,9 +7,11 @@ no mask, no dropout, it times with CUDA events, median of --iters calls after --
   - PyTorch's math SDPA, upcast (the default) and reduced precision
     (torch.backends.cuda.allow_fp16_bf16_reduction_math_sdp(True));
   - cuDNN attention and flash attention (torch.nn.attention.sdpa_kernel backends);
-then runs `repro bench --json` for the same shapes in both precision modes (--alloc device, as
-PyTorch's caching allocator uses device memory; input sets rotated as the bench chooses), and
-prints the issue's table with our figures and the ratios. Our figure is the bench's "gpu"
+then runs `repro bench --json` for the same shapes in both precision modes, eager (the twin of
+PyTorch's eager math path, the default) and replayed from a CUDA graph (--graph, the fast path for
+launch-bound shapes) (--alloc device, as PyTorch's caching allocator uses device memory; input
+sets rotated as the bench chooses), and prints one table row per shape and mode with our figures,
+the targets and the ratios. Our figure is the bench's "gpu"
 median: CUDA events from the first GPU stage to the last, the figure comparable with an
 event-timed PyTorch call. The floor is the materialised path's four passes over the scores at
 the copy bandwidth measured here (a device-to-device copy through PyTorch).
@@ -26,7 +28,7 @@ import subprocess
 import sys
 
 SHAPES = [(2, 8, 512, 64), (4, 16, 2048, 64), (1, 24, 4608, 128)]
-# Issue 7's table: H100 targets (ms) for our path, native and upcast.
+# H100 targets (ms) for our path, native and upcast (notes/PERF.md), eager and graph alike.
 TARGETS = {(2, 8, 512, 64): (0.030, 0.060), (4, 16, 2048, 64): (1.0, 3.5), (1, 24, 4608, 128): (1.8, 7.5)}
 
 
@@ -81,16 +83,22 @@ def time_pytorch(torch, shape, warmup, iters):
     return out
 
 
-def run_bench(repro, shape, precision, out_dir, warmup, iters):
+MODES = ("eager", "graph")
+
+
+def run_bench(repro, shape, precision, mode, out_dir, warmup, iters):
     b, h, l, e = shape
-    path = os.path.join(out_dir, f"bench_{b}x{h}x{l}x{e}_{precision}.json")
+    name = f"bench_{b}x{h}x{l}x{e}_{precision}" + ("_graph" if mode == "graph" else "")
+    path = os.path.join(out_dir, name + ".json")
     cmd = [repro, "bench", "-b", str(b), "--heads", str(h), "-L", str(l), "-E", str(e), "--dtype", "bf16",
            "--precision", precision, "--alloc", "device", "-w", str(warmup), "-n", str(iters), "--json", path]
+    if mode == "graph":
+        cmd.append("--graph")
     proc = subprocess.run(cmd, capture_output=True, text=True)
-    with open(os.path.join(out_dir, f"bench_{b}x{h}x{l}x{e}_{precision}.txt"), "w") as f:
+    with open(os.path.join(out_dir, name + ".txt"), "w") as f:
         f.write(" ".join(cmd) + "\n" + proc.stdout + proc.stderr)
     if proc.returncode != 0 or not os.path.exists(path):
-        print(f"# repro bench {shape} {precision}: exit {proc.returncode}: {proc.stderr.strip()[-200:]}", file=sys.stderr)
+        print(f"# repro bench {shape} {precision} {mode}: exit {proc.returncode}: {proc.stderr.strip()[-200:]}", file=sys.stderr)
         return None
     with open(path) as f:
         s = json.load(f)["benchmarks"][0]["summaries"]
@@ -129,7 +137,8 @@ def main():
         b, h, l, e = shape
         row = {"shape": shape, "torch": time_pytorch(torch, shape, args.warmup, args.iters) if have_torch else {}}
         for precision in ("native", "upcast"):
-            row[precision] = run_bench(args.repro, shape, precision, args.out, args.bench_warmup, args.bench_iters)
+            row[precision] = {mode: run_bench(args.repro, shape, precision, mode, args.out, args.bench_warmup,
+                                              args.bench_iters) for mode in MODES}
         # Four passes over B*H*L*S scores (GEMM writes, softmax reads and writes, P.V reads).
         score_bytes = b * h * l * l
         row["floor_native_ms"] = 4 * score_bytes * 2 / bandwidth * 1e3 if bandwidth else None
@@ -144,19 +153,22 @@ def main():
     print(f"# {device}, PyTorch {torch.__version__ if have_torch else '-'}, copy bandwidth {bw}; "
           f"CUDA events, median of {args.iters} after {args.warmup} (PyTorch) and of {args.bench_iters} after "
           f"{args.bench_warmup} (repro bench, gpu stages); bf16, no mask, no dropout; targets are for an H100")
-    print("| shape (B,H,L=S,E) | torch math upcast | torch math reduced | cuDNN | flash | floor native | ours native "
-          "| target | ours upcast | target | torch upcast / ours upcast | torch reduced / ours native | ours native / cuDNN |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("| shape (B,H,L=S,E) | ours | torch math upcast | torch math reduced | cuDNN | flash | floor native "
+          "| ours native | target | ours upcast | target | torch upcast / ours upcast | torch reduced / ours native "
+          "| ours native / cuDNN |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         t = r["torch"]
-        nat = r["native"]["gpu"] if r["native"] else None
-        up = r["upcast"]["gpu"] if r["upcast"] else None
         tn, tu = TARGETS[r["shape"]]
         mark = lambda x, target: "" if x is None else (" ok" if x <= target else " MISS")
-        print(f"| {','.join(map(str, r['shape']))} | {fmt(t.get('math_upcast'))} | {fmt(t.get('math_reduced'))} "
-              f"| {fmt(t.get('cudnn'))} | {fmt(t.get('flash'))} | {fmt(r['floor_native_ms'])} | {fmt(nat)}{mark(nat, tn)} "
-              f"| {tn} | {fmt(up)}{mark(up, tu)} | {tu} | {fmt(ratio(t.get('math_upcast'), up), 2)} "
-              f"| {fmt(ratio(t.get('math_reduced'), nat), 2)} | {fmt(ratio(nat, t.get('cudnn')), 2)} |")
+        for mode in MODES:
+            nat = r["native"][mode]["gpu"] if r["native"][mode] else None
+            up = r["upcast"][mode]["gpu"] if r["upcast"][mode] else None
+            print(f"| {','.join(map(str, r['shape']))} | {mode} | {fmt(t.get('math_upcast'))} "
+                  f"| {fmt(t.get('math_reduced'))} | {fmt(t.get('cudnn'))} | {fmt(t.get('flash'))} "
+                  f"| {fmt(r['floor_native_ms'])} | {fmt(nat)}{mark(nat, tn)} | {tn} | {fmt(up)}{mark(up, tu)} | {tu} "
+                  f"| {fmt(ratio(t.get('math_upcast'), up), 2)} | {fmt(ratio(t.get('math_reduced'), nat), 2)} "
+                  f"| {fmt(ratio(nat, t.get('cudnn')), 2)} |")
     return 0
 
 

@@ -201,6 +201,12 @@ TEST_SUITE("options") {
     check_refused({"--scale", "0"}, "--scale");
     check_refused({"--scale", "-0"}, "--scale");
     check_accepted({"--scale", "-0.5"});
+    // A fault goes only where its stage runs, and a stall only where the stage waits for the GPU.
+    check_refused({"--inject", "error:graph_launch"}, "--graph");
+    check_accepted({"--graph", "--inject", "error:graph_capture"});
+    check_accepted({"--graph", "--inject", "hang:graph_launch"});
+    check_refused({"--graph", "--inject", "hang:graph_capture"}, "waits for nothing on the GPU");
+    check_refused({"--graph", "--inject", "slow:graph_instantiate:50"}, "waits for nothing on the GPU");
   }
 
   TEST_CASE("output paths that cannot be written are refused while parsing, and nothing is created") {

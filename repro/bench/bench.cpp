@@ -104,7 +104,7 @@ BenchParse parse_bench_command_line(int argc, const char* const* argv) {
       ->capture_default_str();
   app.add_option("--fix-overhead", overhead,
                  "fixes whose cost to measure, each against the configuration as given (A/B interleaved): a list "
-                 "of 1-4 and all, or each (= 1,2,3,4,all)")
+                 "of N, N:lean, N:part/part, all and all:lean, or each (= 1,1:lean,2,2:lean,3,4,all,all:lean)")
       ->option_text("LIST")
       ->default_str("none");
   RunOptionParser parser(app, RunCommand::bench);

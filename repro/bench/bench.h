@@ -49,7 +49,7 @@
 
 namespace sdpa {
 
-constexpr int kBenchFormatVersion = 1;
+constexpr int kBenchFormatVersion = 2;
 constexpr int kMaxInputSets = 64;
 // The tiers of a fix's cost (docs/SCENARIOS.md): under 10% ideal, under 20% acceptable, under 30%
 // the worst case a fix may cost, over budget beyond.

@@ -468,8 +468,16 @@ RunOptions RunOptionParser::finish(int argc, const char* const* argv) const {
     throw InputError(std::string("--inject: stage ") + stage_name(o.inject.stage) +
                      " does not run in this configuration (mask_prepare needs --mask bool|causal, upcast and "
                      "cast_output fp16/bf16 with --precision upcast, gqa_expand --kv-heads < --heads, kt_contiguous "
-                     "a K^T copy (fix 3), mask_add a mask, scores_to_host scenario 2, dropout --dropout > 0, and "
-                     "scenarios 1-3 stop early unless --full)");
+                     "a K^T copy (fix 3), mask_add a mask, scores_to_host scenario 2, dropout --dropout > 0, the "
+                     "graph_* stages --graph, and scenarios 1-3 stop early unless --full)");
+  }
+  // Capturing and instantiating a graph is host work that waits for nothing on the GPU: a
+  // spinning kernel put in front of it would stall the replay (graph_launch), not these stages.
+  if ((o.inject.kind == FaultSpec::hang || o.inject.kind == FaultSpec::slow) &&
+      (o.inject.stage == Stage::graph_capture || o.inject.stage == Stage::graph_instantiate)) {
+    throw InputError(std::string("--inject: ") + stage_name(o.inject.stage) +
+                     " is host work that waits for nothing on the GPU, so a GPU-side stall cannot be put in it "
+                     "(hang:graph_launch stalls the replay; error:" + stage_name(o.inject.stage) + " works)");
   }
   check_output_paths(o);
   return o;

@@ -19,7 +19,7 @@
 
 namespace sdpa {
 
-constexpr int kResultFormatVersion = 1;
+constexpr int kResultFormatVersion = 2;
 
 nlohmann::json problem_to_json(const SdpaProblem& p);
 nlohmann::json settings_to_json(const PathSettings& s);
