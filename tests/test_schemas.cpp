@@ -319,24 +319,33 @@ TEST_SUITE("schemas") {
   }
 
   TEST_CASE("the committed GPU runs with the current layout are valid") {
-    // results/h100-2026-11-23/ and results/h200-2026-11-23/core/ predate config.conditions,
-    // settings, scenario, result_tensor and memory (the schema's description says so).
-    for (const char* path : {"h200-2026-11-23/final/default_device.json", "h200-2026-11-23/final/default_managed.json",
-                             "h200-2026-11-23/final/image4608_device.json", "h200-2026-11-23/final/image4608_managed.json"}) {
+    // Runs committed before format 2 (results/h100-2026-11-23/, results/h200-2026-11-23/) have an
+    // older layout (the schema's description says so).
+    for (const char* path :
+         {"h100-2026-11-24/final/default_device.json", "h100-2026-11-24/final/default_managed.json",
+          "h100-2026-11-24/final/image4608_device.json", "h100-2026-11-24/final/image4608_managed.json",
+          "h100-2026-11-24/final/image4608_graph.json", "h100-2026-11-24/final/graph512.json",
+          "h100-2026-11-24/final/s5_off.json", "h100-2026-11-24/final/s5_on.json", "h100-2026-11-24/final/s5_lean.json"}) {
       const json doc = committed(path);
       check_valid("run.schema.json", doc, path);
       CHECK(doc["outcome"] == "pass");
-      CHECK(doc["device"]["name"] == "NVIDIA H200");
+      CHECK(doc["device"]["name"] == "NVIDIA H100 80GB HBM3");
     }
+    // An injected hang with its snapshot: the watchdog block as a real hang writes it.
+    const json hang = committed("h100-2026-11-24/snapshot/run.json");
+    check_valid("run.schema.json", hang, "snapshot/run.json");
+    CHECK(hang["outcome"] == "hang");
   }
 
   TEST_CASE("a renamed or missing key of a run result fails, wherever it is") {
     // The sweep, the report and users' scripts read these by key.
     json doc = result_to_json(checked_pass());
     doc["watchdog"] = result_to_json(hang_in_softmax())["watchdog"];
-    check_unpinned("run.schema.json", doc, {"/scenario/preconditions/last_stage", "/scenario/preconditions/scores_to_host"},
+    check_unpinned("run.schema.json", doc,
+                   {"/scenario/preconditions/last_stage", "/scenario/preconditions/scores_host_phase",
+                    "/scenario/preconditions/scores_to_host"},
                    "a pass with a watchdog block");
-    check_unpinned("run.schema.json", committed("h200-2026-11-23/final/default_device.json"), {}, "final/default_device.json");
+    check_unpinned("run.schema.json", committed("h100-2026-11-24/final/default_device.json"), {}, "final/default_device.json");
     json renamed = doc;
     renamed["check"]["max_error"] = renamed["check"]["max_abs_error"];
     renamed["check"].erase("max_abs_error");
@@ -372,22 +381,23 @@ TEST_SUITE("schemas") {
     check_valid("bench.schema.json", bench_to_json(hung), "a hung bench");
     // compare.json beside them is scripts/compare_pytorch.py's table, not a bench result.
     for (const char* shape : {"1x24x4608x128", "2x8x512x64", "4x16x2048x64"}) {
-      for (const char* precision : {"native", "upcast"}) {
-        const std::string path = std::string("h200-2026-11-23/bench/bench_") + shape + "_" + precision + ".json";
+      for (const char* form : {"native", "upcast", "native_graph", "upcast_graph"}) {
+        const std::string path = std::string("h100-2026-11-24/bench/compare/bench_") + shape + "_" + form + ".json";
         check_valid("bench.schema.json", committed(path), path);
       }
     }
-    for (const char* path : {"h200-2026-11-23/bench/overhead_1x24x4608x128.json", "h200-2026-11-23/bench/overhead_2x8x512x64.json"}) {
+    for (const char* path : {"h100-2026-11-24/bench/overhead_1x24x4608x128.json", "h100-2026-11-24/bench/overhead_2x8x512x64.json",
+                             "h100-2026-11-24/bench/overhead_4x16x2048x64.json"}) {
       const json doc = committed(path);
       check_valid("bench.schema.json", doc, path);
-      CHECK(doc["fix_overhead"].size() >= 4);
+      CHECK(doc["fix_overhead"].size() == 8);  // each: 1, 1:lean, 2, 2:lean, 3, 4, all, all:lean
     }
   }
 
   TEST_CASE("a renamed or missing key of a bench result fails, and a measured comparison must be complete") {
     const json printed = bench_to_json(bench_examples::overhead_result());
     check_unpinned("bench.schema.json", with_short_arrays(printed), {}, "bench_to_json");
-    check_unpinned("bench.schema.json", with_short_arrays(committed("h200-2026-11-23/bench/overhead_2x8x512x64.json")), {},
+    check_unpinned("bench.schema.json", with_short_arrays(committed("h100-2026-11-24/bench/overhead_2x8x512x64.json")), {},
                    "overhead_2x8x512x64.json");
     json skipped_but_measured = printed;
     skipped_but_measured["fix_overhead"][0]["is_skipped"] = true;
@@ -415,14 +425,19 @@ TEST_SUITE("schemas") {
     check_valid("report.schema.json", printed, "report_json");
     CHECK(printed["report"]["finding"] == "hang");
     CHECK(printed["runs"][2]["outcome"] == "no_result");
-    check_valid("report.schema.json", committed("h200-2026-11-23/report/result.json"), "results/h200-2026-11-23/report");
+    for (const char* folder : {"h100-2026-11-24/report5", "h100-2026-11-24/report_hang"}) {
+      check_valid("report.schema.json", committed(std::string(folder) + "/result.json"), folder);
+    }
+    CHECK(committed("h100-2026-11-24/report_hang/result.json")["report"]["finding"] == "hang");
   }
 
   TEST_CASE("a renamed or missing key of a report fails, in the report and in each run's result") {
     check_unpinned("report.schema.json", report_json(made_up_report()),
-                   {"/runs/0/result/scenario/preconditions/last_stage", "/runs/0/result/scenario/preconditions/scores_to_host",
-                    "/runs/1/result/scenario/preconditions/last_stage", "/runs/1/result/scenario/preconditions/scores_to_host",
-                    "/scenario/preconditions/last_stage", "/scenario/preconditions/scores_to_host"},
+                   {"/runs/0/result/scenario/preconditions/last_stage", "/runs/0/result/scenario/preconditions/scores_host_phase",
+                    "/runs/0/result/scenario/preconditions/scores_to_host", "/runs/1/result/scenario/preconditions/last_stage",
+                    "/runs/1/result/scenario/preconditions/scores_host_phase", "/runs/1/result/scenario/preconditions/scores_to_host",
+                    "/scenario/preconditions/last_stage", "/scenario/preconditions/scores_host_phase",
+                    "/scenario/preconditions/scores_to_host"},
                    "report_json");
   }
 }
