@@ -33,7 +33,7 @@ struct PathInstrumentation {
   bool collect_values = false;   // min/max/isnan/isinf/sum after the GEMMs and softmax (--log values)
   // The original instrumentation synchronises the device at each of its CUDA_EVENT lines; of
   // those, only math_qk_start (after scale_q) is not a synchronisation of the path already.
-  bool sync_at_events = false;   // --log-format seed
+  bool sync_at_events = false;   // --log-format sdpa-debug
 };
 
 class MathSdpa {

@@ -31,7 +31,7 @@ bool parse_log_level(const std::string& name, LogLevel& out) {
 }
 
 namespace {
-const NameTable<LogFormat> kLogFormats{"--log-format", {{LogFormat::harness, "harness"}, {LogFormat::seed, "seed"}}};
+const NameTable<LogFormat> kLogFormats{"--log-format", {{LogFormat::harness, "harness"}, {LogFormat::sdpa_debug, "sdpa-debug"}}};
 }  // namespace
 
 const char* log_format_name(LogFormat f) { return kLogFormats.name(f); }
@@ -158,10 +158,10 @@ std::vector<std::string> stage_end_lines(Stage s, const SdpaProblem& p, const Pa
   return {};
 }
 
-// ---------------------------------------------------------------------------- the seed format
-// Each line as the instrumentation's macros print it (docs/LOG_FORMAT.md). SEED(...) records the
+// ---------------------------------------------------------------------------- the sdpa-debug format
+// Each line as the instrumentation's macros print it (docs/LOG_FORMAT.md). DEBUG_LINE(...) records the
 // line of this file that makes the line, as __LINE__ does there.
-#define SEED(channel, message) SeedLine{SeedChannel::channel, message, __LINE__}
+#define DEBUG_LINE(channel, message) DebugLine{DebugChannel::channel, message, __LINE__}
 
 namespace {
 
@@ -194,103 +194,103 @@ std::string pointer_text(const void* p) {
 
 }  // namespace
 
-std::string seed_line_text(const SeedLine& l) {
+std::string debug_line_text(const DebugLine& l) {
   const char* tag = "SDPA_DEBUG";
   switch (l.channel) {
-    case SeedChannel::event: return "[CUDA_EVENT] " + l.message;
-    case SeedChannel::sdpa: tag = "SDPA_DEBUG"; break;
-    case SeedChannel::alloc: tag = "ALLOC_DEBUG"; break;
-    case SeedChannel::cuda: tag = "CUDA_DEBUG"; break;
+    case DebugChannel::event: return "[CUDA_EVENT] " + l.message;
+    case DebugChannel::sdpa: tag = "SDPA_DEBUG"; break;
+    case DebugChannel::alloc: tag = "ALLOC_DEBUG"; break;
+    case DebugChannel::cuda: tag = "CUDA_DEBUG"; break;
   }
   return std::string("[") + tag + "] " + l.message + " [math_sdpa/stage_log.cpp:" + std::to_string(l.source_line) + "]";
 }
 
-std::vector<SeedLine> seed_begin_lines(Stage s, const SdpaProblem& p, const PathSettings& ps, const std::string& detail,
+std::vector<DebugLine> debug_begin_lines(Stage s, const SdpaProblem& p, const PathSettings& ps, const std::string& detail,
                                        const void* stream) {
   const std::string kv_shape = dims({p.batch, p.kv_heads, p.kv_len, p.head_dim});
   const std::string scores_shape = dims({p.batch, p.q_heads, p.q_len, p.kv_len});
   switch (s) {
     case Stage::entry_sync:
-      return {SEED(sdpa, "[SDPA_ENTRY] Q shape=" + dims({p.batch, p.q_heads, p.q_len, p.head_dim}) + " K=" + kv_shape +
+      return {DEBUG_LINE(sdpa, "[SDPA_ENTRY] Q shape=" + dims({p.batch, p.q_heads, p.q_len, p.head_dim}) + " K=" + kv_shape +
                              " V=" + kv_shape + " device=cuda:0 dtype=" + torch_dtype_name(p.dtype) +
                              " is_causal=" + (p.mask == MaskKind::causal ? "true" : "false"))};
-    case Stage::graph_capture: return {SEED(sdpa, "[MATH_GRAPH_CAPTURE] " + detail)};
-    case Stage::graph_instantiate: return {SEED(sdpa, "[MATH_GRAPH_INSTANTIATE] " + detail)};
-    case Stage::graph_launch: return {SEED(sdpa, "[MATH_GRAPH_LAUNCH] " + detail)};
-    case Stage::mask_prepare: return {SEED(sdpa, "[MATH_MASK_PREPARE] kind=" + detail + " shape=" + dims({p.q_len, p.kv_len}))};
-    case Stage::upcast: return {SEED(sdpa, "[MATH_UPCAST] " + detail + " Q, K, V")};
+    case Stage::graph_capture: return {DEBUG_LINE(sdpa, "[MATH_GRAPH_CAPTURE] " + detail)};
+    case Stage::graph_instantiate: return {DEBUG_LINE(sdpa, "[MATH_GRAPH_INSTANTIATE] " + detail)};
+    case Stage::graph_launch: return {DEBUG_LINE(sdpa, "[MATH_GRAPH_LAUNCH] " + detail)};
+    case Stage::mask_prepare: return {DEBUG_LINE(sdpa, "[MATH_MASK_PREPARE] kind=" + detail + " shape=" + dims({p.q_len, p.kv_len}))};
+    case Stage::upcast: return {DEBUG_LINE(sdpa, "[MATH_UPCAST] " + detail + " Q, K, V")};
     case Stage::scale_q:
-      return {SEED(sdpa, "[MATH_SDPA_START] About to compute QK^T"), SEED(sdpa, "[MATH_SCALE_Q] " + detail)};
-    case Stage::gqa_expand: return {SEED(sdpa, "[MATH_GQA_EXPAND] K, V " + kv_shape + " " + detail)};
-    case Stage::scale_k: return {SEED(sdpa, "[MATH_KT_PREP] K^T strides=" + key_t_strides(p, ps) + " contiguous=false")};
+      return {DEBUG_LINE(sdpa, "[MATH_SDPA_START] About to compute QK^T"), DEBUG_LINE(sdpa, "[MATH_SCALE_Q] " + detail)};
+    case Stage::gqa_expand: return {DEBUG_LINE(sdpa, "[MATH_GQA_EXPAND] K, V " + kv_shape + " " + detail)};
+    case Stage::scale_k: return {DEBUG_LINE(sdpa, "[MATH_KT_PREP] K^T strides=" + key_t_strides(p, ps) + " contiguous=false")};
     case Stage::kt_contiguous:
-      return {SEED(sdpa, "[MATH_KT_CONTIGUOUS] K^T -> " + dims({p.batch * p.q_heads, p.head_dim, p.kv_len}) + " contiguous")};
-    case Stage::qk_gemm: return {SEED(sdpa, "[CUBLAS_GEMM_START] " + gemm_mnk(detail))};
-    case Stage::mask_add: return {SEED(sdpa, "[MATH_MASK] Applying attention mask")};
-    case Stage::scores_to_host: return {SEED(sdpa, "[MATH_SCORES_TO_HOST] " + detail + " scores shape=" + scores_shape)};
-    case Stage::softmax: return {SEED(sdpa, "[MATH_SOFTMAX_START] Input shape=" + scores_shape)};
-    case Stage::dropout: return {SEED(sdpa, "[MATH_DROPOUT_START]")};
+      return {DEBUG_LINE(sdpa, "[MATH_KT_CONTIGUOUS] K^T -> " + dims({p.batch * p.q_heads, p.head_dim, p.kv_len}) + " contiguous")};
+    case Stage::qk_gemm: return {DEBUG_LINE(sdpa, "[CUBLAS_GEMM_START] " + gemm_mnk(detail))};
+    case Stage::mask_add: return {DEBUG_LINE(sdpa, "[MATH_MASK] Applying attention mask")};
+    case Stage::scores_to_host: return {DEBUG_LINE(sdpa, "[MATH_SCORES_TO_HOST] " + detail + " scores shape=" + scores_shape)};
+    case Stage::softmax: return {DEBUG_LINE(sdpa, "[MATH_SOFTMAX_START] Input shape=" + scores_shape)};
+    case Stage::dropout: return {DEBUG_LINE(sdpa, "[MATH_DROPOUT_START]")};
     case Stage::pv_gemm:
-      return {SEED(sdpa, "[MATH_FINAL_BMM_START]"), SEED(sdpa, "[CUBLAS_GEMM_START] " + gemm_mnk(detail))};
-    case Stage::cast_output: return {SEED(sdpa, "[MATH_CAST_OUTPUT] " + detail)};
-    case Stage::stream_sync: return {SEED(cuda, "[STREAM_SYNC] stream=" + pointer_text(stream) + " device=0")};
+      return {DEBUG_LINE(sdpa, "[MATH_FINAL_BMM_START]"), DEBUG_LINE(sdpa, "[CUBLAS_GEMM_START] " + gemm_mnk(detail))};
+    case Stage::cast_output: return {DEBUG_LINE(sdpa, "[MATH_CAST_OUTPUT] " + detail)};
+    case Stage::stream_sync: return {DEBUG_LINE(cuda, "[STREAM_SYNC] stream=" + pointer_text(stream) + " device=0")};
   }
   return {};
 }
 
-std::vector<SeedLine> seed_end_lines(Stage s, const SdpaProblem& p, const PathSettings& ps, const std::string& summary,
+std::vector<DebugLine> debug_end_lines(Stage s, const SdpaProblem& p, const PathSettings& ps, const std::string& summary,
                                      int64_t duration_us, int64_t now_epoch_us) {
   const std::string scores_shape = dims({p.batch, p.q_heads, p.q_len, p.kv_len});
   const std::string at = " @ " + std::to_string(now_epoch_us);
   switch (s) {
     case Stage::entry_sync:
-      return {SEED(event, "sdpa_entry" + at), SEED(sdpa, "[SDPA_ENTRY] Post-sync complete"),
-              SEED(sdpa, "[BACKEND_SELECT] Chosen backend: MATH use_flash=false use_mem_efficient=false use_math=true "
+      return {DEBUG_LINE(event, "sdpa_entry" + at), DEBUG_LINE(sdpa, "[SDPA_ENTRY] Post-sync complete"),
+              DEBUG_LINE(sdpa, "[BACKEND_SELECT] Chosen backend: MATH use_flash=false use_mem_efficient=false use_math=true "
                          "use_cudnn=false")};
-    case Stage::graph_capture: return {SEED(sdpa, "[MATH_GRAPH_CAPTURE_DONE]")};
-    case Stage::graph_instantiate: return {SEED(sdpa, "[MATH_GRAPH_INSTANTIATE_DONE]")};
-    case Stage::graph_launch: return {SEED(sdpa, "[MATH_GRAPH_LAUNCH_DONE]")};
-    case Stage::mask_prepare: return {SEED(sdpa, "[MATH_MASK_PREPARE_DONE]")};
-    case Stage::upcast: return {SEED(sdpa, "[MATH_UPCAST_DONE]")};
+    case Stage::graph_capture: return {DEBUG_LINE(sdpa, "[MATH_GRAPH_CAPTURE_DONE]")};
+    case Stage::graph_instantiate: return {DEBUG_LINE(sdpa, "[MATH_GRAPH_INSTANTIATE_DONE]")};
+    case Stage::graph_launch: return {DEBUG_LINE(sdpa, "[MATH_GRAPH_LAUNCH_DONE]")};
+    case Stage::mask_prepare: return {DEBUG_LINE(sdpa, "[MATH_MASK_PREPARE_DONE]")};
+    case Stage::upcast: return {DEBUG_LINE(sdpa, "[MATH_UPCAST_DONE]")};
     case Stage::scale_q:
-      return {SEED(event, "math_qk_start" + at),
-              SEED(sdpa, "[MATH_QK] Q strides=" + contiguous_strides(p.q_heads, p.q_len, p.head_dim) +
+      return {DEBUG_LINE(event, "math_qk_start" + at),
+              DEBUG_LINE(sdpa, "[MATH_QK] Q strides=" + contiguous_strides(p.q_heads, p.q_len, p.head_dim) +
                              " K strides=" + key_strides(p, ps) +
                              " Q contiguous=true K contiguous=" + (ps.k_layout == KLayout::bshe ? "false" : "true"))};
-    case Stage::gqa_expand: return {SEED(sdpa, "[MATH_GQA_EXPAND_DONE]")};
-    case Stage::scale_k: return {SEED(sdpa, "[MATH_KT_PREP_DONE]")};
-    case Stage::kt_contiguous: return {SEED(sdpa, "[MATH_KT_CONTIGUOUS_DONE]")};
+    case Stage::gqa_expand: return {DEBUG_LINE(sdpa, "[MATH_GQA_EXPAND_DONE]")};
+    case Stage::scale_k: return {DEBUG_LINE(sdpa, "[MATH_KT_PREP_DONE]")};
+    case Stage::kt_contiguous: return {DEBUG_LINE(sdpa, "[MATH_KT_CONTIGUOUS_DONE]")};
     case Stage::qk_gemm:
-      return {SEED(sdpa, "[CUBLAS_GEMM_DONE]"),
-              SEED(sdpa, "[MATH_QK_DONE] scores shape=" + scores_shape + summary_fields(summary, {"min", "max", "isnan", "isinf"}))};
-    case Stage::mask_add: return {SEED(sdpa, "[MATH_MASK_DONE]")};
+      return {DEBUG_LINE(sdpa, "[CUBLAS_GEMM_DONE]"),
+              DEBUG_LINE(sdpa, "[MATH_QK_DONE] scores shape=" + scores_shape + summary_fields(summary, {"min", "max", "isnan", "isinf"}))};
+    case Stage::mask_add: return {DEBUG_LINE(sdpa, "[MATH_MASK_DONE]")};
     case Stage::scores_to_host:
-      return {SEED(sdpa, "[MATH_SCORES_TO_HOST_DONE] duration_ms=" + std::to_string(duration_us / 1000))};
+      return {DEBUG_LINE(sdpa, "[MATH_SCORES_TO_HOST_DONE] duration_ms=" + std::to_string(duration_us / 1000))};
     case Stage::softmax:
-      return {SEED(sdpa, "[MATH_SOFTMAX_DONE] Output shape=" + scores_shape + summary_fields(summary, {"sum"}))};
-    case Stage::dropout: return {SEED(sdpa, "[MATH_DROPOUT_DONE]")};
+      return {DEBUG_LINE(sdpa, "[MATH_SOFTMAX_DONE] Output shape=" + scores_shape + summary_fields(summary, {"sum"}))};
+    case Stage::dropout: return {DEBUG_LINE(sdpa, "[MATH_DROPOUT_DONE]")};
     case Stage::pv_gemm:
-      return {SEED(sdpa, "[CUBLAS_GEMM_DONE]"),
-              SEED(sdpa, "[MATH_FINAL_BMM_DONE] output shape=" + dims({p.batch, p.q_heads, p.q_len, p.head_dim}))};
-    case Stage::cast_output: return {SEED(sdpa, "[MATH_CAST_OUTPUT_DONE]")};
+      return {DEBUG_LINE(sdpa, "[CUBLAS_GEMM_DONE]"),
+              DEBUG_LINE(sdpa, "[MATH_FINAL_BMM_DONE] output shape=" + dims({p.batch, p.q_heads, p.q_len, p.head_dim}))};
+    case Stage::cast_output: return {DEBUG_LINE(sdpa, "[MATH_CAST_OUTPUT_DONE]")};
     case Stage::stream_sync:
       // cudaGetErrorString(cudaSuccess): the call returned, or this line would not be written.
-      return {SEED(cuda, "[STREAM_SYNC_DONE] result=no error duration_ms=" + std::to_string(duration_us / 1000)),
-              SEED(event, "math_sdpa_complete" + at)};
+      return {DEBUG_LINE(cuda, "[STREAM_SYNC_DONE] result=no error duration_ms=" + std::to_string(duration_us / 1000)),
+              DEBUG_LINE(event, "math_sdpa_complete" + at)};
   }
   return {};
 }
 
-std::vector<SeedLine> seed_allocation_lines(size_t bytes, uintptr_t address, bool unified_memory) {
+std::vector<DebugLine> debug_allocation_lines(size_t bytes, uintptr_t address, bool unified_memory) {
   // Every tensor is allocated up front, outside any stream (the pool of fix 4 included).
-  return {SEED(alloc, "[CUDA_MALLOC] size=" + std::to_string(bytes) + " stream=0 device=0 unified_memory=" +
+  return {DEBUG_LINE(alloc, "[CUDA_MALLOC] size=" + std::to_string(bytes) + " stream=0 device=0 unified_memory=" +
                           (unified_memory ? "1" : "0")),
-          SEED(alloc, "[CUDA_MALLOC_DONE] ptr=" + pointer_text(reinterpret_cast<const void*>(address)))};
+          DEBUG_LINE(alloc, "[CUDA_MALLOC_DONE] ptr=" + pointer_text(reinterpret_cast<const void*>(address)))};
 }
 
-SeedLine seed_note_line(const std::string& note) { return SEED(sdpa, note); }
+DebugLine debug_note_line(const std::string& note) { return DEBUG_LINE(sdpa, note); }
 
-#undef SEED
+#undef DEBUG_LINE
 
 // ---------------------------------------------------------------------------- the logger
 void StageLogger::write_raw(const std::string& line) {
@@ -300,8 +300,8 @@ void StageLogger::write_raw(const std::string& line) {
 }
 
 void StageLogger::write(const std::string& line) {
-  if (format_ == LogFormat::seed) {
-    write_raw(seed_line_text(seed_note_line(line)));
+  if (format_ == LogFormat::sdpa_debug) {
+    write_raw(debug_line_text(debug_note_line(line)));
     return;
   }
   write_raw(line + " t_us=" + std::to_string(monotonic_us()));
@@ -311,8 +311,8 @@ void StageLogger::stage_note(Stage, const std::string& note) { write(note); }
 
 void StageLogger::stage_begin(Stage s, const std::string& detail, void* stream) {
   begin_us_[static_cast<int>(s)] = monotonic_us();
-  if (format_ == LogFormat::seed) {
-    for (const auto& line : seed_begin_lines(s, problem_, settings_, detail, stream)) write_raw(seed_line_text(line));
+  if (format_ == LogFormat::sdpa_debug) {
+    for (const auto& line : debug_begin_lines(s, problem_, settings_, detail, stream)) write_raw(debug_line_text(line));
     return;
   }
   for (const auto& line : stage_begin_lines(s, problem_, settings_, detail, stream)) write(line);
@@ -320,9 +320,9 @@ void StageLogger::stage_begin(Stage s, const std::string& detail, void* stream) 
 
 void StageLogger::stage_end(Stage s, const std::string& summary, void*) {
   const int64_t now = monotonic_us(), duration = now - begin_us_[static_cast<int>(s)];
-  if (format_ == LogFormat::seed) {
-    for (const auto& line : seed_end_lines(s, problem_, settings_, summary, duration, epoch_us())) {
-      write_raw(seed_line_text(line));
+  if (format_ == LogFormat::sdpa_debug) {
+    for (const auto& line : debug_end_lines(s, problem_, settings_, summary, duration, epoch_us())) {
+      write_raw(debug_line_text(line));
     }
     return;
   }
@@ -330,8 +330,8 @@ void StageLogger::stage_end(Stage s, const std::string& summary, void*) {
 }
 
 void StageLogger::gpu_mark(Stage s, bool done) {
-  if (format_ == LogFormat::seed) {
-    write_raw(seed_line_text({SeedChannel::event,
+  if (format_ == LogFormat::sdpa_debug) {
+    write_raw(debug_line_text({DebugChannel::event,
                               std::string(stage_name(s)) + (done ? "_gpu_done" : "_gpu_start") + " @ " + std::to_string(epoch_us()),
                               0}));
     return;
@@ -340,10 +340,10 @@ void StageLogger::gpu_mark(Stage s, bool done) {
 }
 
 void StageLogger::log_allocation(const std::string& what, size_t bytes, uintptr_t address, const char* kind) {
-  if (format_ == LogFormat::seed) {
+  if (format_ == LogFormat::sdpa_debug) {
     const std::string k = kind;
-    for (const auto& line : seed_allocation_lines(bytes, address, k == "managed" || k == "system")) {
-      write_raw(seed_line_text(line));
+    for (const auto& line : debug_allocation_lines(bytes, address, k == "managed" || k == "system")) {
+      write_raw(debug_line_text(line));
     }
     return;
   }

@@ -7,7 +7,7 @@
 //   [SDPA_ENTRY] Q shape=[2, 8, 128, 64] K=[2, 8, 128, 64] V=[2, 8, 128, 64] device=cuda:0 dtype=bfloat16 is_causal=false t_us=...
 //   [CUBLAS_GEMM_START] M=128 N=128 K=64 batch=16 fn=cublasGemmStridedBatchedEx transa=T ... t_us=...
 //
-// seed (--log-format seed): that instrumentation's own format to the character
+// sdpa-debug (--log-format sdpa-debug): that instrumentation's own format to the character
 // (docs/LOG_FORMAT.md), so that a log from an instrumented PyTorch (or scripts/torch_stages.py)
 // and one from the harness diff line by line and its grep finds every line:
 //
@@ -45,7 +45,7 @@ enum class LogLevel { off, stages, sync, values };
 const char* log_level_name(LogLevel l);
 bool parse_log_level(const std::string& name, LogLevel& out);
 
-enum class LogFormat { harness, seed };
+enum class LogFormat { harness, sdpa_debug };
 const char* log_format_name(LogFormat f);
 LogFormat parse_log_format(const std::string& name);  // throws InputError naming both
 
@@ -60,21 +60,21 @@ std::vector<std::string> stage_begin_lines(Stage s, const SdpaProblem& p, const 
 std::vector<std::string> stage_end_lines(Stage s, const SdpaProblem& p, const PathSettings& ps,
                                          const std::string& summary, int64_t duration_us, int64_t now_us);
 
-// A line of the seed format: its channel (the instrumentation's macro), its message, and the line
+// A line of the sdpa-debug format: its channel (the instrumentation's macro), its message, and the line
 // of stage_log.cpp that made it.
-enum class SeedChannel { sdpa, alloc, cuda, event };
-struct SeedLine {
-  SeedChannel channel;
+enum class DebugChannel { sdpa, alloc, cuda, event };
+struct DebugLine {
+  DebugChannel channel;
   std::string message;  // for event: "<name> @ <epoch us>"
   int source_line;
 };
-std::string seed_line_text(const SeedLine& l);  // the whole line, without its newline
-std::vector<SeedLine> seed_begin_lines(Stage s, const SdpaProblem& p, const PathSettings& ps, const std::string& detail,
+std::string debug_line_text(const DebugLine& l);  // the whole line, without its newline
+std::vector<DebugLine> debug_begin_lines(Stage s, const SdpaProblem& p, const PathSettings& ps, const std::string& detail,
                                        const void* stream);
-std::vector<SeedLine> seed_end_lines(Stage s, const SdpaProblem& p, const PathSettings& ps, const std::string& summary,
+std::vector<DebugLine> debug_end_lines(Stage s, const SdpaProblem& p, const PathSettings& ps, const std::string& summary,
                                      int64_t duration_us, int64_t now_epoch_us);
-std::vector<SeedLine> seed_allocation_lines(size_t bytes, uintptr_t address, bool unified_memory);
-SeedLine seed_note_line(const std::string& note);
+std::vector<DebugLine> debug_allocation_lines(size_t bytes, uintptr_t address, bool unified_memory);
+DebugLine debug_note_line(const std::string& note);
 
 class StageLogger : public StageObserver {
  public:
@@ -84,7 +84,7 @@ class StageLogger : public StageObserver {
   void stage_begin(Stage stage, const std::string& detail, void* stream) override;
   void stage_end(Stage stage, const std::string& summary, void* stream) override;
   void stage_note(Stage, const std::string& note) override;
-  // An allocation line (two in the seed format), written once the workspace exists.
+  // An allocation line (two in the sdpa-debug format), written once the workspace exists.
   void log_allocation(const std::string& what, size_t bytes, uintptr_t address, const char* kind);
   // The GPU reached the start (done = false) or the end of a GPU stage (the watchdog's reporter
   // sees it through events); called from the reporter's thread.

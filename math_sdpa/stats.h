@@ -2,9 +2,11 @@
 // interval of the median, the ratio of two medians with its interval, and Hedges' g.
 //
 // The benchmark (repro bench) reports medians because call times are skewed (a late launch, a
-// clock change, a page fault make the tail long), and compares "fix off" with "fix on" as seed
-// 002 does: a 95% bootstrap confidence interval and Hedges' g as the effect size. Host-only,
-// tested against hand-computed values in tests/test_stats.cpp.
+// clock change, a page fault make the tail long), and compares "fix off" with "fix on" the way
+// the original fix benchmark did: a 95% bootstrap confidence interval and Hedges' g as the effect
+// size. Host-only; tests/test_stats.cpp checks it against hand-computed values and against
+// known answers computed independently with NumPy/SciPy (scripts/make_stats_fixture.py ->
+// tests/fixtures/stats_known_answers.json).
 //
 // Conventions, for every function here:
 //   - percentile/median of no samples is 0 (the run's table prints 0 for a stage that never ran);
@@ -39,7 +41,7 @@ double std_dev(const std::vector<double>& samples);  // sample SD (n - 1); 0 for
 
 // 2000 resamples put the 2.5% and 97.5% points of a 95% interval on the 50th and 1950th of the
 // sorted resampled medians: enough that rerunning with another seed moves the ends by well under
-// the interval's own width (seed 002 uses the same percentile bootstrap).
+// the interval's own width (the original fix benchmark used the same percentile bootstrap).
 constexpr int kBootstrapResamples = 2000;
 constexpr uint64_t kBootstrapSeed = 0x5d9a2026ull;
 
@@ -68,7 +70,7 @@ struct RatioEstimate {
 RatioEstimate median_ratio(const std::vector<double>& b, const std::vector<double>& a, const BootstrapOptions& options = {});
 
 // Hedges' g of b against a: (mean(b) - mean(a)) / s_pooled, times the small-sample correction
-// J = 1 - 3 / (4 (n_a + n_b) - 9) (Hedges and Olkin's approximation, as seed 002 uses), where
+// J = 1 - 3 / (4 (n_a + n_b) - 9) (Hedges and Olkin's approximation, as the original fix benchmark used), where
 // s_pooled^2 = ((n_a - 1) s_a^2 + (n_b - 1) s_b^2) / (n_a + n_b - 2). Positive: b is larger
 // (slower, for times). Undefined (NaN) with fewer than 3 samples in all or either group empty;
 // with no spread at all it is 0 for equal means and +-inf otherwise.

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""compare_logs.py: two seed-format stage logs compared tag by tag; the first divergence named.
+"""compare_logs.py: two sdpa-debug-format stage logs compared tag by tag; the first divergence named.
 
-The seed format (docs/LOG_FORMAT.md) is what `repro --log-format seed` and
+The sdpa-debug format (docs/LOG_FORMAT.md) is what `repro --log-format sdpa-debug` and
 scripts/torch_stages.py write. Each log is reduced to its tag sequence ("SDPA_DEBUG SDPA_ENTRY",
 "CUDA_EVENT math_qk_start", ...; lines of any other shape are left out), by default of its first
 call (from the first SDPA_ENTRY to the first math_sdpa_complete), as tests/log_tags.h does:
@@ -9,7 +9,7 @@ call (from the first SDPA_ENTRY to the first math_sdpa_complete), as tests/log_t
     python3 scripts/compare_logs.py repro.log torch.log           # the first call's tags
     python3 scripts/compare_logs.py --all repro.log torch.log     # every tag of the logs
     python3 scripts/compare_logs.py --lines repro.log torch.log   # also each line, normalised
-    python3 scripts/compare_logs.py --normalise repro.log         # a log's seed lines, normalised
+    python3 scripts/compare_logs.py --normalise repro.log         # a log's sdpa-debug lines, normalised
 
 --lines compares the lines themselves once what differs between runs and programs is set aside:
 [file:line] locations, timestamps, pointers and streams, durations, the values of --log values,
@@ -41,7 +41,7 @@ def line_tag(line):
 
 
 def tagged_lines(text):
-    """(line number, tag, line) for every line of the seed format."""
+    """(line number, tag, line) for every line of the sdpa-debug format."""
     out = []
     for number, line in enumerate(text.splitlines(), 1):
         tag = line_tag(line)
@@ -107,17 +107,17 @@ def compare(a_text, b_text, whole=False, lines=False):
                            "  A line %d: %s" % (a[i][0], a[i][2]),
                            "  B line %d: %s" % (b[i][0], b[i][2])]
     if not a:
-        return False, ["no seed-format call in either log (from [SDPA_ENTRY] to math_sdpa_complete)"]
+        return False, ["no sdpa-debug-format call in either log (from [SDPA_ENTRY] to math_sdpa_complete)"]
     return True, ["same %s (%d tags)" % ("normalised lines" if lines else "tag sequence", len(a))]
 
 
 def main(argv):
     ap = argparse.ArgumentParser(prog="compare_logs.py", description=__doc__.split("\n\n")[0], allow_abbrev=False)
-    ap.add_argument("a", help="a seed-format log (e.g. repro's stderr)")
+    ap.add_argument("a", help="a sdpa-debug-format log (e.g. repro's stderr)")
     ap.add_argument("b", nargs="?", help="another (e.g. torch_stages.py's stderr)")
     ap.add_argument("--all", action="store_true", help="every tag of the logs, not the first call's")
     ap.add_argument("--lines", action="store_true", help="compare the normalised lines, not only the tags")
-    ap.add_argument("--normalise", action="store_true", help="print A's seed-format lines, normalised")
+    ap.add_argument("--normalise", action="store_true", help="print A's sdpa-debug-format lines, normalised")
     args = ap.parse_args(argv)
     if (args.b is None) != args.normalise:
         ap.error("two logs to compare, or one with --normalise")

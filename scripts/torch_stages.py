@@ -10,7 +10,7 @@ own kernels:
     order and with its dtype rules (boolean mask to additive, upcast, sqrt(scale) on Q and on
     K^T, repeat_interleave for GQA, at::matmul's reshape and bmm, _safe_softmax, dropout,
     matmul, the cast back), with a device synchronisation after each and the log lines of
-    `repro --log sync --log-format seed` (docs/LOG_FORMAT.md): the same tags in the same order,
+    `repro --log sync --log-format sdpa-debug` (docs/LOG_FORMAT.md): the same tags in the same order,
     so `scripts/compare_logs.py` diffs the two logs tag by tag;
   whole mode (--mode whole): F.scaled_dot_product_attention under sdpa_kernel(SDPBackend.MATH),
     synchronised before and after, for the plain symptom.
@@ -25,7 +25,7 @@ repro does. Exit codes are repro's (math_sdpa/errors.h): 0 pass, 1 non-finite re
 call without PyTorch. docs/TORCH_STAGES.md has the details; from the source folder:
 
     python3 scripts/torch_stages.py --memory managed --json torch_stages.json 2> torch.log
-    ./build/repro --log sync --log-format seed 2> repro.log
+    ./build/repro --log sync --log-format sdpa-debug 2> repro.log
     python3 scripts/compare_logs.py repro.log torch.log
 """
 import argparse
@@ -105,7 +105,7 @@ GEMM_APIS = ("strided", "batched")
 SCORES_TO_HOST = ("none", "read", "advise", "both")
 HOST_PHASES = ("before", "during")
 LOG_LEVELS = ("off", "stages", "sync", "values")
-LOG_FORMATS = ("seed", "harness")
+LOG_FORMATS = ("sdpa-debug", "harness")
 MODES = ("stages", "whole")
 TOUCH_PAGE_BYTES = 4096  # math_sdpa/kernels.h kTouchPageBytes
 
@@ -310,18 +310,18 @@ def result_tensor_of(s):
     return "output"
 
 
-# ------------------------------------------------------------------------------------ the seed log
-# The lines of `repro --log-format seed` (math_sdpa/stage_log.cpp), to the character: the four
+# ------------------------------------------------------------------------------------ the sdpa-debug log
+# The lines of `repro --log-format sdpa-debug` (math_sdpa/stage_log.cpp), to the character: the four
 # channels of the original instrumentation, [file:line] the line of this file that made the line.
 CHANNELS = ("SDPA_DEBUG", "ALLOC_DEBUG", "CUDA_DEBUG", "CUDA_EVENT")
 
 
-def seed(channel, message):
+def debug_line(channel, message):
     """A line on `channel`, remembering the line of this file that made it (as __LINE__ does)."""
     return (channel, message, sys._getframe(1).f_lineno)
 
 
-def seed_text(line):
+def debug_line_text(line):
     channel, message, source_line = line
     if channel == "CUDA_EVENT":
         return "[CUDA_EVENT] " + message
@@ -372,112 +372,112 @@ def pointer_p(handle):
 
 
 def begin_lines(stage, p, s, stream=0):
-    """The seed lines at the start of a stage (stage_log.cpp seed_begin_lines)."""
+    """The sdpa-debug lines at the start of a stage (stage_log.cpp debug_begin_lines)."""
     kv_shape = dims([p.batch, p.kv_heads, p.kv_len, p.head_dim])
     scores_shape = dims([p.batch, p.q_heads, p.q_len, p.kv_len])
     if stage == "entry_sync":
-        return [seed("SDPA_DEBUG", "[SDPA_ENTRY] Q shape=%s K=%s V=%s device=cuda:0 dtype=%s is_causal=%s" % (
+        return [debug_line("SDPA_DEBUG", "[SDPA_ENTRY] Q shape=%s K=%s V=%s device=cuda:0 dtype=%s is_causal=%s" % (
             dims([p.batch, p.q_heads, p.q_len, p.head_dim]), kv_shape, kv_shape, DTYPES[p.dtype].torch_name,
             "true" if p.mask == "causal" else "false"))]
     if stage == "mask_prepare":
-        return [seed("SDPA_DEBUG", "[MATH_MASK_PREPARE] kind=%s shape=%s" % (p.mask, dims([p.q_len, p.kv_len])))]
+        return [debug_line("SDPA_DEBUG", "[MATH_MASK_PREPARE] kind=%s shape=%s" % (p.mask, dims([p.q_len, p.kv_len])))]
     if stage == "upcast":
-        return [seed("SDPA_DEBUG", "[MATH_UPCAST] %s->fp32 Q, K, V" % p.dtype)]
+        return [debug_line("SDPA_DEBUG", "[MATH_UPCAST] %s->fp32 Q, K, V" % p.dtype)]
     if stage == "scale_q":
-        return [seed("SDPA_DEBUG", "[MATH_SDPA_START] About to compute QK^T"),
-                seed("SDPA_DEBUG", "[MATH_SCALE_Q] factor=%f" % float32(scale_factors(p)[0]))]
+        return [debug_line("SDPA_DEBUG", "[MATH_SDPA_START] About to compute QK^T"),
+                debug_line("SDPA_DEBUG", "[MATH_SCALE_Q] factor=%f" % float32(scale_factors(p)[0]))]
     if stage == "gqa_expand":
-        return [seed("SDPA_DEBUG", "[MATH_GQA_EXPAND] K, V %s group=%d" % (kv_shape, p.q_heads // p.kv_heads))]
+        return [debug_line("SDPA_DEBUG", "[MATH_GQA_EXPAND] K, V %s group=%d" % (kv_shape, p.q_heads // p.kv_heads))]
     if stage == "scale_k":
-        return [seed("SDPA_DEBUG", "[MATH_KT_PREP] K^T strides=%s contiguous=false" % dims(key_t_strides(p, s)))]
+        return [debug_line("SDPA_DEBUG", "[MATH_KT_PREP] K^T strides=%s contiguous=false" % dims(key_t_strides(p, s)))]
     if stage == "kt_contiguous":
-        return [seed("SDPA_DEBUG", "[MATH_KT_CONTIGUOUS] K^T -> %s contiguous"
+        return [debug_line("SDPA_DEBUG", "[MATH_KT_CONTIGUOUS] K^T -> %s contiguous"
                      % dims([p.batch * p.q_heads, p.head_dim, p.kv_len]))]
     if stage == "qk_gemm":  # M, N, K of the Q.K^T GEMM (gemm.cpp: M = L, N = S, K = E)
-        return [seed("SDPA_DEBUG", "[CUBLAS_GEMM_START] M=%d N=%d K=%d" % (p.q_len, p.kv_len, p.head_dim))]
+        return [debug_line("SDPA_DEBUG", "[CUBLAS_GEMM_START] M=%d N=%d K=%d" % (p.q_len, p.kv_len, p.head_dim))]
     if stage == "mask_add":
-        return [seed("SDPA_DEBUG", "[MATH_MASK] Applying attention mask")]
+        return [debug_line("SDPA_DEBUG", "[MATH_MASK] Applying attention mask")]
     if stage == "scores_to_host":
-        return [seed("SDPA_DEBUG", "[MATH_SCORES_TO_HOST] mode=%s scores shape=%s" % (s.scores_to_host, scores_shape))]
+        return [debug_line("SDPA_DEBUG", "[MATH_SCORES_TO_HOST] mode=%s scores shape=%s" % (s.scores_to_host, scores_shape))]
     if stage == "softmax":
-        return [seed("SDPA_DEBUG", "[MATH_SOFTMAX_START] Input shape=%s" % scores_shape)]
+        return [debug_line("SDPA_DEBUG", "[MATH_SOFTMAX_START] Input shape=%s" % scores_shape)]
     if stage == "dropout":
-        return [seed("SDPA_DEBUG", "[MATH_DROPOUT_START]")]
+        return [debug_line("SDPA_DEBUG", "[MATH_DROPOUT_START]")]
     if stage == "pv_gemm":  # P.V: M = L, N = E, K = S
-        return [seed("SDPA_DEBUG", "[MATH_FINAL_BMM_START]"),
-                seed("SDPA_DEBUG", "[CUBLAS_GEMM_START] M=%d N=%d K=%d" % (p.q_len, p.head_dim, p.kv_len))]
+        return [debug_line("SDPA_DEBUG", "[MATH_FINAL_BMM_START]"),
+                debug_line("SDPA_DEBUG", "[CUBLAS_GEMM_START] M=%d N=%d K=%d" % (p.q_len, p.head_dim, p.kv_len))]
     if stage == "cast_output":
-        return [seed("SDPA_DEBUG", "[MATH_CAST_OUTPUT] fp32->%s" % p.dtype)]
+        return [debug_line("SDPA_DEBUG", "[MATH_CAST_OUTPUT] fp32->%s" % p.dtype)]
     if stage == "stream_sync":
-        return [seed("CUDA_DEBUG", "[STREAM_SYNC] stream=%s device=0" % pointer_text(stream))]
+        return [debug_line("CUDA_DEBUG", "[STREAM_SYNC] stream=%s device=0" % pointer_text(stream))]
     raise AssertionError(stage)
 
 
 def end_lines(stage, p, s, values, duration_us, now_epoch_us):
-    """The seed lines at the end of a stage (stage_log.cpp seed_end_lines); `values` holds the
+    """The sdpa-debug lines at the end of a stage (stage_log.cpp debug_end_lines); `values` holds the
     --log values fields the instrumentation printed (min, max, isnan, isinf; sum)."""
     scores_shape = dims([p.batch, p.q_heads, p.q_len, p.kv_len])
     at = " @ %d" % now_epoch_us
     fields = "".join(" %s=%s" % (k, values[k]) for k in ("min", "max", "isnan", "isinf", "sum") if k in values)
     if stage == "entry_sync":
-        return [seed("CUDA_EVENT", "sdpa_entry" + at), seed("SDPA_DEBUG", "[SDPA_ENTRY] Post-sync complete"),
-                seed("SDPA_DEBUG", "[BACKEND_SELECT] Chosen backend: MATH use_flash=false use_mem_efficient=false "
+        return [debug_line("CUDA_EVENT", "sdpa_entry" + at), debug_line("SDPA_DEBUG", "[SDPA_ENTRY] Post-sync complete"),
+                debug_line("SDPA_DEBUG", "[BACKEND_SELECT] Chosen backend: MATH use_flash=false use_mem_efficient=false "
                                    "use_math=true use_cudnn=false")]
     if stage == "mask_prepare":
-        return [seed("SDPA_DEBUG", "[MATH_MASK_PREPARE_DONE]")]
+        return [debug_line("SDPA_DEBUG", "[MATH_MASK_PREPARE_DONE]")]
     if stage == "upcast":
-        return [seed("SDPA_DEBUG", "[MATH_UPCAST_DONE]")]
+        return [debug_line("SDPA_DEBUG", "[MATH_UPCAST_DONE]")]
     if stage == "scale_q":
-        return [seed("CUDA_EVENT", "math_qk_start" + at),
-                seed("SDPA_DEBUG", "[MATH_QK] Q strides=%s K strides=%s Q contiguous=true K contiguous=%s" % (
+        return [debug_line("CUDA_EVENT", "math_qk_start" + at),
+                debug_line("SDPA_DEBUG", "[MATH_QK] Q strides=%s K strides=%s Q contiguous=true K contiguous=%s" % (
                     dims(contiguous_strides(p.q_heads, p.q_len, p.head_dim)), dims(key_strides(p, s)),
                     "false" if s.k_layout == "bshe" else "true"))]
     if stage == "gqa_expand":
-        return [seed("SDPA_DEBUG", "[MATH_GQA_EXPAND_DONE]")]
+        return [debug_line("SDPA_DEBUG", "[MATH_GQA_EXPAND_DONE]")]
     if stage == "scale_k":
-        return [seed("SDPA_DEBUG", "[MATH_KT_PREP_DONE]")]
+        return [debug_line("SDPA_DEBUG", "[MATH_KT_PREP_DONE]")]
     if stage == "kt_contiguous":
-        return [seed("SDPA_DEBUG", "[MATH_KT_CONTIGUOUS_DONE]")]
+        return [debug_line("SDPA_DEBUG", "[MATH_KT_CONTIGUOUS_DONE]")]
     if stage == "qk_gemm":
-        return [seed("SDPA_DEBUG", "[CUBLAS_GEMM_DONE]"),
-                seed("SDPA_DEBUG", "[MATH_QK_DONE] scores shape=%s%s" % (scores_shape, fields))]
+        return [debug_line("SDPA_DEBUG", "[CUBLAS_GEMM_DONE]"),
+                debug_line("SDPA_DEBUG", "[MATH_QK_DONE] scores shape=%s%s" % (scores_shape, fields))]
     if stage == "mask_add":
-        return [seed("SDPA_DEBUG", "[MATH_MASK_DONE]")]
+        return [debug_line("SDPA_DEBUG", "[MATH_MASK_DONE]")]
     if stage == "scores_to_host":
-        return [seed("SDPA_DEBUG", "[MATH_SCORES_TO_HOST_DONE] duration_ms=%d" % (duration_us // 1000))]
+        return [debug_line("SDPA_DEBUG", "[MATH_SCORES_TO_HOST_DONE] duration_ms=%d" % (duration_us // 1000))]
     if stage == "softmax":
-        return [seed("SDPA_DEBUG", "[MATH_SOFTMAX_DONE] Output shape=%s%s" % (scores_shape, fields))]
+        return [debug_line("SDPA_DEBUG", "[MATH_SOFTMAX_DONE] Output shape=%s%s" % (scores_shape, fields))]
     if stage == "dropout":
-        return [seed("SDPA_DEBUG", "[MATH_DROPOUT_DONE]")]
+        return [debug_line("SDPA_DEBUG", "[MATH_DROPOUT_DONE]")]
     if stage == "pv_gemm":
-        return [seed("SDPA_DEBUG", "[CUBLAS_GEMM_DONE]"),
-                seed("SDPA_DEBUG", "[MATH_FINAL_BMM_DONE] output shape=%s"
+        return [debug_line("SDPA_DEBUG", "[CUBLAS_GEMM_DONE]"),
+                debug_line("SDPA_DEBUG", "[MATH_FINAL_BMM_DONE] output shape=%s"
                      % dims([p.batch, p.q_heads, p.q_len, p.head_dim]))]
     if stage == "cast_output":
-        return [seed("SDPA_DEBUG", "[MATH_CAST_OUTPUT_DONE]")]
+        return [debug_line("SDPA_DEBUG", "[MATH_CAST_OUTPUT_DONE]")]
     if stage == "stream_sync":
         # cudaGetErrorString(cudaSuccess): the call returned, or this line would not be written.
-        return [seed("CUDA_DEBUG", "[STREAM_SYNC_DONE] result=no error duration_ms=%d" % (duration_us // 1000)),
-                seed("CUDA_EVENT", "math_sdpa_complete" + at)]
+        return [debug_line("CUDA_DEBUG", "[STREAM_SYNC_DONE] result=no error duration_ms=%d" % (duration_us // 1000)),
+                debug_line("CUDA_EVENT", "math_sdpa_complete" + at)]
     raise AssertionError(stage)
 
 
 def allocation_lines(nbytes, address, unified_memory):
-    return [seed("ALLOC_DEBUG", "[CUDA_MALLOC] size=%d stream=0 device=0 unified_memory=%d"
+    return [debug_line("ALLOC_DEBUG", "[CUDA_MALLOC] size=%d stream=0 device=0 unified_memory=%d"
                  % (nbytes, 1 if unified_memory else 0)),
-            seed("ALLOC_DEBUG", "[CUDA_MALLOC_DONE] ptr=%s" % pointer_text(address))]
+            debug_line("ALLOC_DEBUG", "[CUDA_MALLOC_DONE] ptr=%s" % pointer_text(address))]
 
 
 def note_line(text):
-    return seed("SDPA_DEBUG", text)
+    return debug_line("SDPA_DEBUG", text)
 
 
 def memory_line(memory, detail):
-    return seed("ALLOC_DEBUG", "[TORCH_MEMORY] memory=%s %s" % (memory, detail))
+    return debug_line("ALLOC_DEBUG", "[TORCH_MEMORY] memory=%s %s" % (memory, detail))
 
 
-class SeedLog:
-    """Writes seed lines to stderr, each flushed at once: the last line of a hung run names the stage."""
+class DebugLog:
+    """Writes sdpa-debug lines to stderr, each flushed at once: the last line of a hung run names the stage."""
 
     def __init__(self, enabled, out=None):
         self.enabled = enabled
@@ -489,7 +489,7 @@ class SeedLog:
             return
         with self.lock:
             for line in lines:
-                self.out.write(seed_text(line) + "\n")
+                self.out.write(debug_line_text(line) + "\n")
             self.out.flush()
 
 
@@ -557,7 +557,7 @@ class Watchdog:
 # ----------------------------------------------------------------------------- the staged call
 class StagedCall:
     """One call of the path, stage by stage, in the order of repro's MathSdpa::run
-    (math_sdpa/pipeline.cpp): the seed lines and the watchdog around each stage, the work done by
+    (math_sdpa/pipeline.cpp): the sdpa-debug lines and the watchdog around each stage, the work done by
     the backend (TorchBackend on the GPU, DryBackend for --dry-run)."""
 
     def __init__(self, problem, settings, level, log, backend, watchdog, inject, timings):
@@ -581,7 +581,7 @@ class StagedCall:
             be.stall()
         work()
         # As the original instrumentation: wait for the stage, so that its _DONE line means
-        # "finished on the GPU"; the seed format also waits before math_qk_start.
+        # "finished on the GPU"; the sdpa-debug format also waits before math_qk_start.
         if name not in HOST_STAGES and (self.level in ("sync", "values") or name == "scale_q"):
             be.synchronize()
         values = be.values(name) if self.level == "values" else {}
@@ -790,7 +790,7 @@ def build_parser():
     a("--save-output", help="write the result tensor to this .npy file (float32)")
     a("--log", default="sync", choices=LOG_LEVELS, help="off, stages, sync (default: a device sync after every "
                                                         "stage) or values (also min/max/isnan/isinf and sums)")
-    a("--log-format", default="seed", choices=LOG_FORMATS, help="seed (the only format this script writes)")
+    a("--log-format", default="sdpa-debug", choices=LOG_FORMATS, help="sdpa-debug (the only format this script writes)")
     a("--stage-timeout", type=float, default=20.0, help="watchdog deadline per stage, seconds (default 20)")
     a("--inject", help="hang:STAGE: a spinning kernel makes that stage stall, to test the watchdog")
     a("--dry-run", action="store_true", help="print one call's log lines without PyTorch, then exit")
@@ -918,8 +918,8 @@ def resolve(args, argv):
         o.waiver = ("scenario 2's condition (the scores moved to the host before softmax) needs memory whose pages "
                     "migrate (--memory managed); %s memory never leaves the GPU" % o.settings.memory)
 
-    if args.log_format != "seed":
-        raise usage_error("--log-format %s: this script writes the seed format only (--log-format seed)"
+    if args.log_format != "sdpa-debug":
+        raise usage_error("--log-format %s: this script writes the sdpa-debug format only (--log-format sdpa-debug)"
                           % args.log_format)
     if args.iters < 1:
         raise usage_error("--iters: %d is not in [1, 100000000]" % args.iters)
@@ -1722,9 +1722,9 @@ class WholeCall:
                     be.q, be.k, be.v, attn_mask=be.mask, dropout_p=p.dropout, is_causal=p.mask == "causal",
                     scale=p.scale, enable_gqa=p.gqa())
 
-        self.stage("sdpa_call", [seed("SDPA_DEBUG", "[TORCH_SDPA_CALL] F.scaled_dot_product_attention under "
+        self.stage("sdpa_call", [debug_line("SDPA_DEBUG", "[TORCH_SDPA_CALL] F.scaled_dot_product_attention under "
                                                     "sdpa_kernel(SDPBackend.MATH)")], call,
-                   lambda d: [seed("SDPA_DEBUG", "[TORCH_SDPA_CALL_DONE] issued")])
+                   lambda d: [debug_line("SDPA_DEBUG", "[TORCH_SDPA_CALL_DONE] issued")])
         self.stage("stream_sync", begin_lines("stream_sync", p, s, be.stream_handle()), be.stream_sync,
                    lambda d: end_lines("stream_sync", p, s, {}, d, epoch_us()))
 
@@ -1955,7 +1955,7 @@ def main(argv):
         sys.stderr.write("%s: error: %s\n" % (PROG, e))
         return e.exit_code
     run = Run(o)
-    log = SeedLog(o.args.log != "off")
+    log = DebugLog(o.args.log != "off")
 
     def on_hang(stage, running, message):
         run.outcome_code, run.error, run.error_stage = EXIT_HANG, message, stage

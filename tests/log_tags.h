@@ -1,4 +1,4 @@
-// log_tags.h: the tag sequence of a seed-format stage log (docs/LOG_FORMAT.md), and the sequence
+// log_tags.h: the tag sequence of a sdpa-debug-format stage log (docs/LOG_FORMAT.md), and the sequence
 // documented there, so the CPU and GPU tests compare the harness's log with the same document.
 #pragma once
 
@@ -12,7 +12,7 @@ namespace test_util {
 
 // "SDPA_DEBUG SDPA_ENTRY" for "[SDPA_DEBUG] [SDPA_ENTRY] ...", "CUDA_EVENT sdpa_entry" for
 // "[CUDA_EVENT] sdpa_entry @ ..."; lines of neither shape are left out.
-inline std::vector<std::string> seed_tags(const std::string& log) {
+inline std::vector<std::string> debug_tags(const std::string& log) {
   std::vector<std::string> tags;
   std::istringstream in(log);
   std::string line;

@@ -1,6 +1,6 @@
 // test_gpu_hypotheses.cpp: on a real GPU, that the scenarios exercise what they claim: scenario 2
 // at rows longer than 1024 runs the block softmax while a host thread touches the scores, and
-// stays exact; the real binary's seed-format log has the documented tag sequence; at --log
+// stays exact; the real binary's sdpa-debug-format log has the documented tag sequence; at --log
 // stages a hung GPU stage is the last one the log marks as started on the GPU; --check over
 // several calls compares every call.
 #include <doctest/doctest.h>
@@ -98,24 +98,24 @@ TEST_SUITE("gpu_hypotheses") {
     CHECK(run.out.find("first call ") != std::string::npos);
   }
 
-  TEST_CASE("the real binary's seed-format log has the documented tag sequence") {
-    const auto run = repro({"--log", "sync", "--log-format", "seed", "--check"});
+  TEST_CASE("the real binary's sdpa-debug-format log has the documented tag sequence") {
+    const auto run = repro({"--log", "sync", "--log-format", "sdpa-debug", "--check"});
     INFO(run.err.substr(0, 3000));
     CHECK(run.exit_code == 0);
     const auto documented = test_util::documented_call_tags("default");
     REQUIRE_FALSE(documented.empty());
-    CHECK(test_util::call_tags(test_util::seed_tags(run.err)) == documented);
+    CHECK(test_util::call_tags(test_util::debug_tags(run.err)) == documented);
   }
 
   TEST_CASE("--log stages: a hung GPU stage is the last one the log marks as started on the GPU") {
-    for (const char* format : {"harness", "seed"}) {
+    for (const char* format : {"harness", "sdpa-debug"}) {
       CAPTURE(format);
       const auto run = repro({"--inject", "hang:softmax", "--stage-timeout", "2", "--log", "stages", "--log-format", format,
                               "--full"},
                              60);
       CHECK(run.exit_code == kExitHang);
-      const std::string started = std::string(format) == "seed" ? "_gpu_start @" : "[GPU_STAGE_START] ";
-      const std::string done = std::string(format) == "seed" ? "softmax_gpu_done" : "[GPU_STAGE_DONE] softmax";
+      const std::string started = std::string(format) == "sdpa-debug" ? "_gpu_start @" : "[GPU_STAGE_START] ";
+      const std::string done = std::string(format) == "sdpa-debug" ? "softmax_gpu_done" : "[GPU_STAGE_DONE] softmax";
       std::string last_started;
       for (size_t at = run.err.find(started); at != std::string::npos; at = run.err.find(started, at + 1)) {
         const size_t line_start = run.err.rfind('\n', at) + 1;  // npos + 1 == 0 on the first line

@@ -1,4 +1,4 @@
-// test_log_format.cpp: the stage log's seed format (docs/LOG_FORMAT.md): the shape of every
+// test_log_format.cpp: the stage log's sdpa-debug format (docs/LOG_FORMAT.md): the shape of every
 // line, the documented tag sequence of a call, values only where the instrumentation printed
 // them, and the GPU stage marks of both formats. On the CPU: the logger is driven through the
 // stages a call runs, as the path drives it.
@@ -52,8 +52,8 @@ std::vector<std::string> lines_of(const std::string& log) {
 }  // namespace
 
 TEST_SUITE("log_format") {
-  TEST_CASE("seed format: every line is one of the instrumentation's four shapes") {
-    const std::string log = one_call(LogFormat::seed, SdpaProblem{}, PathSettings{});
+  TEST_CASE("sdpa-debug format: every line is one of the instrumentation's four shapes") {
+    const std::string log = one_call(LogFormat::sdpa_debug, SdpaProblem{}, PathSettings{});
     const std::regex tagged(R"(^\[(SDPA_DEBUG|ALLOC_DEBUG|CUDA_DEBUG)\] \[[A-Z0-9_]+\].* \[math_sdpa/stage_log\.cpp:[0-9]+\]$)");
     const std::regex event(R"(^\[CUDA_EVENT\] [a-z_]+ @ [0-9]{16}$)");  // epoch microseconds
     const auto lines = lines_of(log);
@@ -75,18 +75,18 @@ TEST_SUITE("log_format") {
     CHECK(log.find("[CUDA_EVENT] softmax_gpu_done @ ") != std::string::npos);
   }
 
-  TEST_CASE("seed format: a call's tag sequence is the one docs/LOG_FORMAT.md documents") {
+  TEST_CASE("sdpa-debug format: a call's tag sequence is the one docs/LOG_FORMAT.md documents") {
     const auto documented = test_util::documented_call_tags("default");
     REQUIRE(documented.size() > 20);
-    const auto tags = test_util::seed_tags(one_call(LogFormat::seed, SdpaProblem{}, PathSettings{}));
+    const auto tags = test_util::debug_tags(one_call(LogFormat::sdpa_debug, SdpaProblem{}, PathSettings{}));
     CHECK(test_util::call_tags(tags) == documented);
     CHECK(tags.front() == "ALLOC_DEBUG CUDA_MALLOC");  // allocations come before the call
     CHECK(tags[1] == "ALLOC_DEBUG CUDA_MALLOC_DONE");
   }
 
-  TEST_CASE("seed format: values only where the instrumentation printed them") {
+  TEST_CASE("sdpa-debug format: values only where the instrumentation printed them") {
     const std::string summary = "min=-4.8488 max=4.62291 isnan=false isinf=false sum=-605.655 rows=2048";
-    const std::string log = one_call(LogFormat::seed, SdpaProblem{}, PathSettings{}, summary);
+    const std::string log = one_call(LogFormat::sdpa_debug, SdpaProblem{}, PathSettings{}, summary);
     CHECK(log.find("[MATH_QK_DONE] scores shape=[2, 8, 128, 128] min=-4.8488 max=4.62291 isnan=false isinf=false [") !=
           std::string::npos);
     CHECK(log.find("[MATH_SOFTMAX_DONE] Output shape=[2, 8, 128, 128] sum=-605.655 [") != std::string::npos);
@@ -102,13 +102,13 @@ TEST_SUITE("log_format") {
   }
 
   TEST_CASE("the log format's names parse, and a bad one names both") {
-    CHECK(parse_log_format("seed") == LogFormat::seed);
+    CHECK(parse_log_format("sdpa-debug") == LogFormat::sdpa_debug);
     CHECK(parse_log_format("harness") == LogFormat::harness);
     try {
       parse_log_format("pytorch");
       FAIL("accepted");
     } catch (const std::exception& e) {
-      CHECK(std::string(e.what()).find("harness|seed") != std::string::npos);
+      CHECK(std::string(e.what()).find("harness|sdpa-debug") != std::string::npos);
     }
   }
 }

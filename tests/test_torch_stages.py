@@ -39,7 +39,7 @@ CONFIG = {"repro": None, "cxx": None, "host_lib": None}
 # REPORT.md's command for scenario 2, as repro/report/report_writer.cpp prints it (used where the
 # test is not given the repro binary to ask).
 REPORT_COMMAND = ("python3 scripts/torch_stages.py -b 1 --heads 24 --kv-heads 24 -L 4608 -S 4608 -E 128 --dtype bf16 "
-                  "--precision upcast --k-layout bshe --seed 23962 --scenario 2 --memory managed --log-format seed "
+                  "--precision upcast --k-layout bshe --seed 23962 --scenario 2 --memory managed --log-format sdpa-debug "
                   "--iters 25 --json torch_stages.json")
 
 # The fixtures and the script's options for the same problems (make_fixtures.cpp's cases).
@@ -207,7 +207,7 @@ class LogLines(unittest.TestCase):
             m = re.search(r"^\[[A-Z_]+\] \[([A-Z_0-9]+)\] .*\[scripts/torch_stages\.py:(\d+)\]$", line)
             if m:
                 made_at = source[int(m.group(2)) - 1] + source[int(m.group(2))]
-                self.assertIn("seed(", made_at, line)
+                self.assertIn("debug_line(", made_at, line)
                 if not re.match(r"(SCENARIO|FIX)_\d$", m.group(1)):
                     self.assertIn('"[' + m.group(1), made_at, line)
 

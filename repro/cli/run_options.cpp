@@ -282,9 +282,9 @@ void add_logging_options(CLI::App& app, Fields& f, RunCommand command) {
                      "; sync adds a device sync per stage, values min/max/nan/sums")
       ->check(CLI::IsMember(log_level_words()))
       ->option_text("LEVEL");
-  const std::vector<std::string> formats{log_format_name(LogFormat::harness), log_format_name(LogFormat::seed)};
+  const std::vector<std::string> formats{log_format_name(LogFormat::harness), log_format_name(LogFormat::sdpa_debug)};
   app.add_option("--log-format", f.log_format,
-                 "seed: the original instrumentation's lines, exactly")
+                 "sdpa-debug: the lines of the PyTorch debug instrumentation that found the hang, exactly")
       ->check(CLI::IsMember(formats))
       ->option_text(joined(formats));
   app.add_option("--stage-timeout", o.stage_timeout_s, "the watchdog's deadline for any one stage, seconds")

@@ -188,7 +188,7 @@ std::string pytorch_section(const ReportInput& in) {
   std::vector<std::string> torch_args = {"python3", "scripts/torch_stages.py"};
   const std::vector<std::string> problem = problem_args(o);
   torch_args.insert(torch_args.end(), problem.begin(), problem.end());
-  torch_args.insert(torch_args.end(), {"--scenario", std::to_string(o.scenario), "--memory", "managed", "--log-format", "seed",
+  torch_args.insert(torch_args.end(), {"--scenario", std::to_string(o.scenario), "--memory", "managed", "--log-format", "sdpa-debug",
                                        "--iters", std::to_string(o.iters), "--json", "torch_stages.json"});
   std::ostringstream s;
   s << "## The same problem in PyTorch\n\n"
@@ -200,7 +200,7 @@ std::string pytorch_section(const ReportInput& in) {
     << "The harness runs it on " << alloc_kind_name(o.conditions.alloc) << " memory under scenario " << o.scenario
     << "'s conditions (Preconditions, below); PyTorch's caching allocator uses `cudaMalloc`. To run the same problem "
     << "through PyTorch's own kernels one stage at a time (a synchronisation, a log line in the harness's `--log-format "
-    << "seed` tags and a watchdog after each; `--memory managed` puts PyTorch's tensors in managed memory), from the "
+    << "sdpa-debug` tags and a watchdog after each; `--memory managed` puts PyTorch's tensors in managed memory), from the "
     << "sdpa-repro source folder:\n\n"
     << "    " << shell_command(torch_args) << "\n\n"
     << "The same stage hanging in both confirms this reproducer; a hang in PyTorch only points to a condition the "

@@ -35,7 +35,7 @@ struct PathObservers {
 // last; then the fixes, and the instrumentation --log asks for. The logger is first told of the
 // allocator's records from `first_allocation` on (those of this path) and of the path's set-up.
 // With mark_gpu_stages, at level `stages`, the reporter also marks GPU stage starts and ends in
-// the log; the seed format adds the original instrumentation's own device synchronisations.
+// the log; the sdpa-debug format adds the original instrumentation's own device synchronisations.
 void attach_observers(MathSdpa& path, const PathObservers& observers, const std::vector<std::unique_ptr<Fix>>& fixes,
                       const Allocator& allocator, size_t first_allocation, LogLevel log, LogFormat format);
 

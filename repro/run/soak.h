@@ -1,5 +1,5 @@
 // soak.h: memory over a long run (--sample-every N), the guard against leaks and against the
-// "first call passes, later calls fail" class (seed 004).
+// "first call passes, later calls fail" class of bug.
 //
 // Every N calls the GPU child samples the device's free memory, its own resident set size and
 // the allocator's live allocations. After warm-up (the first sample) all three must stay flat:
