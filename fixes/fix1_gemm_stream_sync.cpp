@@ -7,7 +7,8 @@
 //   set-stream  the handle of the Q.K^T GEMM is bound to the path's stream (configure), so the
 //               GEMM is ordered after Q and K by the stream itself: the lean form;
 //   host-sync   both GEMMs bracketed by cudaStreamSynchronize of that stream, a host round trip
-//               each: the GEMM starts on a drained stream and the host sees it finish.
+//               each: the host issues the GEMM only once Q and K are done, and sees the GEMM
+//               finish only where it runs on that stream (pv_gemm; qk_gemm with set-stream).
 #include <cstdio>
 
 #include "fix.h"
