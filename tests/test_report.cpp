@@ -187,6 +187,22 @@ TEST_SUITE("report") {
     }
   }
 
+  TEST_CASE("--fix-form lean: the preconditions name the lean form and its parts, the design form none") {
+    const std::string dir = temp_dir("report_lean");
+    for (const char* form : {"design", "lean"}) {
+      CAPTURE(form);
+      const std::string out = dir + "/" + form;
+      REQUIRE(run_repro({"report", "--scenario", "1", "--no-run", "--fix-form", form, "--out", out}).exit_code == 0);
+      const std::string md = file_text(out + "/REPORT.md");
+      const bool lean = std::string(form) == "lean";
+      CHECK((md.find("- **Fix 1** (`gemm_stream_sync`, `--fix on`)") != std::string::npos) == !lean);
+      CHECK((md.find("- **Fix 1** (`gemm_stream_sync`, `--fix lean`)") != std::string::npos) == lean);
+      CHECK((md.find("the fix-on runs use its lean form, only `set-stream`") != std::string::npos) == lean);
+      CHECK(md.find("`host-sync` (") == std::string::npos);  // fix 1's lean form drops the host round trips
+    }
+    remove_tree(dir);
+  }
+
   TEST_CASE("repro report without a GPU runs every child, collects what they say, and writes the folder (exit 7)") {
     if (run_repro({"info", "--json"}).exit_code != 7) {
       MESSAGE("a GPU is present: the no-GPU report is checked only without one (gpu.report runs real reports)");

@@ -213,13 +213,25 @@ std::string preconditions_section(const ReportInput& in) {
   const FixInfo& fix = fix_info(sc.fix_number);
   const SdpaProblem& p = in.fix_off.problem;
   const PathSettings off = in.fix_off.settings, on = in.fix_on.settings;
+  // The fix-on runs may use the fix's lean form (--fix-form lean): say which parts they applied.
+  const std::string form = in.fix_on.fixes.form(sc.fix_number);
+  const char* fix_on_word = form == "lean" ? "lean" : "on";
+  std::string fix_form_text;
+  if (form != "design") {
+    for (FixPart part : in.fix_on.fixes.parts(sc.fix_number)) {
+      const FixPartInfo& info = fix_part_info(part);
+      fix_form_text += (fix_form_text.empty() ? "" : "; ") + ("`" + std::string(info.name) + "` (" + info.what + ")");
+    }
+    fix_form_text = "; the fix-on runs use its " + form + " form, only " + fix_form_text;
+  }
   std::ostringstream s;
   s << "## Preconditions\n\n"
     << "- **Scenario " << sc.number << "**: " << sc.title << ".\n"
     << "- **Hypothesis**: " << sc.hypothesis << ".\n"
     << "- **Set up**: " << sc.setup << ".\n"
     << "- **Runs**: " << sc.runs << ".\n"
-    << "- **Fix " << sc.fix_number << "** (`" << fix.name << "`, `--fix on`): " << fix.what << ".\n"
+    << "- **Fix " << sc.fix_number << "** (`" << fix.name << "`, `--fix " << fix_on_word << "`): " << fix.what
+    << fix_form_text << ".\n"
     << "- **Problem**: " << p.shape_string() << ", dtype " << dtype_name(p.dtype) << ", precision "
     << precision_name(p.precision) << ", mask " << mask_kind_name(p.mask) << ", dropout " << p.dropout_p
     << ", scale " << format_number("%.6g", p.softmax_scale()) << ", seed " << p.seed << ", " << in.fix_off.iters
