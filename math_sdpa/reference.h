@@ -34,7 +34,7 @@ struct Comparison {
 
 Comparison compare_to_reference(const std::vector<float>& out, const std::vector<double>& ref);
 
-// The bound on the relative error for a dtype and precision mode (README, "Accuracy").
+// The bound on the relative error for a dtype and precision mode (docs/PATH.md, "Accuracy").
 double tolerance_for(DType dtype, Precision precision);
 
 }  // namespace sdpa

@@ -2,7 +2,7 @@
 # ladder.sh: the validation ladder (docs/SCENARIOS.md) (1 call, 10 calls, 1000 calls) for every scenario, as
 # one command to run before trusting the harness on a new machine. Each rung is a checked
 # `repro` run; the 1000-call rung samples memory every 100 calls and fails if GPU free memory,
-# RSS or the live allocations move after warm-up (README, "Soak"). Prints one row per rung and
+# RSS or the live allocations move after warm-up (docs/REPORTS.md, "Soak"). Prints one row per rung and
 # exits 0 only if every rung passed (or was waived by the device), 1 otherwise. A rung that finds no
 # usable GPU (repro's exit 7) stops the ladder at once with one line and exit 7: every other rung
 # would say the same.
