@@ -21,8 +21,8 @@ ScenarioInfo scenario5_graph_replay() {
       "captured from the path's stream into one CUDA graph (stage graph_capture), instantiated (graph_instantiate), "
       "and every call replays it (graph_launch) between the entry synchronisation and the final one, on managed "
       "memory. Host work inside the call cannot be captured: --scores-to-host, the legacy default stream, "
-      "--gemm-order none, the host-sync parts of fixes 1 and 2 and --log sync|values are refused with --graph (the "
-      "lean forms of fixes 1 and 2 are stream-ordered and are captured)";
+      "--gemm-order none, fix 1's host-sync part, every part of fix 2 (a prefetch cannot be captured either) and "
+      "--log sync|values are refused with --graph (fix 1's lean form is stream order and is captured)";
   s.runs = "entry_sync, graph_capture and graph_instantiate (first call), graph_launch, stream_sync (checks the output)";
   s.fix_number = 4;
   s.hang_signature = "[MATH_GRAPH_CAPTURE], [MATH_GRAPH_INSTANTIATE] or [MATH_GRAPH_LAUNCH] and nothing after it";
