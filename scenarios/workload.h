@@ -19,7 +19,7 @@ namespace sdpa {
 struct Workload {
   const char* name = "";
   const char* what = "";  // one line: the layer, and how its sequence is made up
-  SdpaProblem problem;    // shape, dtype and mask (the seed stays the command line's)
+  SdpaProblem problem;    // shape, dtype and mask (--seed stays the command line's)
   KLayout k_layout = KLayout::bhse;  // the layout the model hands K to SDPA in
 };
 

@@ -213,7 +213,7 @@ void add_problem_options(CLI::App& app, Fields& f, RunCommand command) {
   f.seed_opt = app.add_option("--seed", f.seed, "seed of the random inputs and the dropout stream")
                    ->option_text("SEED")
                    ->default_str(std::to_string(p.seed));
-  if (command == RunCommand::report) return;  // the reproducer regenerates its inputs from the seed
+  if (command == RunCommand::report) return;  // the reproducer regenerates its inputs from --seed
   app.add_option("--inputs", f.o.inputs_dir, "tensors from np.save: q.npy, k.npy, v.npy, mask.npy if masked")
       ->option_text("DIR");
 }
