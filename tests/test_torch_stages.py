@@ -10,11 +10,11 @@ CTest's cpu.torch_stages (skipped, exit 77, where there is no python3). Checks:
   - the watchdog catches an injected stall: the stage named, the stacks dumped, the JSON, exit 3,
     within the deadline plus a second;
   - the workload table equals scenarios/workload.cpp's;
-  - the random inputs equal the harness's bit for bit (dump_random_inputs.cpp, built here with
-    --cxx against --host-lib; needs numpy);
+  - the random inputs equal the harness's bit for bit (--dump-inputs: the build's
+    tests/fixtures/torch_stages/dump_random_inputs.cpp; needs numpy);
   - compare_logs.py finds the first divergence and a call that stops early.
 
-    python3 tests/test_torch_stages.py [--repro BIN] [--cxx CXX --host-lib libsdpa_path_host.a]
+    python3 tests/test_torch_stages.py [--repro BIN] [--dump-inputs BIN]
 """
 import importlib.util
 import json
@@ -35,7 +35,7 @@ sys.path.insert(0, os.path.join(ROOT, "scripts"))
 import compare_logs  # noqa: E402
 import torch_stages  # noqa: E402
 
-CONFIG = {"repro": None, "cxx": None, "host_lib": None}
+CONFIG = {"repro": None, "dump_inputs": None}
 # REPORT.md's command for scenario 2, as repro/report/report_writer.cpp prints it (used where the
 # test is not given the repro binary to ask).
 REPORT_COMMAND = ("python3 scripts/torch_stages.py -b 1 --heads 24 --kv-heads 24 -L 4608 -S 4608 -E 128 --dtype bf16 "
@@ -295,13 +295,10 @@ class RandomInputs(unittest.TestCase):
 
     @classmethod
     def setUpClass(cls):
-        if not (CONFIG["cxx"] and CONFIG["host_lib"]):
-            raise unittest.SkipTest("no --cxx and --host-lib to build the harness's generator")
+        if not CONFIG["dump_inputs"]:
+            raise unittest.SkipTest("no --dump-inputs: the harness's generator is not at hand")
         cls.tmp = tempfile.TemporaryDirectory()
-        cls.dump = os.path.join(cls.tmp.name, "dump_random_inputs")
-        subprocess.run([CONFIG["cxx"], "-std=c++17", "-O2", "-I" + ROOT,
-                        os.path.join(FIXTURES, "dump_random_inputs.cpp"), CONFIG["host_lib"], "-lpthread",
-                        "-o", cls.dump], check=True)
+        cls.dump = CONFIG["dump_inputs"]
 
     @classmethod
     def tearDownClass(cls):
@@ -385,7 +382,7 @@ class CompareLogs(unittest.TestCase):
 
 def main():
     args = sys.argv[1:]
-    for key in ("repro", "cxx", "host_lib"):
+    for key in ("repro", "dump_inputs"):
         flag = "--" + key.replace("_", "-")
         if flag in args:
             i = args.index(flag)
