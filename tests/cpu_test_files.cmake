@@ -1,0 +1,10 @@
+# The files the CPU test binary reads, as compile definitions: one list for both projects that
+# build cpu_tests (tests/CMakeLists.txt, and host_only/ for the aarch64 cross build).
+function(sdpa_cpu_test_files target fake_child)
+  target_compile_definitions(${target} PRIVATE
+    SWEEP_TEST_FAKE_CHILD="$<TARGET_FILE:${fake_child}>"
+    SWEEP_TEST_SCHEMA="${SDPA_ROOT}/results/sweep.schema.json"
+    STATS_FIXTURE="${SDPA_ROOT}/tests/fixtures/stats_known_answers.json"
+    SDPA_RESULTS_DIR="${SDPA_ROOT}/results")
+  add_dependencies(${target} ${fake_child})
+endfunction()
