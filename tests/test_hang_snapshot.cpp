@@ -27,6 +27,7 @@
 #include "repro/cli/run_options.h"
 #include "repro/supervise/child_process.h"
 #include "repro/supervise/hang_snapshot.h"
+#include "repro/supervise/snapshot_collectors.h"
 #include "repro/supervise/supervised_command.h"
 #include "repro/supervise/supervisor.h"
 #include "run_program.h"
@@ -280,6 +281,65 @@ TEST_SUITE("hang_snapshot") {
     judge_host_threads(7, {main}, {}, running);
     CHECK(running.verdict == HostVerdict::spinning_in_user_space);
     CHECK(running.verdict_detail.find("no backtrace") != std::string::npos);
+  }
+
+  TEST_CASE("a driver line logged before the snapshot and again while it ran says both") {
+    // As on the H100: the same NVRM line logged once before the snapshot and again while the
+    // debugger attached; the evidence keeps the message once and must not hide the second time.
+    Scratch scratch;
+    const std::string oom = "NVRM: nvCheckOkFailedNoLog: Check failed: Out of memory [NV_ERR_NO_MEMORY] (0x00000051)";
+    std::ofstream(scratch.path("kernel-log.txt")) << "[  125.109202] " << oom << "\n";
+    std::ofstream(scratch.path("kernel-log-after.txt")) << "[  125.109202] " << oom << "\n[  129.536312] " << oom << "\n";
+    const SnapshotSummary s = summarize_snapshot(scratch.dir, 1, {});
+    CHECK(s.driver_lines.size() == 2);
+    CHECK(s.driver_lines_during == std::vector<std::string>{"[  129.536312] " + oom});
+    const auto evidence = snapshot_evidence(s);
+    REQUIRE(evidence.size() == 1);
+    CHECK(evidence[0] == "kernel log: " + oom + " (logged before the snapshot and again while it ran)");
+  }
+
+  TEST_CASE("the kernel log's records: parsed; the run's found by sequence number, else by time") {
+    const auto r = parse_kernel_log_record("3,1234,125109202,-;NVRM: Xid 31\n SUBSYSTEM=pci\n DEVICE=+pci:0000:00:06.0\n");
+    REQUIRE(r);
+    CHECK(r->sequence == 1234);
+    CHECK(r->microseconds == 125109202);
+    CHECK(r->message == "NVRM: Xid 31");
+    CHECK_FALSE(parse_kernel_log_record("no header here"));
+    CHECK_FALSE(parse_kernel_log_record("3,1234;too few fields"));
+    // A record of an earlier process, 0.85 s before this run started: inside the clocks' slack,
+    // so only the sequence number keeps it out.
+    CollectorContext c;
+    c.run_start_us = 125962000;
+    const KernelLogRecord earlier{1234, 125109202, "NVRM: earlier"}, later{1240, 129536312, "NVRM: later"};
+    CHECK(kernel_log_record_in_run(earlier, c));  // by time: unknown sequence
+    CHECK(kernel_log_record_in_run(later, c));
+    CHECK_FALSE(kernel_log_record_in_run(KernelLogRecord{1, 100000000, "long before"}, c));
+    c.run_start_kernel_log_seq = 1234;
+    CHECK_FALSE(kernel_log_record_in_run(earlier, c));
+    CHECK(kernel_log_record_in_run(later, c));
+    CHECK(kernel_log_record_in_run(KernelLogRecord{1235, 1, "clock far behind"}, c));
+  }
+
+  TEST_CASE("the real kernel log: the collector reads from the run's first record on") {
+    const int64_t last = kernel_log_last_sequence();
+    if (last < 5) {
+      MESSAGE("/dev/kmsg cannot be read here (or has under 6 records): the real kernel log was not read");
+      return;
+    }
+    Scratch scratch;
+    CollectorContext c;
+    c.dir = scratch.dir;
+    auto lines_since = [&](int64_t mark) {
+      c.run_start_kernel_log_seq = mark;
+      REQUIRE(collect_kernel_log(c, "kernel_log", "kernel-log.txt", 10).state == CollectorState::ok);
+      const std::string text = test_util::file_text(scratch.path("kernel-log.txt"));
+      return static_cast<int64_t>(std::count(text.begin(), text.end(), '\n'));
+    };
+    const int64_t last_five = lines_since(last - 5);
+    const int64_t after_last = lines_since(last);
+    CHECK(last_five >= 5);                    // the five newest records at least, and what came since
+    CHECK(after_last <= last_five - 5);       // none of those five
+    CHECK(lines_since(0) > last_five);        // the whole ring: older records too
   }
 
   TEST_CASE("the driver's log lines; those logged while the snapshot ran are told apart") {

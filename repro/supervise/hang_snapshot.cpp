@@ -131,6 +131,7 @@ HangSnapshot take_hang_snapshot(const SnapshotRequest& request) {
   c.dir = s.dir;
   c.tool_dirs = request.tool_dirs.empty() ? default_tool_dirs() : request.tool_dirs;
   c.run_start_us = request.run_start_us;
+  c.run_start_kernel_log_seq = request.run_start_kernel_log_seq;
   // Each collector gets its own bound or what is left of the budget, whichever is less.
   auto run = [&](const std::string& name, double bound_s, const std::function<CollectorRun(double)>& collect,
                  const std::string& skip_because = "") {
@@ -295,6 +296,8 @@ int hang_snapshot_main(int argc, char** argv) {
   app.add_option("--dir", request.dir, "the snapshot folder")->required();
   app.add_option("--budget", request.budget_s, "seconds")->check(CLI::Range(0.5, 3600.0));
   app.add_option("--since-us", since_us, "the run's start, CLOCK_MONOTONIC microseconds");
+  app.add_option("--since-kernel-log-seq", request.run_start_kernel_log_seq,
+                 "the kernel log's newest record at the run's start (-1: unknown)");
   app.add_option("--hang", request.hang_line, "the watchdog's finding");
   app.add_flag("--nvidia-bug-report", request.nvidia_bug_report, "also run nvidia-bug-report.sh");
   app.add_option("--log-file", log_file, "the run's --log-file");

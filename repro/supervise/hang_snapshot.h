@@ -111,6 +111,9 @@ struct SnapshotRequest {
   std::string dir;  // created; files already there are replaced
   double budget_s = 60;
   int64_t run_start_us = 0;  // monotonic; the kernel log is read from about then on
+  // The kernel log's newest record when the run started (kernel_log_last_sequence): the log is
+  // read from the next one on, exactly. -1 (unknown): from about run_start_us on.
+  int64_t run_start_kernel_log_seq = -1;
   bool nvidia_bug_report = false;
   std::string hang_line;  // the watchdog's finding, for snapshot.json
   // Where tools are looked for; empty: PATH, then /usr/local/cuda/bin and /usr/local/nvidia/bin.

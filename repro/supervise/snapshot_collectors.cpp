@@ -316,37 +316,73 @@ std::string find_tool(const std::string& name, const std::vector<std::string>& d
   return "";
 }
 
+std::optional<KernelLogRecord> parse_kernel_log_record(const std::string& record) {
+  const size_t semicolon = record.find(';');
+  if (semicolon == std::string::npos) return std::nullopt;
+  std::vector<std::string> header;
+  std::stringstream fields(record.substr(0, semicolon));
+  for (std::string f; std::getline(fields, f, ',');) header.push_back(f);
+  if (header.size() < 3) return std::nullopt;
+  KernelLogRecord r;
+  r.sequence = std::atoll(header[1].c_str());
+  r.microseconds = std::atoll(header[2].c_str());
+  r.message = first_line(record.substr(semicolon + 1));
+  return r;
+}
+
+bool kernel_log_record_in_run(const KernelLogRecord& r, const CollectorContext& c) {
+  if (c.run_start_kernel_log_seq >= 0) return r.sequence > c.run_start_kernel_log_seq;
+  return r.microseconds + kKernelLogSlackUs >= c.run_start_us;
+}
+
+namespace {
+
+// Calls on_record with each record of /dev/kmsg still in the ring, oldest first, until it returns
+// false; the open's error where the log cannot be read.
+std::string for_each_kernel_log_record(const std::function<bool(const KernelLogRecord&)>& on_record) {
+  const int fd = ::open("/dev/kmsg", O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return std::strerror(errno);
+  char buf[8192];  // one record per read
+  for (;;) {
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && (errno == EPIPE || errno == EINTR)) continue;  // EPIPE: records overwritten meanwhile
+    if (n <= 0) break;                                           // EAGAIN: the end
+    const auto record = parse_kernel_log_record(std::string(buf, static_cast<size_t>(n)));
+    if (record && !on_record(*record)) break;
+  }
+  ::close(fd);
+  return "";
+}
+
+}  // namespace
+
+int64_t kernel_log_last_sequence() {
+  int64_t last = -1;
+  const std::string error = for_each_kernel_log_record([&](const KernelLogRecord& r) {
+    last = r.sequence;
+    return true;
+  });
+  return error.empty() ? last : -1;
+}
+
 CollectorRun collect_kernel_log(const CollectorContext& c, const std::string& name, const std::string& file, double bound_s) {
   return run_reader(name, bound_s, [&] {
     ReaderResult r;
-    const int fd = ::open("/dev/kmsg", O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0) {
+    std::string out;
+    const std::string error = for_each_kernel_log_record([&](const KernelLogRecord& record) {
+      if (kernel_log_record_in_run(record, c)) {
+        char stamp[40];
+        std::snprintf(stamp, sizeof stamp, "[%5lld.%06lld] ", static_cast<long long>(record.microseconds / 1000000),
+                      static_cast<long long>(record.microseconds % 1000000));
+        out += stamp + record.message + "\n";
+      }
+      return out.size() < kKernelLogBytes;
+    });
+    if (!error.empty()) {
       r.state = CollectorState::skipped;
-      r.reason = std::string("cannot read /dev/kmsg (") + std::strerror(errno) +
-                 "): the kernel log needs root or kernel.dmesg_restrict = 0";
+      r.reason = "cannot read /dev/kmsg (" + error + "): the kernel log needs root or kernel.dmesg_restrict = 0";
       return r;
     }
-    // One record per read: "priority,sequence,microseconds,flags;message\n" and " KEY=value" lines.
-    std::string out;
-    char buf[8192];
-    while (out.size() < kKernelLogBytes) {
-      const ssize_t n = ::read(fd, buf, sizeof buf);
-      if (n < 0 && (errno == EPIPE || errno == EINTR)) continue;  // EPIPE: records overwritten meanwhile
-      if (n <= 0) break;                                           // EAGAIN: the end
-      const std::string record(buf, static_cast<size_t>(n));
-      const size_t semicolon = record.find(';');
-      if (semicolon == std::string::npos) continue;
-      std::vector<std::string> header;
-      std::stringstream fields(record.substr(0, semicolon));
-      for (std::string f; std::getline(fields, f, ',');) header.push_back(f);
-      if (header.size() < 3) continue;
-      const long long us = std::atoll(header[2].c_str());
-      if (us + kKernelLogSlackUs < c.run_start_us) continue;
-      char stamp[40];
-      std::snprintf(stamp, sizeof stamp, "[%5lld.%06lld] ", us / 1000000, us % 1000000);
-      out += stamp + first_line(record.substr(semicolon + 1)) + "\n";
-    }
-    ::close(fd);
     write_file_atomic(c.dir + "/" + file, out);
     r.files = {file};
     return r;

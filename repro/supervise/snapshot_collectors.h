@@ -5,6 +5,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -18,7 +19,22 @@ struct CollectorContext {
   std::string dir;
   std::vector<std::string> tool_dirs;  // searched in order
   int64_t run_start_us = 0;
+  int64_t run_start_kernel_log_seq = -1;  // see SnapshotRequest
 };
+
+// One /dev/kmsg record ("priority,sequence,microseconds,flags;message\n" and " KEY=value" lines).
+struct KernelLogRecord {
+  int64_t sequence = 0;
+  int64_t microseconds = 0;  // the kernel log's clock, since boot
+  std::string message;       // its first line
+};
+std::optional<KernelLogRecord> parse_kernel_log_record(const std::string& record);
+// Whether a record belongs to the run: newer than the run's last record where that is known, else
+// logged no earlier than a second before the run's start (the two clocks drift apart).
+bool kernel_log_record_in_run(const KernelLogRecord& r, const CollectorContext& c);
+// The sequence number of the kernel log's newest record, or -1 where /dev/kmsg cannot be read
+// (it needs root or kernel.dmesg_restrict = 0).
+int64_t kernel_log_last_sequence();
 
 // The tool's absolute path in the first of `dirs` that has it as an executable file, or "".
 std::string find_tool(const std::string& name, const std::vector<std::string>& dirs);
@@ -36,7 +52,7 @@ struct DriverFiles {
 };
 
 // Each runs for at most bound_s and returns how it went (name, state, reason, seconds, files).
-// The kernel log's lines since about the run's start (c.run_start_us), from /dev/kmsg.
+// The kernel log's lines since the run's start (kernel_log_record_in_run), from /dev/kmsg.
 CollectorRun collect_kernel_log(const CollectorContext& c, const std::string& name, const std::string& file, double bound_s);
 // Each thread's comm, State, wchan and kernel stack (threads.txt, the format parse_thread_states
 // reads), the process's status and its CUDA_*/NVIDIA_* environment.

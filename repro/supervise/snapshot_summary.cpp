@@ -474,20 +474,30 @@ std::vector<std::string> snapshot_evidence(const SnapshotSummary& s) {
     lines.push_back("thread " + thread_name(t) + " in D state in " + kernel_place(t) +
                     (top.size() > 1 ? " (kernel stack: " + join(top, " < ") + ")" : ""));
   }
-  // The most telling driver lines, each message once (the same line logged at several times).
-  std::vector<std::pair<std::string, bool>> messages;  // message, logged while the snapshot ran
+  // The most telling driver lines, each message once (the same line logged at several times),
+  // saying when: a line the snapshot's own tools may have caused must not read as the hang's cause.
+  struct DriverMessage {
+    std::string text;
+    bool before_snapshot = false, during_snapshot = false;
+  };
+  std::vector<DriverMessage> messages;
   for (const std::string& line : s.driver_lines) {
     const bool stamped = !line.empty() && line[0] == '[' && line.find(']') != std::string::npos;
     const std::string message = trimmed(stamped ? line.substr(line.find(']') + 1) : line);
     const bool during = std::find(s.driver_lines_during.begin(), s.driver_lines_during.end(), line) != s.driver_lines_during.end();
-    if (std::none_of(messages.begin(), messages.end(), [&](const auto& m) { return m.first == message; })) {
-      messages.emplace_back(message, during);
-    }
+    auto same = std::find_if(messages.begin(), messages.end(), [&](const DriverMessage& m) { return m.text == message; });
+    if (same == messages.end()) same = messages.insert(messages.end(), DriverMessage{message});
+    (during ? same->during_snapshot : same->before_snapshot) = true;
   }
-  std::stable_sort(messages.begin(), messages.end(),
-                   [](const auto& a, const auto& b) { return driver_line_rank(a.first) < driver_line_rank(b.first); });
+  std::stable_sort(messages.begin(), messages.end(), [](const DriverMessage& a, const DriverMessage& b) {
+    return driver_line_rank(a.text) < driver_line_rank(b.text);
+  });
   for (size_t i = 0; i < messages.size() && i < kDriverLinesInEvidence; ++i) {
-    lines.push_back("kernel log: " + messages[i].first + (messages[i].second ? " (logged while the snapshot ran)" : ""));
+    const DriverMessage& m = messages[i];
+    lines.push_back("kernel log: " + m.text +
+                    (!m.during_snapshot  ? ""
+                     : m.before_snapshot ? " (logged before the snapshot and again while it ran)"
+                                         : " (logged while the snapshot ran)"));
   }
   if (messages.size() > kDriverLinesInEvidence) {
     lines.push_back("kernel log: " + std::to_string(s.driver_lines.size()) + " driver lines in all since the run started");

@@ -54,6 +54,11 @@ void say(const std::string& line) {
   (void)!write(STDERR_FILENO, text.data(), text.size());
 }
 
+// Where the run's part of the kernel log begins, for a hang snapshot: only read when one may be taken.
+int64_t kernel_log_mark(const SupervisorOptions& o) {
+  return o.hang.on_hang == OnHang::snapshot ? kernel_log_last_sequence() : -1;
+}
+
 std::unique_ptr<DurableLog> open_log(const SupervisorOptions& o, int64_t start_us) {
   if (o.hang.log_file.empty()) return std::make_unique<DurableLog>();
   auto log = std::make_unique<DurableLog>(o.hang.log_file, start_us);
@@ -85,6 +90,8 @@ HangSnapshot snapshot_by_helper(const SnapshotRequest& request, const Supervisor
                format_number("%g", request.budget_s),
                "--since-us",
                std::to_string(request.run_start_us),
+               "--since-kernel-log-seq",
+               std::to_string(request.run_start_kernel_log_seq),
                "--hang",
                request.hang_line};
   if (request.nvidia_bug_report) spec.argv.push_back("--nvidia-bug-report");
@@ -176,6 +183,7 @@ bool act_on_hang(pid_t target, bool in_process, const SupervisorOptions& o, Supe
                                                                   : default_snapshot_dir(""));
   request.budget_s = o.hang.snapshot_timeout_s;
   request.run_start_us = out.start_us;
+  request.run_start_kernel_log_seq = out.start_kernel_log_seq;
   request.nvidia_bug_report = o.hang.nvidia_bug_report;
   request.hang_line = what;
   request.tool_dirs = o.tool_dirs;
@@ -195,6 +203,7 @@ bool act_on_hang(pid_t target, bool in_process, const SupervisorOptions& o, Supe
 SupervisedOutcome supervise(const std::function<int(int)>& child_main, const SupervisorOptions& options) {
   SupervisedOutcome out;
   out.start_us = monotonic_us();
+  out.start_kernel_log_seq = kernel_log_mark(options);
   out.on_hang = options.hang.on_hang;
   out.log_file = options.hang.log_file;
   const std::unique_ptr<DurableLog> log = open_log(options, out.start_us);
@@ -323,15 +332,17 @@ SupervisedOutcome supervise(const std::function<int(int)>& child_main, const Sup
 
 int start_in_process_watchdog(const SupervisorOptions& options, std::function<void(const SupervisedOutcome&)> on_hang) {
   const int64_t start_us = monotonic_us();
+  const int64_t start_kernel_log_seq = kernel_log_mark(options);
   std::shared_ptr<DurableLog> log = open_log(options, start_us);
   int fds[2];
   if (pipe2(fds, O_CLOEXEC) != 0) throw InputError(std::string("cannot create a pipe: ") + std::strerror(errno));
   // The snapshot's debugger is a descendant of this process (hang_snapshot_main's child), which
   // Yama's default scope allows only when this process names itself as the ptracer.
   if (options.hang.on_hang == OnHang::snapshot) prctl(PR_SET_PTRACER, getpid(), 0, 0, 0);
-  std::thread([read_fd = fds[0], options, on_hang, log, start_us] {
+  std::thread([read_fd = fds[0], options, on_hang, log, start_us, start_kernel_log_seq] {
     SupervisedOutcome out;
     out.start_us = start_us;
+    out.start_kernel_log_seq = start_kernel_log_seq;
     out.on_hang = options.hang.on_hang;
     out.log_file = options.hang.log_file;
     HangMonitor monitor(options.stage_timeout_s, options.run_timeout_s, out.start_us);

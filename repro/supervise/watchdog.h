@@ -84,6 +84,7 @@ struct SupervisedOutcome {
   std::string device_json;
   int64_t calls_done = 0;
   int64_t start_us = 0;
+  int64_t start_kernel_log_seq = -1;  // the kernel log's newest record then (SnapshotRequest)
   double elapsed_s = 0;
   // What the supervisor did at a hang, before the kill (hang_snapshot.h, --on-hang).
   OnHang on_hang = OnHang::kill;
