@@ -16,28 +16,17 @@
 #include "repro/cli/run_options.h"
 #include "repro/report/pytorch_equivalent.h"
 #include "repro/report/reproducer/generator.h"
+#include "parse_words.h"
 #include "run_program.h"
 #include "scenarios/hang_classification.h"
 #include "scenarios/scenario.h"
 #include "scenarios/workload.h"
 
 using namespace sdpa;
+using test_util::parse;
+using test_util::run_options;
 
 namespace {
-
-ParseResult parse(std::vector<std::string> args) {
-  args.insert(args.begin(), "repro");
-  std::vector<const char*> argv;
-  for (const auto& a : args) argv.push_back(a.c_str());
-  return parse_command_line(static_cast<int>(argv.size()), argv.data());
-}
-
-RunOptions options(const std::vector<std::string>& args) {
-  const ParseResult r = parse(args);
-  INFO(r.message);
-  REQUIRE(r.run);
-  return r.options;
-}
 
 bool mentions(const std::vector<std::string>& lines, const std::string& word) {
   for (const auto& line : lines) {
@@ -54,16 +43,16 @@ TEST_SUITE("hypotheses") {
       for (const char* alloc : {"device", "async", "host"}) {
         CAPTURE(n);
         CAPTURE(alloc);
-        const RunOptions o = options({"--scenario", std::to_string(n), "--alloc", alloc});
+        const RunOptions o = run_options({"--scenario", std::to_string(n), "--alloc", alloc});
         CHECK(o.waiver.find("scenario " + std::to_string(n)) == 0);
         CHECK(o.waiver.find(std::string(alloc) + " memory") != std::string::npos);
       }
-      CHECK(options({"--scenario", std::to_string(n)}).waiver.empty());
-      CHECK(options({"--scenario", std::to_string(n), "--alloc", "system"}).waiver.empty());
+      CHECK(run_options({"--scenario", std::to_string(n)}).waiver.empty());
+      CHECK(run_options({"--scenario", std::to_string(n), "--alloc", "system"}).waiver.empty());
     }
-    CHECK(options({"--scenario", "0", "--alloc", "device"}).waiver.empty());
+    CHECK(run_options({"--scenario", "0", "--alloc", "device"}).waiver.empty());
     // Fix 4 turns managed memory into a stream-ordered pool: the condition chosen was managed.
-    const RunOptions fixed = options({"--scenario", "4", "--fix", "on"});
+    const RunOptions fixed = run_options({"--scenario", "4", "--fix", "on"});
     CHECK(fixed.settings.alloc == AllocKind::async);
     CHECK(fixed.waiver.empty());
   }
@@ -88,7 +77,7 @@ TEST_SUITE("hypotheses") {
   }
 
   TEST_CASE("workloads: the failing model's layers, overridden field by field; scenario 2 runs one by default") {
-    const RunOptions w = options({"--workload", "qwen-image-1024"});
+    const RunOptions w = run_options({"--workload", "qwen-image-1024"});
     CHECK(w.workload == "qwen-image-1024");
     CHECK(w.problem.batch == 1);
     CHECK(w.problem.q_heads == 24);
@@ -99,22 +88,22 @@ TEST_SUITE("hypotheses") {
     CHECK(w.problem.dtype == DType::bf16);
     CHECK(w.conditions.k_layout == KLayout::bshe);  // the model hands SDPA a view of a [B, S, H, E] projection
 
-    const RunOptions fp16 = options({"--workload", "qwen-image-512", "--dtype", "fp16", "--heads", "8"});
+    const RunOptions fp16 = run_options({"--workload", "qwen-image-512", "--dtype", "fp16", "--heads", "8"});
     CHECK(fp16.problem.q_len == 1536);
     CHECK(fp16.problem.dtype == DType::fp16);
     CHECK(fp16.problem.q_heads == 8);
     CHECK(fp16.problem.kv_heads == 8);  // follows --heads
 
-    const RunOptions s2 = options({"--scenario", "2"});
+    const RunOptions s2 = run_options({"--scenario", "2"});
     CHECK(s2.workload == std::string(scenario_info(2).default_workload));
     CHECK(s2.problem.kv_len > kSoftmaxWarpRowMaxCols);
     CHECK(softmax_variant_for(s2.problem.compute_dtype(), s2.problem.kv_len) == SoftmaxVariant::block_per_row);
-    const RunOptions s2_shape = options({"--scenario", "2", "-L", "256"});  // a shape given: no workload
+    const RunOptions s2_shape = run_options({"--scenario", "2", "-L", "256"});  // a shape given: no workload
     CHECK(s2_shape.workload.empty());
     CHECK(s2_shape.problem.q_heads == 8);
-    CHECK(options({"--scenario", "1"}).workload.empty());
+    CHECK(run_options({"--scenario", "1"}).workload.empty());
 
-    const RunOptions pad = options({"--workload", "qwen-image-1024-textpad"});
+    const RunOptions pad = run_options({"--workload", "qwen-image-1024-textpad"});
     CHECK(pad.problem.batch == 2);
     CHECK(pad.problem.mask == MaskKind::boolean);
     CHECK(pad.problem.mask_per_batch);
@@ -147,7 +136,7 @@ TEST_SUITE("hypotheses") {
       }
     }
     // And the random inputs of a text-padded problem carry exactly that mask.
-    const RunOptions o = options({"--text-padding", "16:5", "-b", "2", "-L", "32"});
+    const RunOptions o = run_options({"--text-padding", "16:5", "-b", "2", "-L", "32"});
     const HostInputs in = make_random_inputs(o.problem, o.problem.seed);
     CHECK(in.bool_mask == text_padding_mask(2, 32, 32, 16, 5));
   }
@@ -161,7 +150,7 @@ TEST_SUITE("hypotheses") {
           CAPTURE(S);
           const std::vector<std::string> args = {"--scenario", "2", "-b", "1", "--heads", "2", "-L", "8", "-S",
                                                  std::to_string(S), "--dtype", dtype, "--precision", precision};
-          RunOptions off = options(args), on = options(args);
+          RunOptions off = run_options(args), on = run_options(args);
           on.set_fixes(parse_fix_list("2"));
           on.own_fix = true;
           const std::string cu = generate_reproducer(off, on, "off", "on");
@@ -178,7 +167,7 @@ TEST_SUITE("hypotheses") {
 
   TEST_CASE("classification: every candidate whose signature fits, ranked by the conditions present") {
     // Scenario 1's own conditions: the GEMM on the legacy stream, K contiguous.
-    const RunOptions s1 = options({"--scenario", "1"});
+    const RunOptions s1 = run_options({"--scenario", "1"});
     const HangClassification h1 = classify_hang(Stage::qk_gemm, s1.problem, s1.settings);
     REQUIRE(h1.candidates.size() == 2);
     CHECK(h1.scenario() == 1);
@@ -187,33 +176,33 @@ TEST_SUITE("hypotheses") {
     CHECK(h1.summary().find("also scenario 3") != std::string::npos);
 
     // The same stage under scenario 3's conditions: K a [B, S, H, E] view through the pointer-array GEMM.
-    const RunOptions s3 = options({"--scenario", "3"});
+    const RunOptions s3 = run_options({"--scenario", "3"});
     const HangClassification h3 = classify_hang(Stage::qk_gemm, s3.problem, s3.settings);
     CHECK(h3.scenario() == 3);
     CHECK(mentions(h3.candidates[0].evidence, "[B, S, H, E]"));
     CHECK(mentions(h3.candidates[1].against, "path's own stream"));
 
     // With fix 3, K^T is copied contiguous: evidence against scenario 3.
-    const RunOptions s3fix = options({"--scenario", "3", "--fix", "on"});
+    const RunOptions s3fix = run_options({"--scenario", "3", "--fix", "on"});
     for (const HangCandidate& c : classify_hang(Stage::qk_gemm, s3fix.problem, s3fix.settings).candidates) {
       if (c.scenario == 3) CHECK(mentions(c.against, "copied contiguous"));
     }
 
     // Softmax: the block reduction speaks for scenario 2, the warp softmax against it.
-    const RunOptions s2 = options({"--scenario", "2"});
+    const RunOptions s2 = run_options({"--scenario", "2"});
     const HangClassification h2 = classify_hang(Stage::softmax, s2.problem, s2.settings);
     REQUIRE(h2.candidates.size() == 1);
     CHECK(mentions(h2.candidates[0].evidence, "block_per_row"));
     CHECK(mentions(h2.candidates[0].evidence, "during softmax"));
-    const RunOptions short_rows = options({"--scenario", "2", "-L", "128"});
+    const RunOptions short_rows = run_options({"--scenario", "2", "-L", "128"});
     CHECK(mentions(classify_hang(Stage::softmax, short_rows.problem, short_rows.settings).candidates[0].against,
                    "warp_per_row"));
 
     // Memory that does not migrate is evidence against every candidate.
-    const RunOptions device = options({"--scenario", "0", "--alloc", "device"});
+    const RunOptions device = run_options({"--scenario", "0", "--alloc", "device"});
     CHECK(mentions(classify_hang(Stage::entry_sync, device.problem, device.settings).candidates[0].against,
                    "does not migrate"));
-    const RunOptions s4 = options({"--scenario", "4"});
+    const RunOptions s4 = run_options({"--scenario", "4"});
     CHECK(mentions(classify_hang(Stage::entry_sync, s4.problem, s4.settings).candidates[0].evidence, "4 streams"));
 
     // No signature: unclassified, with the stage named.
@@ -224,13 +213,13 @@ TEST_SUITE("hypotheses") {
   }
 
   TEST_CASE("the PyTorch-level symptom: the SDPA call of the run's problem, valid Python") {
-    const RunOptions pad = options({"--workload", "qwen-image-1024-textpad", "--scenario", "2"});
+    const RunOptions pad = run_options({"--workload", "qwen-image-1024-textpad", "--scenario", "2"});
     const std::string py = pytorch_sdpa_snippet(pad);
     CHECK(py.find("q = torch.randn(2, 24, 4608, 128, device=\"cuda\", dtype=torch.bfloat16)") != std::string::npos);
     CHECK(py.find(".transpose(1, 2)") != std::string::npos);  // K as a view of [B, S, H, E]
     CHECK(py.find("attn_mask[1:, :, :, 128:512] = False") != std::string::npos);
     CHECK(py.find("with sdpa_kernel(SDPBackend.MATH):") != std::string::npos);
-    const RunOptions gqa = options({"--heads", "8", "--kv-heads", "2", "--precision", "native", "--mask", "causal",
+    const RunOptions gqa = run_options({"--heads", "8", "--kv-heads", "2", "--precision", "native", "--mask", "causal",
                                     "--dropout", "0.1", "--scale", "0.5"});
     const std::string py2 = pytorch_sdpa_snippet(gqa);
     CHECK(py2.find("enable_gqa=True") != std::string::npos);
@@ -275,7 +264,7 @@ TEST_SUITE("hypotheses") {
   }
 
   TEST_CASE("classification with a snapshot's evidence: the resident kernel and a thread blocked in the driver") {
-    const RunOptions s3 = options({"--scenario", "3"});
+    const RunOptions s3 = run_options({"--scenario", "3"});
     HangEvidence e;
     e.resident_kernels = {"sm90_xmma_gemm_f32f32_tf32f32_f32_tn_n_tilesize128x128x32"};
     e.blocked_threads = {"thread 1234 (repro) in D state in uvm_va_block_make_resident"};
@@ -291,7 +280,7 @@ TEST_SUITE("hypotheses") {
     // A kernel of no scenario (the injected spin) is listed as used but supports no candidate.
     HangEvidence spin;
     spin.resident_kernels = {"spin_kernel"};
-    const RunOptions s2 = options({"--scenario", "2"});
+    const RunOptions s2 = run_options({"--scenario", "2"});
     const HangClassification h2 = classify_hang(Stage::softmax, s2.problem, s2.settings, spin);
     CHECK_FALSE(mentions(h2.candidates[0].evidence, "spin_kernel"));
     CHECK(mentions(h2.evidence_used, "spin_kernel (no scenario's kernel)"));

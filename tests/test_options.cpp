@@ -13,18 +13,14 @@
 #include "repro/cli/help_format.h"
 #include "repro/cli/run_options.h"
 #include "repro/sweep/sweep_options.h"
+#include "parse_words.h"
 #include "run_program.h"
 
 using namespace sdpa;
 using test_util::lines_of;
+using test_util::parse;
 
 namespace {
-ParseResult parse(std::vector<std::string> args) {
-  args.insert(args.begin(), "repro");
-  std::vector<const char*> argv;
-  for (const auto& a : args) argv.push_back(a.c_str());
-  return parse_command_line(static_cast<int>(argv.size()), argv.data());
-}
 
 std::string joined(const std::vector<std::string>& args) {
   std::string s;

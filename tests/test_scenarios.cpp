@@ -8,26 +8,18 @@
 
 #include "fixes/fix.h"
 #include "math_sdpa/errors.h"
+#include "parse_words.h"
 #include "repro/cli/run_options.h"
 #include "scenarios/hang_classification.h"
 #include "scenarios/scenario.h"
 
 using namespace sdpa;
+using test_util::parse;
 
 namespace {
 
-ParseResult parse(std::vector<std::string> args) {
-  args.insert(args.begin(), "repro");
-  std::vector<const char*> argv;
-  for (const auto& a : args) argv.push_back(a.c_str());
-  return parse_command_line(static_cast<int>(argv.size()), argv.data());
-}
-
 PathSettings run_settings(const std::vector<std::string>& args) {
-  const ParseResult r = parse(args);
-  INFO(r.message);
-  REQUIRE(r.run);
-  return r.options.settings;
+  return test_util::run_options(args).settings;
 }
 
 // The settings whose value differs between a and b, as name -> value in b.
