@@ -3,18 +3,17 @@
 #pragma once
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "math_sdpa/path_settings.h"
+#include "parse_words.h"
 #include "repro/bench/bench.h"
 
 namespace bench_examples {
 
 inline sdpa::BenchParse parse(std::vector<std::string> args) {
-  args.insert(args.begin(), "bench");
-  std::vector<const char*> argv;
-  for (const auto& a : args) argv.push_back(a.c_str());
-  return sdpa::parse_bench_command_line(static_cast<int>(argv.size()), argv.data());
+  return test_util::parse_as("bench", std::move(args), sdpa::parse_bench_command_line);
 }
 
 // Samples 1.00, 1.01, ... as a stand-in for call times.
