@@ -241,9 +241,17 @@ struct MaxSum {
 // Launch bounds: E = 16 (any row up to 16384): with two 1024-thread blocks a multiprocessor, 32
 // registers, which every width but 1 fits without spilling; the element-by-element variants (odd
 // rows) are allowed 64. E = 32 (warp rows of 513-1024 elements): 128-thread blocks, registers
-// as the compiler needs.
+// as the compiler needs. Two 1024-thread blocks only fit where a multiprocessor holds 2048
+// threads (sm_90, sm_100); sm_120/121 (GB10) hold 1536, so there one block is asked for, which
+// is what ptxas falls back to anyway (with a warning for every instantiation).
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 1200
+constexpr int kSoftmaxRowBlocksPerSM = 1;
+#else
+constexpr int kSoftmaxRowBlocksPerSM = 2;
+#endif
 template <typename T, int W, int E>
-__global__ void __launch_bounds__(E == 32 ? 128 : kSoftmaxMaxThreadsPerRow, E == 32 ? 1 : (W == 1 ? 1 : 2))
+__global__ void __launch_bounds__(E == 32 ? 128 : kSoftmaxMaxThreadsPerRow,
+                                  E == 32 ? 1 : (W == 1 ? 1 : kSoftmaxRowBlocksPerSM))
     safe_softmax_rows_kernel(const T* in, T* out, int64_t rows, int cols, int threads_per_row) {
   static_assert(E == 16 || E == 32, "16 or 32 elements a thread");
   constexpr int kVectors = E / W;
