@@ -1,6 +1,6 @@
 // fix.h: a candidate fix as it acts on the path.
 //
-// Each of the four fixes is written once, in its own file in this folder, with its parts
+// Each of the five fixes is written once, in its own file in this folder, with its parts
 // (fix_list.h), each acting at its own point: settings change how the path is built (configure:
 // the GEMM's stream, the K^T copy, the allocator), hooks act inside stages (synchronisations
 // around the GEMMs, a prefetch and synchronisations around softmax). Every action writes a
@@ -23,6 +23,9 @@ class Fix : public PathHook {
   // Applied after the scenario and the command line set the path's settings, before the
   // allocator and the path are created.
   virtual void configure(PathSettings&) const {}
+  // The problem as the fix computes it (fix 5's native part changes the precision); applied
+  // with the settings.
+  virtual void configure(SdpaProblem&) const {}
 };
 
 // Each fix with the parts of `set` that are its own (fix_list.h).
@@ -30,6 +33,7 @@ std::unique_ptr<Fix> make_gemm_stream_sync_fix(const FixSet& set);      // fix 1
 std::unique_ptr<Fix> make_prefetch_scores_fix(const FixSet& set);       // fix 2
 std::unique_ptr<Fix> make_contiguous_kt_fix(const FixSet& set);         // fix 3
 std::unique_ptr<Fix> make_stream_ordered_alloc_fix(const FixSet& set);  // fix 4
+std::unique_ptr<Fix> make_bounded_memory_fix(const FixSet& set);        // fix 5
 
 // The fixes of `set`, in number order, each with its parts.
 std::vector<std::unique_ptr<Fix>> make_fixes(const FixSet& set);

@@ -23,6 +23,11 @@ const FixInfo kFixes[kFixCount] = {
     {4, "stream_ordered_alloc", "scenario 4",
      "allocate every tensor with cudaMallocAsync, ordered on the path's stream, instead of cudaMallocManaged",
      "the allocator"},
+    {5, "bounded_memory", "scenario 6",
+     "keep the forward pass inside the memory there is: each layer keeps nothing for the backward pass (it is "
+     "recomputed, as gradient checkpointing does) and the scores are computed in chunks of query rows of at most "
+     "256 MiB (--chunk-size)",
+     "what each layer allocates and keeps"},
 };
 
 }  // namespace
@@ -45,6 +50,17 @@ const std::vector<FixPartInfo>& fix_part_table() {
        "every tensor from a pool of our own (cudaMallocFromPoolAsync), each allocation synchronised on the pool's "
        "stream",
        false, false},
+      {FixPart::native_probs, 5, "native",
+       "the scores and probabilities in the input dtype (bf16/fp16), as allow_fp16_bf16_reduction_math_sdp(True) "
+       "computes them: half the bytes kept per layer, and a result within that precision's tolerance",
+       false, false},
+      {FixPart::recompute, 5, "recompute",
+       "each layer keeps nothing for the backward pass after its call, which recomputes it (gradient checkpointing)",
+       true, true},
+      {FixPart::chunk, 5, "chunk",
+       "the scores, probabilities and dropout computed in chunks of query rows, each chunk's scores at most "
+       "--chunk-size bytes (what autograd keeps is unchanged: every chunk's)",
+       true, false},
   };
   return table;
 }
@@ -135,7 +151,8 @@ FixSet parse_fix_list(const std::string& text) {
   if (text.empty() || text == "none") return {};
   if (text == "all") return FixSet::all();
   if (text == "all:lean") return FixSet::lean();
-  const std::string expected = " (expected items N, N:lean or N:part/part with N in 1-4, or all, all:lean, none)";
+  const std::string expected = " (expected items N, N:lean or N:part/part with N in 1-" + std::to_string(kFixCount) +
+                               ", or all, all:lean, none)";
   FixSet set;
   size_t start = 0;
   while (true) {

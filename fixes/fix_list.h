@@ -1,4 +1,4 @@
-// fix_list.h: the four candidate fixes (docs/SCENARIOS.md), by number, their parts, and the
+// fix_list.h: the five candidate fixes (docs/SCENARIOS.md), by number, their parts, and the
 // --fixes list ("1,3", "1:lean,2:prefetch/host-sync", "all", "none"). Host-only: the CLI, the
 // sweep and the report name fixes without a GPU; the fixes themselves are in fix.h and
 // fixN_*.cpp.
@@ -23,7 +23,7 @@ struct FixInfo {
   const char* hook_point;  // where in the path it acts
 };
 
-constexpr int kFixCount = 4;
+constexpr int kFixCount = 5;
 const FixInfo& fix_info(int number);  // 1..4
 
 enum class FixPart : uint8_t {
@@ -35,8 +35,11 @@ enum class FixPart : uint8_t {
   contiguous_kt,      // fix 3: K^T copied contiguous before the GEMM
   stream_pool,        // fix 4: cudaMallocAsync from the device's pool, ordered on the path's stream
   private_pool,       // fix 4: a pool of our own, each allocation synchronised on the pool's stream
+  native_probs,       // fix 5: the scores and probabilities in the input dtype, not fp32
+  recompute,          // fix 5: each layer keeps nothing for the backward pass (it recomputes)
+  chunk,              // fix 5: the scores in chunks of query rows, each at most a set size
 };
-constexpr int kFixPartCount = 8;
+constexpr int kFixPartCount = 11;
 
 struct FixPartInfo {
   FixPart part;

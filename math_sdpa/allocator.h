@@ -10,6 +10,15 @@
 //   host     cudaHostAlloc, pinned and mapped: host memory the GPU reads over the bus
 //   system   plain host memory (aligned_alloc) used by the GPU directly, where the device reports
 //            pageableMemoryAccess (DGX Spark does); elsewhere the run is waived (exit 6)
+//   vmm      one reserved virtual range that grows by mapping physical memory at its end
+//            (cuMemAddressReserve, cuMemCreate, cuMemMap, cuMemSetAccess), as PyTorch's caching
+//            allocator does with PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
+//
+// PyTorch never gives freed memory back to the driver during a run: its caching allocator keeps
+// the block for the next tensor that fits. With AllocatorOptions::caching (--alloc-timing
+// per-call) make_allocator puts the same model in front of device memory, and vmm memory is
+// always handed out that way; memory from a pluggable allocator (managed, host, system) or from
+// the cudaMallocAsync backend (async) is freed at once, as PyTorch frees it through those.
 //
 // Managed, host and system memory can be oversubscribed, and oversubscribing unified memory can
 // hang a shared GPU for every user; so before each such allocation the allocator checks the
@@ -34,7 +43,7 @@ struct CUstream_st;  // cudaStream_t, named without the CUDA headers
 
 namespace sdpa {
 
-enum class AllocKind { managed, device, async, host, system };
+enum class AllocKind { managed, device, async, host, system, vmm };
 const char* alloc_kind_name(AllocKind k);  // defined with the other setting names (path_settings.cpp)
 
 // Which stream-ordered allocator `async` memory comes from.
@@ -68,23 +77,38 @@ class Allocator {
   // The stream allocations and releases are ordered on from now on (the path's, once it exists;
   // null: none). Only the stream-ordered allocator uses it.
   virtual void order_on(CUstream_st* /*stream*/) {}
+  // The first kMaxAllocationRecords allocations (a run of many layers and steps makes millions).
   const std::vector<AllocationRecord>& records() const { return records_; }
+  size_t allocations_made() const { return allocations_made_; }  // all of them, listed or not
   size_t live_allocations() const { return live_; }
   size_t live_bytes() const { return live_bytes_; }
+  size_t peak_live_bytes() const { return peak_live_bytes_; }
+  // What it holds from the driver: the live bytes, for an allocator that frees at once; with a
+  // cache (PyTorch's model), the blocks it keeps for reuse as well.
+  virtual size_t reserved_bytes() const { return live_bytes_; }
+  virtual size_t peak_reserved_bytes() const { return peak_live_bytes_; }
+
+  static constexpr size_t kMaxAllocationRecords = 1024;
 
  protected:
   void note_allocation(void* p, size_t bytes, const std::string& what);
   void note_release(void* p);
-  std::vector<AllocationRecord> records_;  // every allocation ever made, for logs and results
+  std::vector<AllocationRecord> records_;
   std::vector<std::pair<void*, size_t>> live_sizes_;
+  size_t allocations_made_ = 0;
   size_t live_ = 0;
   size_t live_bytes_ = 0;
+  size_t peak_live_bytes_ = 0;
 };
 
 struct AllocatorOptions {
   bool allow_oversubscription = false;
   AsyncPool async_pool = AsyncPool::private_pool;  // for AllocKind::async
   double guard_fraction = 0.9;  // of the free memory measured at creation
+  // PyTorch's caching-allocator model in front of device memory: a freed block is kept and given to
+  // the next tensor it fits instead of going back to the driver (--alloc-timing per-call). vmm
+  // memory is always managed that way; the other kinds never are (see above).
+  bool caching = false;
 };
 
 // Throws WaivedError when the device cannot provide `kind` (system memory without

@@ -66,11 +66,10 @@ double ms_since(std::chrono::steady_clock::time_point t0) {
 
 std::vector<std::pair<void*, size_t>> MathSdpa::all_buffers() const {
   std::vector<std::pair<void*, size_t>> out;
-  for (const DeviceBuffer* b :
-       {&cublas_workspace_, &query_, &key_, &value_, &mask_input_, &additive_mask_, &query_acc_, &key_acc_, &value_acc_,
-        &key_expanded_, &value_expanded_, &query_scaled_, &key_scaled_, &key_transposed_, &qk_pointers_, &scores_, &probs_,
-        &out_acc_, &output_, &value_stats_, &touch_sink_}) {
-    if (*b) out.emplace_back(b->get(), b->bytes());
+  for (const Slots* slots : {&shared_, &layer_[static_cast<size_t>(layer_now_ - 1)], &call_}) {
+    for (const auto& buffers : *slots) {
+      for (const DeviceBuffer& b : buffers) out.emplace_back(b.get(), b.bytes());
+    }
   }
   return out;
 }
@@ -126,11 +125,15 @@ void MathSdpa::check_conditions_expressible() const {
   }
 }
 
-void MathSdpa::apply_memory_advice() {
-  if (settings_.advice.empty()) return;
+// Up front for every tensor (the notes go to the stage log before the first call); per call for
+// each tensor as it is allocated.
+void MathSdpa::apply_memory_advice(const std::vector<std::pair<void*, size_t>>& buffers, bool at_setup) {
+  if (settings_.advice.empty() || buffers.empty()) return;
   if (!migratable(settings_.alloc)) {
-    setup_notes_.push_back(std::string("[ALLOC_ADVICE] skipped: ") + alloc_kind_name(settings_.alloc) +
-                           " memory takes no cudaMemAdvise (only managed or system memory does)");
+    if (at_setup) {
+      setup_notes_.push_back(std::string("[ALLOC_ADVICE] skipped: ") + alloc_kind_name(settings_.alloc) +
+                             " memory takes no cudaMemAdvise (only managed or system memory does)");
+    }
     return;
   }
   for (Advice a : settings_.advice) {
@@ -143,10 +146,11 @@ void MathSdpa::apply_memory_advice() {
       case Advice::accessed_by_cpu: advice = cudaMemAdviseSetAccessedBy, where = host_location(); break;
       case Advice::read_mostly: break;
     }
-    const auto buffers = all_buffers();
     for (const auto& [ptr, bytes] : buffers) CUDA_CHECK(cudaMemAdvise(ptr, bytes, advice, where));
-    setup_notes_.push_back(std::string("[ALLOC_ADVICE] ") + advice_name(a) + " on " + std::to_string(buffers.size()) +
-                           " tensors");
+    if (at_setup) {
+      setup_notes_.push_back(std::string("[ALLOC_ADVICE] ") + advice_name(a) + " on " + std::to_string(buffers.size()) +
+                             " tensors" + (settings_.alloc_timing == AllocTiming::per_call ? ", and on each a call allocates" : ""));
+    }
   }
 }
 
@@ -172,7 +176,7 @@ void MathSdpa::enter_with_page_fault_storm() {
                   buffers.size(), ms_since(t0));
     note(Stage::entry_sync, buf);
   }
-  auto* sinks = static_cast<unsigned long long*>(touch_sink_.get());
+  auto* sinks = static_cast<unsigned long long*>(tensor(TensorId::touch_sink));
   for (size_t i = 0; i < touch_streams_.size(); ++i) {
     for (const auto& [ptr, bytes] : buffers) launch_touch_pages(ptr, bytes, sinks + i, touch_streams_[i]);
   }
@@ -216,22 +220,23 @@ void MathSdpa::move_scores_to_host() {
     note(Stage::scores_to_host, "[SCENARIO_2] the host cannot touch managed memory while a kernel runs here "
                                 "(concurrentManagedAccess=0): it reads the scores before softmax instead");
   }
-  const size_t bytes = scores_.bytes();
+  void* const scores = tensor(TensorId::scores);
+  const size_t bytes = tensor_bytes(TensorId::scores);
   if (mode == ScoresToHost::advise || mode == ScoresToHost::both) {
-    CUDA_CHECK(cudaMemAdvise(scores_.get(), bytes, cudaMemAdviseSetPreferredLocation, host_location()));
+    CUDA_CHECK(cudaMemAdvise(scores, bytes, cudaMemAdviseSetPreferredLocation, host_location()));
     note(Stage::scores_to_host, "[SCENARIO_2] cudaMemAdvise(scores, SetPreferredLocation, host)");
   }
   if (reads) {
     const auto t0 = std::chrono::steady_clock::now();
     const DType type = problem_.compute_dtype();
-    const int64_t n = problem_.score_elems();
+    const int64_t n = static_cast<int64_t>(bytes / dtype_size(type));
     float lo = std::numeric_limits<float>::infinity(), hi = -lo;
     for (int64_t i = 0; i < n; ++i) {
       float x;
       if (type == DType::fp32) {
-        x = static_cast<const volatile float*>(scores_.get())[i];
+        x = static_cast<const volatile float*>(scores)[i];
       } else {
-        const uint16_t h = static_cast<const volatile uint16_t*>(scores_.get())[i];
+        const uint16_t h = static_cast<const volatile uint16_t*>(scores)[i];
         x = type == DType::bf16 ? bf16_bits_to_float(h) : fp16_bits_to_float(h);
       }
       if (x < lo) lo = x;
@@ -249,26 +254,29 @@ void MathSdpa::move_scores_to_host() {
 // the preferred location of each 2 MiB chunk switched between the CPU and none. Reads and
 // advice change no value, so the probabilities stay exact.
 void MathSdpa::start_scores_toucher() {
+  finish_scores_touch();  // the previous chunk's thread, with fix 5's chunks
   const ScoresToHost mode = settings_.scores_to_host;
   const bool reads = mode == ScoresToHost::read || mode == ScoresToHost::both;
   const bool advises = mode == ScoresToHost::advise || mode == ScoresToHost::both;
   softmax_launched_ = false;
   scores_touch_ = {};
+  touched_scores_ = tensor(TensorId::scores);
+  touched_scores_bytes_ = tensor_bytes(TensorId::scores);
   char buf[200];
   std::snprintf(buf, sizeof buf, "[SCENARIO_2] a host thread %s the scores' %zu pages while softmax runs",
                 reads && advises ? "reads and advises" : reads ? "reads" : "advises",
-                (scores_.bytes() + kTouchPageBytes - 1) / kTouchPageBytes);
+                (touched_scores_bytes_ + kTouchPageBytes - 1) / kTouchPageBytes);
   note(Stage::scores_to_host, buf);
   scores_toucher_ = std::thread([this, reads, advises] {
     constexpr size_t kChunk = 2u << 20;
-    const std::vector<std::pair<void*, size_t>> scores = {{scores_.get(), scores_.bytes()}};
+    const std::vector<std::pair<void*, size_t>> scores = {{touched_scores_, touched_scores_bytes_}};
     const auto t0 = std::chrono::steady_clock::now();
     bool prefer_cpu = true;
     for (;;) {
       if (advises) {
-        for (size_t off = 0; off < scores_.bytes(); off += kChunk) {
-          char* chunk = static_cast<char*>(scores_.get()) + off;
-          const size_t n = std::min(kChunk, scores_.bytes() - off);
+        for (size_t off = 0; off < touched_scores_bytes_; off += kChunk) {
+          char* chunk = static_cast<char*>(touched_scores_) + off;
+          const size_t n = std::min(kChunk, touched_scores_bytes_ - off);
           // Errors here cannot be thrown from a thread; the call's own checks report the device's state.
           cudaMemAdvise(chunk, n, prefer_cpu ? cudaMemAdviseSetPreferredLocation : cudaMemAdviseUnsetPreferredLocation,
                         host_location());
@@ -302,7 +310,8 @@ void MathSdpa::finish_scores_touch() {
 void MathSdpa::release_scores_advice() {
   if (settings_.scores_to_host != ScoresToHost::advise && settings_.scores_to_host != ScoresToHost::both) return;
   // The advice is for softmax only; the next call's GEMM writes the scores on the GPU again.
-  CUDA_CHECK(cudaMemAdvise(scores_.get(), scores_.bytes(), cudaMemAdviseUnsetPreferredLocation, host_location()));
+  CUDA_CHECK(cudaMemAdvise(tensor(TensorId::scores), tensor_bytes(TensorId::scores), cudaMemAdviseUnsetPreferredLocation,
+                           host_location()));
 }
 
 // Scenario 1: the GEMM's stream waits for the kernels that produced Q and K (unless the race

@@ -1,6 +1,9 @@
 // fault_injector.cu
 #include "fault_injector.h"
 
+#include <chrono>
+#include <thread>
+
 #include "cuda_check.h"
 
 namespace sdpa {
@@ -32,6 +35,7 @@ FaultInjector::~FaultInjector() { cudaFree(flag_); }
 
 void FaultInjector::stage_begin(Stage stage, const std::string&, void* stream_handle) {
   if (spec_.kind == FaultSpec::none || stage != spec_.stage) return;
+  if ((spec_.only_layer && position_.layer != spec_.only_layer) || (spec_.only_step && position_.step != spec_.only_step)) return;
   const auto stream = static_cast<cudaStream_t>(stream_handle);
   if (spec_.kind == FaultSpec::error) {
     never_launched_kernel<<<1, 4096, 0, stream>>>();  // > 1024 threads per block: rejected at launch
@@ -39,6 +43,12 @@ void FaultInjector::stage_begin(Stage stage, const std::string&, void* stream_ha
     return;
   }
   const double seconds = spec_.kind == FaultSpec::hang ? kInjectedHangBoundSeconds : spec_.slow_ms / 1000.0;
+  if (is_memory_stage(stage)) {
+    // An allocation or free that does not return is the host thread stuck in the allocator or the
+    // driver, with nothing queued on the GPU: the host waits here, bounded as the kernel is.
+    std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
+    return;
+  }
   spin_kernel<<<1, 1, 0, stream>>>(flag_, static_cast<unsigned long long>(seconds * 1e9));
   CUDA_CHECK_LAUNCH();
 }

@@ -3,8 +3,9 @@
 // hang: at the start of the stage, a kernel on the stage's stream spins on a flag in device
 // memory that nothing sets; everything after it in the stream waits, so the stage never ends.
 // The kernel gives up by itself after 120 s (read from the GPU's global timer), so a shared
-// GPU never stays wedged even if the watchdog itself were gone.
-// slow: the same kernel, bounded by MS milliseconds.
+// GPU never stays wedged even if the watchdog itself were gone. In an alloc_* or free_* stage
+// (host calls into the allocator) the host thread itself waits instead, as long.
+// slow: the same, bounded by MS milliseconds.
 // error: a real CUDA error raised in the stage (a launch with 4096 threads per block, which the
 // runtime rejects: cudaErrorInvalidValue on CUDA 13), reported like any other CUDA error.
 #pragma once
@@ -25,9 +26,12 @@ class FaultInjector : public StageObserver {
   void stage_end(Stage, const std::string&, void*) override {}
   // A fault injected into a stage of a graph is captured with it and happens at every replay.
   bool acts_in_capture() const override { return true; }
+  // @layer=K and @step=K: the fault happens only in that call.
+  void call_position(const CallPosition& position) override { position_ = position; }
 
  private:
   FaultSpec spec_;
+  CallPosition position_;
   int* flag_ = nullptr;  // device memory, zero, never set
 };
 

@@ -7,15 +7,35 @@
 
 namespace sdpa {
 
+const std::vector<std::string>& fault_context_conditions() {
+  static const std::vector<std::string> words = {"per-call", "layers", "ballast", "host-load", "steps"};
+  return words;
+}
+
+namespace {
+
+// A positive integer of at most 9 digits, or -1.
+int positive(const std::string& text) {
+  if (text.empty() || text.size() > 9 || text.find_first_not_of("0123456789") != std::string::npos) return -1;
+  const int value = std::atoi(text.c_str());
+  return value >= 1 ? value : -1;
+}
+
+}  // namespace
+
 FaultSpec parse_fault_spec(const std::string& text) {
   const auto bad = [&](const std::string& why) {
-    return InputError("--inject " + text + ": " + why + " (expected hang:STAGE, error:STAGE or slow:STAGE:MS)");
+    return InputError("--inject " + text + ": " + why +
+                      " (expected hang:STAGE, error:STAGE or slow:STAGE:MS, each with any of @layer=K, @step=K, "
+                      "@per-call, @layers, @ballast, @host-load, @steps)");
   };
   FaultSpec f;
-  const size_t colon = text.find(':');
+  const size_t at = text.find('@');
+  const std::string fault = text.substr(0, at);
+  const size_t colon = fault.find(':');
   if (colon == std::string::npos) throw bad("missing ':'");
-  const std::string kind = text.substr(0, colon);
-  std::string rest = text.substr(colon + 1);
+  const std::string kind = fault.substr(0, colon);
+  std::string rest = fault.substr(colon + 1);
   if (kind == "hang") {
     f.kind = FaultSpec::hang;
   } else if (kind == "error") {
@@ -34,17 +54,43 @@ FaultSpec parse_fault_spec(const std::string& text) {
     throw bad("unknown fault '" + kind + "'");
   }
   if (!parse_stage(rest, f.stage)) throw bad("unknown stage '" + rest + "'");
+  for (size_t from = at; from != std::string::npos;) {
+    const size_t next = text.find('@', from + 1);
+    const std::string condition = text.substr(from + 1, next == std::string::npos ? std::string::npos : next - from - 1);
+    from = next;
+    const size_t eq = condition.find('=');
+    const std::string name = condition.substr(0, eq);
+    if (eq != std::string::npos && (name == "layer" || name == "step")) {
+      const int value = positive(condition.substr(eq + 1));
+      if (value < 0) throw bad("@" + name + "= needs a positive number");
+      int& slot = name == "layer" ? f.only_layer : f.only_step;
+      if (slot) throw bad("@" + name + " given twice");
+      slot = value;
+      continue;
+    }
+    bool known = false;
+    for (const std::string& word : fault_context_conditions()) known = known || condition == word;
+    if (!known) throw bad("unknown condition '@" + condition + "'");
+    for (const std::string& seen : f.only_with) {
+      if (seen == condition) throw bad("@" + condition + " given twice");
+    }
+    f.only_with.push_back(condition);
+  }
   return f;
 }
 
 std::string fault_spec_string(const FaultSpec& f) {
+  std::string s;
   switch (f.kind) {
     case FaultSpec::none: return "none";
-    case FaultSpec::hang: return std::string("hang:") + stage_name(f.stage);
-    case FaultSpec::error: return std::string("error:") + stage_name(f.stage);
-    case FaultSpec::slow: return std::string("slow:") + stage_name(f.stage) + ":" + std::to_string(f.slow_ms);
+    case FaultSpec::hang: s = std::string("hang:") + stage_name(f.stage); break;
+    case FaultSpec::error: s = std::string("error:") + stage_name(f.stage); break;
+    case FaultSpec::slow: s = std::string("slow:") + stage_name(f.stage) + ":" + std::to_string(f.slow_ms); break;
   }
-  return "?";
+  if (f.only_layer) s += "@layer=" + std::to_string(f.only_layer);
+  if (f.only_step) s += "@step=" + std::to_string(f.only_step);
+  for (const std::string& c : f.only_with) s += "@" + c;
+  return s;
 }
 
 }  // namespace sdpa

@@ -1,10 +1,15 @@
-// fault_spec.h: --inject hang:STAGE | error:STAGE | slow:STAGE:MS, parsed (host-only).
+// fault_spec.h: --inject hang:STAGE | error:STAGE | slow:STAGE:MS [@CONDITION...], parsed (host-only).
 //
 // Fault injection proves the watchdog on a healthy GPU: every stage of the path can be made to
-// hang, fail or run slow, and the harness must name that stage.
+// hang, fail or run slow, and the harness must name that stage. A condition makes the fault
+// happen only somewhere, so that a test (or a user checking the harness) knows where a ladder or
+// a report must point: @layer=K and @step=K only in that layer or step; @per-call, @layers,
+// @ballast, @host-load, @steps only when the run has that condition of the context ladder
+// (per-call allocation, more than one layer, a ballast, a host load, more than one step).
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "stage.h"
 
@@ -14,7 +19,13 @@ struct FaultSpec {
   enum Kind { none, hang, error, slow } kind = none;
   Stage stage = Stage::entry_sync;
   int slow_ms = 0;
+  int only_layer = 0;  // 1-based; 0: every layer
+  int only_step = 0;   // 1-based; 0: every step
+  std::vector<std::string> only_with;  // context conditions, each one of fault_context_conditions()
 };
+
+// The words of @CONDITION that name a condition of the run's context ("per-call", "layers", ...).
+const std::vector<std::string>& fault_context_conditions();
 
 // Throws InputError with one line on a malformed spec.
 FaultSpec parse_fault_spec(const std::string& text);

@@ -187,14 +187,15 @@ __global__ void __launch_bounds__(kThreads) build_additive_mask_kernel(const uin
 // into the next.
 template <typename T, typename M, int W>
 __global__ void __launch_bounds__(kThreads) add_mask_kernel(T* scores, const M* mask, int64_t B, int64_t H, int64_t L,
-                                                            int64_t S, bool per_batch, bool per_head) {
-  vector_loop<W>(B * H * L * S, [&](int64_t i, auto width) {
+                                                            int64_t S, bool per_batch, bool per_head, int64_t row0,
+                                                            int64_t rows) {
+  vector_loop<W>(B * H * rows * S, [&](int64_t i, auto width) {
     constexpr int V = decltype(width)::value;
-    const int64_t bh = i / (L * S), ls = i - bh * (L * S);
+    const int64_t bh = i / (rows * S), ls = i - bh * (rows * S);
     const int64_t b = bh / H, h = bh - b * H;
     const int64_t slice = (per_batch ? b : 0) * (per_head ? H : 1) + (per_head ? h : 0);
     Vec<T, V> x = load_vec<T, V>(scores + i);
-    const Vec<M, V> m = load_vec<M, V>(mask + slice * L * S + ls);
+    const Vec<M, V> m = load_vec<M, V>(mask + slice * L * S + row0 * S + ls);
 #pragma unroll
     for (int k = 0; k < V; ++k) x.v[k] = from_float<T>(to_float(x.v[k]) + to_float(m.v[k]));
     store_vec<T, V>(scores + i, x);
@@ -377,18 +378,31 @@ __device__ __forceinline__ void dropout_uniforms(uint64_t seed, uint64_t offset,
   }
 }
 
+// The index in the whole tensor of element i of a chunk (RowChunk in kernels.h).
+__device__ __forceinline__ int64_t whole_index(int64_t i, const RowChunk& c) {
+  if (c.rows == 0) return i;
+  const int64_t per_head = c.rows * c.cols, head = i / per_head;
+  return (head * c.total_rows + c.row0) * c.cols + (i - head * per_head);
+}
+
 template <typename T, int W>
-__global__ void __launch_bounds__(kThreads) dropout_kernel(T* data, int64_t n, uint64_t seed, uint64_t offset,
-                                                           float keep_prob) {
+__global__ void __launch_bounds__(kThreads) dropout_kernel(const T* in, T* out, uint8_t* mask, int64_t n, uint64_t seed,
+                                                           uint64_t offset, float keep_prob, RowChunk chunk) {
   const float inv_keep = 1.0f / keep_prob;
   vector_loop<W>(n, [&](int64_t i, auto width) {
     constexpr int V = decltype(width)::value;
     float u[V];
-    dropout_uniforms<V>(seed, offset, static_cast<uint64_t>(i), u);
-    Vec<T, V> x = load_vec<T, V>(data + i);
+    // A vector never crosses a chunk's head boundary (the launcher vectorises only when each
+    // head's part is a multiple of the width), so its elements are consecutive in the whole too.
+    dropout_uniforms<V>(seed, offset, static_cast<uint64_t>(whole_index(i, chunk)), u);
+    Vec<T, V> x = load_vec<T, V>(in + i);
 #pragma unroll
-    for (int k = 0; k < V; ++k) x.v[k] = from_float<T>(u[k] < keep_prob ? to_float(x.v[k]) * inv_keep : 0.0f);
-    store_vec<T, V>(data + i, x);
+    for (int k = 0; k < V; ++k) {
+      const bool keep = u[k] < keep_prob;
+      x.v[k] = from_float<T>(keep ? to_float(x.v[k]) * inv_keep : 0.0f);
+      if (mask) mask[i + k] = keep;
+    }
+    store_vec<T, V>(out + i, x);
   });
 }
 
@@ -606,19 +620,23 @@ void launch_build_additive_mask(const uint8_t* bool_mask, void* dst, DType type,
 }
 
 void launch_add_mask(void* scores, DType scores_type, const void* mask, DType mask_type, int64_t B, int64_t H,
-                     int64_t L, int64_t S, bool mask_per_batch, bool mask_per_head, cudaStream_t stream) {
-  const int64_t n = B * H * L * S;
+                     int64_t L, int64_t S, bool mask_per_batch, bool mask_per_head, cudaStream_t stream, int64_t row0,
+                     int64_t rows) {
+  if (rows < 0) rows = L;
+  const int64_t n = B * H * rows * S;
   if (n == 0) return;
   dispatch(scores_type, [&](auto scores_tag) {
     using T = typename decltype(scores_tag)::type;
     dispatch(mask_type, [&](auto mask_tag) {
       using M = typename decltype(mask_tag)::type;
       constexpr int kWidth = max_width<T, M>();
-      const bool vectorise = (L * S) % kWidth == 0 && aligned(scores, kWidth * sizeof(T)) && aligned(mask, kWidth * sizeof(M));
+      // Vectors stay inside one head's part of the scores and start where the mask's do.
+      const bool vectorise = (rows * S) % kWidth == 0 && (L * S) % kWidth == 0 && (row0 * S) % kWidth == 0 &&
+                             aligned(scores, kWidth * sizeof(T)) && aligned(mask, kWidth * sizeof(M));
       dispatch_width<kWidth>(vectorise, [&](auto width) {
         constexpr int W = decltype(width)::value;
         add_mask_kernel<T, M, W><<<grid_for((n + W - 1) / W), kThreads, 0, stream>>>(
-            static_cast<T*>(scores), static_cast<const M*>(mask), B, H, L, S, mask_per_batch, mask_per_head);
+            static_cast<T*>(scores), static_cast<const M*>(mask), B, H, L, S, mask_per_batch, mask_per_head, row0, rows);
       });
     });
   });
@@ -673,16 +691,20 @@ void launch_safe_softmax(const void* in, void* out, DType type, int64_t rows, in
   CUDA_CHECK_LAUNCH();
 }
 
-void launch_dropout(void* data, DType type, int64_t n, uint64_t seed, uint64_t offset, float keep_prob,
-                    cudaStream_t stream) {
+void launch_dropout(const void* in, void* out, uint8_t* mask, DType type, int64_t n, uint64_t seed, uint64_t offset,
+                    float keep_prob, cudaStream_t stream, const RowChunk& chunk) {
   if (n == 0) return;
   dispatch(type, [&](auto tag) {
     using T = typename decltype(tag)::type;
     constexpr int kWidth = max_width<T>();
-    dispatch_width<kWidth>(aligned(data, kWidth * sizeof(T)), [&](auto width) {
+    // Philox gives four numbers per call for four consecutive elements of the whole tensor: a
+    // vector must start at a multiple of four there and stay inside one head's part of a chunk.
+    const bool chunk_ok = chunk.rows == 0 || ((chunk.rows * chunk.cols) % kWidth == 0 && chunk.cols % 4 == 0);
+    const bool vectorise = chunk_ok && aligned(in, kWidth * sizeof(T)) && aligned(out, kWidth * sizeof(T));
+    dispatch_width<kWidth>(vectorise, [&](auto width) {
       constexpr int W = decltype(width)::value;
-      dropout_kernel<T, W><<<grid_for((n + W - 1) / W), kThreads, 0, stream>>>(static_cast<T*>(data), n, seed, offset,
-                                                                               keep_prob);
+      dropout_kernel<T, W><<<grid_for((n + W - 1) / W), kThreads, 0, stream>>>(
+          static_cast<const T*>(in), static_cast<T*>(out), mask, n, seed, offset, keep_prob, chunk);
     });
   });
   CUDA_CHECK_LAUNCH();

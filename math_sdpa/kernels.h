@@ -61,9 +61,11 @@ constexpr size_t kTouchPageBytes = 4096;
 void launch_build_additive_mask(const uint8_t* bool_mask, void* dst, DType type, int64_t slices, int64_t L,
                                 int64_t S, cudaStream_t stream);
 
-// scores [B, H, L, S] += mask [B|1, H|1, L, S] (broadcast), in place.
+// scores [B, H, L, S] += mask [B|1, H|1, L, S] (broadcast), in place. With fix 5's chunks the
+// scores hold only query rows [row0, row0 + rows) of each head, [B, H, rows, S]; rows < 0: all L.
 void launch_add_mask(void* scores, DType scores_type, const void* mask, DType mask_type, int64_t B, int64_t H,
-                     int64_t L, int64_t S, bool mask_per_batch, bool mask_per_head, cudaStream_t stream);
+                     int64_t L, int64_t S, bool mask_per_batch, bool mask_per_head, cudaStream_t stream,
+                     int64_t row0 = 0, int64_t rows = -1);
 
 // _safe_softmax over rows of length `cols`: out = exp(x - max) / sum, fp32 accumulation, and a
 // row whose entries are all -inf gives zeros instead of NaN; a row with a NaN is all NaN.
@@ -72,10 +74,19 @@ void launch_safe_softmax(const void* in, void* out, DType type, int64_t rows, in
 
 // How it runs a row: softmax_plan.h (plan_safe_softmax).
 
-// Dropout in place: element i kept with probability keep_prob (Philox keyed by seed, offset;
-// philox.h) and scaled by 1 / keep_prob, else zeroed.
-void launch_dropout(void* data, DType type, int64_t n, uint64_t seed, uint64_t offset, float keep_prob,
-                    cudaStream_t stream);
+// Which element of the whole [B·H, L, S] tensor each element of a chunk of query rows is: the
+// chunk holds rows [row0, row0 + rows) of every head, [B·H, rows, S] (fix 5's chunks). The
+// default, rows == 0, is the whole tensor.
+struct RowChunk {
+  int64_t rows = 0, row0 = 0;
+  int64_t total_rows = 0, cols = 0;  // L and S
+};
+
+// native_dropout: out[i] = in[i] / keep_prob where element i is kept (Philox keyed by seed, offset
+// and the element's index in the whole tensor; philox.h), else 0; mask[i] = kept (one byte each)
+// unless mask is null. `out` may be `in`.
+void launch_dropout(const void* in, void* out, uint8_t* mask, DType type, int64_t n, uint64_t seed, uint64_t offset,
+                    float keep_prob, cudaStream_t stream, const RowChunk& chunk = {});
 
 // Summary of a tensor's values for the stage log's `values` level (the original log's min/max/isnan/
 // isinf/sum lines), computed on the device so a large scores tensor is never copied.

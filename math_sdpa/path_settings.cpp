@@ -1,6 +1,7 @@
 // path_settings.cpp: names, parsers and the stage plan of PathSettings.
 #include "path_settings.h"
 
+#include <algorithm>
 #include <sstream>
 #include <stdexcept>
 #include <utility>
@@ -31,7 +32,11 @@ const NameTable<AllocKind> kAllocKinds{"--alloc",
                                     {AllocKind::device, "device"},
                                     {AllocKind::async, "async"},
                                     {AllocKind::host, "host"},
-                                    {AllocKind::system, "system"}}};
+                                    {AllocKind::system, "system"},
+                                    {AllocKind::vmm, "vmm"}}};
+const NameTable<AllocTiming> kAllocTimings{"--alloc-timing",
+                                           {{AllocTiming::upfront, "upfront"}, {AllocTiming::per_call, "per-call"}}};
+const NameTable<Retain> kRetains{"--retain", {{Retain::none, "none"}, {Retain::autograd, "autograd"}}};
 const NameTable<AsyncPool> kAsyncPools{"--async-pool", {{AsyncPool::private_pool, "private"}, {AsyncPool::stream, "stream"}}};
 const NameTable<Advice> kAdvice{"--advise",
                             {{Advice::preferred_gpu, "preferred:gpu"},
@@ -54,6 +59,8 @@ const char* scores_host_phase_name(ScoresHostPhase p) { return kScoresHostPhases
 const char* advice_name(Advice a) { return kAdvice.name(a); }
 const char* alloc_kind_name(AllocKind k) { return kAllocKinds.name(k); }
 const char* async_pool_name(AsyncPool p) { return kAsyncPools.name(p); }
+const char* alloc_timing_name(AllocTiming t) { return kAllocTimings.name(t); }
+const char* retain_name(Retain r) { return kRetains.name(r); }
 
 StreamMode parse_stream_mode(const std::string& s) { return kStreamModes.parse(s); }
 GemmStream parse_gemm_stream(const std::string& s) { return kGemmStreams.parse(s); }
@@ -64,6 +71,8 @@ ScoresToHost parse_scores_to_host(const std::string& s) { return kScoresToHost.p
 ScoresHostPhase parse_scores_host_phase(const std::string& s) { return kScoresHostPhases.parse(s); }
 AllocKind parse_alloc_kind(const std::string& s) { return kAllocKinds.parse(s); }
 AsyncPool parse_async_pool(const std::string& s) { return kAsyncPools.parse(s); }
+AllocTiming parse_alloc_timing(const std::string& s) { return kAllocTimings.parse(s); }
+Retain parse_retain(const std::string& s) { return kRetains.parse(s); }
 
 std::vector<Advice> parse_advice_list(const std::string& s) {
   std::vector<Advice> out;
@@ -90,6 +99,8 @@ std::string path_setting_choices(const std::string& option) {
                                     {kScoresToHost.what, kScoresToHost.accepted()},
                                     {kScoresHostPhases.what, kScoresHostPhases.accepted()},
                                     {kAllocKinds.what, kAllocKinds.accepted()},
+                                    {kAllocTimings.what, kAllocTimings.accepted()},
+                                    {kRetains.what, kRetains.accepted()},
                                     {kAdvice.what, kAdvice.accepted()}}) {
     if (option == what) return words;
   }
@@ -107,6 +118,7 @@ AllocatorOptions allocator_options(const PathSettings& s, bool allow_oversubscri
   AllocatorOptions o;
   o.allow_oversubscription = allow_oversubscription;
   o.async_pool = s.async_pool;
+  o.caching = s.alloc_timing == AllocTiming::per_call;
   return o;
 }
 
@@ -125,7 +137,11 @@ std::map<std::string, std::string> settings_fields(const PathSettings& s) {
           {"entry_host_touch", s.entry_host_touch ? "on" : "off"},
           {"advise", advice_list_string(s.advice)},
           {"last_stage", stage_name(s.last_stage)},
-          {"graph", s.graph ? "on" : "off"}};
+          {"graph", s.graph ? "on" : "off"},
+          {"alloc_timing", alloc_timing_name(s.alloc_timing)},
+          {"layers", std::to_string(s.layers)},
+          {"retain", retain_name(s.retain)},
+          {"chunk_bytes", std::to_string(s.chunk_bytes)}};
 }
 
 bool kt_copy_needed(const SdpaProblem& p, const PathSettings& ps) {
@@ -149,9 +165,37 @@ std::string graph_conflict(const PathSettings& ps) {
   return "";
 }
 
+namespace {
+
+// The stage whose output an alloc_* stage allocates (the stage itself for any other).
+Stage stage_allocated_for(Stage s) {
+  switch (s) {
+    case Stage::alloc_mask: return Stage::mask_prepare;
+    case Stage::alloc_upcast: return Stage::upcast;
+    case Stage::alloc_query_scaled: return Stage::scale_q;
+    case Stage::alloc_expanded: return Stage::gqa_expand;
+    case Stage::alloc_key_scaled: return Stage::scale_k;
+    case Stage::alloc_key_transposed: return Stage::kt_contiguous;
+    case Stage::alloc_scores: return Stage::qk_gemm;
+    case Stage::alloc_probs: return Stage::softmax;
+    case Stage::alloc_dropout: return Stage::dropout;
+    case Stage::alloc_output: return Stage::pv_gemm;
+    default: return s;
+  }
+}
+
+}  // namespace
+
 bool stage_runs(Stage s, const SdpaProblem& p, const PathSettings& ps) {
   if (s == Stage::stream_sync) return true;
   if (s == Stage::graph_capture || s == Stage::graph_instantiate || s == Stage::graph_launch) return ps.graph;
+  if (is_memory_stage(s)) {
+    if (ps.alloc_timing != AllocTiming::per_call) return false;
+    if (s == Stage::free_call || s == Stage::free_step) return true;
+    // The scores are freed once softmax has read them; a call that stops before keeps them.
+    if (s == Stage::free_scores) return stage_runs(Stage::softmax, p, ps);
+    return stage_runs(stage_allocated_for(s), p, ps);
+  }
   if (static_cast<int>(s) > static_cast<int>(ps.last_stage)) return false;
   switch (s) {
     case Stage::mask_prepare:
@@ -166,6 +210,17 @@ bool stage_runs(Stage s, const SdpaProblem& p, const PathSettings& ps) {
     case Stage::dropout: return p.dropout_p > 0;
     default: return true;
   }
+}
+
+int64_t chunk_rows(const SdpaProblem& p, const PathSettings& ps) {
+  // Chunks are of a call that runs the whole path (the chunk part acts on nothing else).
+  if (ps.chunk_bytes <= 0 || result_tensor_of(ps) != ResultTensor::output) return p.q_len;
+  const int64_t row_bytes = p.batch * p.q_heads * p.kv_len * static_cast<int64_t>(dtype_size(p.compute_dtype()));
+  const int64_t most = std::max<int64_t>(1, ps.chunk_bytes / row_bytes);
+  // As few chunks as the budget allows, as even as they can be: 4608 rows at 606 a chunk at most
+  // are 8 chunks of 576, not 7 of 606 and one of 366.
+  const int64_t chunks = (p.q_len + most - 1) / most;
+  return (p.q_len + chunks - 1) / chunks;
 }
 
 bool stage_observed(Stage s, const SdpaProblem& p, const PathSettings& ps) {

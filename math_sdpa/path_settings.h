@@ -66,6 +66,18 @@ enum class ScoresToHost {
 // host access managed memory during kernels: concurrentManagedAccess; elsewhere `before`).
 enum class ScoresHostPhase { before, during };
 
+// When the path allocates its intermediates (--alloc-timing).
+enum class AllocTiming {
+  upfront,   // all of them before the first call, reused by every call (the isolated call)
+  per_call,  // inside each call, in PyTorch's order, freed where PyTorch frees them (memory_plan.h)
+};
+
+// What each layer keeps after its call until the step ends (--retain).
+enum class Retain {
+  none,      // nothing but its output (inference, or gradient checkpointing)
+  autograd,  // what autograd saves for the Math path's backward pass (memory_plan.h)
+};
+
 // One cudaMemAdvise applied to every managed tensor after allocation (--advise).
 enum class Advice { preferred_gpu, preferred_cpu, accessed_by_gpu, accessed_by_cpu, read_mostly };
 
@@ -88,6 +100,15 @@ struct PathSettings {
   // every call (scenario 5). Host work inside the call (the scores moved to the host, host
   // synchronisations between stages) cannot be captured; graph_conflict() names it.
   bool graph = false;
+  // The training process around the call (docs/CONTEXT.md): when intermediates are allocated,
+  // how many attention layers a step runs, each with its own Q, K, V and output, and what each
+  // keeps for the backward pass (scenario 6 sets all three).
+  AllocTiming alloc_timing = AllocTiming::upfront;
+  int layers = 1;
+  Retain retain = Retain::none;
+  // Fix 5's chunk part: the scores computed in chunks of query rows, each chunk's scores at most
+  // this many bytes (0: the whole L at once).
+  int64_t chunk_bytes = 0;
 };
 
 const char* stream_mode_name(StreamMode m);
@@ -98,6 +119,8 @@ const char* gemm_api_name(GemmApi a);
 const char* scores_to_host_name(ScoresToHost s);
 const char* scores_host_phase_name(ScoresHostPhase p);
 const char* advice_name(Advice a);
+const char* alloc_timing_name(AllocTiming t);
+const char* retain_name(Retain r);
 
 // Parsers for the CLI and matrix files; each throws InputError naming the accepted values.
 StreamMode parse_stream_mode(const std::string& s);
@@ -109,6 +132,8 @@ ScoresToHost parse_scores_to_host(const std::string& s);
 ScoresHostPhase parse_scores_host_phase(const std::string& s);
 AllocKind parse_alloc_kind(const std::string& s);
 AsyncPool parse_async_pool(const std::string& s);
+AllocTiming parse_alloc_timing(const std::string& s);
+Retain parse_retain(const std::string& s);
 std::vector<Advice> parse_advice_list(const std::string& s);  // "preferred:cpu,read-mostly"; "" or "none"
 std::string advice_list_string(const std::vector<Advice>& a);   // "none" when empty
 // "a|b|c": the words the option of a setting accepts ("--alloc", "--stream", ...), from the
@@ -141,6 +166,10 @@ bool stage_observed(Stage s, const SdpaProblem& p, const PathSettings& ps);
 // otherwise when the view cannot be handed to a strided-batched GEMM, which is when at::matmul
 // copies it (a [B, S, H, E] K with B > 1 and S > 1: batch and head strides do not fold).
 bool kt_copy_needed(const SdpaProblem& p, const PathSettings& ps);
+
+// Fix 5's chunk part: the query rows each chunk of a call computes (all L without chunking): as
+// few chunks as keep each chunk's scores within chunk_bytes, of rows as even as they divide.
+int64_t chunk_rows(const SdpaProblem& p, const PathSettings& ps);
 
 // The tensor a call ends with, and the one --check compares and --save-output writes.
 enum class ResultTensor {

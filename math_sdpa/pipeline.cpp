@@ -1,9 +1,11 @@
 // pipeline.cpp: the stages of the Math SDPA path.
 #include "pipeline.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <stdexcept>
 
 #include "cublas_gemm.h"
 #include "cuda_check.h"
@@ -12,19 +14,10 @@
 namespace sdpa {
 
 namespace {
-// PyTorch sizes its cuBLAS workspace for Hopper and newer at 32 MiB; we pass ours explicitly
-// so that the GEMM never allocates behind the allocator's back.
-constexpr size_t kCublasWorkspaceBytes = 32u << 20;
-
 const char* byte_ptr(const void* base, int64_t elems, DType type) {
   return static_cast<const char*>(base) + elems * static_cast<int64_t>(dtype_size(type));
 }
 }  // namespace
-
-void* MathSdpa::alloc(DeviceBuffer& buffer, int64_t elems, DType type, const char* what) {
-  buffer = DeviceBuffer(allocator_, static_cast<size_t>(elems) * dtype_size(type), what);
-  return buffer.get();
-}
 
 MathSdpa::MathSdpa(const SdpaProblem& problem, const PathSettings& settings, Allocator& allocator)
     : problem_(problem), settings_(settings), allocator_(allocator) {
@@ -36,6 +29,12 @@ MathSdpa::MathSdpa(const SdpaProblem& problem, const PathSettings& settings, All
   CUDA_CHECK(cudaDeviceGetAttribute(&concurrent, cudaDevAttrConcurrentManagedAccess, device_));
   concurrent_managed_access_ = concurrent != 0;
   check_conditions_expressible();
+  tensors_ = path_tensors(problem_, settings_);
+  spec_index_.fill(-1);
+  for (size_t i = 0; i < tensors_.size(); ++i) spec_index_[static_cast<int>(tensors_[i].id)] = static_cast<int>(i);
+  layer_.resize(static_cast<size_t>(settings_.layers));
+  chunk_rows_ = chunk_rows(problem_, settings_);
+  chunks_ = static_cast<int>((problem_.q_len + chunk_rows_ - 1) / chunk_rows_);
   // The streams first: a stream-ordered allocator (fix 4) orders the workspace on the path's stream.
   create_streams();
   allocator_.order_on(stream_);
@@ -43,62 +42,67 @@ MathSdpa::MathSdpa(const SdpaProblem& problem, const PathSettings& settings, All
     build_workspace();
   } catch (...) {  // the destructor will not run: release what it would (the buffers go after this)
     if (cublas_) cublasDestroy(cublas_);
+    call_ = {};
+    layer_.clear();
+    shared_ = {};
     allocator_.order_on(nullptr);
     destroy_streams();
     throw;
   }
 }
 
+const TensorSpec* MathSdpa::spec_of(TensorId id) const {
+  const int i = spec_index_[static_cast<int>(id)];
+  return i < 0 ? nullptr : &tensors_[static_cast<size_t>(i)];
+}
+
+MathSdpa::Slots& MathSdpa::slots_of(const TensorSpec& spec, int layer) {
+  if (spec.lifetime == Lifetime::call) return call_;
+  return spec.per_layer ? layer_[static_cast<size_t>(layer - 1)] : shared_;
+}
+
+void* MathSdpa::tensor(TensorId id, int chunk) {
+  const TensorSpec* spec = spec_of(id);
+  if (!spec) return nullptr;
+  const std::vector<DeviceBuffer>& buffers = slots_of(*spec, layer_now_)[static_cast<int>(id)];
+  if (buffers.empty()) return nullptr;
+  if (spec->chunks == 1) return buffers.front().get();
+  // Kept per chunk: an allocation per chunk (per call), or one buffer of every chunk (up front).
+  if (buffers.size() > 1) return buffers[static_cast<size_t>(chunk)].get();
+  return static_cast<char*>(buffers.front().get()) + static_cast<int64_t>(chunk) * spec->bytes;
+}
+
+size_t MathSdpa::tensor_bytes(TensorId id) const {
+  const TensorSpec* spec = spec_of(id);
+  return spec ? static_cast<size_t>(spec->bytes) : 0;
+}
+
+void MathSdpa::allocate_run_tensors() {
+  for (const TensorSpec& t : tensors_) {
+    if (t.lifetime != Lifetime::run) continue;
+    const size_t bytes = static_cast<size_t>(t.bytes * t.chunks);  // up front one buffer holds every chunk
+    if (!t.per_layer) {
+      shared_[static_cast<int>(t.id)].emplace_back(allocator_, bytes, t.name);
+      continue;
+    }
+    for (int l = 1; l <= settings_.layers; ++l) {
+      layer_[static_cast<size_t>(l - 1)][static_cast<int>(t.id)].emplace_back(allocator_, bytes, t.name);
+    }
+  }
+}
+
 void MathSdpa::build_workspace() {
   const SdpaProblem& p = problem_;
-  const DType ct = p.compute_dtype();
-  const bool upcast = ct != p.dtype;
-  const int64_t expanded_kv = p.batch * p.q_heads * p.kv_len * p.head_dim;
   // The Kᵀ operand plan (gemm.h), shared with the generated reproducer.
   k_input_strides_ = k_input_strides(p, settings_.k_layout);
   k_gemm_strides_ = k_gemm_strides(p, settings_.k_layout);
+  allocate_run_tensors();
 
-  alloc(query_, p.q_elems(), p.dtype, "query");
-  alloc(key_, p.kv_elems(), p.dtype, "key");
-  alloc(value_, p.kv_elems(), p.dtype, "value");
-  if (p.mask == MaskKind::boolean) {
-    mask_input_ = DeviceBuffer(allocator_, static_cast<size_t>(p.mask_elems()), "bool_mask");
-  }
-  if (p.mask == MaskKind::additive) alloc(mask_input_, p.mask_elems(), p.dtype, "attn_mask");
-  if (runs(Stage::mask_prepare) && p.mask == MaskKind::boolean) alloc(additive_mask_, p.mask_elems(), p.dtype, "attn_mask");
-  if (runs(Stage::mask_prepare) && p.mask == MaskKind::causal) {
-    alloc(additive_mask_, p.q_len * p.kv_len, p.dtype, "causal_mask");
-  }
-  if (upcast) {
-    alloc(query_acc_, p.q_elems(), ct, "query_acc");
-    alloc(key_acc_, p.kv_elems(), ct, "key_acc");
-    alloc(value_acc_, p.kv_elems(), ct, "value_acc");
-  }
-  if (p.gqa()) {
-    alloc(key_expanded_, expanded_kv, ct, "key_expanded");
-    alloc(value_expanded_, expanded_kv, ct, "value_expanded");
-  }
-  alloc(query_scaled_, p.q_elems(), ct, "query_scaled");
-  alloc(key_scaled_, p.gqa() ? expanded_kv : p.kv_elems(), ct, "key_scaled");
-  if (runs(Stage::kt_contiguous)) alloc(key_transposed_, expanded_kv, ct, "key_transposed");
-  alloc(scores_, p.score_elems(), ct, "scores");
-  if (runs(Stage::softmax)) alloc(probs_, p.score_elems(), ct, "attn");
-  if (runs(Stage::pv_gemm)) alloc(out_acc_, p.out_elems(), ct, "out_acc");
-  if (runs(Stage::cast_output)) alloc(output_, p.out_elems(), p.dtype, "output");
-  if (settings_.qk_gemm_api == GemmApi::batched) {
-    qk_pointers_ = DeviceBuffer(allocator_, 3 * static_cast<size_t>(p.batch * p.q_heads) * sizeof(void*), "qk_pointer_arrays");
-  }
-  cublas_workspace_ = DeviceBuffer(allocator_, kCublasWorkspaceBytes, "cublas_workspace");
-  value_stats_ = DeviceBuffer(allocator_, sizeof(TensorStats), "value_stats");
-  if (settings_.entry_touch_streams > 0) {
-    touch_sink_ = DeviceBuffer(allocator_, static_cast<size_t>(settings_.entry_touch_streams) * sizeof(unsigned long long),
-                               "touch_sink");
-  }
-
-  // Every byte of the workspace is defined before the first call: scenario 4 reads every page of
+  // Every byte of what exists before the first call is defined: scenario 4 reads every page of
   // every tensor at entry, and compute-sanitizer's initcheck must find no read of memory nothing
   // wrote. (The result tensor is still poisoned with NaN before each call.)
-  for (const auto& [ptr, bytes] : all_buffers()) CUDA_CHECK(cudaMemsetAsync(ptr, 0, bytes, stream_));
+  const auto buffers = all_buffers();
+  for (const auto& [ptr, bytes] : buffers) CUDA_CHECK(cudaMemsetAsync(ptr, 0, bytes, stream_));
   CUDA_CHECK(cudaStreamSynchronize(stream_));
   CUDA_CHECK(cublasCreate(&cublas_));
   bind_cublas(stream_);
@@ -107,18 +111,17 @@ void MathSdpa::build_workspace() {
 
   const int64_t bh = p.batch * p.q_heads;
   const KtOperand kt = kt_operand(p, k_gemm_strides_, runs(Stage::kt_contiguous));
-  gemm_calls_.push_back(qk_gemm_call(bh, p.q_len, p.kv_len, p.head_dim, ct, kt, settings_.qk_gemm_api));
-  gemm_calls_.push_back(pv_gemm_call(bh, p.q_len, p.kv_len, p.head_dim, ct));
+  gemm_calls_.push_back(qk_gemm_call(bh, p.q_len, p.kv_len, p.head_dim, p.compute_dtype(), kt, settings_.qk_gemm_api));
+  gemm_calls_.push_back(pv_gemm_call(bh, p.q_len, p.kv_len, p.head_dim, p.compute_dtype()));
   gemm_calls_[0].stream = reinterpret_cast<uintptr_t>(qk_stream_);
   gemm_calls_[1].stream = reinterpret_cast<uintptr_t>(stream_);
-  if (settings_.qk_gemm_api == GemmApi::batched) {
-    if (kt.contiguous) {
-      build_qk_pointer_arrays(key_transposed_.get(), contiguous_bhse(p.q_heads, p.head_dim, p.kv_len));
-    } else {
-      build_qk_pointer_arrays(key_scaled_.get(), k_gemm_strides_);
-    }
+  // One layer up front: the pointer arrays point at fixed tensors and are written once (a CUDA
+  // graph replays them); otherwise each call writes them for its own tensors.
+  if (settings_.qk_gemm_api == GemmApi::batched && settings_.layers == 1 && settings_.alloc_timing == AllocTiming::upfront) {
+    build_qk_pointer_arrays(tensor(kt.contiguous ? TensorId::key_transposed : TensorId::key_scaled),
+                            kt.contiguous ? contiguous_bhse(p.q_heads, p.head_dim, p.kv_len) : k_gemm_strides_);
   }
-  apply_memory_advice();
+  apply_memory_advice(buffers, true);
 }
 
 MathSdpa::~MathSdpa() {
@@ -129,7 +132,12 @@ MathSdpa::~MathSdpa() {
     scores_toucher_.join();
   }
   if (cublas_) cublasDestroy(cublas_);
-  // The workspace is released after this body, when the path's streams are gone.
+  // Nothing of the path may still run when its memory goes back (a free of system memory is not
+  // stream-ordered); the streams go after the tensors.
+  cudaDeviceSynchronize();
+  call_ = {};
+  layer_.clear();
+  shared_ = {};
   allocator_.order_on(nullptr);
   destroy_streams();
 }
@@ -138,7 +146,7 @@ void MathSdpa::bind_cublas(cudaStream_t stream) {
   if (cublas_stream_ == stream && cublas_stream_ != nullptr) return;
   CUDA_CHECK(cublasSetStream(cublas_, stream));
   // cublasSetStream resets the workspace to cuBLAS's own pool, so the workspace is set after it.
-  CUDA_CHECK(cublasSetWorkspace(cublas_, cublas_workspace_.get(), kCublasWorkspaceBytes));
+  CUDA_CHECK(cublasSetWorkspace(cublas_, tensor(TensorId::cublas_workspace), tensor_bytes(TensorId::cublas_workspace)));
   cublas_stream_ = stream;
 }
 
@@ -147,19 +155,22 @@ void MathSdpa::build_qk_pointer_arrays(const void* kt_base, const HeadStrides& k
   const SdpaProblem& p = problem_;
   const DType ct = p.compute_dtype();
   const int64_t bh = p.batch * p.q_heads;
-  std::vector<const void*> ptrs(static_cast<size_t>(3 * bh));
+  qk_pointer_host_.assign(static_cast<size_t>(3 * bh), nullptr);
   for (int64_t i = 0; i < bh; ++i) {
     const int64_t b = i / p.q_heads, h = i % p.q_heads;
-    ptrs[static_cast<size_t>(i)] = byte_ptr(kt_base, b * kt.batch + h * kt.head, ct);
-    ptrs[static_cast<size_t>(bh + i)] = byte_ptr(query_scaled_.get(), i * p.q_len * p.head_dim, ct);
-    ptrs[static_cast<size_t>(2 * bh + i)] = byte_ptr(scores_.get(), i * p.q_len * p.kv_len, ct);
+    qk_pointer_host_[static_cast<size_t>(i)] = byte_ptr(kt_base, b * kt.batch + h * kt.head, ct);
+    qk_pointer_host_[static_cast<size_t>(bh + i)] = byte_ptr(tensor(TensorId::query_scaled), i * p.q_len * p.head_dim, ct);
+    qk_pointer_host_[static_cast<size_t>(2 * bh + i)] = byte_ptr(tensor(TensorId::scores), i * p.q_len * p.kv_len, ct);
   }
-  CUDA_CHECK(cudaMemcpy(qk_pointers_.get(), ptrs.data(), ptrs.size() * sizeof(void*), cudaMemcpyDefault));
+  CUDA_CHECK(cudaMemcpyAsync(tensor(TensorId::qk_pointers), qk_pointer_host_.data(), qk_pointer_host_.size() * sizeof(void*),
+                             cudaMemcpyDefault, stream_));
+  CUDA_CHECK(cudaStreamSynchronize(stream_));
 }
 
-void MathSdpa::upload(const HostInputs& in) {
+void MathSdpa::upload(const HostInputs& in, int layer) {
   const SdpaProblem& p = problem_;
-  auto upload_tensor = [&](const std::vector<float>& host, DeviceBuffer& dst) {
+  layer_now_ = layer;
+  auto upload_tensor = [&](const std::vector<float>& host, TensorId dst) {
     std::vector<uint8_t> bytes(host.size() * dtype_size(p.dtype));
     for (size_t i = 0; i < host.size(); ++i) {
       if (p.dtype == DType::fp32) {
@@ -170,11 +181,11 @@ void MathSdpa::upload(const HostInputs& in) {
       }
     }
     // cudaMemcpyDefault: the destination may be device, managed, pinned or plain host memory.
-    CUDA_CHECK(cudaMemcpyAsync(dst.get(), bytes.data(), bytes.size(), cudaMemcpyDefault, stream_));
+    CUDA_CHECK(cudaMemcpyAsync(tensor(dst), bytes.data(), bytes.size(), cudaMemcpyDefault, stream_));
     CUDA_CHECK(cudaStreamSynchronize(stream_));  // `bytes` dies at the end of this lambda
   };
   set_current_stage("upload");
-  upload_tensor(in.q, query_);
+  upload_tensor(in.q, TensorId::query);
   if (settings_.k_layout == KLayout::bshe) {
     // Scenario 3: K as a [B, S, Hkv, E] buffer (what a Linear projection followed by
     // .view(B, S, H, E).transpose(1, 2) leaves behind); the logical tensor is unchanged.
@@ -185,44 +196,51 @@ void MathSdpa::upload(const HostInputs& in) {
           std::memcpy(&bshe[static_cast<size_t>(b * k_input_strides_.batch + h * k_input_strides_.head + s * k_input_strides_.row)],
                       &in.k[static_cast<size_t>(((b * p.kv_heads + h) * p.kv_len + s) * p.head_dim)],
                       static_cast<size_t>(p.head_dim) * sizeof(float));
-    upload_tensor(bshe, key_);
+    upload_tensor(bshe, TensorId::key);
   } else {
-    upload_tensor(in.k, key_);
+    upload_tensor(in.k, TensorId::key);
   }
-  upload_tensor(in.v, value_);
-  if (p.mask == MaskKind::boolean) {
-    CUDA_CHECK(cudaMemcpyAsync(mask_input_.get(), in.bool_mask.data(), in.bool_mask.size(), cudaMemcpyDefault, stream_));
+  upload_tensor(in.v, TensorId::value);
+  // The mask is the model's, the same for every layer: the first layer's inputs bring it.
+  if (layer == 1 && p.mask == MaskKind::boolean) {
+    CUDA_CHECK(cudaMemcpyAsync(tensor(TensorId::mask_input), in.bool_mask.data(), in.bool_mask.size(), cudaMemcpyDefault, stream_));
     CUDA_CHECK(cudaStreamSynchronize(stream_));
   }
-  if (p.mask == MaskKind::additive) upload_tensor(in.additive_mask, mask_input_);
+  if (layer == 1 && p.mask == MaskKind::additive) upload_tensor(in.additive_mask, TensorId::mask_input);
   set_current_stage("setup");
 }
 
-const DeviceBuffer& MathSdpa::result_buffer() const {
-  const std::string tensor = result_tensor_name(settings_);
-  if (tensor == "scores") return scores_;
-  if (tensor == "probs") return probs_;
-  return output_ ? output_ : out_acc_;
+TensorId MathSdpa::result_id() const {
+  switch (result_tensor_of(settings_)) {
+    case ResultTensor::scores: return TensorId::scores;
+    case ResultTensor::probs: return runs(Stage::dropout) ? TensorId::attn_dropped : TensorId::probs;
+    case ResultTensor::output: return runs(Stage::cast_output) ? TensorId::output : TensorId::out_acc;
+  }
+  return TensorId::output;
 }
 
-DType MathSdpa::result_dtype() const {
-  return &result_buffer() == &output_ ? problem_.dtype : problem_.compute_dtype();
-}
+DType MathSdpa::result_dtype() const { return result_id() == TensorId::output ? problem_.dtype : problem_.compute_dtype(); }
 
 int64_t MathSdpa::result_elems() const {
-  return std::string(result_tensor_name(settings_)) == "output" ? problem_.out_elems() : problem_.score_elems();
+  return result_tensor_of(settings_) == ResultTensor::output ? problem_.out_elems() : problem_.score_elems();
 }
 
 void MathSdpa::poison_result() {
-  launch_fill(result_buffer().get(), result_dtype(), result_elems(), std::nanf(""), stream_);
+  if (settings_.alloc_timing == AllocTiming::per_call) return;  // each call poisons its own (allocate_in_call)
+  for (int l = 1; l <= settings_.layers; ++l) {
+    layer_now_ = l;
+    launch_fill(tensor(result_id()), result_dtype(), result_elems(), std::nanf(""), stream_);
+  }
   CUDA_CHECK(cudaStreamSynchronize(stream_));
 }
 
-std::vector<float> MathSdpa::download_result() {
-  const DeviceBuffer& src = result_buffer();
+std::vector<float> MathSdpa::download_result(int layer) {
+  layer_now_ = layer;
+  const void* src = tensor(result_id());
+  if (!src) throw std::logic_error("download_result: layer " + std::to_string(layer) + " has no result (no call ran)");
   const DType type = result_dtype();
   std::vector<uint8_t> bytes(static_cast<size_t>(result_elems()) * dtype_size(type));
-  CUDA_CHECK(cudaMemcpyAsync(bytes.data(), src.get(), bytes.size(), cudaMemcpyDefault, stream_));
+  CUDA_CHECK(cudaMemcpyAsync(bytes.data(), src, bytes.size(), cudaMemcpyDefault, stream_));
   CUDA_CHECK(cudaStreamSynchronize(stream_));
   std::vector<float> out(static_cast<size_t>(result_elems()));
   for (size_t i = 0; i < out.size(); ++i) {
@@ -237,13 +255,93 @@ std::vector<float> MathSdpa::download_result() {
   return out;
 }
 
-uint64_t MathSdpa::result_digest() {
-  auto* digest = static_cast<unsigned long long*>(value_stats_.get());
-  launch_digest(result_buffer().get(), static_cast<size_t>(result_elems()) * dtype_size(result_dtype()), digest, stream_);
+uint64_t MathSdpa::result_digest(int layer) {
+  layer_now_ = layer;
+  auto* digest = static_cast<unsigned long long*>(tensor(TensorId::value_stats));
+  launch_digest(tensor(result_id()), static_cast<size_t>(result_elems()) * dtype_size(result_dtype()), digest, stream_);
   unsigned long long host = 0;
   CUDA_CHECK(cudaMemcpyAsync(&host, digest, sizeof host, cudaMemcpyDefault, stream_));
   CUDA_CHECK(cudaStreamSynchronize(stream_));
   return host;
+}
+
+// ------------------------------------------------------------------------ memory inside a call
+
+void MathSdpa::tell_memory(const DeviceBuffer& buffer, const std::string& what, bool freed) {
+  const AllocationRecord record{what, buffer.bytes(), reinterpret_cast<uintptr_t>(buffer.get()), allocator_.kind()};
+  for (auto* o : observers_) o->memory_event(record, freed);
+}
+
+// A tensor kept per chunk is allocated by every chunk's alloc stage; any other by the first.
+void MathSdpa::allocate_in_call(Stage s, int chunk) {
+  std::vector<std::pair<void*, size_t>> fresh;
+  for (const TensorSpec& t : tensors_) {
+    if (t.lifetime == Lifetime::run || t.alloc_stage != s || (chunk > 0 && t.chunks == 1)) continue;
+    std::vector<DeviceBuffer>& buffers = slots_of(t, layer_now_)[static_cast<int>(t.id)];
+    buffers.emplace_back(allocator_, static_cast<size_t>(t.bytes), t.name);
+    const DeviceBuffer& b = buffers.back();
+    tell_memory(b, t.name, false);
+    fresh.emplace_back(b.get(), b.bytes());
+    // _safe_softmax writes its -inf mask of the scores; the harness needs no values in it, but its
+    // pages are written as PyTorch's are, so that they take the memory PyTorch's take.
+    if (t.id == TensorId::softmax_neginf) CUDA_CHECK(cudaMemsetAsync(b.get(), 0, b.bytes(), stream_));
+    if (t.id == result_id()) launch_fill(b.get(), result_dtype(), result_elems(), std::nanf(""), stream_);
+  }
+  apply_memory_advice(fresh, false);
+  if (s == Stage::alloc_scores && settings_.qk_gemm_api == GemmApi::batched) {
+    const bool contiguous = runs(Stage::kt_contiguous);
+    build_qk_pointer_arrays(tensor(contiguous ? TensorId::key_transposed : TensorId::key_scaled),
+                            contiguous ? contiguous_bhse(problem_.q_heads, problem_.head_dim, problem_.kv_len) : k_gemm_strides_);
+  }
+}
+
+void MathSdpa::free_in_call(Stage s) {
+  // A free of pinned or plain host memory does not wait for the GPU's work on it, as cudaFree does
+  // and as the caching and stream-ordered allocators order: the streams are waited for first.
+  if (settings_.alloc == AllocKind::host || settings_.alloc == AllocKind::system) synchronize_all_streams();
+  if (s == Stage::free_step) {
+    for (Slots& slots : layer_) {
+      for (const TensorSpec& t : tensors_) {
+        if (t.lifetime != Lifetime::step) continue;
+        for (const DeviceBuffer& b : slots[static_cast<int>(t.id)]) tell_memory(b, t.name, true);
+        slots[static_cast<int>(t.id)].clear();
+      }
+    }
+    return;
+  }
+  for (const TensorSpec& t : tensors_) {
+    if (t.lifetime != Lifetime::call || t.free_stage != s) continue;
+    for (const DeviceBuffer& b : call_[static_cast<int>(t.id)]) tell_memory(b, t.name, true);
+    call_[static_cast<int>(t.id)].clear();
+  }
+}
+
+// The alloc_* or free_* stage `s`, when it has anything to do: per call, and for a chunk's alloc
+// stage, when this chunk allocates (every chunk for tensors kept per chunk, else the first).
+void MathSdpa::memory_stage(Stage s, int chunk) {
+  if (!runs(s)) return;
+  std::string detail;
+  for (const TensorSpec& t : tensors_) {
+    const bool allocates = t.lifetime != Lifetime::run && t.alloc_stage == s && (chunk == 0 || t.chunks > 1);
+    const bool frees = (s == Stage::free_step && t.lifetime == Lifetime::step) || (t.lifetime == Lifetime::call && t.free_stage == s);
+    if (allocates || frees) detail += (detail.empty() ? "" : " ") + std::string(t.name) + "=" + std::to_string(t.bytes);
+  }
+  if (detail.empty()) return;
+  if (chunks_ > 1 && s != Stage::free_call && s != Stage::free_step) detail += " chunk=" + std::to_string(chunk + 1);
+  stage(s, detail, [&] {
+    if (s == Stage::free_scores || s == Stage::free_call || s == Stage::free_step) {
+      free_in_call(s);
+    } else {
+      allocate_in_call(s, chunk);
+    }
+  });
+}
+
+void MathSdpa::end_step() {
+  if (!step_pending_) return;
+  step_pending_ = false;
+  memory_stage(Stage::free_step);
+  set_current_stage("setup");
 }
 
 void MathSdpa::GpuHookActions::synchronize_stream(StreamHandle stream) { CUDA_CHECK(cudaStreamSynchronize(stream)); }
@@ -272,7 +370,7 @@ void MathSdpa::stage(Stage s, const std::string& detail, const std::function<voi
   for (auto* o : observers_) {
     if (watching(o)) o->stage_begin(s, detail, stream);
   }
-  HookContext ctx{s, stream, stream_, device_, scores_.get(), scores_.bytes(), allocator_.kind(),
+  HookContext ctx{s,       stream, stream_, device_, tensor(TensorId::scores), tensor_bytes(TensorId::scores), allocator_.kind(),
                   [this, s](const std::string& text) { note(s, text); }, &hook_actions_};
   for (auto* h : hooks_) h->before_stage(ctx);
   body();
@@ -294,11 +392,14 @@ std::string MathSdpa::value_summary(Stage s) {
   const SdpaProblem& p = problem_;
   const void* data = nullptr;
   int64_t n = 0;
-  if (s == Stage::qk_gemm) data = scores_.get(), n = p.score_elems();
-  if (s == Stage::softmax || s == Stage::dropout) data = probs_.get(), n = p.score_elems();
-  if (s == Stage::pv_gemm) data = out_acc_.get(), n = p.out_elems();
+  // The whole tensor where there are no chunks; the last chunk's part where there are.
+  const int64_t chunk_scores = p.batch * p.q_heads * chunk_rows_ * p.kv_len;
+  if (s == Stage::qk_gemm) data = tensor(TensorId::scores), n = chunk_scores;
+  if (s == Stage::softmax) data = tensor(TensorId::probs, chunks_ - 1), n = chunk_scores;
+  if (s == Stage::dropout) data = tensor(TensorId::attn_dropped, chunks_ - 1), n = chunk_scores;
+  if (s == Stage::pv_gemm) data = tensor(TensorId::out_acc), n = p.out_elems();
   if (!data) return {};
-  auto* stats = static_cast<TensorStats*>(value_stats_.get());
+  auto* stats = static_cast<TensorStats*>(tensor(TensorId::value_stats));
   launch_tensor_stats(data, p.compute_dtype(), n, stats, stream_);
   TensorStats host{};
   CUDA_CHECK(cudaMemcpyAsync(&host, stats, sizeof host, cudaMemcpyDefault, stream_));
@@ -306,11 +407,22 @@ std::string MathSdpa::value_summary(Stage s) {
   char buf[256];
   std::snprintf(buf, sizeof buf, "min=%.6g max=%.6g isnan=%s isinf=%s sum=%.6g rows=%lld", host.min, host.max,
                 host.nan_count ? "true" : "false", host.inf_count ? "true" : "false", host.sum,
-                static_cast<long long>(p.batch * p.q_heads * p.q_len));
+                static_cast<long long>(s == Stage::pv_gemm ? p.batch * p.q_heads * p.q_len : n / p.kv_len));
   return buf;
 }
 
-void MathSdpa::run() {
+void MathSdpa::run(int step) {
+  if (step_pending_) end_step();
+  for (int l = 1; l <= settings_.layers; ++l) run_layer(l, step);
+  step_now_ = step;
+  step_pending_ = true;
+}
+
+void MathSdpa::run_layer(int layer, int step) {
+  layer_now_ = layer;
+  step_now_ = step;
+  const CallPosition position{step, layer, settings_.layers};
+  for (auto* o : observers_) o->call_position(position);
   stage(Stage::entry_sync, problem_.shape_string(), [&] {
     if (settings_.entry_touch_streams > 0) {
       enter_with_page_fault_storm();
@@ -325,6 +437,7 @@ void MathSdpa::run() {
   } else {
     issue_gpu_stages();
   }
+  memory_stage(Stage::free_call);
 
   stage(Stage::stream_sync, "", [&] {
     synchronize_all_streams();
@@ -368,124 +481,174 @@ void MathSdpa::issue_gpu_stages() {
   const float k_factor = static_cast<float>(std::sqrt(std::fabs(scale)));
 
   const void* mask = nullptr;  // the additive mask, in dtype
-  if (p.mask == MaskKind::additive) mask = mask_input_.get();
+  if (p.mask == MaskKind::additive) mask = tensor(TensorId::mask_input);
   if (runs(Stage::mask_prepare)) {
+    memory_stage(Stage::alloc_mask);
     stage(Stage::mask_prepare, mask_kind_name(p.mask), [&] {
       const bool causal = p.mask == MaskKind::causal;
-      launch_build_additive_mask(causal ? nullptr : static_cast<const uint8_t*>(mask_input_.get()),
-                                 additive_mask_.get(), p.dtype, causal ? 1 : p.mask_batch() * p.mask_heads(),
+      launch_build_additive_mask(causal ? nullptr : static_cast<const uint8_t*>(tensor(TensorId::mask_input)),
+                                 tensor(TensorId::additive_mask), p.dtype, causal ? 1 : p.mask_batch() * p.mask_heads(),
                                  p.q_len, p.kv_len, stream_);
     });
-    mask = additive_mask_.get();
+    mask = tensor(TensorId::additive_mask);
   }
 
-  const void* q = query_.get();
-  const void* k = key_.get();
-  const void* v = value_.get();
+  const void* q = tensor(TensorId::query);
+  const void* k = tensor(TensorId::key);
+  const void* v = tensor(TensorId::value);
   if (runs(Stage::upcast)) {
+    memory_stage(Stage::alloc_upcast);
     stage(Stage::upcast, std::string(dtype_name(p.dtype)) + "->fp32", [&] {
       // Q, K (keeping its layout) and V in one launch: three conversions, one launch's overhead.
-      const ConvertJob jobs[] = {{query_.get(), query_acc_.get(), p.q_elems()},
-                                 {key_.get(), key_acc_.get(), p.kv_elems()},
-                                 {value_.get(), value_acc_.get(), p.kv_elems()}};
+      const ConvertJob jobs[] = {{q, tensor(TensorId::query_acc), p.q_elems()},
+                                 {k, tensor(TensorId::key_acc), p.kv_elems()},
+                                 {v, tensor(TensorId::value_acc), p.kv_elems()}};
       launch_convert_scale_batch(jobs, 3, p.dtype, ct, 1.0f, stream_);
     });
-    q = query_acc_.get();
-    k = key_acc_.get();
-    v = value_acc_.get();
+    q = tensor(TensorId::query_acc);
+    k = tensor(TensorId::key_acc);
+    v = tensor(TensorId::value_acc);
   }
 
+  memory_stage(Stage::alloc_query_scaled);
   stage(Stage::scale_q, "factor=" + std::to_string(q_factor), [&] {
-    launch_convert_scale(q, ct, query_scaled_.get(), ct, p.q_elems(), q_factor, stream_);
+    launch_convert_scale(q, ct, tensor(TensorId::query_scaled), ct, p.q_elems(), q_factor, stream_);
   });
 
   if (runs(Stage::gqa_expand)) {
+    memory_stage(Stage::alloc_expanded);
     stage(Stage::gqa_expand, "group=" + std::to_string(group), [&] {
-      launch_repeat_heads(k, k_input_strides_, key_expanded_.get(), ct, p.batch, p.kv_heads, group, p.kv_len,
+      launch_repeat_heads(k, k_input_strides_, tensor(TensorId::key_expanded), ct, p.batch, p.kv_heads, group, p.kv_len,
                           p.head_dim, stream_);
       if (runs(Stage::pv_gemm)) {
-        launch_repeat_heads(v, contiguous_bhse(p.kv_heads, p.kv_len, p.head_dim), value_expanded_.get(), ct, p.batch,
-                            p.kv_heads, group, p.kv_len, p.head_dim, stream_);
+        launch_repeat_heads(v, contiguous_bhse(p.kv_heads, p.kv_len, p.head_dim), tensor(TensorId::value_expanded), ct,
+                            p.batch, p.kv_heads, group, p.kv_len, p.head_dim, stream_);
       }
     });
-    k = key_expanded_.get();
-    v = value_expanded_.get();
+    k = tensor(TensorId::key_expanded);
+    v = tensor(TensorId::value_expanded);
   }
 
   const int64_t k_elems = p.gqa() ? p.batch * p.q_heads * p.kv_len * p.head_dim : p.kv_elems();
+  memory_stage(Stage::alloc_key_scaled);
   stage(Stage::scale_k, "factor=" + std::to_string(k_factor) + " transposed_view=true", [&] {
-    launch_convert_scale(k, ct, key_scaled_.get(), ct, k_elems, k_factor, stream_);  // keeps K's layout
+    launch_convert_scale(k, ct, tensor(TensorId::key_scaled), ct, k_elems, k_factor, stream_);  // keeps K's layout
   });
 
-  const void* kt = key_scaled_.get();
+  const void* kt = tensor(TensorId::key_scaled);
   if (runs(Stage::kt_contiguous)) {
     const char* reason = settings_.kt_contiguous ? "fix_3" : "reshape_copy (at::matmul cannot fold this K^T view into a batch)";
+    memory_stage(Stage::alloc_key_transposed);
     stage(Stage::kt_contiguous, std::string("reason=") + reason, [&] {
-      launch_transpose_heads(key_scaled_.get(), k_gemm_strides_, key_transposed_.get(), ct, p.batch, p.q_heads,
-                             p.kv_len, p.head_dim, stream_);
+      launch_transpose_heads(tensor(TensorId::key_scaled), k_gemm_strides_, tensor(TensorId::key_transposed), ct, p.batch,
+                             p.q_heads, p.kv_len, p.head_dim, stream_);
     });
-    kt = key_transposed_.get();
+    kt = tensor(TensorId::key_transposed);
   }
 
-  const GemmCall& qk = gemm_calls_[0];
+  // Up front with several layers each layer's Q and scores may be its own: the pointer arrays are
+  // written for this layer's (per call, alloc_scores writes them).
+  if (settings_.qk_gemm_api == GemmApi::batched && settings_.alloc_timing == AllocTiming::upfront && settings_.layers > 1) {
+    build_qk_pointer_arrays(kt, runs(Stage::kt_contiguous) ? contiguous_bhse(p.q_heads, p.head_dim, p.kv_len) : k_gemm_strides_);
+  }
+  const void* q_scaled = tensor(TensorId::query_scaled);
+  for (int c = 0; c < chunks_; ++c) {
+    const int64_t row0 = c * chunk_rows_;
+    issue_chunk(c, row0, std::min(chunk_rows_, p.q_len - row0), q_scaled, kt, v, mask);
+  }
+
+  if (runs(Stage::cast_output)) {
+    stage(Stage::cast_output, std::string("fp32->") + dtype_name(p.dtype), [&] {
+      launch_convert_scale(tensor(TensorId::out_acc), ct, tensor(TensorId::output), p.dtype, p.out_elems(), 1.0f, stream_);
+    });
+  }
+}
+
+// The Q.K^T GEMM through the P.V GEMM for query rows [row0, row0 + rows) of every head: the whole
+// L without fix 5's chunks; with them the scores, probabilities and dropout hold [B·H, rows, S]
+// (allocated by the first chunk, or by every chunk for a tensor kept per chunk) and the GEMMs read
+// and write those rows of Q and of the output.
+void MathSdpa::issue_chunk(int chunk, int64_t row0, int64_t rows, const void* q, const void* kt, const void* v,
+                           const void* mask) {
+  const SdpaProblem& p = problem_;
+  const DType ct = p.compute_dtype();
+  const size_t acc = dtype_size(ct);
+  const bool chunked = chunks_ > 1;
+  const std::string of_chunk = chunked ? " chunk=" + std::to_string(chunk + 1) + "/" + std::to_string(chunks_) : "";
+  const int64_t n = p.batch * p.q_heads * rows * p.kv_len;
+  const RowChunk rows_of_chunk = chunked ? RowChunk{rows, row0, p.q_len, p.kv_len} : RowChunk{};
+
+  memory_stage(Stage::alloc_scores, chunk);
+  GemmCall qk = gemm_calls_[0];
+  qk.n = static_cast<int>(rows);
+  qk.stride_c = rows * p.kv_len;
   order_gemm_after_producers();
   stage(
-      Stage::qk_gemm, qk.describe(),
+      Stage::qk_gemm, qk.describe() + of_chunk,
       [&] {
         bind_cublas(qk_stream_);
         if (qk.pointer_array) {
-          char* arrays = static_cast<char*>(qk_pointers_.get());  // A, B, C pointer arrays, back to back
+          char* arrays = static_cast<char*>(tensor(TensorId::qk_pointers));  // A, B, C pointer arrays, back to back
           const size_t array_bytes = static_cast<size_t>(p.batch * p.q_heads) * sizeof(void*);
           run_gemm(cublas_, qk, arrays, arrays + array_bytes, arrays + 2 * array_bytes);
         } else {
-          run_gemm(cublas_, qk, kt, query_scaled_.get(), scores_.get());
+          run_gemm(cublas_, qk, kt, static_cast<const char*>(q) + row0 * p.head_dim * acc, tensor(TensorId::scores));
         }
       },
       qk_stream_);
   order_path_after_gemm();
 
   if (runs(Stage::mask_add) && mask) {
-    stage(Stage::mask_add, mask_kind_name(p.mask), [&] {
+    stage(Stage::mask_add, std::string(mask_kind_name(p.mask)) + of_chunk, [&] {
       const bool causal = p.mask == MaskKind::causal;
-      launch_add_mask(scores_.get(), ct, mask, p.dtype, p.batch, p.q_heads, p.q_len, p.kv_len,
-                      !causal && p.mask_per_batch, !causal && p.mask_per_head, stream_);
+      launch_add_mask(tensor(TensorId::scores), ct, mask, p.dtype, p.batch, p.q_heads, p.q_len, p.kv_len,
+                      !causal && p.mask_per_batch, !causal && p.mask_per_head, stream_, row0, rows);
     });
   }
 
   if (runs(Stage::scores_to_host)) {
-    stage(Stage::scores_to_host, std::string("mode=") + scores_to_host_name(settings_.scores_to_host),
+    stage(Stage::scores_to_host, std::string("mode=") + scores_to_host_name(settings_.scores_to_host) + of_chunk,
           [&] { move_scores_to_host(); });
   }
 
   if (runs(Stage::softmax)) {
+    memory_stage(Stage::alloc_probs, chunk);
     const SoftmaxVariant variant = softmax_variant_for(ct, p.kv_len);
     stage(Stage::softmax,
-          "rows=" + std::to_string(p.batch * p.q_heads * p.q_len) + " cols=" + std::to_string(p.kv_len) +
-              " variant=" + softmax_variant_name(variant),
+          "rows=" + std::to_string(p.batch * p.q_heads * rows) + " cols=" + std::to_string(p.kv_len) +
+              " variant=" + softmax_variant_name(variant) + of_chunk,
           [&] {
-            launch_safe_softmax(scores_.get(), probs_.get(), ct, p.batch * p.q_heads * p.q_len, p.kv_len, stream_);
+            launch_safe_softmax(tensor(TensorId::scores), tensor(TensorId::probs, chunk), ct, p.batch * p.q_heads * rows,
+                                p.kv_len, stream_);
             softmax_launched();
           });
     if (!scores_toucher_.joinable()) release_scores_advice();
+    if (chunk == chunks_ - 1 && runs(Stage::free_scores)) {
+      // Scenario 2's host thread touches the scores until softmax has read them: it is done
+      // before they go.
+      finish_scores_touch();
+      memory_stage(Stage::free_scores);
+    }
   }
 
   if (runs(Stage::dropout)) {
-    stage(Stage::dropout, "p=" + std::to_string(p.dropout_p), [&] {
-      launch_dropout(probs_.get(), ct, p.score_elems(), p.seed, p.dropout_offset, p.keep_prob(), stream_);
+    memory_stage(Stage::alloc_dropout, chunk);
+    stage(Stage::dropout, "p=" + std::to_string(p.dropout_p) + of_chunk, [&] {
+      launch_dropout(tensor(TensorId::probs, chunk), tensor(TensorId::attn_dropped, chunk),
+                     static_cast<uint8_t*>(tensor(TensorId::dropout_mask, chunk)), ct, n, p.seed,
+                     layer_problem(p, layer_now_).dropout_offset, p.keep_prob(), stream_, rows_of_chunk);
     });
   }
 
   if (runs(Stage::pv_gemm)) {
-    const GemmCall& pv = gemm_calls_[1];
-    stage(Stage::pv_gemm, pv.describe(), [&] {
+    memory_stage(Stage::alloc_output, chunk);
+    GemmCall pv = gemm_calls_[1];
+    pv.n = static_cast<int>(rows);
+    pv.stride_b = rows * p.kv_len;
+    const void* probs = runs(Stage::dropout) ? tensor(TensorId::attn_dropped, chunk) : tensor(TensorId::probs, chunk);
+    stage(Stage::pv_gemm, pv.describe() + of_chunk, [&] {
       bind_cublas(stream_);
-      run_gemm(cublas_, pv, v, probs_.get(), out_acc_.get());
-    });
-  }
-
-  if (runs(Stage::cast_output)) {
-    stage(Stage::cast_output, std::string("fp32->") + dtype_name(p.dtype), [&] {
-      launch_convert_scale(out_acc_.get(), ct, output_.get(), p.dtype, p.out_elems(), 1.0f, stream_);
+      run_gemm(cublas_, pv, v, probs, static_cast<char*>(tensor(TensorId::out_acc)) + row0 * p.head_dim * acc);
     });
   }
 }

@@ -1,16 +1,20 @@
 // pipeline.h: MathSdpa, the Math SDPA path strung together stage by stage.
 //
-// One object owns the workspace of one problem (every tensor through the Allocator), its
-// streams and a cuBLAS handle, and runs calls of the path on them as its PathSettings say.
-// Each stage runs inside `stage()`, which tells the observers (stage times, logs, the watchdog's
-// pipe) where the path is and lets the hooks (the fixes) act; a hang is always attributable to
-// exactly one stage. The conditions the scenarios set up (the cross-stream GEMM, the scores
-// moved to the host, the entry page-fault storm, memory advice) live in conditions.cpp.
+// One object owns the tensors of one problem (every one through the Allocator, as the tensor table
+// of memory_plan.h says), its streams and a cuBLAS handle, and runs calls of the path on them as
+// its PathSettings say: one layer, or --layers of them in sequence, each with its own inputs and
+// result, allocating up front or inside each call (--alloc-timing) and keeping what autograd
+// keeps (--retain). Each stage runs inside `stage()`, which tells the observers (stage times,
+// logs, the watchdog's pipe) where the path is and lets the hooks (the fixes) act; a hang is
+// always attributable to exactly one stage of one layer. The conditions the scenarios set up
+// (the cross-stream GEMM, the scores moved to the host, the entry page-fault storm, memory
+// advice) live in conditions.cpp.
 #pragma once
 
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
+#include <array>
 #include <atomic>
 #include <functional>
 #include <string>
@@ -20,6 +24,7 @@
 #include "allocator.h"
 #include "gemm.h"
 #include "kernels.h"
+#include "memory_plan.h"
 #include "path_hook.h"
 #include "path_settings.h"
 #include "problem.h"
@@ -38,21 +43,31 @@ struct PathInstrumentation {
 
 class MathSdpa {
  public:
-  // Allocates the whole workspace up front (no allocation happens inside a call). Throws
-  // WaivedError when the settings ask for what this device or allocator cannot express.
+  // Allocates what lives for the whole run (up front: everything, so no allocation happens inside
+  // a call; per call: the layers' inputs and the workspace). Throws WaivedError when the
+  // settings ask for what this device or allocator cannot express.
   MathSdpa(const SdpaProblem& problem, const PathSettings& settings, Allocator& allocator);
   ~MathSdpa();
   MathSdpa(const MathSdpa&) = delete;
   MathSdpa& operator=(const MathSdpa&) = delete;
 
-  void upload(const HostInputs& inputs);
-  // Fills the call's result tensor (result_tensor_name) with NaN, so a stage that silently does
-  // nothing fails.
+  int layers() const { return settings_.layers; }
+  // The inputs of layer `layer` (1..layers()).
+  void upload(const HostInputs& inputs, int layer = 1);
+  // Fills every layer's result tensor (result_tensor_name) with NaN, so a stage that silently does
+  // nothing fails. Per call there is nothing to fill yet: each call fills its result tensor when it
+  // allocates it.
   void poison_result();
-  void run();                            // one SDPA call, synchronised at entry and at the end
-  std::vector<float> download_result();  // the result tensor as float (scores, probs or output)
-  // A digest of the result tensor's bits (launch_digest), waited for: equal digests, equal tensors.
-  uint64_t result_digest();
+  // One pass: a call of every layer in order, each synchronised at entry and at its end (the
+  // training step's forward pass). What the layers keep stays until end_step(), which a next
+  // run() calls first.
+  void run(int step = 1);
+  // free_step: what the step's layers kept, and their results (per call); nothing up front.
+  void end_step();
+  // Layer `layer`'s result tensor as float (scores, probs or output), until end_step().
+  std::vector<float> download_result(int layer = 1);
+  // A digest of that tensor's bits (launch_digest), waited for: equal digests, equal tensors.
+  uint64_t result_digest(int layer = 1);
 
   void add_observer(StageObserver* observer) { observers_.push_back(observer); }
   void add_hook(PathHook* hook) { hooks_.push_back(hook); }
@@ -64,17 +79,35 @@ class MathSdpa {
   const std::vector<std::string>& setup_notes() const { return setup_notes_; }
 
  private:
-  void build_workspace();  // every tensor, the cuBLAS handle and its GEMM plans (constructor)
+  // A tensor's buffers: one, or one per chunk for a tensor kept per chunk and allocated per call.
+  using Slots = std::array<std::vector<DeviceBuffer>, kTensorCount>;
+
+  void build_workspace();   // the run's tensors, the cuBLAS handle and its GEMM plans (constructor)
+  void run_layer(int layer, int step);
   void issue_gpu_stages();  // mask_prepare .. cast_output, on the streams (or into the capture)
+  void issue_chunk(int chunk, int64_t row0, int64_t rows, const void* q, const void* kt, const void* v, const void* mask);
   void capture_graph();     // --graph, first call: stages graph_capture and graph_instantiate
   void stage(Stage s, const std::string& detail, const std::function<void()>& body, cudaStream_t on = nullptr);
   bool runs(Stage s) const { return stage_runs(s, problem_, settings_); }
   void note(Stage s, const std::string& text);
   std::string value_summary(Stage s);
-  void* alloc(DeviceBuffer& buffer, int64_t elems, DType type, const char* what);
   void bind_cublas(cudaStream_t stream);
   void build_qk_pointer_arrays(const void* kt_base, const HeadStrides& kt_strides);
-  const DeviceBuffer& result_buffer() const;
+
+  // The tensor table (memory_plan.h) and where each tensor's buffers are.
+  const TensorSpec* spec_of(TensorId id) const;
+  Slots& slots_of(const TensorSpec& spec, int layer);
+  // The current call's `id` (its chunk `chunk`'s region for a tensor kept per chunk); null when
+  // the tensor does not exist in this configuration or is not allocated yet.
+  void* tensor(TensorId id, int chunk = 0);
+  size_t tensor_bytes(TensorId id) const;  // one region's
+  void allocate_run_tensors();
+  // Per call: the alloc_* stage `s` allocates its tensors (for `chunk`), a free_* stage frees them.
+  void allocate_in_call(Stage s, int chunk);
+  void free_in_call(Stage s);
+  void memory_stage(Stage s, int chunk = 0);
+  void tell_memory(const DeviceBuffer& buffer, const std::string& what, bool freed);
+  TensorId result_id() const;
   DType result_dtype() const;
   int64_t result_elems() const;
 
@@ -82,7 +115,7 @@ class MathSdpa {
   void create_streams();
   void destroy_streams();
   void check_conditions_expressible() const;
-  void apply_memory_advice();
+  void apply_memory_advice(const std::vector<std::pair<void*, size_t>>& buffers, bool at_setup);
   void enter_with_page_fault_storm();         // scenario 4, the entry synchronisation
   void move_scores_to_host();                 // scenario 2, before softmax
   void start_scores_toucher();                // scenario 2, --scores-host-phase during
@@ -92,6 +125,7 @@ class MathSdpa {
   void order_gemm_after_producers();          // scenario 1: GEMM stream waits for the path's stream
   void order_path_after_gemm();               // ...and the path's stream for the GEMM
   void synchronize_all_streams();
+  // Every buffer the current call can touch: the run's, the current layer's and the call's.
   std::vector<std::pair<void*, size_t>> all_buffers() const;
 
   SdpaProblem problem_;
@@ -113,6 +147,8 @@ class MathSdpa {
     int64_t passes = 0;
     double ms = 0;
   } scores_touch_;
+  void* touched_scores_ = nullptr;  // the scores the thread touches
+  size_t touched_scores_bytes_ = 0;
   cudaEvent_t producers_done_ = nullptr, gemm_done_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
   cudaStream_t cublas_stream_ = nullptr;
@@ -132,24 +168,21 @@ class MathSdpa {
   std::vector<GemmCall> gemm_calls_;
   PathInstrumentation instrumentation_;
   std::vector<std::string> setup_notes_;
-  HeadStrides k_input_strides_{};  // layout of key_ (and key_acc_): bhse, or bshe for scenario 3
-  HeadStrides k_gemm_strides_{};   // layout of key_scaled_, the K whose transpose the GEMM reads
+  HeadStrides k_input_strides_{};  // layout of key (and key_acc): bhse, or bshe for scenario 3
+  HeadStrides k_gemm_strides_{};   // layout of key_scaled, the K whose transpose the GEMM reads
+  std::vector<const void*> qk_pointer_host_;  // the pointer arrays' source while they are copied
 
-  // Workspace. Names follow the tensors of PyTorch's math path.
-  DeviceBuffer cublas_workspace_;
-  DeviceBuffer query_, key_, value_;       // inputs, dtype (key_ laid out as k_input_strides_)
-  DeviceBuffer mask_input_;                // bool bytes or additive mask in dtype, [B|1, H|1, L, S]
-  DeviceBuffer additive_mask_;             // built from bool / causal each call
-  DeviceBuffer query_acc_, key_acc_, value_acc_;  // fp32 copies (upcast of fp16/bf16 only)
-  DeviceBuffer key_expanded_, value_expanded_;    // GQA only
-  DeviceBuffer query_scaled_, key_scaled_;
-  DeviceBuffer key_transposed_;            // contiguous Kᵀ [B·H, E, S] (kt_contiguous only)
-  DeviceBuffer qk_pointers_;               // A, B, C pointer arrays (--gemm-api batched only)
-  DeviceBuffer scores_, probs_;
-  DeviceBuffer out_acc_;                   // P·V in the compute dtype
-  DeviceBuffer output_;                    // cast back to dtype (upcast of fp16/bf16 only)
-  DeviceBuffer value_stats_;               // small results read back: TensorStats (--log values), the digest
-  DeviceBuffer touch_sink_;                // scenario 4's touch kernels write their sums here
+  // The tensors (memory_plan.h), named after the tensors of PyTorch's math path.
+  std::vector<TensorSpec> tensors_;
+  std::array<int, kTensorCount> spec_index_{};  // into tensors_, -1 for a tensor this problem has not
+  Slots shared_;              // the run's tensors the layers share
+  std::vector<Slots> layer_;  // each layer's: its inputs, what it keeps, its result
+  Slots call_;                // per call: the current call's tensors that die with it
+  int layer_now_ = 1;         // the layer whose call runs (1-based)
+  int step_now_ = 1;
+  bool step_pending_ = false;  // a pass ran and its kept tensors are not freed yet
+  int64_t chunk_rows_ = 0;    // query rows per chunk (q_len without chunks)
+  int chunks_ = 1;
 };
 
 }  // namespace sdpa

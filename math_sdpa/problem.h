@@ -94,4 +94,11 @@ struct HostInputs {
 // fully-masked rows); an additive mask with values in [-2, 2] and some -inf.
 HostInputs make_random_inputs(const SdpaProblem& p, uint64_t seed);
 
+// Layer `layer` (1-based) of a run of several (--layers): each has inputs of its own, random from
+// a seed of its own, and a dropout stream of its own (the Philox offset one further per layer, as
+// PyTorch moves it on at every call); the mask is the model's, the same for every layer. Layer 1
+// is the problem itself, so a run of one layer is what it always was.
+SdpaProblem layer_problem(const SdpaProblem& p, int layer);
+HostInputs make_layer_inputs(const SdpaProblem& p, int layer);
+
 }  // namespace sdpa

@@ -5,9 +5,12 @@ namespace sdpa {
 
 namespace {
 const char* const kStageNames[kStageCount] = {
-    "entry_sync", "graph_capture", "graph_instantiate", "graph_launch", "mask_prepare", "upcast",  "scale_q",
-    "gqa_expand", "scale_k",       "kt_contiguous",     "qk_gemm",      "mask_add",     "scores_to_host",
-    "softmax",    "dropout",       "pv_gemm",           "cast_output",  "stream_sync"};
+    "entry_sync",     "graph_capture", "graph_instantiate", "graph_launch",     "alloc_mask",    "mask_prepare",
+    "alloc_upcast",   "upcast",        "alloc_query_scaled", "scale_q",         "alloc_expanded", "gqa_expand",
+    "alloc_key_scaled", "scale_k",     "alloc_key_transposed", "kt_contiguous", "alloc_scores",  "qk_gemm",
+    "mask_add",       "scores_to_host", "alloc_probs",      "softmax",          "free_scores",   "alloc_dropout",
+    "dropout",        "alloc_output",  "pv_gemm",           "cast_output",      "free_call",     "stream_sync",
+    "free_step"};
 }
 
 const char* stage_name(Stage s) { return kStageNames[static_cast<int>(s)]; }

@@ -17,6 +17,8 @@
 
 namespace sdpa {
 
+struct AllocationRecord;  // allocator.h
+
 enum class Stage : uint8_t {
   entry_sync,    // cudaDeviceSynchronize at SDPA entry
   // --graph: the GPU stages below (mask_prepare .. cast_output) captured once into a CUDA graph
@@ -24,25 +26,50 @@ enum class Stage : uint8_t {
   graph_capture,      // cudaStreamBeginCapture, the stages issued into it, cudaStreamEndCapture (host)
   graph_instantiate,  // cudaGraphInstantiate (host)
   graph_launch,       // cudaGraphLaunch: the captured stages run on the GPU
+  // With --alloc-timing per-call each alloc_* stage allocates, inside the call, the tensors the
+  // stage after it writes, where PyTorch's operator allocates its output (memory_plan.h has the
+  // table); the free_* stages give back what PyTorch frees when it frees it. Host stages: a hang
+  // in one is the allocator or the driver not returning.
+  alloc_mask,    // the additive mask built from a boolean or causal mask
   mask_prepare,  // boolean or causal mask -> additive 0 / -inf mask in the dtype
+  alloc_upcast,  // query_acc, key_acc, value_acc (q.to(float), k.to(float), v.to(float))
   upcast,        // fp16/bf16 Q, K, V -> fp32 (precision mode upcast only)
+  alloc_query_scaled,
   scale_q,       // Q * sqrt(scale)
+  alloc_expanded,  // key_expanded, value_expanded (repeat_interleave's outputs)
   gqa_expand,    // K, V heads repeated (repeat_interleave) for grouped-query attention
+  alloc_key_scaled,
   scale_k,       // Kᵀ * sqrt(scale): the transposed-K preparation before the GEMM
+  alloc_key_transposed,
   kt_contiguous, // Kᵀ copied to a contiguous [B*H, E, S] (at::matmul's copy, or fix 3)
+  alloc_scores,  // the Q·Kᵀ GEMM's output (bmm allocates it)
   qk_gemm,       // cuBLAS batched Q·Kᵀ
   mask_add,      // scores += mask, in place
   scores_to_host,// scenario 2: the scores' pages moved to the host before softmax (host stage)
+  alloc_probs,   // _safe_softmax's output and its -inf mask of the scores (a transient)
   softmax,       // _safe_softmax over the last dimension
-  dropout,       // Philox dropout, in place
+  free_scores,   // the scores and that transient, freed when _safe_softmax returns
+  alloc_dropout, // native_dropout's output and its mask
+  dropout,       // Philox dropout: output and mask, as native_dropout writes them
+  alloc_output,  // the probabilities cast back (the math function's second output), P·V, the output
   pv_gemm,       // cuBLAS strided-batched P·V
   cast_output,   // fp32 -> input dtype (precision mode upcast only)
+  free_call,     // what the call does not keep, freed when the math function returns
   stream_sync,   // cudaStreamSynchronize at the end of the call
+  free_step,     // after the last layer of a step: what autograd kept and the layers' outputs
 };
-constexpr int kStageCount = static_cast<int>(Stage::stream_sync) + 1;
+constexpr int kStageCount = static_cast<int>(Stage::free_step) + 1;
 
 const char* stage_name(Stage s);  // "qk_gemm"
 bool parse_stage(const std::string& name, Stage& out);
+
+// Where a call is in the run: its step (1..steps) and its layer (1..layers), both counted from 1
+// as users name them ("layer 3 of 60").
+struct CallPosition {
+  int step = 1;
+  int layer = 1;
+  int layers = 1;
+};
 
 // Receives every stage boundary of the path. `detail` carries the stage's arguments (GEMM
 // parameters, sizes) for logs and the flight recorder; `summary` carries the values seen at
@@ -61,13 +88,42 @@ class StageObserver {
   // With --graph the GPU stages of the first call are captured into a graph, not run; an observer
   // that must act where the work is (an injected fault) says so and sees them being captured.
   virtual bool acts_in_capture() const { return false; }
+  // A call of `position.layer` of step `position.step` begins (before its entry_sync); every
+  // stage until the next position is that call's (free_step: the step's last layer's).
+  virtual void call_position(const CallPosition& /*position*/) {}
+  // The path allocated (freed = false) or freed a tensor: up front before the first call, or
+  // inside a call's alloc_*/free_* stage with --alloc-timing per-call.
+  virtual void memory_event(const AllocationRecord& /*record*/, bool /*freed*/) {}
 };
 
-// Stages whose work the host does or waits for itself (the two synchronisations and the host's
-// read of the scores); every other stage is GPU work, timed with events.
+
+// The stages that allocate or free memory inside a call (--alloc-timing per-call): host calls
+// into the allocator, which on a unified-memory machine may stall instead of failing.
+inline bool is_memory_stage(Stage s) {
+  switch (s) {
+    case Stage::alloc_mask:
+    case Stage::alloc_upcast:
+    case Stage::alloc_query_scaled:
+    case Stage::alloc_expanded:
+    case Stage::alloc_key_scaled:
+    case Stage::alloc_key_transposed:
+    case Stage::alloc_scores:
+    case Stage::alloc_probs:
+    case Stage::free_scores:
+    case Stage::alloc_dropout:
+    case Stage::alloc_output:
+    case Stage::free_call:
+    case Stage::free_step: return true;
+    default: return false;
+  }
+}
+
+// Stages whose work the host does or waits for itself (the two synchronisations, the host's
+// read of the scores, graph capture and instantiation, the allocations); every other stage is
+// GPU work, timed with events.
 inline bool is_gpu_stage(Stage s) {
   return s != Stage::entry_sync && s != Stage::stream_sync && s != Stage::scores_to_host && s != Stage::graph_capture &&
-         s != Stage::graph_instantiate;
+         s != Stage::graph_instantiate && !is_memory_stage(s);
 }
 
 // The stages a CUDA graph holds (--graph): every GPU stage of the call but the replay itself.

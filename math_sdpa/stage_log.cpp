@@ -91,6 +91,10 @@ std::vector<std::string> stage_begin_lines(Stage s, const SdpaProblem& p, const 
   const std::string scores_shape = dims({p.batch, p.q_heads, p.q_len, p.kv_len});
   std::ostringstream stream_id;
   stream_id << stream;
+  if (is_memory_stage(s)) return {std::string(s == Stage::free_scores || s == Stage::free_call || s == Stage::free_step
+                                                  ? "[MATH_FREE] "
+                                                  : "[MATH_ALLOC] ") +
+                                  stage_name(s) + (detail.empty() ? "" : " " + detail)};
   switch (s) {
     case Stage::entry_sync:
       return {"[SDPA_ENTRY] Q shape=" + q_shape + " K=" + kv_shape + " V=" + kv_shape +
@@ -116,6 +120,7 @@ std::vector<std::string> stage_begin_lines(Stage s, const SdpaProblem& p, const 
     case Stage::pv_gemm: return {"[MATH_FINAL_BMM_START]", "[CUBLAS_GEMM_START] " + detail};
     case Stage::cast_output: return {"[MATH_CAST_OUTPUT] " + detail};
     case Stage::stream_sync: return {"[STREAM_SYNC] stream=" + stream_id.str() + " device=0"};
+    default: break;  // alloc_* and free_*: above
   }
   return {};
 }
@@ -124,6 +129,11 @@ std::vector<std::string> stage_end_lines(Stage s, const SdpaProblem& p, const Pa
                                          const std::string& summary, int64_t duration_us, int64_t now_us) {
   const std::string q_shape = dims({p.batch, p.q_heads, p.q_len, p.head_dim});
   const std::string scores_shape = dims({p.batch, p.q_heads, p.q_len, p.kv_len});
+  if (is_memory_stage(s)) {
+    return {std::string(s == Stage::free_scores || s == Stage::free_call || s == Stage::free_step ? "[MATH_FREE_DONE] "
+                                                                                               : "[MATH_ALLOC_DONE] ") +
+            stage_name(s) + " duration_us=" + std::to_string(duration_us)};
+  }
   switch (s) {
     case Stage::entry_sync:
       return {"[CUDA_EVENT] sdpa_entry @ " + std::to_string(now_us), "[SDPA_ENTRY] Post-sync complete",
@@ -154,6 +164,7 @@ std::vector<std::string> stage_end_lines(Stage s, const SdpaProblem& p, const Pa
     case Stage::stream_sync:
       return {"[STREAM_SYNC_DONE] result=success duration_ms=" + std::to_string(duration_us / 1000),
               "[CUDA_EVENT] math_sdpa_complete @ " + std::to_string(now_us)};
+    default: break;  // alloc_* and free_*: above
   }
   return {};
 }
@@ -209,6 +220,9 @@ std::vector<DebugLine> debug_begin_lines(Stage s, const SdpaProblem& p, const Pa
                                        const void* stream) {
   const std::string kv_shape = dims({p.batch, p.kv_heads, p.kv_len, p.head_dim});
   const std::string scores_shape = dims({p.batch, p.q_heads, p.q_len, p.kv_len});
+  // The instrumentation logged allocations in the allocator itself (debug_allocation_lines), not
+  // as steps of the path.
+  if (is_memory_stage(s)) return {};
   switch (s) {
     case Stage::entry_sync:
       return {DEBUG_LINE(sdpa, "[SDPA_ENTRY] Q shape=" + dims({p.batch, p.q_heads, p.q_len, p.head_dim}) + " K=" + kv_shape +
@@ -234,6 +248,7 @@ std::vector<DebugLine> debug_begin_lines(Stage s, const SdpaProblem& p, const Pa
       return {DEBUG_LINE(sdpa, "[MATH_FINAL_BMM_START]"), DEBUG_LINE(sdpa, "[CUBLAS_GEMM_START] " + gemm_mnk(detail))};
     case Stage::cast_output: return {DEBUG_LINE(sdpa, "[MATH_CAST_OUTPUT] " + detail)};
     case Stage::stream_sync: return {DEBUG_LINE(cuda, "[STREAM_SYNC] stream=" + pointer_text(stream) + " device=0")};
+    default: break;  // alloc_* and free_*: above
   }
   return {};
 }
@@ -242,6 +257,7 @@ std::vector<DebugLine> debug_end_lines(Stage s, const SdpaProblem& p, const Path
                                      int64_t duration_us, int64_t now_epoch_us) {
   const std::string scores_shape = dims({p.batch, p.q_heads, p.q_len, p.kv_len});
   const std::string at = " @ " + std::to_string(now_epoch_us);
+  if (is_memory_stage(s)) return {};
   switch (s) {
     case Stage::entry_sync:
       return {DEBUG_LINE(event, "sdpa_entry" + at), DEBUG_LINE(sdpa, "[SDPA_ENTRY] Post-sync complete"),
@@ -277,6 +293,7 @@ std::vector<DebugLine> debug_end_lines(Stage s, const SdpaProblem& p, const Path
       // cudaGetErrorString(cudaSuccess): the call returned, or this line would not be written.
       return {DEBUG_LINE(cuda, "[STREAM_SYNC_DONE] result=no error duration_ms=" + std::to_string(duration_us / 1000)),
               DEBUG_LINE(event, "math_sdpa_complete" + at)};
+    default: break;  // alloc_* and free_*: above
   }
   return {};
 }
@@ -308,6 +325,23 @@ void StageLogger::write(const std::string& line) {
 }
 
 void StageLogger::stage_note(Stage, const std::string& note) { write(note); }
+
+void StageLogger::call_position(const CallPosition& p) {
+  if (p.layers <= 1 && p.step <= 1) return;
+  write("[LAYER] step=" + std::to_string(p.step) + " layer=" + std::to_string(p.layer) + "/" + std::to_string(p.layers));
+}
+
+void StageLogger::memory_event(const AllocationRecord& r, bool freed) {
+  if (!freed) {
+    log_allocation(r.what, r.bytes, r.address, alloc_kind_name(r.kind));
+    return;
+  }
+  // The instrumentation logged no frees; the harness's format says each.
+  if (format_ == LogFormat::sdpa_debug) return;
+  std::ostringstream s;
+  s << "[FREE_DEBUG] tensor=" << r.what << " size=" << r.bytes << " ptr=0x" << std::hex << r.address << std::dec;
+  write(s.str());
+}
 
 void StageLogger::stage_begin(Stage s, const std::string& detail, void* stream) {
   begin_us_[static_cast<int>(s)] = monotonic_us();

@@ -35,6 +35,7 @@
 #include <string>
 #include <vector>
 
+#include "allocator.h"
 #include "path_settings.h"
 #include "problem.h"
 #include "stage.h"
@@ -84,6 +85,11 @@ class StageLogger : public StageObserver {
   void stage_begin(Stage stage, const std::string& detail, void* stream) override;
   void stage_end(Stage stage, const std::string& summary, void* stream) override;
   void stage_note(Stage, const std::string& note) override;
+  // With several layers or steps, a [LAYER] line before each call: every line after it, to the
+  // next, is that layer's.
+  void call_position(const CallPosition& position) override;
+  // A tensor allocated or freed inside a call (--alloc-timing per-call).
+  void memory_event(const AllocationRecord& record, bool freed) override;
   // An allocation line (two in the sdpa-debug format), written once the workspace exists.
   void log_allocation(const std::string& what, size_t bytes, uintptr_t address, const char* kind);
   // The GPU reached the start (done = false) or the end of a GPU stage (the watchdog's reporter

@@ -5,32 +5,33 @@
 
 namespace sdpa {
 
-StageTimer::StageTimer() {
-  for (int i = 0; i < kStageCount; ++i) {
-    CUDA_CHECK(cudaEventCreate(&begin_[i]));
-    CUDA_CHECK(cudaEventCreate(&end_[i]));
-  }
-}
+StageTimer::StageTimer() = default;
 
-StageTimer::StageTimer(Stage first, Stage last) : StageTimer() {
+StageTimer::StageTimer(Stage first, Stage last) {
   span_only_ = true;
   span_first_ = first;
   span_last_ = last;
 }
 
 StageTimer::~StageTimer() {
-  for (int i = 0; i < kStageCount; ++i) {
-    cudaEventDestroy(begin_[i]);
-    cudaEventDestroy(end_[i]);
+  for (cudaEvent_t e : events_) cudaEventDestroy(e);
+}
+
+cudaEvent_t StageTimer::take_event() {
+  if (used_ == events_.size()) {
+    cudaEvent_t e = nullptr;
+    CUDA_CHECK(cudaEventCreate(&e));
+    events_.push_back(e);
   }
+  return events_[used_++];
 }
 
 void StageTimer::stage_begin(Stage s, const std::string&, void* stream) {
   const int i = static_cast<int>(s);
   if (span_only_) {
-    if (s == span_first_) {
-      first_gpu_stage_ = i;
-      CUDA_CHECK(cudaEventRecord(begin_[i], static_cast<cudaStream_t>(stream)));
+    if (s == span_first_ && !span_begin_) {
+      span_begin_ = take_event();
+      CUDA_CHECK(cudaEventRecord(span_begin_, static_cast<cudaStream_t>(stream)));
     }
     return;
   }
@@ -39,45 +40,59 @@ void StageTimer::stage_begin(Stage s, const std::string&, void* stream) {
     host_begin_[i] = std::chrono::steady_clock::now();
     return;
   }
-  if (first_gpu_stage_ < 0) first_gpu_stage_ = i;
-  last_gpu_stage_ = i;
-  CUDA_CHECK(cudaEventRecord(begin_[i], static_cast<cudaStream_t>(stream)));
+  open_[i] = take_event();
+  CUDA_CHECK(cudaEventRecord(open_[i], static_cast<cudaStream_t>(stream)));
 }
 
 void StageTimer::stage_end(Stage s, const std::string&, void* stream) {
   const int i = static_cast<int>(s);
   if (span_only_) {
-    if (s == span_last_ && first_gpu_stage_ >= 0) {
-      last_gpu_stage_ = i;
-      CUDA_CHECK(cudaEventRecord(end_[i], static_cast<cudaStream_t>(stream)));
+    if (s == span_last_ && span_begin_) {
+      // The last end of the pass wins: each later one is recorded over the same event.
+      if (!span_end_) span_end_ = take_event();
+      CUDA_CHECK(cudaEventRecord(span_end_, static_cast<cudaStream_t>(stream)));
     }
     return;
   }
   if (host_timed(s)) {
-    host_ms_[i] = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - host_begin_[i]).count();
+    host_ms_[i] += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - host_begin_[i]).count();
     return;
   }
-  CUDA_CHECK(cudaEventRecord(end_[i], static_cast<cudaStream_t>(stream)));
+  Interval interval{s, open_[i], take_event()};
+  CUDA_CHECK(cudaEventRecord(interval.end, static_cast<cudaStream_t>(stream)));
+  intervals_.push_back(interval);
 }
 
 void StageTimer::collect_call() {
+  if (span_only_) {
+    if (span_begin_ && span_end_) {
+      float ms = 0;
+      CUDA_CHECK(cudaEventElapsedTime(&ms, span_begin_, span_end_));
+      call_ms_.push_back(ms);
+    }
+    span_begin_ = span_end_ = nullptr;
+    used_ = 0;
+    return;
+  }
+  std::array<double, kStageCount> gpu_ms{};
+  for (const Interval& interval : intervals_) {
+    float ms = 0;
+    CUDA_CHECK(cudaEventElapsedTime(&ms, interval.begin, interval.end));
+    gpu_ms[static_cast<int>(interval.stage)] += ms;
+  }
   for (int i = 0; i < kStageCount; ++i) {
     if (!ran_[i]) continue;
-    if (host_timed(static_cast<Stage>(i))) {
-      samples_[i].push_back(host_ms_[i]);
-    } else {
-      float ms = 0;
-      CUDA_CHECK(cudaEventElapsedTime(&ms, begin_[i], end_[i]));
-      samples_[i].push_back(ms);
-    }
+    samples_[i].push_back(host_timed(static_cast<Stage>(i)) ? host_ms_[i] : gpu_ms[i]);
   }
-  if (first_gpu_stage_ >= 0 && last_gpu_stage_ >= 0) {
+  if (!intervals_.empty()) {
     float ms = 0;
-    CUDA_CHECK(cudaEventElapsedTime(&ms, begin_[first_gpu_stage_], end_[last_gpu_stage_]));
+    CUDA_CHECK(cudaEventElapsedTime(&ms, intervals_.front().begin, intervals_.back().end));
     call_ms_.push_back(ms);
   }
+  intervals_.clear();
   ran_.fill(false);
-  first_gpu_stage_ = last_gpu_stage_ = -1;
+  host_ms_.fill(0);
+  used_ = 0;
 }
 
 }  // namespace sdpa

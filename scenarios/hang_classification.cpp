@@ -20,7 +20,7 @@ std::vector<int> scenarios_for_hung_stage(Stage s) {
     case Stage::graph_capture:
     case Stage::graph_instantiate:
     case Stage::graph_launch: return {5};
-    default: return {};
+    default: return is_memory_stage(s) ? std::vector<int>{6} : std::vector<int>{};
   }
 }
 
@@ -36,6 +36,9 @@ std::string signature_evidence(int scenario, Stage s) {
                                  : where + " (after [MATH_QK], before [CUBLAS_GEMM_START])";
     case 4: return where + " (the entry synchronisation never returned)";
     case 5: return where + " (the CUDA graph of the path)";
+    case 6:
+      return is_memory_stage(s) ? where + " (an allocation or free that did not return)"
+                                : where + " (a stage of a pass that allocates as it goes)";
   }
   return where;
 }
@@ -96,6 +99,19 @@ HangCandidate candidate(int scenario, Stage hung, const SdpaProblem& p, const Pa
         c.against.push_back("no CUDA graph was used");
       }
       break;
+    case 6:
+      if (ps.alloc_timing == AllocTiming::per_call) {
+        c.evidence.push_back("each call allocated its intermediates inside the call (per-call)");
+      } else {
+        c.against.push_back("every tensor was allocated before the first call");
+      }
+      if (ps.retain == Retain::autograd) {
+        c.evidence.push_back("each layer kept what autograd saves for the backward pass");
+      } else {
+        c.against.push_back("the layers kept nothing for a backward pass");
+      }
+      if (ps.layers > 1) c.evidence.push_back(std::to_string(ps.layers) + " layers in sequence");
+      return c;  // about the amount of memory, whatever kind it is
     case 4:
       if (ps.entry_touch_streams > 0) {
         c.evidence.push_back(std::to_string(ps.entry_touch_streams) + " streams" + (ps.entry_host_touch ? " and a host thread" : "") +
@@ -158,7 +174,12 @@ void add_snapshot_evidence(HangClassification& h, const HangEvidence& e) {
 HangClassification classify_hang(Stage hung, const SdpaProblem& p, const PathSettings& ps, const HangEvidence& evidence) {
   HangClassification h;
   h.stage = stage_name(hung);
-  for (int n : scenarios_for_hung_stage(hung)) h.candidates.push_back(candidate(n, hung, p, ps));
+  std::vector<int> fits = scenarios_for_hung_stage(hung);
+  // A pass that allocates as it goes can run out of memory in any stage: scenario 6 is a candidate
+  // wherever its conditions were present, ranked by them.
+  const bool training_context = ps.alloc_timing == AllocTiming::per_call || ps.layers > 1 || ps.retain == Retain::autograd;
+  if (training_context && std::find(fits.begin(), fits.end(), 6) == fits.end()) fits.push_back(6);
+  for (int n : fits) h.candidates.push_back(candidate(n, hung, p, ps));
   add_snapshot_evidence(h, evidence);
   // The candidate with the most conditions for and the fewest against first; on a tie the one
   // judged likelier from the start, which is the lower number (docs/SCENARIOS.md).

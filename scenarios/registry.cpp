@@ -8,13 +8,14 @@ namespace sdpa {
 const std::vector<ScenarioInfo>& scenario_table() {
   static const std::vector<ScenarioInfo> table = {scenario0_full_path(), scenario1_cublas_stream_ordering(),
                                                   scenario2_softmax_migration(), scenario3_transposed_k(),
-                                                  scenario4_concurrent_faults(), scenario5_graph_replay()};
+                                                  scenario4_concurrent_faults(), scenario5_graph_replay(),
+                                                  scenario6_memory_exhaustion()};
   return table;
 }
 
 const ScenarioInfo& scenario_info(int number) {
   if (number < 0 || number >= kScenarioCount) {
-    throw InputError("no scenario " + std::to_string(number) + " (scenarios are 0-5)");
+    throw InputError("no scenario " + std::to_string(number) + " (scenarios are 0-" + std::to_string(kScenarioCount - 1) + ")");
   }
   return scenario_table()[static_cast<size_t>(number)];
 }

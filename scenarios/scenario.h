@@ -36,9 +36,9 @@ struct ScenarioInfo {
   void (*setup_fn)(PathSettings&) = nullptr;                          // applies exactly the preconditions
 };
 
-constexpr int kScenarioCount = 6;  // 0..5
+constexpr int kScenarioCount = 7;  // 0..6
 const std::vector<ScenarioInfo>& scenario_table();
-const ScenarioInfo& scenario_info(int number);  // throws InputError for anything but 0..5
+const ScenarioInfo& scenario_info(int number);  // throws InputError for anything but 0..6
 void apply_scenario(int number, PathSettings& settings);
 
 // Why scenario `number` cannot be exercised under `conditions` (the settings before any fix: a
@@ -53,5 +53,6 @@ ScenarioInfo scenario2_softmax_migration();
 ScenarioInfo scenario3_transposed_k();
 ScenarioInfo scenario4_concurrent_faults();
 ScenarioInfo scenario5_graph_replay();
+ScenarioInfo scenario6_memory_exhaustion();
 
 }  // namespace sdpa

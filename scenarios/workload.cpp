@@ -26,6 +26,7 @@ Workload layer(const char* name, const char* what, int64_t batch, int64_t pixels
   p.head_dim = kHeadDim;
   p.dtype = DType::bf16;
   w.k_layout = KLayout::bshe;
+  w.blocks = kQwenImageBlocks;
   return w;
 }
 

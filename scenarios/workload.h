@@ -16,11 +16,15 @@
 
 namespace sdpa {
 
+// Qwen-Image's transformer: 60 dual-stream blocks, one joint attention each (docs/SCENARIOS.md).
+constexpr int kQwenImageBlocks = 60;
+
 struct Workload {
   const char* name = "";
   const char* what = "";  // one line: the layer, and how its sequence is made up
   SdpaProblem problem;    // shape, dtype and mask (--seed stays the command line's)
   KLayout k_layout = KLayout::bhse;  // the layout the model hands K to SDPA in
+  int blocks = 1;         // attention layers in the model's forward pass (--layers model)
 };
 
 const std::vector<Workload>& workload_table();

@@ -4,6 +4,8 @@
 //
 //   SWEEP_FAKE="1=hang,2/device=segv"   behaviour per scenario, or per scenario/alloc (which
 //                                       wins); a cell not named passes
+//   SWEEP_FAKE_WHEN="--ballast=hang"    a run given that option behaves so, whatever SWEEP_FAKE says
+//                                       (the context ladder's rungs, repro report --ladder)
 //   SWEEP_FAKE_LOG=FILE                 each run appends "start <t_us> <pid> <CUDA_VISIBLE_DEVICES>
 //                                       | <its options but the output and hang ones>" and "end <t_us> <pid>"
 //   the sweep's canary (SDPA_SWEEP_CANARY set) behaves as SWEEP_FAKE's "canary" entry (default pass)
@@ -131,7 +133,14 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "sweep_fake_child: the sweep must pass --json and --check\n");
     return 99;
   }
-  const std::string behaviour = std::getenv("SDPA_SWEEP_CANARY") ? behaviour_for("canary", "") : behaviour_for(scenario, alloc);
+  std::string behaviour = std::getenv("SDPA_SWEEP_CANARY") ? behaviour_for("canary", "") : behaviour_for(scenario, alloc);
+  if (const char* when = std::getenv("SWEEP_FAKE_WHEN")) {
+    const std::string w = when;
+    const size_t eq = w.find('=');
+    if (eq != std::string::npos && (" " + options + " ").find(" " + w.substr(0, eq) + " ") != std::string::npos) {
+      behaviour = w.substr(eq + 1);
+    }
+  }
   auto finish = [&](const json& r, int code) {
     sdpa::write_file_atomic(json_path, r.dump(2) + "\n");
     log_line("end " + std::to_string(now_us()) + " " + std::to_string(getpid()));

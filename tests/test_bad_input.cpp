@@ -102,7 +102,7 @@ TEST_SUITE("bad_input") {
         {{"--seed", "-1"}, "seed"},
         {{"--seed", "18446744073709551616"}, "seed"},
         // scenarios, fixes, conditions
-        {{"--scenario", "6"}, "scenario"},
+        {{"--scenario", "7"}, "scenario"},
         {{"--scenario", "one"}, "scenario"},
         {{"--scenario", "1", "--scenario", "2"}, "scenario"},
         {{"--fix", "on"}, "scenario 0"},

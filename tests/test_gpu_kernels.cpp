@@ -345,18 +345,69 @@ TEST_SUITE("gpu_kernels") {
           const uint64_t seed = kernel_test_seed() + 900 + cases++, philox_offset = 12;
           const float keep = 0.8f;
           const std::vector<float> x = random_values(static_cast<size_t>(n), t, seed);
-          DeviceArray a(static_cast<size_t>(n) * 4);
-          void* d = a.at(static_cast<size_t>(offset) * dtype_size(t));
-          upload(d, x, t);
-          launch_dropout(d, t, n, seed, philox_offset, keep, nullptr);
-          CUDA_CHECK(cudaDeviceSynchronize());
-          const std::vector<float> y = download(d, static_cast<size_t>(n), t);
-          const float inv_keep = 1.0f / keep;
-          for (int64_t i = 0; i < n; ++i) {
-            const bool kept = dropout_keep(seed, philox_offset, static_cast<uint64_t>(i), keep);
-            const float expected = kept ? round_to_dtype(x[static_cast<size_t>(i)] * inv_keep, t) : 0.0f;
-            INFO(dtype_name(t), " n=", n, " offset=", offset, " i=", i);
-            REQUIRE(same_bits(y[static_cast<size_t>(i)], expected));
+          // In place (the input overwritten), then out of place with native_dropout's mask.
+          for (bool in_place : {true, false}) {
+            DeviceArray a(static_cast<size_t>(n) * 4), b(static_cast<size_t>(n) * 4), m(static_cast<size_t>(n) + 16);
+            void* d = a.at(static_cast<size_t>(offset) * dtype_size(t));
+            void* out = in_place ? d : b.at(static_cast<size_t>(offset) * dtype_size(t));
+            auto* mask = in_place ? nullptr : reinterpret_cast<uint8_t*>(m.at(0));
+            upload(d, x, t);
+            if (mask) CUDA_CHECK(cudaMemset(mask, 7, static_cast<size_t>(n)));
+            launch_dropout(d, out, mask, t, n, seed, philox_offset, keep, nullptr);
+            CUDA_CHECK(cudaDeviceSynchronize());
+            const std::vector<float> y = download(out, static_cast<size_t>(n), t);
+            std::vector<uint8_t> kept_bytes(static_cast<size_t>(n));
+            if (mask) CUDA_CHECK(cudaMemcpy(kept_bytes.data(), mask, kept_bytes.size(), cudaMemcpyDeviceToHost));
+            const std::vector<float> input_after = download(d, static_cast<size_t>(n), t);
+            const float inv_keep = 1.0f / keep;
+            for (int64_t i = 0; i < n; ++i) {
+              const bool kept = dropout_keep(seed, philox_offset, static_cast<uint64_t>(i), keep);
+              const float expected = kept ? round_to_dtype(x[static_cast<size_t>(i)] * inv_keep, t) : 0.0f;
+              INFO(dtype_name(t), " n=", n, " offset=", offset, " in_place=", in_place, " i=", i);
+              REQUIRE(same_bits(y[static_cast<size_t>(i)], expected));
+              if (mask) REQUIRE(kept_bytes[static_cast<size_t>(i)] == (kept ? 1 : 0));
+              if (!in_place) REQUIRE(same_bits(input_after[static_cast<size_t>(i)], x[static_cast<size_t>(i)]));
+            }
+          }
+        }
+      }
+    }
+  }
+
+  TEST_CASE("dropout and the mask in chunks of query rows: each element decided by its index in the whole tensor") {
+    // A chunk of rows [row0, row0 + rows) of every head gives exactly the elements the whole tensor
+    // gives there (fix 5's chunks must not change the result); S = 6 and 8 and rows that do not
+    // divide L cover the element-by-element and the vector paths.
+    for (DType t : kDTypes) {
+      for (auto [L, S] : {std::pair<int64_t, int64_t>{10, 8}, {7, 6}}) {
+        const int64_t BH = 3, n_whole = BH * L * S;
+        const uint64_t seed = kernel_test_seed() + 950, philox_offset = 4;
+        const float keep = 0.7f;
+        const std::vector<float> whole = random_values(static_cast<size_t>(n_whole), t, seed);
+        const std::vector<float> mask_values = random_values(static_cast<size_t>(L * S), t, seed + 1);
+        for (int64_t rows : {int64_t{3}, L}) {
+          for (int64_t row0 = 0; row0 < L; row0 += rows) {
+            const int64_t r = std::min(rows, L - row0), n = BH * r * S;
+            std::vector<float> chunk(static_cast<size_t>(n));
+            for (int64_t h = 0; h < BH; ++h)
+              for (int64_t i = 0; i < r * S; ++i) chunk[static_cast<size_t>(h * r * S + i)] = whole[static_cast<size_t>((h * L + row0) * S + i)];
+            DeviceArray dc(static_cast<size_t>(n) * 4), dm(static_cast<size_t>(L * S) * 4);
+            upload(dc.at(0), chunk, t);
+            upload(dm.at(0), mask_values, t);
+            launch_add_mask(dc.at(0), t, dm.at(0), t, 1, BH, L, S, false, false, nullptr, row0, r);
+            launch_dropout(dc.at(0), dc.at(0), nullptr, t, n, seed, philox_offset, keep, nullptr, RowChunk{r, row0, L, S});
+            CUDA_CHECK(cudaDeviceSynchronize());
+            const std::vector<float> y = download(dc.at(0), static_cast<size_t>(n), t);
+            for (int64_t h = 0; h < BH; ++h) {
+              for (int64_t i = 0; i < r * S; ++i) {
+                const int64_t whole_i = (h * L + row0) * S + i;
+                const float masked = round_to_dtype(whole[static_cast<size_t>(whole_i)] + mask_values[static_cast<size_t>(row0 * S + i)], t);
+                const bool kept = dropout_keep(seed, philox_offset, static_cast<uint64_t>(whole_i), keep);
+                const float expected = kept ? round_to_dtype(masked * (1.0f / keep), t) : 0.0f;
+                INFO(dtype_name(t), " L=", L, " S=", S, " rows=", rows, " row0=", row0, " h=", h, " i=", i);
+                REQUIRE(same_bits(y[static_cast<size_t>(h * r * S + i)], expected));
+              }
+            }
           }
         }
       }

@@ -40,9 +40,15 @@ test_util::JsonRun run_binary(const std::vector<std::string>& args) {
   return test_util::run_with_json(SDPA_REPRO_BINARY, args);
 }
 
-// The arguments under which `stage` runs: kAllStagesArgs, or for the graph stages --graph (a
-// graph cannot hold the host's read of the scores, so that option is left out).
+// The arguments under which `stage` runs: kAllStagesArgs, with per-call allocation for the
+// alloc_* and free_* stages, or for the graph stages --graph (a graph cannot hold the host's read
+// of the scores, so that option is left out).
 std::vector<std::string> args_running(const std::string& stage) {
+  if (stage.rfind("alloc_", 0) == 0 || stage.rfind("free_", 0) == 0) {
+    std::vector<std::string> args = kAllStagesArgs;
+    args.insert(args.end(), {"--alloc-timing", "per-call"});
+    return args;
+  }
   if (stage.rfind("graph_", 0) != 0) return kAllStagesArgs;
   return {"--mask", "causal", "--heads", "8", "--kv-heads", "4", "--dropout", "0.1", "--fixes", "3", "--graph"};
 }

@@ -129,8 +129,8 @@ TEST_SUITE("options") {
     const std::string help = parse({"--help"}).message;
     for (const std::string& line : lines_of(help)) CHECK_MESSAGE(line.size() <= kHelpWidth, line);
     size_t at = 0;
-    for (const char* group : {"\nProblem:\n", "\nMemory:\n", "\nScenario and fixes:\n", "\nLogging and watchdog:\n",
-                              "\nRun and output:\n"}) {
+    for (const char* group : {"\nProblem:\n", "\nMemory:\n", "\nScenario and fixes:\n", "\nTraining context:\n",
+                              "\nLogging and watchdog:\n", "\nRun and output:\n"}) {
       const size_t found = help.find(group, at);
       CHECK_MESSAGE(found != std::string::npos, group);
       at = found == std::string::npos ? at : found;
@@ -138,8 +138,8 @@ TEST_SUITE("options") {
     // Labels, and the accepted words of the enumerated options, from the tables that parse them.
     for (const char* shown : {"--json FILE", "--save-output FILE", "--log-file FILE", "--inputs DIR", "--snapshot-dir DIR",
                               "--seed SEED", "--stage-timeout S", "-b,--batch INT", "--dtype bf16|fp16|fp32",
-                              "--precision upcast|native", "--mask-dims 1x1|Bx1|1xH|BxH", "--scenario 0-5", "--fix on|off|lean",
-                              "none, bool, float", "managed, device, async, host, system", "non-blocking, legacy, per-thread",
+                              "--precision upcast|native", "--mask-dims 1x1|Bx1|1xH|BxH", "--scenario 0-6", "--fix on|off|lean",
+                              "none, bool, float", "managed, device, async, host, system, vmm", "non-blocking, legacy, per-thread",
                               "off, stages, sync, values", "snapshot (", "qwen-image-1024", "entry_sync"}) {
       CHECK_MESSAGE(help.find(shown) != std::string::npos, shown);
     }
@@ -156,7 +156,7 @@ TEST_SUITE("options") {
     CHECK(help.find("\n  2  softmax reduction on unified memory under migration (its fix: 2)\n") != std::string::npos);
     CHECK(help.find("-h,--help") > help.find("--save-output"));  // last
     // Short: the scenarios in full are `repro help scenarios`.
-    CHECK(lines_of(help).size() < 110);
+    CHECK(lines_of(help).size() < 140);
     const std::string scenarios = scenarios_help();
     CHECK(scenarios.find("a hang looks like:") != std::string::npos);
     for (const std::string& line : lines_of(scenarios)) CHECK_MESSAGE(line.size() <= kHelpWidth, line);
@@ -278,7 +278,7 @@ TEST_SUITE("options") {
         {{"--mask", "triangle"}, "mask"},
         {{"--mask-dims", "2x2"}, "mask-dims"},
         {{"--alloc", "pinned"}, "alloc"},
-        {{"--scenario", "6"}, "scenario"},
+        {{"--scenario", "7"}, "scenario"},
         {{"--scenario", "-1"}, "scenario"},
         {{"--iters", "0"}, "iters"},
         {{"--iters", "ten"}, "iters"},

@@ -135,6 +135,80 @@ void check_usage_error(const std::vector<std::string>& args, const std::string& 
 }  // namespace
 
 TEST_SUITE("report") {
+  TEST_CASE("repro report --ladder climbs the rungs in order and stops at the first that hangs") {
+    // A fake child in place of each run: every run passes, but one given --ballast hangs.
+    const std::string dir = temp_dir("report_ladder"), out = dir + "/report", log = dir + "/fake.log";
+    setenv("SWEEP_FAKE_WHEN", "--ballast=hang", 1);
+    setenv("SWEEP_FAKE_LOG", log.c_str(), 1);
+    const Ran r = run_repro({"report", "--ladder", "--scenario", "2", "--out", out, "--repro-binary", SWEEP_TEST_FAKE_CHILD,
+                             "--layers", "3", "--steps", "4"});
+    unsetenv("SWEEP_FAKE_WHEN");
+    INFO(r.out, r.err);
+    CHECK(r.exit_code == 0);
+    const nlohmann::json j = nlohmann::json::parse(file_text(out + "/result.json"));
+    const auto& ladder = j["ladder"];
+    REQUIRE(ladder.size() == 4);  // isolated, per-call, layers: pass; ballast: hang; host-load and steps not climbed
+    const std::vector<std::string> names = {"isolated", "per-call", "layers", "ballast"};
+    for (size_t i = 0; i < names.size(); ++i) {
+      CHECK(ladder[i]["rung"] == names[i]);
+      CHECK(ladder[i]["finding"] == (i < 3 ? "not_reproduced" : "hang"));
+    }
+    CHECK(ladder[2]["options"] == nlohmann::json({"--alloc-timing", "per-call", "--layers", "3", "--retain", "autograd"}));
+    CHECK(j["report"]["finding"] == "hang");
+    const std::string title = j["report"]["title"];
+    CHECK(title.find("at rung ballast of the context ladder (rungs below it pass: isolated, per-call, layers)") != std::string::npos);
+    // The runs in the rungs' order, fix on first in each, two a rung: 8 in all.
+    std::vector<std::string> starts;
+    for (const std::string& line : test_util::lines_of(file_text(log))) {
+      if (line.rfind("start ", 0) == 0 && line.find("--check") != std::string::npos) starts.push_back(line);  // not `info`
+    }
+    REQUIRE(starts.size() == 8);
+    CHECK(starts[0].find("--alloc-timing") == std::string::npos);
+    CHECK(starts[2].find("--alloc-timing per-call") != std::string::npos);
+    CHECK(starts[2].find("--layers") == std::string::npos);
+    CHECK(starts[4].find("--layers 3 --retain autograd") != std::string::npos);
+    CHECK(starts[6].find("--ballast 0.5 --ballast-alloc device --ballast-touch gpu") != std::string::npos);
+    CHECK(starts[6].find("--fix on") != std::string::npos);
+    CHECK(starts[7].find("--fix off") != std::string::npos);
+    for (const std::string& s : starts) CHECK(s.find("--host-load") == std::string::npos);
+    const std::string md = file_text(out + "/REPORT.md");
+    CHECK(md.find("## Context ladder") != std::string::npos);
+    CHECK(md.find("| ballast | `--alloc-timing per-call --layers 3 --retain autograd --ballast 0.5") != std::string::npos);
+    // The reproducer is of one call, and says what it leaves out.
+    CHECK(j["reproducer_leaves_out"].get<std::string>().find("3 layers") != std::string::npos);
+
+    // Nothing hangs: every rung climbed, the last with --steps (and no --iters).
+    std::remove(log.c_str());
+    const Ran all = run_repro({"report", "--ladder", "--scenario", "2", "--out", out + "2", "--repro-binary", SWEEP_TEST_FAKE_CHILD});
+    CHECK(all.exit_code == 0);
+    const nlohmann::json k = nlohmann::json::parse(file_text(out + "2/result.json"));
+    REQUIRE(k["ladder"].size() == 6);
+    CHECK(k["ladder"][5]["rung"] == "steps");
+    CHECK(k["report"]["title"].get<std::string>().find("at every rung of the context ladder") != std::string::npos);
+    std::vector<std::string> last;
+    for (const std::string& line : test_util::lines_of(file_text(log))) {
+      if (line.rfind("start ", 0) == 0 && line.find("--check") != std::string::npos) last.push_back(line);
+    }
+    REQUIRE(last.size() == 12);
+    CHECK(last[10].find("--steps 10") != std::string::npos);
+    CHECK(last[10].find("--iters") == std::string::npos);
+    CHECK(last[8].find("--iters 25") != std::string::npos);
+    // A given --iters is the count of every rung but the steps', which counts steps.
+    std::remove(log.c_str());
+    CHECK(run_repro({"report", "--ladder", "--scenario", "2", "--iters", "3", "--out", out + "4", "--repro-binary",
+                     SWEEP_TEST_FAKE_CHILD}).exit_code == 0);
+    std::vector<std::string> counted;
+    for (const std::string& line : test_util::lines_of(file_text(log))) {
+      if (line.rfind("start ", 0) == 0 && line.find("--check") != std::string::npos) counted.push_back(line);
+    }
+    REQUIRE(counted.size() == 12);
+    CHECK(counted[0].find("--iters 3") != std::string::npos);
+    CHECK(counted[10].find("--iters") == std::string::npos);
+    unsetenv("SWEEP_FAKE_LOG");
+    // The rungs decide the allocation timing and the retention.
+    CHECK(run_repro({"report", "--ladder", "--scenario", "2", "--out", out + "3", "--retain", "none"}).exit_code == kExitUsage);
+  }
+
   TEST_CASE("repro report --no-run writes the reproducer, the commands and the REPORT.md template of every scenario") {
     for (int scenario = 1; scenario <= 4; ++scenario) {
       CAPTURE(scenario);
@@ -381,7 +455,7 @@ TEST_SUITE("report") {
     check_usage_error({"--scenario", "2"}, "--out");
     check_usage_error({"--out", "DIR"}, "--scenario is required");
     check_usage_error({"--scenario", "0", "--out", "DIR"}, "scenario 0");
-    check_usage_error({"--scenario", "6", "--out", "DIR"}, "--scenario");
+    check_usage_error({"--scenario", "7", "--out", "DIR"}, "--scenario");
     check_usage_error({"--scenario", "2", "--fix", "on", "--out", "DIR"}, "--fix");
     check_usage_error({"--scenario", "2", "--fixes", "1", "--out", "DIR"}, "--fixes");
     check_usage_error({"--scenario", "2", "--json", "x.json", "--out", "DIR"}, "--json");

@@ -44,10 +44,11 @@ TEST_SUITE("scenarios") {
       for (const char* text : {s.title, s.hypothesis, s.setup, s.runs, s.hang_signature, s.options}) {
         CHECK(std::string(text).size() > 3);
       }
-      // Scenario N's fix is fix N (0: none); scenario 5's is fix 4 (no managed memory in the graph).
-      CHECK(s.fix_number == (n == 5 ? 4 : n));
+      // Scenario N's fix is fix N (0: none); scenario 5's is fix 4 (no managed memory in the graph),
+      // scenario 6's fix 5.
+      CHECK(s.fix_number == (n == 5 ? 4 : n == 6 ? 5 : n));
     }
-    CHECK_THROWS_AS(scenario_info(6), InputError);
+    CHECK_THROWS_AS(scenario_info(kScenarioCount), InputError);
     CHECK_THROWS_AS(scenario_info(-1), InputError);
   }
 
@@ -141,8 +142,9 @@ TEST_SUITE("scenarios") {
     CHECK(parse_fix_list("all") == FixSet::all());
     CHECK(parse_fix_list("1,3").numbers() == std::vector<int>{1, 3});
     CHECK(parse_fix_list("4,2").str() == "2,4");
-    CHECK(parse_fix_list("1,2,3,4").str() == "all");
-    for (const char* bad : {"0", "5", "1,", ",1", "1,,2", "1;2", "one", "1 2", "12", "1,1", "all,1", "-1", " 1", "ALL"}) {
+    CHECK(parse_fix_list("1,2,3,4,5").str() == "all");
+    CHECK(parse_fix_list("1,2,3,4").str() == "1,2,3,4");
+    for (const char* bad : {"0", "6", "1,", ",1", "1,,2", "1;2", "one", "1 2", "12", "1,1", "all,1", "-1", " 1", "ALL"}) {
       CAPTURE(bad);
       CHECK_THROWS_AS(parse_fix_list(bad), InputError);
     }
@@ -167,8 +169,24 @@ TEST_SUITE("scenarios") {
       if (n == 2) CHECK(diff.empty());
       if (n == 3) CHECK(diff == std::map<std::string, std::string>{{"kt_contiguous", "on"}});
       if (n == 4) CHECK(diff == std::map<std::string, std::string>{{"alloc", "async"}, {"async_pool", "stream"}});
+      // Fix 5's design form chunks the scores (256 MiB) and keeps nothing (nothing is kept here).
+      if (n == 5) CHECK(diff == std::map<std::string, std::string>{{"chunk_bytes", "268435456"}});
     }
-    CHECK(make_fixes(FixSet::all()).size() == 4);
+    PathSettings memory;  // scenario 6, whose layers keep what autograd saves
+    apply_scenario(6, memory);
+    PathSettings bounded = memory;
+    for (const auto& f : make_fixes(parse_fix_list("5"))) f->configure(bounded);
+    CHECK(changed(memory, bounded) == std::map<std::string, std::string>{{"retain", "none"}, {"chunk_bytes", "268435456"}});
+    CHECK(make_fixes(FixSet::all()).size() == 5);
+    // Its native part computes in the input dtype: the problem changes, not the settings.
+    const ParseResult native = parse({"--scenario", "6", "--fixes", "5:native", "--layers", "2"});
+    REQUIRE(native.run);
+    CHECK(native.options.problem.precision == Precision::native);
+    CHECK(native.options.problem_given.precision == Precision::upcast);
+    CHECK(native.options.settings.retain == Retain::autograd);
+    const ParseResult chunk = parse({"--scenario", "6", "--fixes", "5:chunk", "--chunk-size", "64M"});
+    REQUIRE(chunk.run);
+    CHECK(chunk.options.settings.chunk_bytes == (int64_t{64} << 20));
     CHECK(make_fixes(FixSet{}).empty());
   }
 
@@ -199,7 +217,7 @@ TEST_SUITE("scenarios") {
     const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
         {{"--fix", "on"}, "scenario 0 has no fix"},
         {{"--fix", "yes"}, "fix"},
-        {{"--fixes", "5"}, "fixes"},
+        {{"--fixes", "6"}, "fixes"},
         {{"--fixes", "1,1"}, "twice"},
         {{"--alloc", "pinned"}, "alloc"},
         {{"--stream", "default"}, "stream"},
@@ -253,7 +271,7 @@ TEST_SUITE("scenarios") {
     CHECK(parse_fix_list("all:lean") == FixSet::lean());
     CHECK(FixSet::lean().str() == "all:lean");
     CHECK(parse_fix_list("3:lean").str() == "3");  // fix 3's lean form is its design form
-    for (const char* bad : {"1:", "1:fast", "2:set-stream", "1:set-stream/set-stream", "5:lean", "1:lean,1",
+    for (const char* bad : {"1:", "1:fast", "2:set-stream", "1:set-stream/set-stream", "6:lean", "1:lean,1",
                             "4:stream-pool/private-pool", "12", "1;2", ":lean"}) {
       CAPTURE(bad);
       CHECK_THROWS_AS(parse_fix_list(bad), InputError);

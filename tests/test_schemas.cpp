@@ -319,22 +319,22 @@ TEST_SUITE("schemas") {
   }
 
   TEST_CASE("the committed GPU runs with the current layout are valid") {
-    // Runs committed before format 2 (results/h100-2026-11-23/, results/h200-2026-11-23/) have an
-    // older layout (the schema's description says so).
+    // Runs committed before format 3 (results/h100-2026-11-24/ and older) have an older layout
+    // (the schema's description says so).
     for (const char* path :
-         {"h100-2026-11-24/final/default_device.json", "h100-2026-11-24/final/default_managed.json",
-          "h100-2026-11-24/final/image4608_device.json", "h100-2026-11-24/final/image4608_managed.json",
-          "h100-2026-11-24/final/image4608_graph.json", "h100-2026-11-24/final/graph512.json",
-          "h100-2026-11-24/final/s5_off.json", "h100-2026-11-24/final/s5_on.json", "h100-2026-11-24/final/s5_lean.json"}) {
+         {"h100-2026-11-25/context/default_device.json", "h100-2026-11-25/context/context_all.json",
+          "h100-2026-11-25/context/ballast.json", "h100-2026-11-25/context/plan_device.json",
+          "h100-2026-11-25/context/plan_vmm.json", "h100-2026-11-25/context/s6_fix_on.json"}) {
       const json doc = committed(path);
       check_valid("run.schema.json", doc, path);
       CHECK(doc["outcome"] == "pass");
       CHECK(doc["device"]["name"] == "NVIDIA H100 80GB HBM3");
     }
-    // An injected hang with its snapshot: the watchdog block as a real hang writes it.
-    const json hang = committed("h100-2026-11-24/snapshot/run.json");
-    check_valid("run.schema.json", hang, "snapshot/run.json");
+    // An injected hang in a layer: the watchdog block as a real hang writes it, with its layer.
+    const json hang = committed("h100-2026-11-25/context/hang_layer.json");
+    check_valid("run.schema.json", hang, "context/hang_layer.json");
     CHECK(hang["outcome"] == "hang");
+    CHECK(hang["watchdog"]["position"]["layer"] == 3);
   }
 
   TEST_CASE("a renamed or missing key of a run result fails, wherever it is") {
@@ -345,7 +345,7 @@ TEST_SUITE("schemas") {
                    {"/scenario/preconditions/last_stage", "/scenario/preconditions/scores_host_phase",
                     "/scenario/preconditions/scores_to_host"},
                    "a pass with a watchdog block");
-    check_unpinned("run.schema.json", committed("h100-2026-11-24/final/default_device.json"), {}, "final/default_device.json");
+    check_unpinned("run.schema.json", committed("h100-2026-11-25/context/default_device.json"), {}, "context/default_device.json");
     json renamed = doc;
     renamed["check"]["max_error"] = renamed["check"]["max_abs_error"];
     renamed["check"].erase("max_abs_error");
@@ -382,26 +382,21 @@ TEST_SUITE("schemas") {
     hung.exit_code = kExitHang;
     hung.watchdog = *hang_in_softmax().watchdog;
     check_valid("bench.schema.json", bench_to_json(hung), "a hung bench");
-    // compare.json beside them is scripts/compare_pytorch.py's table, not a bench result.
-    for (const char* shape : {"1x24x4608x128", "2x8x512x64", "4x16x2048x64"}) {
-      for (const char* form : {"native", "upcast", "native_graph", "upcast_graph"}) {
-        const std::string path = std::string("h100-2026-11-24/bench/compare/bench_") + shape + "_" + form + ".json";
-        check_valid("bench.schema.json", committed(path), path);
-      }
-    }
-    for (const char* path : {"h100-2026-11-24/bench/overhead_1x24x4608x128.json", "h100-2026-11-24/bench/overhead_2x8x512x64.json",
-                             "h100-2026-11-24/bench/overhead_4x16x2048x64.json"}) {
+    // Benchmarks with the training context's settings (committed from 2026-11-25 on): a 60-layer
+    // pass and the single call it is compared with.
+    for (const char* path : {"h100-2026-11-25/context/bench_layers1.json", "h100-2026-11-25/context/bench_layers60.json"}) {
       const json doc = committed(path);
       check_valid("bench.schema.json", doc, path);
-      CHECK(doc["fix_overhead"].size() == 8);  // each: 1, 1:lean, 2, 2:lean, 3, 4, all, all:lean
+      CHECK(doc["outcome"] == "pass");
     }
+    CHECK(committed("h100-2026-11-25/context/bench_layers60.json")["config"]["settings"]["layers"] == "60");
   }
 
   TEST_CASE("a renamed or missing key of a bench result fails, and a measured comparison must be complete") {
     const json printed = bench_to_json(bench_examples::overhead_result());
     check_unpinned("bench.schema.json", with_short_arrays(printed), {}, "bench_to_json");
-    check_unpinned("bench.schema.json", with_short_arrays(committed("h100-2026-11-24/bench/overhead_2x8x512x64.json")), {},
-                   "overhead_2x8x512x64.json");
+    check_unpinned("bench.schema.json", with_short_arrays(committed("h100-2026-11-25/context/bench_layers60.json")), {},
+                   "context/bench_layers60.json");
     json skipped_but_measured = printed;
     skipped_but_measured["fix_overhead"][0]["is_skipped"] = true;
     CHECK_FALSE(errors_of("bench.schema.json", skipped_but_measured).empty());
@@ -426,15 +421,23 @@ TEST_SUITE("schemas") {
     test_util::remove_tree(dir);
   }
 
-  TEST_CASE("report results are valid: the printer's, the committed GPU report") {
-    const json printed = report_json(made_up_report());
+  TEST_CASE("report results are valid: the printer's, with and without the context ladder") {
+    // The committed GPU reports (results/h100-2026-11-24/) are of format 2, before the ladder.
+    ReportInput in = made_up_report();
+    const json printed = report_json(in);
     check_valid("report.schema.json", printed, "report_json");
     CHECK(printed["report"]["finding"] == "hang");
     CHECK(printed["runs"][2]["outcome"] == "no_result");
-    for (const char* folder : {"h100-2026-11-24/report5", "h100-2026-11-24/report_hang"}) {
-      check_valid("report.schema.json", committed(std::string(folder) + "/result.json"), folder);
-    }
-    CHECK(committed("h100-2026-11-24/report_hang/result.json")["report"]["finding"] == "hang");
+    CHECK(printed["ladder"].is_null());
+    in.ladder = ladder_rungs(LadderValues{});
+    in.ladder.resize(4);
+    for (LadderRung& r : in.ladder) r.finding = "not_reproduced";
+    in.ladder.back().finding = "hang";
+    in.reproducer_leaves_out = "the per-call allocation";
+    const json laddered = report_json(in);
+    check_valid("report.schema.json", laddered, "report_json with a ladder");
+    CHECK(laddered["ladder"][3]["rung"] == "ballast");
+    CHECK(laddered["report"]["title"].get<std::string>().find("at rung ballast of the context ladder") != std::string::npos);
   }
 
   TEST_CASE("a renamed or missing key of a report fails, in the report and in each run's result") {

@@ -478,8 +478,8 @@ TEST_SUITE("sweep") {
   TEST_CASE("bad axis values and bad matrix files: exit 2 with one line") {
     TempDir dir;
     const std::vector<std::vector<std::string>> bad_lines{
-        {"--scenarios", "6"}, {"--scenarios", "0,,1"}, {"--scenarios", ""}, {"--scenarios", "1,1"}, {"--scenarios", "x"},
-        {"--fix", "maybe"}, {"--fix", "5"}, {"--fix", "1+1"}, {"--fix", "off,none"}, {"--dtypes", "fp8"},
+        {"--scenarios", "7"}, {"--scenarios", "0,,1"}, {"--scenarios", ""}, {"--scenarios", "1,1"}, {"--scenarios", "x"},
+        {"--fix", "maybe"}, {"--fix", "6"}, {"--fix", "1+1"}, {"--fix", "off,none"}, {"--dtypes", "fp8"},
         {"--precisions", "double"}, {"--shapes", "2x8x128x128"}, {"--shapes", "2x8x0x128x64"},
         {"--shapes", "2x8x128x128x64x1"}, {"--shapes", "axbxcxdxe"}, {"--shapes", "2x8x-1x128x64"},
         {"--shapes", "99999999x99999999x99999999x99999999x64"}, {"--allocs", "gpu"}, {"--allocs", "managed,"},

@@ -282,9 +282,9 @@ TEST_SUITE("watchdog") {
       classified += !h.candidates.empty();
       CHECK(h.summary().find(h.candidates.empty() ? "unclassified" : "scenario " + std::to_string(h.scenario())) == 0);
     }
-    // qk_gemm, scores_to_host, softmax, gqa_expand, scale_k, kt_contiguous, entry_sync, and the
-    // graph's capture, instantiation and launch
-    CHECK(classified == 10);
+    // qk_gemm, scores_to_host, softmax, gqa_expand, scale_k, kt_contiguous, entry_sync, the
+    // graph's capture, instantiation and launch, and the 13 alloc_* and free_* stages (scenario 6)
+    CHECK(classified == 23);
   }
 
   TEST_CASE("fault specs parse, and bad ones are one-line errors") {

@@ -3,6 +3,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <cmath>
 
 #include "fixes/fix.h"
@@ -154,7 +155,12 @@ std::string scenarios_help() {
 void RunOptions::set_fixes(const FixSet& set) {
   fixes = set;
   settings = conditions;
-  for (const auto& fix : make_fixes(fixes)) fix->configure(settings);
+  problem = problem_given;
+  for (const auto& fix : make_fixes(fixes)) {
+    fix->configure(settings);
+    fix->configure(problem);
+  }
+  if (chunk_size > 0 && fixes.has(FixPart::chunk)) settings.chunk_bytes = chunk_size;
 }
 
 struct RunOptionParser::Fields {
@@ -170,8 +176,12 @@ struct RunOptionParser::Fields {
   int touch_streams = 0;
   bool full = false, graph = false;
   std::string seed;
+  // The training context.
+  std::string alloc_timing, layers, retain, ballast, ballast_alloc, ballast_touch, chunk_size;
+  int steps = 0;
   CLI::Option *dtype_opt, *batch_opt, *heads_opt, *kv_heads_opt, *q_len_opt, *kv_len_opt, *head_dim_opt, *mask_opt,
-      *mask_dims_opt, *touch_streams_opt, *seed_opt;
+      *mask_dims_opt, *touch_streams_opt, *seed_opt, *iters_opt = nullptr, *steps_opt = nullptr,
+      *memory_trace_opt = nullptr, *host_load_opt = nullptr;
 };
 
 namespace {
@@ -222,9 +232,9 @@ void add_problem_options(CLI::App& app, Fields& f, RunCommand command) {
 void add_memory_options(CLI::App& app, Fields& f) {
   app.add_option("--alloc", f.alloc, "allocation: " + listed(path_setting_choices("--alloc")))
       ->option_text("KIND")
-      ->default_str("managed");
+      ->default_str("managed; scenario 6: device");
   app.add_flag("--allow-oversubscription", f.o.allow_oversubscription,
-               "allocate beyond 90% of free memory (can hang the GPU)");
+               "allocate beyond 90% of the memory available (can hang the GPU, or a DGX Spark until a power cycle)");
   app.add_option("--advise", f.advise, "cudaMemAdvise on each managed tensor, a list of " + listed(path_setting_choices("--advise")))
       ->option_text("LIST")
       ->default_str("none");
@@ -238,9 +248,9 @@ void add_memory_options(CLI::App& app, Fields& f) {
 }
 
 void add_scenario_options(CLI::App& app, Fields& f, RunCommand command) {
-  app.add_option("--scenario", f.o.scenario, "0: the whole path; 1-5: the hang scenarios (repro help scenarios)")
+  app.add_option("--scenario", f.o.scenario, "0: the whole path; 1-6: the hang scenarios (repro help scenarios)")
       ->check(CLI::Range(0, kScenarioCount - 1))
-      ->option_text("0-5")
+      ->option_text("0-6")
       ->required(command == RunCommand::report);  // a report is about one scenario's hang
   if (command != RunCommand::report) {  // a report runs the scenario's own fix off and on
     app.add_option("--fix", f.fix, "the scenario's own fix: on (as designed), lean (its lean form), off")
@@ -283,6 +293,53 @@ void add_condition_options(CLI::App& app, Fields& f) {
       ->default_str("before; scenario 2: during");
 }
 
+// The training process around the call (docs/CONTEXT.md): the context ladder's conditions.
+void add_context_options(CLI::App& app, Fields& f, RunCommand command) {
+  RunOptions& o = f.o;
+  app.add_option("--alloc-timing", f.alloc_timing,
+                 "intermediates allocated " + listed(path_setting_choices("--alloc-timing")) +
+                     ": before the first call, or inside each call as PyTorch does")
+      ->option_text("WHEN")
+      ->default_str("upfront; scenario 6: per-call");
+  app.add_option("--layers", f.layers, "attention layers a step runs in sequence, each with its own Q, K, V, output; "
+                                       "model: the workload's block count")
+      ->option_text("N|model")
+      ->default_str("1; scenario 6: 60");
+  app.add_option("--retain", f.retain, "what each layer keeps until the step ends: " + listed(path_setting_choices("--retain")))
+      ->option_text("WHAT")
+      ->default_str("none; scenario 6: autograd");
+  if (command != RunCommand::bench) {
+    f.steps_opt = app.add_option("--steps", f.steps, "training steps: passes over the layers, memory sampled after each")
+                      ->check(CLI::Range(1, 100000000))
+                      ->option_text("N");
+  }
+  app.add_option("--ballast", f.ballast, "memory held by the rest of the model: a size (40G) or a fraction (0.8) of "
+                                         "the memory available")
+      ->option_text("SIZE|FRACTION");
+  app.add_option("--ballast-alloc", f.ballast_alloc, "the ballast's memory: managed, device, host, system")
+      ->option_text("KIND")
+      ->default_str("device");
+  app.add_option("--ballast-touch", f.ballast_touch, "who touches it while the path runs: " + listed(ballast_touch_choices()))
+      ->option_text("WHO")
+      ->default_str("none");
+  f.host_load_opt = app.add_option("--host-load", o.context.host_load_threads,
+                                   "data-loader-like host threads (pageable reads and writes, pinned copies)")
+                        ->check(CLI::Range(0, 256))
+                        ->option_text("THREADS");
+  app.add_option("--chunk-size", f.chunk_size, "fix 5's chunk part: each chunk's scores at most this many bytes")
+      ->option_text("SIZE")
+      ->default_str("256M");
+  f.memory_trace_opt = app.add_flag("--memory-trace", o.memory_trace,
+                                    "memory (MemAvailable, cudaMemGetInfo) at every stage, in the log and the JSON "
+                                    "(scenario 6: on)");
+  app.add_flag("--uvm-counters", o.uvm_counters,
+               "count managed memory's migrations and page faults (CUPTI), the path's and the ballast's apart");
+  if (command == RunCommand::run) {
+    app.add_flag("--plan", o.plan_only, "print the memory plan (what each layer allocates and keeps, the peak, the "
+                                        "memory available) and exit; allocates nothing");
+  }
+}
+
 void add_logging_options(CLI::App& app, Fields& f, RunCommand command) {
   RunOptions& o = f.o;
   app.add_option("--log", f.log,
@@ -315,7 +372,9 @@ void add_output_options(CLI::App& app, Fields& f, RunCommand command) {
   RunOptions& o = f.o;
   if (command == RunCommand::report) o.iters = kReportIters;
   if (command != RunCommand::bench) {  // a bench counts its calls with -w and -n
-    app.add_option("--iters", o.iters, "calls of the path")->check(CLI::Range(1, 100000000))->option_text("INT");
+    f.iters_opt = app.add_option("--iters", o.iters, "calls of the path (passes over its layers)")
+                      ->check(CLI::Range(1, 100000000))
+                      ->option_text("INT");
     app.add_option("--sample-every", o.sample_every,
                    "soak: sample memory every N (< --iters) calls; exit 1 if it grows")
         ->check(CLI::Range(0, 100000000))
@@ -326,6 +385,87 @@ void add_output_options(CLI::App& app, Fields& f, RunCommand command) {
   app.add_flag("--check", o.check, "compare with the float64 CPU reference");
   app.add_option("--json", o.json_path, "write the result as JSON")->option_text("FILE");
   app.add_option("--save-output", o.save_output_path, "write the result tensor as float32 .npy")->option_text("FILE");
+}
+
+// --layers: a positive count, or the workload's block count.
+int parse_layers(const std::string& text, const Workload* workload) {
+  if (text == "model") {
+    if (!workload) throw InputError("--layers model: the model's block count comes from a workload (--workload NAME)");
+    return workload->blocks;
+  }
+  if (text.empty() || text.size() > 5 || text.find_first_not_of("0123456789") != std::string::npos || std::stoi(text) < 1 ||
+      std::stoi(text) > 10000) {
+    throw InputError("--layers: '" + text.substr(0, 40) + "' is not a layer count in 1-10000 or model");
+  }
+  return std::stoi(text);
+}
+
+// The training context's options, over the scenario's preconditions (docs/CONTEXT.md).
+void apply_context_options(const Fields& f, const Workload* workload, RunOptions& o) {
+  PathSettings& c = o.conditions;
+  if (!f.alloc_timing.empty()) c.alloc_timing = parse_alloc_timing(f.alloc_timing);
+  if (!f.retain.empty()) c.retain = parse_retain(f.retain);
+  if (!f.layers.empty()) c.layers = parse_layers(f.layers, workload);
+  if (f.steps_opt && f.steps_opt->count()) {
+    if (f.iters_opt && f.iters_opt->count()) {
+      throw InputError("--steps and --iters count the same passes over the layers: give one (--steps also samples "
+                       "memory after every step)");
+    }
+    o.iters = f.steps;
+    o.steps = true;
+    // About a hundred samples, however many steps: each step's time is kept anyway.
+    if (o.sample_every == 0 && o.iters > 1) o.sample_every = std::max(1, o.iters / 100);
+  }
+  BallastSpec& b = o.context.ballast;
+  if (!f.ballast.empty()) b = parse_ballast(f.ballast);
+  if (!f.ballast_alloc.empty()) {
+    b.kind = parse_alloc_kind(f.ballast_alloc);
+    if (b.kind == AllocKind::async || b.kind == AllocKind::vmm) {
+      throw InputError(std::string("--ballast-alloc: ") + alloc_kind_name(b.kind) +
+                       " is an allocator of the path's; the ballast is managed, device, host or system memory");
+    }
+  }
+  if (!f.ballast_touch.empty()) b.touch = parse_ballast_touch(f.ballast_touch);
+  if ((!f.ballast_alloc.empty() || !f.ballast_touch.empty()) && !b.given()) {
+    throw InputError("--ballast-alloc and --ballast-touch describe a ballast: give its size with --ballast");
+  }
+  if ((b.touch == BallastTouch::host || b.touch == BallastTouch::both) && !host_accessible(b.kind)) {
+    throw InputError(std::string("--ballast-touch ") + ballast_touch_name(b.touch) + ": the host cannot touch " +
+                     alloc_kind_name(b.kind) + " memory (--ballast-alloc managed, host or system)");
+  }
+  if (!f.chunk_size.empty()) o.chunk_size = parse_size(f.chunk_size, "--chunk-size");
+  if (o.scenario == 6) o.memory_trace = true;
+}
+
+// Whether each @condition of an injected fault holds in this run (fault_spec.h).
+bool fault_context_holds(const RunOptions& o) {
+  for (const std::string& c : o.inject.only_with) {
+    const bool holds = c == "per-call"    ? o.settings.alloc_timing == AllocTiming::per_call
+                       : c == "layers"    ? o.settings.layers > 1
+                       : c == "ballast"   ? o.context.ballast.given()
+                       : c == "host-load" ? o.context.host_load_threads > 0
+                       : c == "steps"     ? o.steps && o.iters > 1
+                                          : false;
+    if (!holds) return false;
+  }
+  return true;
+}
+
+// Context options that cannot act together.
+void refuse_context_conflicts(const Fields& f, const RunOptions& o) {
+  const PathSettings& ps = o.settings;
+  if (!f.chunk_size.empty() && !o.fixes.has(FixPart::chunk)) {
+    throw InputError("--chunk-size: fix 5's chunk part is not on (--fixes 5 or 5:chunk)");
+  }
+  if (ps.graph && (ps.layers > 1 || ps.alloc_timing == AllocTiming::per_call)) {
+    throw InputError("--graph replays one layer's tensors at fixed addresses: it takes --layers 1 and --alloc-timing upfront");
+  }
+  if (chunk_rows(o.problem, ps) < o.problem.q_len && ps.qk_gemm_api == GemmApi::batched) {
+    throw InputError("fix 5's chunk part: the pointer-array GEMM (--gemm-api batched) cannot take chunks of query rows");
+  }
+  if (o.plan_only && (!o.json_path.empty() || !o.save_output_path.empty() || o.check)) {
+    throw InputError("--plan prints the memory plan and runs nothing: --json, --save-output and --check have nothing to do");
+  }
 }
 
 // What the configuration would silently ignore: refused, so a run never seems to have tested
@@ -372,6 +512,8 @@ RunOptionParser::RunOptionParser(CLI::App& app, RunCommand command) : f_(std::ma
   app.option_defaults()->group("Scenario and fixes");
   add_scenario_options(app, f, command);
   add_condition_options(app, f);
+  app.option_defaults()->group("Training context");
+  add_context_options(app, f, command);
   app.option_defaults()->group("Logging and watchdog");
   add_logging_options(app, f, command);
   app.option_defaults()->group("Run and output");
@@ -448,6 +590,7 @@ RunOptions RunOptionParser::finish(int argc, const char* const* argv) const {
     c.entry_host_touch = f.host_touch == "on";
   }
   if (!f.advise.empty()) c.advice = parse_advice_list(f.advise);
+  apply_context_options(f, workload, o);
 
   FixSet fixes = parse_fix_list(f.fixes);
   o.own_fix = f.fix != "off";
@@ -460,6 +603,11 @@ RunOptions RunOptionParser::finish(int argc, const char* const* argv) const {
       fixes.add(own);
     }
   }
+  // Captured inputs set the shapes: read and checked here, so a bad file is a usage error on any
+  // machine, and the run's first line shows the shape that was loaded.
+  if (!o.inputs_dir.empty()) o.inputs = std::make_shared<const HostInputs>(load_npy_inputs(o.inputs_dir, p, o.dtype_given));
+  p.validate();
+  o.problem_given = p;
   o.set_fixes(fixes);
   o.waiver = scenario_waiver(o.scenario, o.conditions).value_or("");
 
@@ -467,17 +615,24 @@ RunOptions RunOptionParser::finish(int argc, const char* const* argv) const {
   o.log_format = parse_log_format(f.log_format);
   if (o.settings.graph) check_graph_capturable(o);
   if (!f.inject.empty()) o.inject = parse_fault_spec(f.inject);
-  // Captured inputs set the shapes: read and checked here, so a bad file is a usage error on any
-  // machine, and the run's first line shows the shape that was loaded.
-  if (!o.inputs_dir.empty()) o.inputs = std::make_shared<const HostInputs>(load_npy_inputs(o.inputs_dir, p, o.dtype_given));
-  p.validate();
+  o.inject_armed = fault_context_holds(o);
   refuse_ignored_options(f, o);
-  if (o.inject.kind != FaultSpec::none && !stage_runs(o.inject.stage, p, o.settings)) {
+  refuse_context_conflicts(f, o);
+  if (o.inject.kind != FaultSpec::none && o.inject_armed && !stage_runs(o.inject.stage, o.problem, o.settings)) {
     throw InputError(std::string("--inject: stage ") + stage_name(o.inject.stage) +
                      " does not run in this configuration (mask_prepare needs --mask bool|causal, upcast and "
                      "cast_output fp16/bf16 with --precision upcast, gqa_expand --kv-heads < --heads, kt_contiguous "
                      "a K^T copy (fix 3), mask_add a mask, scores_to_host scenario 2, dropout --dropout > 0, the "
-                     "graph_* stages --graph, and scenarios 1-3 stop early unless --full)");
+                     "graph_* stages --graph, alloc_* and free_* --alloc-timing per-call, and scenarios 1-3 stop "
+                     "early unless --full)");
+  }
+  if (o.inject.only_layer > o.settings.layers) {
+    throw InputError("--inject: @layer=" + std::to_string(o.inject.only_layer) + " but the run has " +
+                     std::to_string(o.settings.layers) + " layer(s)");
+  }
+  if (o.inject.only_step > o.iters) {
+    throw InputError("--inject: @step=" + std::to_string(o.inject.only_step) + " but the run makes " + std::to_string(o.iters) +
+                     " step(s)");
   }
   // Capturing and instantiating a graph is host work that waits for nothing on the GPU: a
   // spinning kernel put in front of it would stall the replay (graph_launch), not these stages.

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "fixes/fix_list.h"
+#include "math_sdpa/context.h"
 #include "math_sdpa/fault_spec.h"
 #include "math_sdpa/path_settings.h"
 #include "math_sdpa/problem.h"
@@ -36,14 +37,24 @@ namespace sdpa {
 struct RunOptions {
   int scenario = 0;
   std::string workload;       // --workload, or the scenario's default workload; "" for none
-  SdpaProblem problem;
+  SdpaProblem problem_given;  // what the command line asks to compute
+  SdpaProblem problem;        // what the path computes: problem_given as the fixes adjust it
   bool dtype_given = false;   // --dtype on the command line (else --inputs files decide)
   PathSettings conditions;    // the scenario's preconditions and the explicit options, before fixes
   bool own_fix = false;       // --fix on: the scenario's own fix
   FixSet fixes;               // every fix applied (--fix on and --fixes); change with set_fixes
   PathSettings settings;      // what the path runs with: the conditions corrected by the fixes
   bool allow_oversubscription = false;
+  ContextSettings context;    // the ballast and the host load (math_sdpa/context.h)
+  int64_t chunk_size = 0;     // --chunk-size: fix 5's chunk budget (0: its default)
+  bool plan_only = false;     // --plan: print the memory plan and exit, allocating nothing
+  bool memory_trace = false;  // --memory-trace (scenario 6's default): memory at every stage
+  bool uvm_counters = false;  // --uvm-counters: managed memory's migrations and faults (CUPTI)
+  // Passes over the layers, each a training step's forward pass after which what the layers kept
+  // is freed: --iters (calls, with one layer) or --steps, which also samples memory (after every
+  // step, or every steps/100th) and reports per-step times.
   int iters = 1;
+  bool steps = false;         // the loop was given as --steps
   int sample_every = 0;  // soak: sample memory every N calls (0 = never)
   bool check = false;
   std::string json_path;
@@ -56,6 +67,9 @@ struct RunOptions {
   bool no_fork = false;         // watchdog thread in this process instead of a supervising parent
   HangOptions hang;             // what a hang does: snapshot, kill or keep; the durable log
   FaultSpec inject;
+  // Whether the fault's @conditions of the context hold in this run; a fault whose do not is not
+  // injected (the ladder's rungs below the condition run clean).
+  bool inject_armed = true;
   // Non-empty when the scenario cannot be exercised under these conditions (scenario_waiver):
   // the run ends as waived (exit 6) before the GPU is touched.
   std::string waiver;
@@ -64,8 +78,8 @@ struct RunOptions {
   // are the files'. Shared, not copied: captured tensors can be gigabytes.
   std::shared_ptr<const HostInputs> inputs;
 
-  // Applies `set` to the conditions: fixes and settings, decided once here and read everywhere
-  // else (each fix's settings are host-only data, fixes/fix.h).
+  // Applies `set` to the conditions and to problem_given: fixes, settings and the problem,
+  // decided once here and read everywhere else (each fix's settings are host-only data, fixes/fix.h).
   void set_fixes(const FixSet& set);
 };
 

@@ -26,6 +26,8 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <algorithm>
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -53,8 +55,8 @@ constexpr double kInfoTimeoutS = 60;  // `repro info` only queries; longer means
 // The run options of the report's command line: without the report's own options, and
 // without --log, which the report sets for every run.
 std::vector<std::string> run_args(int argc, char** argv) {
-  static const std::set<std::string> with_value = {"--out", "--repeat", "--log", "--fix-form"};
-  static const std::set<std::string> flags = {"--no-run", "--force", "--allow-inject"};
+  static const std::set<std::string> with_value = {"--out", "--repeat", "--log", "--fix-form", "--repro-binary"};
+  static const std::set<std::string> flags = {"--no-run", "--force", "--allow-inject", "--ladder"};
   std::vector<std::string> out;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i], name = arg.substr(0, arg.find('='));
@@ -79,6 +81,61 @@ RunOptions options_of_child(const std::vector<std::string>& args) {
 }
 
 std::string read_text(const fs::path& path) { return read_file(path.string()).value_or(""); }
+
+// --ladder: the options that set a rung's values are taken out of the scenario's command (each
+// rung adds them where it climbs); the values they give replace the ladder's own.
+std::vector<std::string> take_ladder_values(const std::vector<std::string>& args, LadderValues& v) {
+  const std::map<std::string, std::string*> slots = {
+      {"--layers", &v.layers},   {"--ballast", &v.ballast},     {"--ballast-alloc", &v.ballast_alloc},
+      {"--ballast-touch", &v.ballast_touch}, {"--host-load", &v.host_load}, {"--steps", &v.steps}};
+  static const std::set<std::string> decided = {"--alloc-timing", "--retain"};  // the rungs decide them
+  std::vector<std::string> rest;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string arg = args[i], name = arg.substr(0, arg.find('='));
+    const bool inline_value = name != arg;
+    const std::string value = inline_value ? arg.substr(name.size() + 1) : (i + 1 < args.size() ? args[i + 1] : "");
+    const auto slot = slots.find(name);
+    if (slot == slots.end() && !decided.count(name)) {
+      rest.push_back(arg);
+      continue;
+    }
+    if (decided.count(name)) {
+      throw InputError(name + ": with --ladder the rungs decide it (per-call from the second rung, autograd retention from "
+                              "the third)");
+    }
+    *slot->second = value;
+    if (!inline_value) ++i;
+  }
+  return rest;
+}
+
+// The configuration of one call of `o`: what the single-file reproducer can hold (the training
+// context around the call is the harness's), and what that leaves out, in words.
+RunOptions one_call(RunOptions o, std::string* leaves_out) {
+  std::vector<std::string> out;
+  const PathSettings& s = o.settings;
+  if (s.alloc_timing == AllocTiming::per_call) out.push_back("the per-call allocation");
+  if (s.layers > 1) out.push_back(std::to_string(s.layers) + " layers");
+  if (s.retain == Retain::autograd) out.push_back("autograd's retention");
+  if (s.chunk_bytes > 0) out.push_back("fix 5's chunks");
+  if (o.context.ballast.given()) out.push_back("the ballast");
+  if (o.context.host_load_threads > 0) out.push_back("the host load");
+  if (o.steps) out.push_back("the steps");
+  if (s.alloc == AllocKind::vmm) out.push_back("vmm memory (cudaMalloc there)");
+  for (PathSettings* p : {&o.conditions, &o.settings}) {
+    if (p->alloc == AllocKind::vmm) p->alloc = AllocKind::device;
+    p->alloc_timing = AllocTiming::upfront;
+    p->layers = 1;
+    p->retain = Retain::none;
+    p->chunk_bytes = 0;
+  }
+  o.problem.precision = o.problem_given.precision;
+  o.context = ContextSettings{};
+  std::string words;
+  for (size_t i = 0; i < out.size(); ++i) words += (i == 0 ? "" : i + 1 == out.size() ? " and " : ", ") + out[i];
+  if (leaves_out) *leaves_out = words;
+  return o;
+}
 
 // A private scratch folder for the children's files, removed whatever happens.
 struct ScratchDir {
@@ -162,8 +219,52 @@ void remove_earlier_runs(const fs::path& out_dir) {
   }
 }
 
+// The command lines of one configuration, fix off and on, as its children run them.
+void set_commands(ReportInput& in, const std::vector<std::string>& base, const std::vector<std::string>& rung_options,
+                  bool iters_given, LogLevel log, const std::string& fix_form) {
+  // Repeated calls by default (kReportIters), every call's result checked (--check over several
+  // calls); each child is told the count. A rung of steps counts steps instead (a given --iters
+  // is the other rungs').
+  const bool steps = std::find(rung_options.begin(), rung_options.end(), "--steps") != rung_options.end();
+  std::vector<std::string> common;
+  for (size_t i = 0; i < base.size(); ++i) {
+    if (steps && (base[i] == "--iters" || base[i].rfind("--iters=", 0) == 0)) {
+      if (base[i] == "--iters") ++i;
+      continue;
+    }
+    common.push_back(base[i]);
+  }
+  common.insert(common.end(), rung_options.begin(), rung_options.end());
+  if (!iters_given && !steps) common.insert(common.end(), {"--iters", std::to_string(kReportIters)});
+  for (bool fix_on : {false, true}) {
+    std::vector<std::string>& args = fix_on ? in.args_on : in.args_off;
+    args = common;
+    args.insert(args.end(), {"--check", "--log", log_level_name(log), "--fix", !fix_on ? "off" : fix_form == "lean" ? "lean" : "on"});
+    (fix_on ? in.fix_on : in.fix_off) = options_of_child(args);
+  }
+}
+
+// "fix off: 1 hang; fix on: 1 pass"
+std::string outcome_counts(const ReportInput& in) {
+  std::string s;
+  for (bool fix_on : {false, true}) {
+    std::map<std::string, int> counts;
+    for (const ReportRun& r : in.runs) {
+      if (r.fix_on == fix_on) ++counts[r.result ? outcome_word(*r.result) : "no result"];
+    }
+    s += std::string(fix_on ? "; fix on: " : "fix off: ");
+    bool first = true;
+    for (const auto& [word, n] : counts) {
+      s += (first ? "" : ", ") + std::to_string(n) + " " + word;
+      first = false;
+    }
+  }
+  return s;
+}
+
 int write_report(CLI::App& app, const RunOptionParser& parser, int argc, char** argv, const std::string& out_dir,
-                 int repeat, bool no_run, bool force, bool allow_inject, const std::string& fix_form) {
+                 int repeat, bool no_run, bool force, bool allow_inject, const std::string& fix_form, bool ladder,
+                 const std::string& repro_binary) {
   check_dir_creatable("--out", out_dir);
   ReportInput in;
   in.report_argv.assign(argv, argv + argc);
@@ -181,17 +282,26 @@ int write_report(CLI::App& app, const RunOptionParser& parser, int argc, char** 
   // Every run logs its stages (at least), and every run is checked against the reference.
   const LogLevel log = given.log > LogLevel::stages ? given.log : LogLevel::stages;
   std::vector<std::string> base = run_args(argc, argv);
-  // Repeated calls by default (kReportIters), every call's result checked (--check over several
-  // calls); each child is told the count.
-  if (!app.count("--iters")) base.insert(base.end(), {"--iters", std::to_string(kReportIters)});
-  for (bool fix_on : {false, true}) {
-    std::vector<std::string>& args = fix_on ? in.args_on : in.args_off;
-    args = base;
-    args.insert(args.end(), {"--check", "--log", log_level_name(log), "--fix", !fix_on ? "off" : fix_form == "lean" ? "lean" : "on"});
-    (fix_on ? in.fix_on : in.fix_off) = options_of_child(args);
+  // One configuration, or the context ladder's rungs (each checked now, before anything runs).
+  std::vector<LadderRung> rungs = {LadderRung{}};
+  if (ladder) {
+    LadderValues values;
+    if (!given.workload.empty()) values.layers = "model";
+    base = take_ladder_values(base, values);
+    rungs = ladder_rungs(values);
+    for (LadderRung& r : rungs) {
+      ReportInput probe;
+      set_commands(probe, base, r.options, app.count("--iters") > 0, log, fix_form);
+    }
   }
-  const std::string reproducer =
-      generate_reproducer(in.fix_off, in.fix_on, display_command(in.args_off), display_command(in.args_on));
+  set_commands(in, base, rungs.front().options, app.count("--iters") > 0, log, fix_form);
+  // The reproducer holds one call: the first rung's (the isolated call) with --ladder, and of a
+  // configuration with a training context, its call without it (the report says what it leaves out).
+  auto reproducer_of = [&](const ReportInput& r) {
+    const RunOptions off = one_call(r.fix_off, &in.reproducer_leaves_out), on = one_call(r.fix_on, nullptr);
+    return generate_reproducer(off, on, display_command(r.args_off), display_command(r.args_on));
+  };
+  std::string reproducer = reproducer_of(in);
 
   std::error_code ec;
   const fs::file_status status = fs::status(out_dir, ec);
@@ -200,29 +310,44 @@ int write_report(CLI::App& app, const RunOptionParser& parser, int argc, char** 
     if (!force) throw InputError("--out: " + out_dir + " exists; use --force to replace the report in it");
   }
 
-  const std::string self = self_executable();
+  const std::string self = repro_binary.empty() ? self_executable() : repro_binary;
   ScratchDir scratch;
   query_environment_in_child(self, scratch, in);
+  if (no_run && ladder) in.ladder = rungs;  // the rungs it would climb
   if (!no_run) {
     fs::create_directories(out_dir, ec);
     if (ec) throw InputError("--out: cannot create " + out_dir + ": " + ec.message());
     remove_earlier_runs(out_dir);
-    // Fix on first: a hang with the fix off may leave the GPU unusable, and must not pass for
-    // the fix failing.
-    const int total = 2 * repeat;
-    for (bool fix_on : {true, false}) {
-      for (int k = 1; k <= repeat; ++k) {
-        const int index = static_cast<int>(in.runs.size()) + 1;
-        std::cout << "repro report: run " << index << " of " << total << ": fix " << (fix_on ? "on" : "off")
-                  << " (" << k << " of " << repeat << ") ... " << std::flush;
-        in.runs.push_back(run_once(self, scratch, out_dir, fix_on ? in.args_on : in.args_off, fix_on, k, index));
-        const ReportRun& r = in.runs.back();
-        char wall[32];
-        std::snprintf(wall, sizeof wall, "%.2f s", r.wall_s);
-        std::cout << (r.result ? outcome_word(*r.result) : std::string("no result"))
-                  << " (exit " << r.exit_code << ", " << wall << ")\n";
+    int index = 0;
+    for (LadderRung& rung : rungs) {
+      set_commands(in, base, rung.options, app.count("--iters") > 0, log, fix_form);
+      in.runs.clear();
+      // Fix on first: a hang with the fix off may leave the GPU unusable, and must not pass for
+      // the fix failing.
+      const int total = 2 * repeat;
+      for (bool fix_on : {true, false}) {
+        for (int k = 1; k <= repeat; ++k) {
+          ++index;
+          std::cout << "repro report: " << (ladder ? "rung " + rung.name + ": " : std::string()) << "run "
+                    << in.runs.size() + 1 << " of " << total << ": fix " << (fix_on ? "on" : "off") << " (" << k << " of "
+                    << repeat << ") ... " << std::flush;
+          in.runs.push_back(run_once(self, scratch, out_dir, fix_on ? in.args_on : in.args_off, fix_on, k, index));
+          const ReportRun& r = in.runs.back();
+          char wall[32];
+          std::snprintf(wall, sizeof wall, "%.2f s", r.wall_s);
+          std::cout << (r.result ? outcome_word(*r.result) : std::string("no result"))
+                    << " (exit " << r.exit_code << ", " << wall << ")\n";
+        }
       }
+      if (!ladder) break;
+      rung.finding = report_finding(in);
+      rung.outcomes = outcome_counts(in);
+      in.ladder.push_back(rung);
+      std::cout << "repro report: rung " << rung.name << ": " << rung.finding << " (" << rung.outcomes << ")\n";
+      // The climb stops at the first rung that hangs or fails: the report is about it.
+      if (rung.finding == "hang" || rung.finding == "failure" || rung.finding == "no_gpu") break;
     }
+    if (ladder) reproducer = reproducer_of(in);
   }
 
   fs::create_directories(out_dir, ec);
@@ -254,7 +379,8 @@ int report_main(int argc, char** argv) {
              "written but no run found a usable GPU.");
   std::string out_dir;
   int repeat = 1;
-  bool no_run = false, force = false, allow_inject = false;
+  bool no_run = false, force = false, allow_inject = false, ladder = false;
+  std::string repro_binary;
   std::string fix_form = "design";
   app.option_defaults()->group("Report");
   app.add_option("--out", out_dir, "the report folder (must not exist, unless --force)")->required()->option_text("DIR");
@@ -268,6 +394,11 @@ int report_main(int argc, char** argv) {
       ->check(CLI::IsMember({"design", "lean"}))
       ->option_text("design|lean")
       ->capture_default_str();
+  app.add_flag("--ladder", ladder,
+               "climb the context ladder: the scenario isolated, then per-call allocation, layers with autograd's "
+               "retention, a ballast, a host load, steps (docs/CONTEXT.md); stop at the first rung that hangs or fails "
+               "and report it. --layers, --ballast*, --host-load and --steps set their rungs' values");
+  app.add_option("--repro-binary", repro_binary, "the program each run runs (tests)")->group("");
   app.add_flag("--allow-inject", allow_inject,
                "for testing the report itself: let --inject through (refused otherwise); the title then says the "
                "fault was injected");
@@ -278,7 +409,7 @@ int report_main(int argc, char** argv) {
     return parsed.exit_code;
   }
   try {
-    return write_report(app, parser, argc, argv, out_dir, repeat, no_run, force, allow_inject, fix_form);
+    return write_report(app, parser, argc, argv, out_dir, repeat, no_run, force, allow_inject, fix_form, ladder, repro_binary);
   } catch (const std::exception& e) {  // InputError; a generator bug (std::logic_error) reads the same way
     std::cerr << "repro report: error: " << one_line(e.what()) << "\n";
     return kExitUsage;

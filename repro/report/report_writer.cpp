@@ -469,7 +469,45 @@ std::string report_finding(const ReportInput& in) {
   return w && w->outcome == Outcome::hang ? "hang" : "failure";
 }
 
+std::vector<LadderRung> ladder_rungs(const LadderValues& v) {
+  std::vector<LadderRung> rungs;
+  std::vector<std::string> options;
+  auto rung = [&](const char* name, std::vector<std::string> adds) {
+    options.insert(options.end(), adds.begin(), adds.end());
+    rungs.push_back({name, options, "", ""});
+  };
+  rung("isolated", {});
+  rung("per-call", {"--alloc-timing", "per-call"});
+  rung("layers", {"--layers", v.layers, "--retain", "autograd"});
+  rung("ballast", {"--ballast", v.ballast, "--ballast-alloc", v.ballast_alloc, "--ballast-touch", v.ballast_touch});
+  rung("host-load", {"--host-load", v.host_load});
+  rung("steps", {"--steps", v.steps});
+  return rungs;
+}
+
+namespace {
+
+// The title of a report of one configuration.
+std::string configuration_title(const ReportInput& in);
+
+}  // namespace
+
 std::string report_title(const ReportInput& in) {
+  const std::string title = configuration_title(in);
+  if (in.ladder.empty() || in.no_run) return title;
+  const LadderRung& last = in.ladder.back();
+  std::string below;
+  for (size_t i = 0; i + 1 < in.ladder.size(); ++i) below += (below.empty() ? "" : ", ") + in.ladder[i].name;
+  if (last.finding == "hang" || last.finding == "failure") {
+    return title + ", at rung " + last.name + " of the context ladder" +
+           (below.empty() ? std::string(" (its first)") : " (rungs below it pass: " + below + ")");
+  }
+  return title + "; at every rung of the context ladder (" + below + (below.empty() ? "" : ", ") + last.name + ")";
+}
+
+namespace {
+
+std::string configuration_title(const ReportInput& in) {
   const int n = in.fix_off.scenario, fix = fix_number(in);
   // A report of an injected fault (repro report --allow-inject) must never read as a finding.
   const std::string scenario = (in.fix_off.inject.kind != FaultSpec::none
@@ -499,6 +537,25 @@ std::string report_title(const ReportInput& in) {
   return title + "; fix " + std::to_string(fix) + " does not clear it (fix on: " + counts(on) + ")";
 }
 
+// With --ladder: every rung, what it adds and what its runs found.
+std::string ladder_section(const ReportInput& in) {
+  if (in.ladder.empty()) return "";
+  std::ostringstream s;
+  s << "## Context ladder\n\n"
+    << "The scenario's call, then the training process around it one condition at a time (docs/CONTEXT.md), each "
+    << "rung run as this report runs a scenario (fix off and on, " << in.repeat << " run(s) each); the climb stops "
+    << "at the first rung that hangs or fails, and this report is about the last rung climbed.\n\n"
+    << "| rung | adds (cumulative) | finding | runs |\n|---|---|---|---|\n";
+  for (const LadderRung& r : in.ladder) {
+    s << "| " << r.name << " | `" << (r.options.empty() ? std::string("(the call alone)") : display_command(r.options).substr(8))
+      << "` | " << (r.finding.empty() ? std::string("not climbed") : r.finding) << " | " << r.outcomes << " |\n";
+  }
+  s << "\n";
+  return s.str();
+}
+
+}  // namespace
+
 std::string report_markdown(const ReportInput& in) {
   const ScenarioInfo& sc = scenario_info(in.fix_off.scenario);
   const auto off = views(in, false), on = views(in, true);
@@ -509,7 +566,8 @@ std::string report_markdown(const ReportInput& in) {
     << "`repro report` (sdpa-repro " << kHarnessVersion << ", commit " << kGitCommit << ") on " << in.created_utc
     << ".\n\n";
   s << environment_section(in) << commands_section(in) << pytorch_section(in) << preconditions_section(in)
-    << expected_section(in, off, on) << how_often_section(in, off, on) << hang_section(in) << hang_snapshot_section(in)
+    << ladder_section(in) << expected_section(in, off, on) << how_often_section(in, off, on) << hang_section(in)
+    << hang_snapshot_section(in)
     << stage_times_section(in, off, on) << runs_section(in)
     << bug_report_section(in);
   s << "## Files\n\n"
@@ -518,7 +576,9 @@ std::string report_markdown(const ReportInput& in) {
        "outcome, per-stage times, GEMM calls, allocations, the watchdog's findings).\n"
     << "- `stage.log`: every run's output: the stage log (`--log " << log_level_name(in.fix_off.log)
     << "`), the result table and any hang report.\n"
-    << "- `" << reproducer_file_name(in.fix_off.scenario) << "`: the single-file reproducer.\n";
+    << "- `" << reproducer_file_name(in.fix_off.scenario) << "`: the single-file reproducer"
+    << (in.reproducer_leaves_out.empty() ? std::string(".") : " of one call: it leaves out " + in.reproducer_leaves_out + ".")
+    << "\n";
   return s.str();
 }
 
@@ -558,6 +618,12 @@ json report_json(const ReportInput& in) {
                    {"reproducer_fix_off", reproducer_run_command(n, false)},
                    {"reproducer_fix_on", reproducer_run_command(n, true)}};
   j["runs"] = runs;
+  json ladder = json::array();
+  for (const LadderRung& r : in.ladder) {
+    ladder.push_back({{"rung", r.name}, {"options", r.options}, {"finding", r.finding}, {"outcomes", r.outcomes}});
+  }
+  j["ladder"] = in.ladder.empty() ? json(nullptr) : ladder;
+  j["reproducer_leaves_out"] = in.reproducer_leaves_out.empty() ? json(nullptr) : json(in.reproducer_leaves_out);
   return j;
 }
 

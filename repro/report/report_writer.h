@@ -35,6 +35,15 @@ struct ReportRun {
   std::string snapshot_dir;               // its --snapshot-dir, inside the report folder ("": none given)
 };
 
+// One rung of the context ladder (`repro report --ladder`, docs/CONTEXT.md): the conditions of the
+// training process it adds to the rungs below it, and what its runs found.
+struct LadderRung {
+  std::string name;                  // "isolated", "per-call", "layers", "ballast", "host-load", "steps"
+  std::vector<std::string> options;  // everything it adds to the scenario's command, the rungs below included
+  std::string finding;               // report_finding of its runs ("" when not climbed)
+  std::string outcomes;              // "fix off: 1 hang; fix on: 1 pass"
+};
+
 struct ReportInput {
   RunOptions fix_off, fix_on;                 // the two configurations (as the children parse them)
   std::vector<std::string> args_off, args_on; // their command lines, without the binary
@@ -44,8 +53,24 @@ struct ReportInput {
   std::string created_utc;                     // "2025-11-02 14:03:07 UTC"
   std::optional<Environment> environment;      // from `repro info --json`
   std::string environment_error;               // why there is none
-  std::vector<ReportRun> runs;                 // in the order they ran
+  std::vector<ReportRun> runs;                 // in the order they ran (with --ladder: the last rung's)
+  // --ladder: every rung climbed, in order, the last the one this report is about; empty without.
+  std::vector<LadderRung> ladder;
+  // What the single-file reproducer leaves out of the runs' configuration ("" when nothing): it
+  // holds one call of the path, not the training process around it.
+  std::string reproducer_leaves_out;
 };
+
+// The rungs of the context ladder, in the fixed order they are climbed, each with the options it
+// adds over the scenario's command (cumulative). `layers`, `ballast...`, `host_load` and `steps`
+// are their rungs' values.
+struct LadderValues {
+  std::string layers = "60";  // the workload's block count (Qwen-Image's 60)
+  std::string ballast = "0.5", ballast_alloc = "device", ballast_touch = "gpu";
+  std::string host_load = "4";
+  std::string steps = "10";
+};
+std::vector<LadderRung> ladder_rungs(const LadderValues& values);
 
 // "hang", "not_reproduced", "failure" (a crash, CUDA error, mismatch... with the fix off),
 // "fix_fails" (pass with the fix off, failures with it on), "no_gpu" or "waived" (every run),

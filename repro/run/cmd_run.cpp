@@ -8,7 +8,12 @@
 // (math_sdpa/errors.h, README "Exit codes").
 #include <iostream>
 
+#include "math_sdpa/context_load.h"
+#include "math_sdpa/cuda_check.h"
+#include "math_sdpa/errors.h"
+#include "math_sdpa/memory_plan.h"
 #include "repro/commands.h"
+#include "repro/common/text.h"
 #include "repro/cli/run_options.h"
 #include "repro/run/run_text.h"
 #include "repro/run/run_json.h"
@@ -17,6 +22,33 @@
 
 namespace sdpa {
 
+namespace {
+
+// --plan: the memory plan against the memory this machine has now, printed; nothing allocated.
+// Without a usable GPU the plan is printed all the same, its pools' availability unknown.
+int print_plan(const RunOptions& o) {
+  MemoryFacts facts;
+  std::string unknown;
+  try {
+    CUDA_CHECK(cudaSetDevice(0));
+    facts = query_memory_facts();
+  } catch (const std::exception& e) {
+    unknown = one_line(e.what());
+  }
+  const MemoryPlan plan = plan_memory(o.problem, o.settings, context_memory(o.context, facts));
+  const std::vector<PoolUse> pools = plan_pools(plan, facts);
+  std::cout << "# " << configuration_line(o) << "\n" << plan_text(plan, pools);
+  if (!unknown.empty()) std::cout << "# no GPU to ask how much memory there is: " << unknown << "\n";
+  const std::string refusal = plan_refusal(plan, pools);
+  if (!refusal.empty()) {
+    std::cout << "# a run would be refused (exit 8" << (o.allow_oversubscription ? "; --allow-oversubscription lets it run" : "")
+              << "): " << refusal << "\n";
+  }
+  return kExitPass;
+}
+
+}  // namespace
+
 int run_main(int argc, char** argv) {
   const ParseResult parsed = parse_command_line(argc, argv);
   if (!parsed.run) {
@@ -24,6 +56,7 @@ int run_main(int argc, char** argv) {
     return parsed.exit_code;
   }
   const RunOptions& options = parsed.options;
+  if (options.plan_only) return print_plan(options);
   SupervisedCommand<RunResult> command;
   command.name = "repro";
   command.run = &options;

@@ -19,6 +19,7 @@ void attach_observers(MathSdpa& path, const PathObservers& observers, const std:
   }
   if (observers.nvtx) path.add_observer(observers.nvtx);
   if (observers.timer) path.add_observer(observers.timer);
+  if (observers.memory) path.add_observer(observers.memory);
   if (observers.injector) path.add_observer(observers.injector);
   for (const auto& fix : fixes) path.add_hook(fix.get());
   path.set_instrumentation({log >= LogLevel::sync, log == LogLevel::values, log != LogLevel::off && format == LogFormat::sdpa_debug});

@@ -25,6 +25,7 @@ struct PathObservers {
   StageObserver* nvtx = nullptr;
   StageObserver* timer = nullptr;
   FaultInjector* injector = nullptr;  // --inject
+  StageObserver* memory = nullptr;    // --memory-trace
   // At --log stages, the reporter marks GPU stage starts and ends in the logger (a run: one path,
   // one log; the caller stops the marks before the logger goes).
   bool mark_gpu_stages = false;

@@ -71,6 +71,12 @@ void ProgressReporter::drain_completed() {
   }
 }
 
+void ProgressReporter::call_position(const CallPosition& p) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  send(progress_record('L', std::to_string(p.step) + "," + std::to_string(p.layer) + "," + std::to_string(p.layers),
+                       monotonic_us(), ""));
+}
+
 void ProgressReporter::report_calls(int64_t calls_done) {
   const int64_t now = monotonic_us();
   if (now - last_calls_report_us_ < 100000) return;  // at most ten a second

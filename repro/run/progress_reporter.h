@@ -30,6 +30,7 @@ class ProgressReporter : public StageObserver {
   ~ProgressReporter() override;
   void stage_begin(Stage stage, const std::string& detail, void* stream) override;
   void stage_end(Stage stage, const std::string& summary, void* stream) override;
+  void call_position(const CallPosition& position) override;
   void report_calls(int64_t calls_done);
   void report_device(const std::string& device_json);
   // From now on, GPU stage starts and ends are also written to this log; null stops it (before

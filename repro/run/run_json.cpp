@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "fixes/fix_list.h"
+#include "math_sdpa/stats.h"
 #include "scenarios/hang_classification.h"
 #include "scenarios/scenario.h"
 #include "version.h"
@@ -121,6 +122,105 @@ DeviceInfo device_from_json(const nlohmann::json& j) {
   return d;
 }
 
+nlohmann::json context_to_json(const ContextSettings& c) {
+  using nlohmann::json;
+  const BallastSpec& b = c.ballast;
+  return {{"ballast", !b.given() ? json(nullptr)
+                                 : json{{"bytes", b.bytes == 0 ? json(nullptr) : json(b.bytes)},
+                                        {"fraction", b.fraction == 0 ? json(nullptr) : json(b.fraction)},
+                                        {"kind", alloc_kind_name(b.kind)},
+                                        {"touch", ballast_touch_name(b.touch)}}},
+          {"host_load_threads", c.host_load_threads}};
+}
+
+nlohmann::json plan_to_json(const MemoryPlan& plan, const std::vector<PoolUse>& pools, const std::optional<MemoryFacts>& facts) {
+  using nlohmann::json;
+  json tensors = json::array();
+  for (const TensorSpec& t : plan.tensors) {
+    tensors.push_back({{"tensor", t.name},
+                       {"bytes", t.bytes},
+                       {"chunks", t.chunks},
+                       {"lifetime", lifetime_name(t.lifetime)},
+                       {"per_layer", t.per_layer},
+                       {"allocated_in", t.lifetime == Lifetime::run ? json(nullptr) : json(stage_name(t.alloc_stage))}});
+  }
+  json pool_list = json::array();
+  for (const PoolUse& u : pools) {
+    pool_list.push_back({{"name", u.name},
+                         {"measured", u.measured},
+                         {"need_bytes", u.need},
+                         {"available_bytes", u.available < 0 ? json(nullptr) : json(u.available)},
+                         {"guard_bytes", u.budget < 0 ? json(nullptr) : json(u.budget)},
+                         {"fits", u.fits()}});
+  }
+  return {{"layers", plan.layers},
+          {"alloc", alloc_kind_name(plan.kind)},
+          {"alloc_timing", alloc_timing_name(plan.timing)},
+          {"tensors", tensors},
+          {"shared_bytes", plan.shared_bytes},
+          {"layer_inputs_bytes", plan.layer_run_bytes},
+          {"layer_kept_bytes", plan.layer_kept_bytes},
+          {"call_peak_bytes", plan.call_peak_bytes},
+          {"call_peak_after", stage_name(plan.call_peak_stage)},
+          {"path_peak_bytes", plan.path_bytes},
+          {"ballast_bytes", plan.context.ballast_bytes},
+          {"host_load_host_bytes", plan.context.host_load_host_bytes},
+          {"host_load_gpu_bytes", plan.context.host_load_gpu_bytes},
+          {"total_bytes", plan.total_bytes()},
+          {"integrated", facts ? json(facts->integrated) : json(nullptr)},
+          {"pools", pool_list}};
+}
+
+nlohmann::json measured_to_json(const MemoryMeasured& m) {
+  using nlohmann::json;
+  json trace = json::array();
+  for (const MemoryTraceSample& t : m.trace) {
+    trace.push_back({{"step", t.step},
+                     {"layer", t.layer},
+                     {"stage", t.stage},
+                     {"mem_available", t.mem_available},
+                     {"gpu_free", t.gpu_free},
+                     {"live_bytes", t.live_bytes},
+                     {"reserved_bytes", t.reserved_bytes}});
+  }
+  return {{"peak_live_bytes", m.peak_live_bytes},
+          {"peak_reserved_bytes", m.peak_reserved_bytes},
+          {"allocations", m.allocations},
+          {"gpu_free_at_start", m.gpu_free_at_start},
+          {"min_gpu_free", m.min_gpu_free},
+          {"gpu_used_peak_bytes", m.gpu_used_peak()},
+          {"mem_available_at_start", m.mem_available_at_start},
+          {"min_mem_available", m.min_mem_available},
+          {"trace_samples", m.trace_samples},
+          {"trace", trace}};
+}
+
+nlohmann::json uvm_to_json(const UvmCounts& u) {
+  using nlohmann::json;
+  json ranges = json::array();
+  for (const UvmRangeCounts& c : u.ranges) {
+    // "other" is every address but the named ones: the path's tensors.
+    ranges.push_back({{"range", c.name == "other" ? "path" : c.name},
+                      {"bytes_htod", c.bytes_htod},
+                      {"bytes_dtoh", c.bytes_dtoh},
+                      {"cpu_page_faults", c.cpu_page_faults},
+                      {"gpu_page_faults", c.gpu_page_faults}});
+  }
+  return {{"available", u.available},
+          {"unavailable", u.unavailable.empty() ? json(nullptr) : json(u.unavailable)},
+          {"not_counted", u.not_counted.empty() ? json(nullptr) : json(u.not_counted)},
+          {"bytes_htod", u.bytes_htod},
+          {"bytes_dtoh", u.bytes_dtoh},
+          {"cpu_page_faults", u.cpu_page_faults},
+          {"gpu_page_faults", u.gpu_page_faults},
+          {"thrashing", u.thrashing},
+          {"throttling", u.throttling},
+          {"remote_map", u.remote_map},
+          {"records", u.records},
+          {"dropped_records", u.dropped_records},
+          {"ranges", ranges}};
+}
+
 nlohmann::json settings_to_json(const PathSettings& s) {
   nlohmann::json j = nlohmann::json::object();
   for (const auto& [name, value] : settings_fields(s)) j[name] = value;
@@ -177,7 +277,12 @@ nlohmann::json result_to_json(const RunResult& r) {
                  {"run_timeout_s", o.run_timeout_s},
                  {"no_fork", o.no_fork},
                  {"inject", fault_spec_string(o.inject)},
-                 {"inputs", o.inputs_dir.empty() ? json(nullptr) : json(o.inputs_dir)}};
+                 {"inject_armed", o.inject_armed},
+                 {"inputs", o.inputs_dir.empty() ? json(nullptr) : json(o.inputs_dir)},
+                 {"loop", o.steps ? "steps" : "iters"},
+                 {"memory_trace", o.memory_trace},
+                 {"uvm_counters", o.uvm_counters},
+                 {"context", context_to_json(o.context)}};
   j["outcome"] = outcome_name(r.outcome);
   j["exit_code"] = r.exit_code;
   j["error"] = r.error.empty() ? json(nullptr) : json(r.error);
@@ -187,6 +292,8 @@ nlohmann::json result_to_json(const RunResult& r) {
                                 {"tolerance", r.tolerance},
                                 {"passed", r.comparison.passed(r.tolerance)},
                                 {"calls_compared", r.calls_compared},
+                                {"layers_checked", r.layers_checked},
+                                {"worst_layer", r.worst_layer == 0 ? json(nullptr) : json(r.worst_layer)},
                                 {"first_differing_call", r.first_differing_call == 0 ? json(nullptr) : json(r.first_differing_call)}}
                          : json(nullptr);
   j["result_tensor"] = r.result_tensor ? result_tensor_name(*r.result_tensor) : "";
@@ -241,6 +348,21 @@ nlohmann::json result_to_json(const RunResult& r) {
                  {"rss_drift_mib", r.soak.rss_drift_mib},
                  {"allocation_drift", r.soak.allocation_drift},
                  {"summary", r.soak.summary}};
+  j["memory_plan"] = r.plan ? plan_to_json(*r.plan, r.pools, r.memory_facts) : json(nullptr);
+  j["memory_measured"] = r.measured ? measured_to_json(*r.measured) : json(nullptr);
+  j["steps"] = r.step_ms.empty() ? json(nullptr)
+                                 : json{{"count", r.step_ms.size()},
+                                        {"first_ms", r.step_ms.front()},
+                                        {"median_ms", median(r.step_ms)},
+                                        {"p10_ms", percentile(r.step_ms, 10)},
+                                        {"p90_ms", percentile(r.step_ms, 90)},
+                                        {"last_ms", r.step_ms.back()},
+                                        {"clock", "host"}};
+  j["uvm"] = r.uvm ? uvm_to_json(*r.uvm) : json(nullptr);
+  j["context_load"] = {{"ballast_bytes", r.context_load.ballast_bytes},
+                       {"ballast_host_passes", r.context_load.ballast_host_passes},
+                       {"ballast_gpu_passes", r.context_load.ballast_gpu_passes},
+                       {"host_load_iterations", r.context_load.host_load_iterations}};
   j["wall_seconds"] = r.wall_seconds;
   j["watchdog"] = nullptr;
   if (r.watchdog) {
@@ -257,6 +379,8 @@ nlohmann::json result_to_json(const RunResult& r) {
     json records = json::array();
     for (const auto& f : w.records) {
       records.push_back({{"stage", f.stage},
+                         {"step", f.step == 0 ? json(nullptr) : json(f.step)},
+                         {"layer", f.layer == 0 ? json(nullptr) : json(f.layer)},
                          {"start_s", (f.start_us - w.start_us) / 1e6},
                          {"duration_ms", f.end_us < 0 ? json(nullptr) : json((f.end_us - f.start_us) / 1e3)},
                          {"running", f.end_us < 0},
@@ -265,6 +389,10 @@ nlohmann::json result_to_json(const RunResult& r) {
     }
     j["watchdog"] = {{"kind", w.kind == SupervisedOutcome::hang ? "hang" : w.kind == SupervisedOutcome::crashed ? "crash" : "bad_output"},
                      {"stage", w.stage.empty() ? json(nullptr) : json(w.stage)},
+                     {"position", w.position.layers == 0 ? json(nullptr)
+                                                         : json{{"step", w.position.step},
+                                                                {"layer", w.position.layer},
+                                                                {"layers", w.position.layers}}},
                      {"classification", known ? json(classification.summary()) : json("unclassified")},
                      {"scenario", known ? classification.scenario() : 0},
                      {"candidates", candidates},

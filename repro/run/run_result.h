@@ -11,10 +11,13 @@
 #include "math_sdpa/allocator.h"
 #include "math_sdpa/device_info.h"
 #include "math_sdpa/gemm.h"
+#include "math_sdpa/memory_plan.h"
 #include "math_sdpa/path_settings.h"
 #include "math_sdpa/reference.h"
 #include "math_sdpa/stage.h"
+#include "math_sdpa/uvm_counters.h"
 #include "repro/cli/run_options.h"
+#include "repro/run/memory_trace.h"
 #include "repro/run/outcome.h"
 #include "repro/run/soak.h"
 #include "repro/supervise/watchdog.h"
@@ -54,8 +57,24 @@ struct RunResult : Verdict {
   int first_differing_call = 0;  // 1-based; 0 when every call gave the same bits
   std::vector<GemmCall> gemms;
   std::vector<AllocationRecord> allocations;
-  std::vector<MemorySample> memory;  // --sample-every
+  std::vector<MemorySample> memory;  // --sample-every (and --steps)
   SoakVerdict soak;
+  // With several layers --check compares each with its own reference; the worst comparison is
+  // the run's (Verdict::comparison), and this is its layer.
+  int layers_checked = 0;
+  int worst_layer = 0;
+  std::vector<double> step_ms;  // each pass's wall time, host clock (--steps: each step's)
+  // The memory plan and what it was checked against, before anything was allocated; and what
+  // the run then held. Unknown when the run stopped before the GPU was reached.
+  std::optional<MemoryFacts> memory_facts;
+  std::optional<MemoryPlan> plan;
+  std::vector<PoolUse> pools;
+  std::optional<MemoryMeasured> measured;
+  // What the ballast's and the host load's threads did.
+  struct ContextLoad {
+    int64_t ballast_bytes = 0, ballast_host_passes = 0, ballast_gpu_passes = 0, host_load_iterations = 0;
+  } context_load;
+  std::optional<UvmCounts> uvm;  // --uvm-counters: "ballast" and "other" (the path's) ranges
   // Set by the supervisor when the run hung or its child crashed.
   std::optional<SupervisedOutcome> watchdog;
 };

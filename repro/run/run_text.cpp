@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <sstream>
 
+#include "math_sdpa/stats.h"
 #include "scenarios/scenario.h"
 
 namespace sdpa {
@@ -24,7 +25,18 @@ std::string configuration_line(const RunOptions& o) {
   s << p.shape_string() << " dtype=" << dtype_name(p.dtype)
     << " precision=" << precision_name(p.precision) << " mask=" << mask_kind_name(p.mask)
     << (p.mask_pattern == MaskPattern::text_padding ? "(text padding)" : "") << " dropout=" << p.dropout_p
-    << " alloc=" << alloc_kind_name(o.settings.alloc) << " fixes=" << o.fixes.str() << " iters=" << o.iters;
+    << " alloc=" << alloc_kind_name(o.settings.alloc) << " fixes=" << o.fixes.str() << (o.steps ? " steps=" : " iters=")
+    << o.iters;
+  // The training context, where it is not the isolated call's.
+  const PathSettings& ps = o.settings;
+  if (ps.alloc_timing != AllocTiming::upfront) s << " alloc_timing=" << alloc_timing_name(ps.alloc_timing);
+  if (ps.layers != 1) s << " layers=" << ps.layers;
+  if (ps.retain != Retain::none) s << " retain=" << retain_name(ps.retain);
+  if (o.context.ballast.given()) {
+    s << " ballast=" << ballast_string(o.context.ballast) << "(" << alloc_kind_name(o.context.ballast.kind)
+      << ",touch=" << ballast_touch_name(o.context.ballast.touch) << ")";
+  }
+  if (o.context.host_load_threads) s << " host_load=" << o.context.host_load_threads;
   if (!o.inputs_dir.empty()) s << " inputs=" << o.inputs_dir;
   if (o.inject.kind != FaultSpec::none) s << " inject=" << fault_spec_string(o.inject);
   return s.str();
@@ -61,9 +73,34 @@ std::string result_to_text(const RunResult& r) {
                   static_cast<double>(r.iterations_done), r.steady_call_median_ms);
     }
   }
+  if (r.plan) {
+    const MemoryPlan& plan = *r.plan;
+    s << "# memory plan: " << gigabytes(plan.path_bytes) << " predicted peak of the path (" << plan.layers << " layer"
+      << (plan.layers == 1 ? "" : "s") << ", " << gigabytes(plan.layer_kept_bytes) << " kept per layer)";
+    if (plan.context.ballast_bytes) s << " + ballast " << gigabytes(plan.context.ballast_bytes);
+    for (const PoolUse& u : r.pools) {
+      if (u.available >= 0) s << "; " << u.name << " " << gigabytes(u.need) << " of " << gigabytes(u.available) << " available";
+    }
+    s << "\n";
+  }
+  if (r.measured) {
+    const MemoryMeasured& m = *r.measured;
+    s << "# memory measured: peak " << gigabytes(m.peak_live_bytes) << " in the path's tensors, "
+      << gigabytes(m.peak_reserved_bytes) << " held from the driver; GPU memory in use at most "
+      << gigabytes(m.gpu_used_peak()) << " (cudaMemGetInfo), MemAvailable at least " << gigabytes(m.min_mem_available) << "\n";
+  }
+  if (r.step_ms.size() > 1) {
+    s << "# steps: " << r.step_ms.size() << format(", first %.3f ms, median %.3f ms (p10 %.3f)", r.step_ms.front(),
+                                                   median(r.step_ms), percentile(r.step_ms, 10))
+      << format(", last %.3f ms\n", r.step_ms.back());
+  }
   if (!r.memory.empty()) {
     s << "#  calls  gpu_free_mib    rss_mib  live_allocs   live_mib\n";
-    for (const auto& m : r.memory) {
+    // At most about a dozen rows: the first, evenly spaced ones, the last.
+    const size_t every = r.memory.size() > 12 ? (r.memory.size() + 10) / 11 : 1;
+    for (size_t i = 0; i < r.memory.size(); ++i) {
+      if (i % every != 0 && i + 1 != r.memory.size()) continue;
+      const MemorySample& m = r.memory[i];
       char line[128];
       std::snprintf(line, sizeof line, "  %6lld  %12.1f %10.1f  %11lld %10.1f\n", static_cast<long long>(m.calls),
                     m.gpu_free_mib, m.rss_mib, static_cast<long long>(m.live_allocations), m.live_mib);
@@ -72,7 +109,9 @@ std::string result_to_text(const RunResult& r) {
     s << "# memory: " << r.soak.summary << "\n";
   }
   if (r.checked) {
-    s << "# check (" << (r.result_tensor ? result_tensor_name(*r.result_tensor) : "") << ")";
+    s << "# check (" << (r.result_tensor ? result_tensor_name(*r.result_tensor) : "");
+    if (r.layers_checked > 1) s << ", " << r.layers_checked << " layers, the worst: layer " << r.worst_layer;
+    s << ")";
     s << format(": rel_error %.3e  max_abs_error %.3e  tolerance %.1e", r.comparison.rel_error,
                 r.comparison.max_abs_error, r.tolerance)
       << (r.comparison.passed(r.tolerance) ? "  OK\n" : "  FAILED\n");

@@ -1,10 +1,14 @@
 // runner.cpp: one run of the harness on the GPU: set up, call the path --iters times, check.
+#include <algorithm>
 #include <chrono>
-#include <memory>
 #include <cmath>
 #include <cstring>
+#include <future>
+#include <memory>
+#include <thread>
 
 #include "fixes/fix.h"
+#include "math_sdpa/context_load.h"
 #include "math_sdpa/cuda_check.h"
 #include "math_sdpa/errors.h"
 #include "math_sdpa/fault_injector.h"
@@ -14,7 +18,9 @@
 #include "math_sdpa/pipeline.h"
 #include "math_sdpa/reference.h"
 #include "math_sdpa/stage_timer.h"
+#include "math_sdpa/uvm_counters.h"
 #include "math_sdpa/stats.h"
+#include "repro/run/memory_trace.h"
 #include "repro/run/outcome.h"
 #include "repro/run/path_observers.h"
 #include "repro/run/progress_reporter.h"
@@ -55,7 +61,56 @@ MemorySample sample_memory(int64_t calls, const Allocator& allocator) {
   m.rss_mib = resident_set_mib();
   m.live_allocations = static_cast<int64_t>(allocator.live_allocations());
   m.live_mib = static_cast<double>(allocator.live_bytes()) / (1 << 20);
+  m.reserved_mib = static_cast<double>(allocator.reserved_bytes()) / (1 << 20);
   return m;
+}
+
+// Each layer's inputs, made (or given by --inputs, the same for every layer) and uploaded a few
+// layers at a time, in threads: a large layer's random inputs take a second or more to make.
+void upload_layer_inputs(MathSdpa& path, const SdpaProblem& p, const HostInputs* given) {
+  const int layers = path.layers();
+  if (given) {
+    for (int l = 1; l <= layers; ++l) path.upload(*given, l);
+    return;
+  }
+  const int batch = std::max(1, std::min(4, static_cast<int>(std::thread::hardware_concurrency())));
+  for (int first = 1; first <= layers; first += batch) {
+    std::vector<std::future<HostInputs>> made;
+    for (int l = first; l < first + batch && l <= layers; ++l) {
+      made.push_back(std::async(std::launch::async, [&p, l] { return make_layer_inputs(p, l); }));
+    }
+    for (size_t i = 0; i < made.size(); ++i) path.upload(made[i].get(), first + static_cast<int>(i));
+  }
+}
+
+// Layer `layer`'s result after the last call: its non-finite values counted, compared with its
+// own float64 reference with --check (the worst layer's comparison is the run's), saved with
+// --save-output (the last layer's). Only the last layer's is kept (`last`, for the result's
+// summary): a pass of 60 image layers has gigabytes of results.
+void judge_layer(RunResult& r, int layer, std::vector<float> result, const HostInputs* given, std::vector<float>& last) {
+  const RunOptions& o = r.options;
+  const int layers = r.settings.layers;
+  for (float x : result) r.nonfinite_outputs += !std::isfinite(x);
+  RunOptions layer_options = o;
+  layer_options.problem = layer_problem(o.problem, layer);
+  if (layer < layers) layer_options.save_output_path.clear();
+  Verdict v;
+  if (o.check) {
+    save_and_check_result(v, layer_options, *r.result_tensor, given ? *given : make_layer_inputs(o.problem, layer), result);
+  } else if (layer == layers) {
+    save_and_check_result(v, layer_options, *r.result_tensor, HostInputs{}, result);  // the inputs are only for the check
+  }
+  if (v.checked) {
+    ++r.layers_checked;
+    const bool fails = !v.comparison.passed(v.tolerance), worst_fails = r.checked && !r.comparison.passed(r.tolerance);
+    if (!r.checked || (fails && !worst_fails) || (fails == worst_fails && v.comparison.rel_error > r.comparison.rel_error)) {
+      r.checked = true;
+      r.tolerance = v.tolerance;
+      r.comparison = v.comparison;
+      r.worst_layer = layer;
+    }
+  }
+  if (layer == layers) last = std::move(result);
 }
 
 void run_on_gpu(RunResult& r, int progress_fd) {
@@ -65,16 +120,35 @@ void run_on_gpu(RunResult& r, int progress_fd) {
   r.result_tensor = result_tensor_of(r.settings);
   r.device = query_device_info(0);
   CUDA_CHECK(cudaSetDevice(0));
-  // Captured inputs were read when the command line was parsed (they set the shapes); random
-  // ones are made only after the workspace was allocated, so an oversized request is refused
-  // before any host memory is used.
-  HostInputs random_inputs;
-  const HostInputs* inputs = o.inputs.get();
 
-  auto allocator = make_allocator(r.settings.alloc, allocator_options(r.settings, o.allow_oversubscription));
+  // The memory plan, against the memory there is, before anything is allocated: a plan past the
+  // guard is refused here (exit 8) unless --allow-oversubscription.
+  // Before anything is touched: the counters count what migrates from now on.
+  std::unique_ptr<UvmCounters> uvm = o.uvm_counters ? UvmCounters::start() : nullptr;
+  const MemoryFacts facts = query_memory_facts();
+  r.memory_facts = facts;
+  r.plan = plan_memory(p, r.settings, context_memory(o.context, facts));
+  r.pools = plan_pools(*r.plan, facts);
+  if (!o.allow_oversubscription) {
+    const std::string refusal = plan_refusal(*r.plan, r.pools);
+    if (!refusal.empty()) throw RefusedError(refusal);
+  }
+  MemoryMeasured& measured = r.measured.emplace();
+  measured.gpu_free_at_start = measured.min_gpu_free = facts.gpu_free;
+  measured.mem_available_at_start = measured.min_mem_available = facts.host_available;
+
+  // The rest of the model and the data loader, before the path: their memory is taken first.
+  const AllocatorOptions alloc_options = allocator_options(r.settings, o.allow_oversubscription);
+  std::unique_ptr<Ballast> ballast;
+  if (r.plan->context.ballast_bytes > 0) ballast = std::make_unique<Ballast>(o.context.ballast, r.plan->context.ballast_bytes, alloc_options);
+  std::unique_ptr<HostLoad> host_load;
+  if (o.context.host_load_threads > 0) host_load = std::make_unique<HostLoad>(o.context.host_load_threads);
+
+  auto allocator = make_allocator(r.settings.alloc, alloc_options);
   const auto fixes = make_fixes(o.fixes);
-
-  std::vector<float> result;
+  const HostInputs* given = o.inputs.get();
+  const int layers = r.settings.layers;
+  std::vector<float> last_result;
   {
     std::unique_ptr<ProgressReporter> reporter;
     if (progress_fd >= 0) {
@@ -87,56 +161,84 @@ void run_on_gpu(RunResult& r, int progress_fd) {
     NvtxObserver nvtx;
     StageTimer timer;
     std::unique_ptr<FaultInjector> injector;
-    if (o.inject.kind != FaultSpec::none) injector = std::make_unique<FaultInjector>(o.inject);
+    if (o.inject.kind != FaultSpec::none && o.inject_armed) injector = std::make_unique<FaultInjector>(o.inject);
+    MemoryTracer tracer(*allocator, logger, measured, o.memory_trace);
     PathObservers observers;
     observers.reporter = reporter.get();
     observers.logger = o.log != LogLevel::off ? &logger : nullptr;
     observers.nvtx = &nvtx;
     observers.timer = &timer;
     observers.injector = injector.get();
+    observers.memory = o.memory_trace ? &tracer : nullptr;
     observers.mark_gpu_stages = true;
     attach_observers(path, observers, fixes, *allocator, 0, o.log, o.log_format);
-    if (!inputs) {
-      random_inputs = make_random_inputs(p, p.seed);
-      inputs = &random_inputs;
-    }
-    path.upload(*inputs);
+    // Random inputs are made only once the workspace exists, so an oversized request is refused
+    // before any host memory is used.
+    upload_layer_inputs(path, p, given);
     const bool compare_calls = o.check && o.iters > 1;
-    uint64_t first_digest = 0;
+    std::vector<uint64_t> first_digests(static_cast<size_t>(layers));
     for (int it = 0; it < o.iters; ++it) {
+      const auto t0 = std::chrono::steady_clock::now();
       path.poison_result();
-      path.run();
+      path.run(it + 1);
       timer.collect_call();
+      tracer.sample("call_end");
       if (compare_calls) {
-        const uint64_t digest = path.result_digest();
-        if (it == 0) first_digest = digest;
-        if (digest != first_digest && r.first_differing_call == 0) r.first_differing_call = it + 1;
+        for (int l = 1; l <= layers; ++l) {
+          const uint64_t digest = path.result_digest(l);
+          if (it == 0) first_digests[static_cast<size_t>(l - 1)] = digest;
+          if (digest != first_digests[static_cast<size_t>(l - 1)] && r.first_differing_call == 0) r.first_differing_call = it + 1;
+        }
         r.calls_compared = it + 1;
       }
       r.iterations_done = it + 1;
+      if (it + 1 == o.iters) {
+        for (int l = 1; l <= layers; ++l) judge_layer(r, l, path.download_result(l), given, last_result);
+      }
+      path.end_step();  // what the layers kept goes, as the backward pass would free it
+      r.step_ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
       if (reporter) reporter->report_calls(it + 1);
       if (o.sample_every > 0 && ((it + 1) % o.sample_every == 0 || it + 1 == o.iters)) {
         r.memory.push_back(sample_memory(it + 1, *allocator));
       }
     }
     fill_timings(timer, r);
-    result = path.download_result();
     if (reporter) reporter->mark_gpu_stages(nullptr);  // the log goes before the reporter
   }
+  measured.peak_live_bytes = static_cast<int64_t>(allocator->peak_live_bytes());
+  measured.peak_reserved_bytes = static_cast<int64_t>(allocator->peak_reserved_bytes());
+  measured.allocations = static_cast<int64_t>(allocator->allocations_made());
   r.allocations = allocator->records();
+  if (uvm) {
+    if (ballast) uvm->name_range("ballast", ballast->data(), static_cast<size_t>(ballast->bytes()));
+    if (ballast) ballast->stop();
+    CUDA_CHECK(cudaDeviceSynchronize());
+    r.uvm = uvm->stop();
+  }
+  if (ballast) {
+    ballast->stop();
+    r.context_load.ballast_bytes = ballast->bytes();
+    r.context_load.ballast_host_passes = ballast->host_passes();
+    r.context_load.ballast_gpu_passes = ballast->gpu_passes();
+    if (!ballast->error().empty()) throw CudaError("the ballast's toucher: " + ballast->error(), "ballast", "");
+  }
+  if (host_load) {
+    host_load->stop();
+    r.context_load.host_load_iterations = host_load->iterations();
+    if (!host_load->error().empty()) throw CudaError("the host load: " + host_load->error(), "host_load", "");
+  }
 
-  r.result_elements = static_cast<int64_t>(result.size());
-  for (float x : result) {
-    if (!std::isfinite(x)) {
-      ++r.nonfinite_outputs;
-      continue;
-    }
+  const std::vector<float>& last = last_result;
+  r.result_elements = static_cast<int64_t>(last.size());
+  for (float x : last) {
+    if (!std::isfinite(x)) continue;
     r.result_l2 += static_cast<double>(x) * x;
     r.result_sum += x;
   }
   r.result_l2 = std::sqrt(r.result_l2);
-  save_and_check_result(r, o, *r.result_tensor, *inputs, result);
-  if (o.sample_every > 0) r.soak = judge_soak(r.memory);
+  if (o.sample_every > 0) {
+    r.soak = judge_soak(r.memory, kSoakToleranceMib, o.context.ballast.given() || o.context.host_load_threads > 0);
+  }
   if (!r.soak.flat) r.fail(Outcome::leak, "memory grew during the soak: " + r.soak.summary);
   if (r.first_differing_call != 0) {
     r.fail(Outcome::mismatch, "call " + std::to_string(r.first_differing_call) + " of " + std::to_string(o.iters) +

@@ -9,7 +9,7 @@
 
 namespace sdpa {
 
-SoakVerdict judge_soak(const std::vector<MemorySample>& samples, double tolerance_mib) {
+SoakVerdict judge_soak(const std::vector<MemorySample>& samples, double tolerance_mib, bool context) {
   SoakVerdict v;
   if (samples.size() < 2) {
     v.summary = "not judged: fewer than two samples (use more --iters than --sample-every)";
@@ -17,16 +17,19 @@ SoakVerdict judge_soak(const std::vector<MemorySample>& samples, double toleranc
   }
   const MemorySample& base = samples.front();
   for (const MemorySample& s : samples) {
-    v.gpu_free_drift_mib = std::max(v.gpu_free_drift_mib, std::fabs(s.gpu_free_mib - base.gpu_free_mib));
-    v.rss_drift_mib = std::max(v.rss_drift_mib, std::fabs(s.rss_mib - base.rss_mib));
+    v.gpu_free_drift_mib = std::max(v.gpu_free_drift_mib, context ? std::fabs(s.reserved_mib - base.reserved_mib)
+                                                                   : std::fabs(s.gpu_free_mib - base.gpu_free_mib));
+    if (!context) v.rss_drift_mib = std::max(v.rss_drift_mib, std::fabs(s.rss_mib - base.rss_mib));
     const int64_t moved = s.live_allocations - base.live_allocations;
     v.allocation_drift = std::max<int64_t>(v.allocation_drift, moved < 0 ? -moved : moved);
   }
   v.flat = v.gpu_free_drift_mib <= tolerance_mib && v.rss_drift_mib <= tolerance_mib && v.allocation_drift == 0;
   char buf[256];
   std::snprintf(buf, sizeof buf,
-                "%s after warm-up over calls %lld-%lld: GPU free memory moved %.2f MiB, RSS %.2f MiB, live "
-                "allocations %lld (tolerance %.1f MiB)",
+                context ? "%s after warm-up over calls %lld-%lld: the path's memory from the driver moved %.2f MiB "
+                          "(RSS %.2f: not judged beside a ballast or host load), live allocations %lld (tolerance %.1f MiB)"
+                        : "%s after warm-up over calls %lld-%lld: GPU free memory moved %.2f MiB, RSS %.2f MiB, live "
+                          "allocations %lld (tolerance %.1f MiB)",
                 v.flat ? "flat" : "GROWING", static_cast<long long>(base.calls),
                 static_cast<long long>(samples.back().calls), v.gpu_free_drift_mib, v.rss_drift_mib,
                 static_cast<long long>(v.allocation_drift), tolerance_mib);

@@ -310,6 +310,7 @@ SupervisedOutcome supervise(const std::function<int(int)>& child_main, const Sup
     close(fd);
   }
   out.stage = out.kind == SupervisedOutcome::hang ? out.expiry.stage : monitor.open_stage();
+  out.position = monitor.open_position();
   out.records = monitor.flight_recorder();
   out.device_json = monitor.device_json();
   out.calls_done = monitor.calls_done();
@@ -368,6 +369,7 @@ int start_in_process_watchdog(const SupervisorOptions& options, std::function<vo
         out.kind = SupervisedOutcome::hang;
         out.expiry = expiry;
         out.stage = expiry.stage;
+        out.position = monitor.open_position();
         out.records = monitor.flight_recorder();
         out.device_json = monitor.device_json();
         out.calls_done = monitor.calls_done();

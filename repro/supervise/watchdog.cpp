@@ -31,6 +31,17 @@ std::vector<std::string> split_tabs(const std::string& line) {
   }
 }
 
+std::vector<std::string> split_commas(const std::string& text) {
+  std::vector<std::string> parts;
+  size_t start = 0;
+  while (true) {
+    const size_t comma = text.find(',', start);
+    parts.push_back(text.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+    if (comma == std::string::npos) return parts;
+    start = comma + 1;
+  }
+}
+
 bool parse_int(const std::string& s, int64_t& out) {
   if (s.empty() || s.size() > 19) return false;
   int64_t v = 0;
@@ -69,15 +80,26 @@ bool HangMonitor::consume(const std::string& line, int64_t now_us) {
     parse_int(f[1], calls_done_);
     return true;
   }
+  if (f.size() == 3 && f[0] == "L" && parse_int(f[2], t)) {
+    const auto p = split_commas(f[1]);
+    int64_t step = 0, layer = 0, layers = 0;
+    if (p.size() != 3 || !parse_int(p[0], step) || !parse_int(p[1], layer) || !parse_int(p[2], layers) || step < 1 ||
+        layer < 1 || layer > layers || layers > 1000000) {
+      return false;
+    }
+    position_ = {static_cast<int>(step), static_cast<int>(layer), static_cast<int>(layers)};
+    return true;
+  }
   if (f.size() != 4 || (f[0] != "B" && f[0] != "E") || !parse_stage(f[1], stage) || !parse_int(f[2], t)) return false;
   if (f[0] == "B") {
-    open_.emplace_back(f[1], now_us);
-    records_.push_back({f[1], now_us, -1, f[3], ""});
+    open_.push_back({f[1], now_us, position_});
+    FlightRecord record{f[1], now_us, -1, f[3], "", position_.step, position_.layer};
+    records_.push_back(record);
     if (records_.size() > kFlightRecorderSize) records_.pop_front();
     return true;
   }
   for (auto it = open_.begin(); it != open_.end(); ++it) {
-    if (it->first == f[1]) {
+    if (it->stage == f[1]) {
       open_.erase(it);
       break;
     }
@@ -92,48 +114,63 @@ bool HangMonitor::consume(const std::string& line, int64_t now_us) {
   return true;
 }
 
-std::string HangMonitor::open_stage() const { return open_.empty() ? std::string() : open_.front().first; }
+std::string HangMonitor::open_stage() const { return open_.empty() ? std::string() : open_.front().stage; }
+
+CallPosition HangMonitor::open_position() const { return open_.empty() ? position_ : open_.front().position; }
 
 Expiry HangMonitor::check(int64_t now_us) const {
   Expiry e;
   if (!open_.empty()) {
-    const double running = (now_us - open_.front().second) / 1e6;
-    if (running > stage_timeout_s_) return {true, false, open_.front().first, running};
+    const double running = (now_us - open_.front().begin_us) / 1e6;
+    if (running > stage_timeout_s_) return {true, false, open_.front().stage, running};
   }
   const double run = (now_us - start_us_) / 1e6;
   if (run_timeout_s_ > 0 && run > run_timeout_s_) return {true, true, open_stage(), run};
   return e;
 }
 
+std::string position_text(const CallPosition& p) {
+  if (p.layers < 1 || (p.layers == 1 && p.step <= 1)) return "";
+  return "layer " + std::to_string(p.layer) + " of " + std::to_string(p.layers) + ", step " + std::to_string(p.step);
+}
+
 std::string hang_report_text(const SupervisedOutcome& o, const std::string& configuration, double stage_timeout_s,
                              const std::string& classification) {
   std::ostringstream s;
   char buf[512];
+  const std::string where = position_text(o.position);
+  const std::string stage = (o.stage.empty() ? std::string("(none)") : o.stage) + (where.empty() ? "" : " (" + where + ")");
   if (o.kind == SupervisedOutcome::hang) {
     if (o.expiry.whole_run) {
       std::snprintf(buf, sizeof buf, "repro: HANG: the run exceeded its --timeout (%.2f s); stage %s was running",
-                    o.expiry.running_s, o.stage.empty() ? "(none)" : o.stage.c_str());
+                    o.expiry.running_s, stage.c_str());
     } else {
       std::snprintf(buf, sizeof buf, "repro: HANG: stage %s did not finish within %.1f s (running for %.2f s)",
-                    o.stage.c_str(), stage_timeout_s, o.expiry.running_s);
+                    stage.c_str(), stage_timeout_s, o.expiry.running_s);
     }
     s << buf << (o.snapshot ? "; snapshot in " + o.snapshot->dir : std::string()) << "\n";
   } else {
-    std::snprintf(buf, sizeof buf, "repro: CRASH: %s (in stage %s)\n", o.message.c_str(),
-                  o.stage.empty() ? "(none)" : o.stage.c_str());
+    std::snprintf(buf, sizeof buf, "repro: CRASH: %s (in stage %s)\n", o.message.c_str(), stage.c_str());
     s << buf;
   }
   if (!classification.empty()) s << "  classification: " << classification << "\n";
   s << "  configuration: " << configuration << "\n";
   s << "  calls completed: " << o.calls_done << "\n";
   s << "  flight recorder (last " << o.records.size() << " stage records, oldest first):\n";
-  s << "    stage          start_s  duration_ms  detail\n";
+  // The layer column only where the run had layers or steps.
+  const bool layered = !where.empty();
+  s << (layered ? "    layer  stage          start_s  duration_ms  detail\n" : "    stage          start_s  duration_ms  detail\n");
   for (const auto& r : o.records) {
     const double start = (r.start_us - o.start_us) / 1e6;
     std::string duration = r.end_us < 0 ? "RUNNING" : std::to_string((r.end_us - r.start_us) / 1000.0);
     if (r.end_us >= 0) duration.resize(duration.find('.') + 4);
-    std::snprintf(buf, sizeof buf, "    %-13s %8.4f %12s  %s\n", r.stage.c_str(), start, duration.c_str(),
-                  r.detail.substr(0, 160).c_str());
+    if (layered) {
+      std::snprintf(buf, sizeof buf, "    %5d  %-13s %8.4f %12s  %s\n", r.layer, r.stage.c_str(), start, duration.c_str(),
+                    r.detail.substr(0, 150).c_str());
+    } else {
+      std::snprintf(buf, sizeof buf, "    %-13s %8.4f %12s  %s\n", r.stage.c_str(), start, duration.c_str(),
+                    r.detail.substr(0, 160).c_str());
+    }
     s << buf;
   }
   if (!o.log_tail.empty()) {

@@ -9,6 +9,7 @@
 //   B <stage> <t_us> <detail>     a stage began (issued by the host)
 //   E <stage> <t_us> <summary>    a stage ended (for GPU stages: finished on the GPU)
 //   I <calls done> <t_us>         progress of a long --iters run
+//   L <step>,<layer>,<layers> <t_us>  the call of that layer of that step begins (--layers, --steps)
 //   D <device json>               the device, for the report
 #pragma once
 
@@ -20,6 +21,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "math_sdpa/stage.h"
 #include "repro/cli/hang_options.h"
 #include "repro/supervise/hang_snapshot.h"
 
@@ -32,6 +34,7 @@ struct FlightRecord {
   int64_t start_us = 0;  // parent's monotonic clock, when the record arrived
   int64_t end_us = -1;   // -1 while the stage runs
   std::string detail, summary;
+  int step = 0, layer = 0;  // the call it belongs to (0: the child named none)
 };
 
 struct Expiry {
@@ -54,6 +57,8 @@ class HangMonitor {
   // The earliest stage that began and has not ended: where the path is stuck, since a GPU
   // stage ends only once the GPU finished it and later stages queue behind it.
   std::string open_stage() const;
+  // The call that stage belongs to; layers == 0 when the child named none.
+  CallPosition open_position() const;
   std::vector<FlightRecord> flight_recorder() const { return {records_.begin(), records_.end()}; }
   int64_t calls_done() const { return calls_done_; }
   const std::string& device_json() const { return device_json_; }
@@ -63,7 +68,13 @@ class HangMonitor {
   double stage_timeout_s_, run_timeout_s_;
   int64_t start_us_;
   std::deque<FlightRecord> records_;  // the last kFlightRecorderSize
-  std::vector<std::pair<std::string, int64_t>> open_;  // stage, begin time; oldest first
+  struct Open {
+    std::string stage;
+    int64_t begin_us;
+    CallPosition position;
+  };
+  std::vector<Open> open_;  // oldest first
+  CallPosition position_{0, 0, 0};  // of the latest L record
   int64_t calls_done_ = 0;
   std::string device_json_;
 };
@@ -78,6 +89,7 @@ struct SupervisedOutcome {
   int signal = 0;           // kind == crashed by a signal
   Expiry expiry;            // kind == hang
   std::string stage;        // the stage open when it ended ("" if none)
+  CallPosition position{0, 0, 0};  // the call that stage belongs to (layers == 0: not named)
   std::string message;      // one line for crashed / bad_output
   std::vector<FlightRecord> records;
   std::vector<std::string> log_tail;  // the last lines the child wrote to stderr
@@ -94,6 +106,9 @@ struct SupervisedOutcome {
   std::vector<std::string> kernel_stacks;  // of such a process, one line per thread
   std::string log_file;                    // --log-file
 };
+
+// "layer 3 of 60, step 1"; "" for a run of one layer and one step (or a position not named).
+std::string position_text(const CallPosition& p);
 
 // The hang report's lines about the snapshot, the evidence, a kept or unkillable process and the
 // log file ("" when there is nothing to say).

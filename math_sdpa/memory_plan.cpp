@@ -1,0 +1,306 @@
+// memory_plan.cpp: the path's tensor table and the plan added up from it.
+#include "memory_plan.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <sstream>
+
+#include "name_table.h"
+
+namespace sdpa {
+
+namespace {
+
+const NameTable<Lifetime> kLifetimes{"lifetime", {{Lifetime::run, "run"}, {Lifetime::call, "call"}, {Lifetime::step, "step"}}};
+
+const char* const kTensorNames[kTensorCount] = {
+    "query",      "key",         "value",          "mask_input",       "additive_mask", "query_acc",
+    "key_acc",    "value_acc",   "query_scaled",   "key_expanded",     "value_expanded", "key_scaled",
+    "key_transposed", "qk_pointer_arrays", "scores", "attn",           "softmax_neginf", "dropout_mask",
+    "attn_dropped", "out_acc",   "output",         "cublas_workspace", "value_stats",    "touch_sink"};
+
+// PyTorch's cuBLAS workspace for Hopper and newer; the path passes its own of the same size.
+constexpr int64_t kCublasWorkspaceBytes = int64_t{32} << 20;
+
+}  // namespace
+
+const char* lifetime_name(Lifetime l) { return kLifetimes.name(l); }
+const char* tensor_name(TensorId id) { return kTensorNames[static_cast<int>(id)]; }
+
+std::vector<TensorSpec> path_tensors(const SdpaProblem& p, const PathSettings& ps) {
+  const bool per_call = ps.alloc_timing == AllocTiming::per_call;
+  const bool autograd = ps.retain == Retain::autograd;
+  const DType ct = p.compute_dtype();
+  const int64_t in_size = static_cast<int64_t>(dtype_size(p.dtype)), acc_size = static_cast<int64_t>(dtype_size(ct));
+  const int64_t bh = p.batch * p.q_heads;
+  const int64_t expanded_kv = bh * p.kv_len * p.head_dim;
+  const int64_t rows = chunk_rows(p, ps);
+  const int chunks = static_cast<int>((p.q_len + rows - 1) / rows);
+  const int64_t chunk_scores = bh * rows * p.kv_len;
+  const ResultTensor result = result_tensor_of(ps);
+  auto runs = [&](Stage s) { return stage_runs(s, p, ps); };
+  const bool upcast = runs(Stage::upcast), pv = runs(Stage::pv_gemm);
+
+  std::vector<TensorSpec> t;
+  // A tensor of the call: per call, allocated by `stage`, kept until the step ends when `kept`
+  // (autograd's or the layer's result), else freed at `freed`; up front, allocated before the
+  // first call, one per layer when kept, else one the layers share.
+  auto add = [&](TensorId id, int64_t bytes, Stage stage, bool kept, const char* why, Stage freed = Stage::free_call,
+                 int n = 1) {
+    TensorSpec s;
+    s.id = id;
+    s.name = tensor_name(id);
+    s.bytes = bytes;
+    s.chunks = n;
+    s.per_layer = kept;
+    s.why = why;
+    if (per_call) {
+      s.lifetime = kept ? Lifetime::step : Lifetime::call;
+      s.alloc_stage = stage;
+      s.free_stage = kept ? Stage::free_step : freed;
+    }
+    t.push_back(s);
+  };
+  // A tensor that exists before the first call whatever the timing: a layer's inputs, the workspace.
+  auto add_run = [&](TensorId id, int64_t bytes, bool per_layer, const char* why) {
+    TensorSpec s;
+    s.id = id;
+    s.name = tensor_name(id);
+    s.bytes = bytes;
+    s.per_layer = per_layer;
+    s.why = why;
+    t.push_back(s);
+  };
+
+  add_run(TensorId::query, p.q_elems() * in_size, true, "the layer's Q, as the model hands it to SDPA");
+  add_run(TensorId::key, p.kv_elems() * in_size, true, "the layer's K");
+  add_run(TensorId::value, p.kv_elems() * in_size, true, "the layer's V");
+  if (p.mask == MaskKind::boolean) add_run(TensorId::mask_input, p.mask_elems(), false, "the model's boolean mask, the same for every layer");
+  if (p.mask == MaskKind::additive) {
+    add_run(TensorId::mask_input, p.mask_elems() * in_size, false, "the model's additive mask, the same for every layer");
+  }
+  if (runs(Stage::mask_prepare)) {
+    const int64_t elems = p.mask == MaskKind::causal ? p.q_len * p.kv_len : p.mask_elems();
+    add(TensorId::additive_mask, elems * in_size, Stage::alloc_mask, false,
+        p.mask == MaskKind::causal ? "the causal mask as -inf/0 (ones().tril(), then where())"
+                                   : "the boolean mask as -inf/0 (scaled_dot_product_attention's conversion)");
+  }
+  if (upcast) {
+    add(TensorId::query_acc, p.q_elems() * acc_size, Stage::alloc_upcast, false, "query.to(float)");
+    add(TensorId::key_acc, p.kv_elems() * acc_size, Stage::alloc_upcast, false, "key.to(float)");
+    // bmm(P, V) keeps the V it reads: this copy, unless GQA expands it into another.
+    add(TensorId::value_acc, p.kv_elems() * acc_size, Stage::alloc_upcast, autograd && pv && !p.gqa(),
+        "value.to(float); kept by bmm(P, V)");
+  }
+  add(TensorId::query_scaled, p.q_elems() * acc_size, Stage::alloc_query_scaled, autograd,
+      "query * sqrt(scale); kept by bmm(Q, K^T)");
+  if (runs(Stage::gqa_expand)) {
+    add(TensorId::key_expanded, expanded_kv * acc_size, Stage::alloc_expanded, false, "key.repeat_interleave(group)");
+    if (pv) add(TensorId::value_expanded, expanded_kv * acc_size, Stage::alloc_expanded, autograd, "value.repeat_interleave(group); kept by bmm(P, V)");
+  }
+  const bool kt_copy = runs(Stage::kt_contiguous);
+  add(TensorId::key_scaled, (p.gqa() ? expanded_kv : p.kv_elems()) * acc_size, Stage::alloc_key_scaled, autograd && !kt_copy,
+      "K^T * sqrt(scale), K's layout kept; kept by bmm(Q, K^T) unless copied");
+  if (kt_copy) {
+    add(TensorId::key_transposed, expanded_kv * acc_size, Stage::alloc_key_transposed, autograd,
+        "at::matmul's contiguous copy of a K^T view it cannot batch (or fix 3's); kept by bmm(Q, K^T)");
+  }
+  if (ps.qk_gemm_api == GemmApi::batched) {
+    add(TensorId::qk_pointers, 3 * bh * static_cast<int64_t>(sizeof(void*)), Stage::alloc_scores, false,
+        "cublasGemmBatchedEx's per-head pointers (the harness's own)");
+  }
+  const bool scores_kept = result == ResultTensor::scores;
+  add(TensorId::scores, chunk_scores * acc_size, Stage::alloc_scores, scores_kept,
+      scores_kept ? "bmm(Q, K^T)'s output; the call's result" : "bmm(Q, K^T)'s output; dies when _safe_softmax returns",
+      Stage::free_scores);
+  if (runs(Stage::softmax)) {
+    const bool dropout = runs(Stage::dropout);
+    const bool probs_kept = autograd || (result == ResultTensor::probs && !dropout);
+    add(TensorId::probs, chunk_scores * acc_size, Stage::alloc_probs, probs_kept,
+        "_safe_softmax's output; kept by its backward (and by bmm(P, V) without dropout)", Stage::free_call,
+        probs_kept ? chunks : 1);
+    if (per_call) {
+      add(TensorId::softmax_neginf, chunk_scores, Stage::alloc_probs, false,
+          "_safe_softmax's bool mask of the -inf scores, alive while it runs", Stage::free_scores);
+    }
+    if (dropout) {
+      const bool out_kept = autograd || result == ResultTensor::probs;
+      add(TensorId::dropout_mask, chunk_scores, Stage::alloc_dropout, autograd, "native_dropout's mask; kept by its backward",
+          Stage::free_call, autograd ? chunks : 1);
+      add(TensorId::attn_dropped, chunk_scores * acc_size, Stage::alloc_dropout, out_kept,
+          "native_dropout's output; kept by bmm(P, V)", Stage::free_call, out_kept ? chunks : 1);
+    }
+  }
+  if (pv) {
+    const bool cast = runs(Stage::cast_output);
+    add(TensorId::out_acc, p.out_elems() * acc_size, Stage::alloc_output, !cast,
+        cast ? "bmm(P, V)'s output, before the cast back" : "bmm(P, V)'s output; the call's result");
+    if (cast) add(TensorId::output, p.out_elems() * in_size, Stage::alloc_output, true, "the output cast back; the call's result");
+  }
+  add_run(TensorId::cublas_workspace, kCublasWorkspaceBytes, false, "cuBLAS's workspace (PyTorch's size for Hopper and newer)");
+  add_run(TensorId::value_stats, 64, false, "the harness's: value summaries and digests read back");
+  if (ps.entry_touch_streams > 0) {
+    add_run(TensorId::touch_sink, ps.entry_touch_streams * static_cast<int64_t>(sizeof(unsigned long long)), false,
+            "the harness's: scenario 4's page-touch sums");
+  }
+  return t;
+}
+
+MemoryPlan plan_memory(const SdpaProblem& p, const PathSettings& ps, const ContextMemory& context) {
+  MemoryPlan plan;
+  plan.tensors = path_tensors(p, ps);
+  plan.layers = ps.layers;
+  plan.kind = ps.alloc;
+  plan.timing = ps.alloc_timing;
+  plan.context = context;
+  const int64_t rows = chunk_rows(p, ps);
+  const int chunks = static_cast<int>((p.q_len + rows - 1) / rows);
+  for (const TensorSpec& s : plan.tensors) {
+    const int64_t all = s.bytes * s.chunks;
+    if (s.lifetime == Lifetime::run) (s.per_layer ? plan.layer_run_bytes : plan.shared_bytes) += all;
+    if (s.lifetime == Lifetime::step) plan.layer_kept_bytes += all;
+  }
+  // One call, stage by stage, as the pipeline runs it: what is live after each stage.
+  int64_t live = 0;
+  for (int chunk = 0; chunk < chunks; ++chunk) {
+    for (int i = 0; i < kStageCount; ++i) {
+      const Stage stage = static_cast<Stage>(i);
+      const bool in_chunk_loop = i >= static_cast<int>(Stage::alloc_scores) && i <= static_cast<int>(Stage::pv_gemm);
+      if (!in_chunk_loop && chunk > 0) continue;
+      if (in_chunk_loop && chunks > 1 && chunk > 0 && stage == Stage::alloc_output) continue;
+      for (const TensorSpec& s : plan.tensors) {
+        if (s.lifetime == Lifetime::run) continue;
+        // A chunked tensor kept until the step ends is allocated once per chunk; the rest once.
+        if (s.alloc_stage == stage && (chunk == 0 || s.chunks > 1)) live += s.bytes;
+      }
+      if (live > plan.call_peak_bytes) {
+        plan.call_peak_bytes = live;
+        plan.call_peak_stage = stage;
+      }
+      for (const TensorSpec& s : plan.tensors) {
+        if (s.lifetime != Lifetime::call || s.free_stage != stage) continue;
+        // Scores are freed after the last chunk's softmax; a call's other tensors at its end.
+        if (stage == Stage::free_scores && chunk != chunks - 1) continue;
+        live -= s.bytes;
+      }
+    }
+  }
+  plan.path_bytes = plan.shared_bytes + plan.layers * plan.layer_run_bytes + (plan.layers - 1) * plan.layer_kept_bytes +
+                    plan.call_peak_bytes;
+  return plan;
+}
+
+ContextMemory context_memory(const ContextSettings& context, const MemoryFacts& facts) {
+  ContextMemory m;
+  const BallastSpec& b = context.ballast;
+  m.ballast_kind = b.kind;
+  m.ballast_bytes = b.bytes;
+  if (b.fraction > 0) {
+    // A fraction of the pool the ballast draws on: the one pool of an integrated GPU, else the
+    // GPU's memory for memory on the GPU and the host's for host memory.
+    const bool host_pool = facts.integrated || b.kind == AllocKind::host || b.kind == AllocKind::system;
+    const int64_t available = host_pool ? facts.host_available : facts.gpu_free;
+    m.ballast_bytes = static_cast<int64_t>(b.fraction * static_cast<double>(available));
+  }
+  m.host_load_host_bytes = context.host_load_threads * 2 * kHostLoadBufferBytes;
+  m.host_load_gpu_bytes = context.host_load_threads * kHostLoadBufferBytes;
+  return m;
+}
+
+namespace {
+
+bool in_gpu_pool(AllocKind k) { return k != AllocKind::host && k != AllocKind::system; }
+
+}  // namespace
+
+std::vector<PoolUse> plan_pools(const MemoryPlan& plan, const MemoryFacts& facts, double fraction) {
+  const ContextMemory& c = plan.context;
+  auto budget = [fraction](int64_t available) {
+    return available < 0 ? int64_t{-1} : static_cast<int64_t>(fraction * static_cast<double>(available));
+  };
+  std::vector<PoolUse> pools;
+  if (facts.integrated) {
+    PoolUse u;
+    u.name = "unified memory (CPU and GPU)";
+    u.measured = "MemAvailable";
+    u.need = plan.total_bytes();
+    u.available = facts.host_available;
+    u.budget = budget(u.available);
+    pools.push_back(u);
+    return pools;
+  }
+  PoolUse gpu, host;
+  gpu.name = "GPU memory";
+  gpu.measured = "cudaMemGetInfo free";
+  gpu.available = facts.gpu_free;
+  host.name = "host memory";
+  host.measured = "MemAvailable";
+  host.available = facts.host_available;
+  (in_gpu_pool(plan.kind) ? gpu : host).need += plan.path_bytes;
+  (in_gpu_pool(c.ballast_kind) ? gpu : host).need += c.ballast_bytes;
+  host.need += c.host_load_host_bytes;
+  gpu.need += c.host_load_gpu_bytes;
+  gpu.budget = budget(gpu.available);
+  host.budget = budget(host.available);
+  pools.push_back(gpu);
+  if (host.need > 0) pools.push_back(host);
+  return pools;
+}
+
+std::string gigabytes(int64_t bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f GB", static_cast<double>(bytes) / 1e9);
+  return buf;
+}
+
+std::string plan_refusal(const MemoryPlan& plan, const std::vector<PoolUse>& pools) {
+  for (const PoolUse& u : pools) {
+    if (u.fits()) continue;
+    return "the memory plan needs " + gigabytes(u.need) + " of " + u.name + " (the path's peak " + gigabytes(plan.path_bytes) +
+           " over " + std::to_string(plan.layers) + " layer" + (plan.layers == 1 ? "" : "s") +
+           (plan.context.ballast_bytes ? ", ballast " + gigabytes(plan.context.ballast_bytes) : std::string()) +
+           ") but " + gigabytes(u.available) + " is available (" + u.measured + "), " + gigabytes(u.budget) +
+           " of it allowed (90%); past it unified memory can stall the GPU or the whole machine "
+           "(--allow-oversubscription overrides)";
+  }
+  return "";
+}
+
+std::string plan_text(const MemoryPlan& plan, const std::vector<PoolUse>& pools) {
+  std::ostringstream s;
+  char line[256];
+  s << "# memory plan: " << plan.layers << " layer" << (plan.layers == 1 ? "" : "s") << ", " << alloc_kind_name(plan.kind)
+    << " memory, allocated " << (plan.timing == AllocTiming::per_call ? "inside each call (per-call)" : "up front") << "\n";
+  std::snprintf(line, sizeof line, "#   %-18s %14s %6s %-8s %-7s %-20s %s\n", "tensor", "bytes", "chunks", "lifetime",
+                "owner", "allocated by", "what");
+  s << line;
+  for (const TensorSpec& t : plan.tensors) {
+    std::snprintf(line, sizeof line, "#   %-18s %14lld %6d %-8s %-7s %-20s ", t.name, static_cast<long long>(t.bytes), t.chunks,
+                  lifetime_name(t.lifetime), t.lifetime == Lifetime::call ? "call" : t.per_layer ? "layer" : "shared",
+                  t.lifetime == Lifetime::run ? "(before the calls)" : stage_name(t.alloc_stage));
+    s << line << t.why << "\n";
+  }
+  s << "# per layer: inputs " << gigabytes(plan.layer_run_bytes) << ", kept until the step ends "
+    << gigabytes(plan.layer_kept_bytes) << ", a call's peak " << gigabytes(plan.call_peak_bytes) << " (after "
+    << stage_name(plan.call_peak_stage) << ")\n";
+  s << "# the path: shared " << gigabytes(plan.shared_bytes) << " + " << plan.layers << " x inputs + " << (plan.layers - 1)
+    << " x kept + the last call's peak = " << gigabytes(plan.path_bytes) << " predicted peak\n";
+  const ContextMemory& c = plan.context;
+  if (c.ballast_bytes || c.host_load_host_bytes || c.host_load_gpu_bytes) {
+    s << "# around it: ballast " << gigabytes(c.ballast_bytes) << " (" << alloc_kind_name(c.ballast_kind) << "), host load "
+      << gigabytes(c.host_load_host_bytes) << " host + " << gigabytes(c.host_load_gpu_bytes) << " GPU; total "
+      << gigabytes(plan.total_bytes()) << "\n";
+  }
+  for (const PoolUse& u : pools) {
+    s << "# " << u.name << ": needs " << gigabytes(u.need) << ", ";
+    if (u.available < 0) {
+      s << "available unknown (no GPU to ask)\n";
+      continue;
+    }
+    s << "available " << gigabytes(u.available) << " (" << u.measured << "), guard " << gigabytes(u.budget) << " (90%): "
+      << (u.fits() ? "fits" : "does not fit") << "\n";
+  }
+  return s.str();
+}
+
+}  // namespace sdpa

@@ -1,0 +1,370 @@
+// test_memory_plan.cpp: the memory plan's arithmetic, the guard on discrete and integrated
+// machines, the training context's options and refusals, each layer's inputs, and the watchdog's
+// view of layers.
+//
+// The per-layer figures below are not the plan's own: they are what PyTorch 2.11's caching
+// allocator measured for its math SDPA on an H100 (scripts/torch_memory_trace.py, committed as
+// results/h100-2026-11-25/torch_memory_trace.json): the bytes each layer still held after its
+// call with autograd on, and the peak of three layers. The plan must reproduce them.
+#include <doctest/doctest.h>
+
+#include <string>
+#include <vector>
+
+#include "math_sdpa/context.h"
+#include "math_sdpa/errors.h"
+#include "math_sdpa/fault_spec.h"
+#include "math_sdpa/memory_plan.h"
+#include "math_sdpa/problem.h"
+#include "parse_words.h"
+#include "repro/supervise/watchdog.h"
+#include "scenarios/scenario.h"
+#include "scenarios/workload.h"
+
+using namespace sdpa;
+using test_util::parse;
+using test_util::run_options;
+
+namespace {
+
+constexpr int64_t MiB = int64_t{1} << 20;
+
+// The qwen-image-1024 layer: B=1, 24 heads, 4608 tokens, E=128, bf16, K a [B, S, H, E] view.
+RunOptions qwen(std::vector<std::string> extra = {}) {
+  std::vector<std::string> args = {"--workload", "qwen-image-1024", "--alloc-timing", "per-call", "--retain", "autograd"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  return run_options(args);
+}
+
+MemoryPlan plan_of(const RunOptions& o, const ContextMemory& c = {}) { return plan_memory(o.problem, o.settings, c); }
+
+// What a layer holds after its call: its inputs and what it kept. PyTorch's measure of the same.
+int64_t held_per_layer(const MemoryPlan& p) { return p.layer_run_bytes + p.layer_kept_bytes; }
+
+}  // namespace
+
+TEST_SUITE("memory_plan") {
+  TEST_CASE("a Qwen-Image block keeps what PyTorch's autograd keeps, to the byte") {
+    const MemoryPlan p = plan_of(qwen());
+    // Q, K, V in bf16: 3 x 24 x 4608 x 128 x 2.
+    CHECK(p.layer_run_bytes == 84934656);
+    // The scaled Q, the scaled K^T, V's fp32 copy (each 56623104), the fp32 probabilities
+    // (24 x 4608^2 x 4 = 2038431744), the bf16 output (28311552).
+    CHECK(p.layer_kept_bytes == 3 * 56623104LL + 2038431744LL + 28311552);
+    CHECK(held_per_layer(p) == 2321547264);  // PyTorch: 2321547264 per layer
+    // The call's peak is in softmax: Q, K, V upcast, Q and K^T scaled, the scores, the
+    // probabilities and _safe_softmax's bool mask of the -inf scores.
+    CHECK(p.call_peak_bytes == 5 * 56623104LL + 2 * 2038431744LL + 509607936);
+    CHECK(p.call_peak_stage == Stage::alloc_probs);
+    // Three layers: PyTorch's peak was 9600872960, of which 3.26 MB are tensors the harness does
+    // not make (a 110592-byte row mask and a 3 MiB buffer of its random generator).
+    const MemoryPlan three = plan_of(qwen({"--layers", "3"}));
+    const int64_t ours = three.path_bytes - three.shared_bytes;  // without cuBLAS's workspace
+    CHECK(ours == 9597616128);
+    CHECK(9600872960 - ours < 4 * MiB);
+    // The failing workload's 60 blocks: 141.96 GB, past a 128 GB DGX Spark before its weights.
+    const MemoryPlan sixty = plan_of(qwen({"--layers", "model"}));
+    CHECK(sixty.layers == kQwenImageBlocks);
+    CHECK(sixty.path_bytes == p.shared_bytes + 60 * 84934656LL + 59 * p.layer_kept_bytes + p.call_peak_bytes);
+    CHECK(sixty.path_bytes > 141'000'000'000LL);
+    CHECK(sixty.path_bytes < 142'000'000'000LL);
+  }
+
+  TEST_CASE("what a layer keeps, as PyTorch measured it, for every kind of problem") {
+    // Each case 2,8,512,64 as scripts/torch_memory_trace.py ran it: the bytes a layer held after
+    // its call (inputs included), from PyTorch's allocator.
+    const std::vector<std::pair<std::vector<std::string>, int64_t>> cases = {
+        {{}, 27262976},                                      // bf16, upcast
+        {{"--mask", "causal"}, 27262976},                    // the causal mask is not kept
+        {{"--dropout", "0.1"}, 48234496},                    // + dropout's mask and output
+        {{"--kv-heads", "2"}, 25690112},                     // GQA: the expanded V is kept, not V's copy
+        {{"--precision", "native"}, 14680064},               // bf16 throughout, V itself kept
+        {{"--dtype", "fp32"}, 29360128},                     // no upcast
+        {{"--k-layout", "bshe"}, 27262976},                  // B = 2: the contiguous K^T copy kept instead
+    };
+    for (const auto& [extra, pytorch] : cases) {
+      std::vector<std::string> args = {"-b", "2", "--heads", "8", "-L", "512", "-E", "64", "--alloc-timing", "per-call",
+                                       "--retain", "autograd"};
+      args.insert(args.end(), extra.begin(), extra.end());
+      const RunOptions o = run_options(args);
+      CAPTURE(o.argv.size() > 12 ? o.argv[13] : "plain");
+      CHECK(held_per_layer(plan_of(o)) == pytorch);
+    }
+    // A boolean mask is the model's: one for every layer, not one each.
+    const MemoryPlan masked = plan_of(run_options({"--mask", "bool", "--alloc-timing", "per-call", "--retain", "autograd",
+                                                   "--layers", "4", "-L", "256"}));
+    CHECK(masked.shared_bytes == 256 * 256 + (32 * MiB) + 64);
+  }
+
+  TEST_CASE("each fix part's plan: native halves what is kept, recompute keeps nothing, chunk bounds the call") {
+    const MemoryPlan base = plan_of(qwen({"--scenario", "6"}));
+    const MemoryPlan native = plan_of(qwen({"--scenario", "6", "--fixes", "5:native"}));
+    const MemoryPlan recompute = plan_of(qwen({"--scenario", "6", "--fixes", "5:recompute"}));
+    const MemoryPlan chunk = plan_of(qwen({"--scenario", "6", "--fixes", "5:chunk"}));
+    // native: bf16 Q and K^T scaled, probabilities, output; V is the input itself.
+    CHECK(native.layer_kept_bytes == 2 * 28311552LL + 1019215872LL + 28311552);
+    // recompute: the output alone.
+    CHECK(recompute.layer_kept_bytes == 28311552);
+    CHECK(recompute.path_bytes < 12'000'000'000LL);
+    // chunk: 8 chunks of 576 rows (256 MiB of fp32 scores each); what is kept does not shrink
+    // (every chunk's probabilities), the call's transient does.
+    CHECK(chunk.layer_kept_bytes == base.layer_kept_bytes);
+    CHECK(chunk.call_peak_bytes < base.call_peak_bytes - 2'000'000'000LL);
+    bool chunked_probs = false;
+    for (const TensorSpec& t : chunk.tensors) {
+      if (t.id == TensorId::scores) CHECK(t.bytes == 24LL * 576 * 4608 * 4);
+      if (t.id == TensorId::probs) chunked_probs = t.chunks == 8 && t.lifetime == Lifetime::step;
+    }
+    CHECK(chunked_probs);
+    // Up front the same tensors live for the run: one buffer per kept tensor and layer.
+    const MemoryPlan upfront = plan_of(run_options({"--workload", "qwen-image-1024", "--retain", "autograd", "--layers", "2"}));
+    CHECK(upfront.call_peak_bytes == 0);
+    CHECK(upfront.layer_run_bytes == held_per_layer(base));
+  }
+
+  TEST_CASE("the guard: one pool on an integrated GPU, GPU and host memory apart on a discrete one") {
+    const RunOptions o = qwen({"--scenario", "6"});
+    MemoryFacts h100;  // what an H100 80GB said: 84.47 GB free (cudaMemGetInfo), 134 GB of host memory
+    h100.gpu_free = 84'470'000'000LL;
+    h100.host_available = 120'000'000'000LL;
+    MemoryFacts spark;  // GB10: 128 GB shared, about 121 GiB usable
+    spark.integrated = true;
+    spark.gpu_free = 20'000'000'000LL;  // what cudaMemGetInfo says there does not count
+    spark.host_available = 130'000'000'000LL;
+    const MemoryPlan plan = plan_of(o);
+    const auto on_h100 = plan_pools(plan, h100);
+    REQUIRE(on_h100.size() == 1);  // the path is device memory; nothing on the host
+    CHECK(on_h100[0].name == "GPU memory");
+    CHECK(on_h100[0].budget == static_cast<int64_t>(0.9 * 84'470'000'000.0));
+    CHECK_FALSE(on_h100[0].fits());
+    const std::string refusal = plan_refusal(plan, on_h100);
+    CHECK(refusal.find("141.96 GB") != std::string::npos);
+    CHECK(refusal.find("84.47 GB") != std::string::npos);
+    CHECK(refusal.find("--allow-oversubscription") != std::string::npos);
+    const auto on_spark = plan_pools(plan, spark);
+    REQUIRE(on_spark.size() == 1);
+    CHECK(on_spark[0].measured == "MemAvailable");
+    CHECK_FALSE(on_spark[0].fits());
+    // What makes scenario 6 fit: recompute anywhere; native on the H100 (72.9 GB of 76.0 allowed)
+    // and on the Spark, even beside the 41 GB of weights as ballast (113.9 of 117); chunk nowhere
+    // (what autograd keeps does not shrink).
+    CHECK(plan_pools(plan_of(qwen({"--scenario", "6", "--fixes", "5:recompute"})), h100)[0].fits());
+    const MemoryPlan native = plan_of(qwen({"--scenario", "6", "--fixes", "5:native"}));
+    CHECK(native.path_bytes == 72879177792);
+    CHECK(plan_pools(native, h100)[0].fits());
+    CHECK(plan_pools(native, spark)[0].fits());
+    CHECK_FALSE(plan_pools(plan_of(qwen({"--scenario", "6", "--fixes", "5:chunk"})), spark)[0].fits());
+    ContextMemory weights;
+    weights.ballast_bytes = 41'000'000'000LL;
+    CHECK(plan_pools(plan_of(qwen({"--scenario", "6", "--fixes", "5:native"}), weights), spark)[0].fits());
+    CHECK_FALSE(plan_pools(plan_of(o, weights), spark)[0].fits());
+    // A ballast in host memory on a discrete GPU draws on the host's pool.
+    ContextMemory host_ballast;
+    host_ballast.ballast_kind = AllocKind::host;
+    host_ballast.ballast_bytes = 110'000'000'000LL;
+    const auto pools = plan_pools(plan_of(run_options({})), h100);
+    CHECK(pools.size() == 1);
+    const auto with_host = plan_pools(plan_memory(SdpaProblem{}, PathSettings{}, host_ballast), h100);
+    REQUIRE(with_host.size() == 2);
+    CHECK(with_host[1].name == "host memory");
+    CHECK_FALSE(with_host[1].fits());
+    CHECK(with_host[0].fits());
+    // Unknown memory (no GPU to ask) is never a refusal.
+    CHECK(plan_refusal(plan, plan_pools(plan, MemoryFacts{})).empty());
+  }
+
+  TEST_CASE("a ballast given as a fraction is of the memory its kind draws on") {
+    MemoryFacts discrete;
+    discrete.gpu_free = 80'000'000'000LL;
+    discrete.host_available = 200'000'000'000LL;
+    ContextSettings c;
+    c.ballast = parse_ballast("0.8");
+    c.ballast.kind = AllocKind::managed;
+    CHECK(context_memory(c, discrete).ballast_bytes == 64'000'000'000LL);
+    c.ballast.kind = AllocKind::host;
+    CHECK(context_memory(c, discrete).ballast_bytes == 160'000'000'000LL);
+    MemoryFacts integrated = discrete;
+    integrated.integrated = true;
+    c.ballast.kind = AllocKind::device;
+    CHECK(context_memory(c, integrated).ballast_bytes == 160'000'000'000LL);
+    c.host_load_threads = 3;
+    CHECK(context_memory(c, integrated).host_load_host_bytes == 3 * 2 * kHostLoadBufferBytes);
+    CHECK(parse_ballast("41G").bytes == 41LL << 30);
+    CHECK(parse_ballast("41GB").bytes == 41'000'000'000LL);
+    CHECK(parse_ballast("512MiB").bytes == 512LL << 20);
+    CHECK(parse_ballast("0.25").fraction == 0.25);
+    for (const char* bad : {"", "0", "-1G", "40X", "G", "1e400", "nan"}) {
+      CAPTURE(bad);
+      CHECK_THROWS_AS(parse_ballast(bad), InputError);
+    }
+  }
+
+  TEST_CASE("the context's options parse, and what cannot act together is refused before the GPU") {
+    const RunOptions s6 = run_options({"--scenario", "6"});
+    CHECK(s6.settings.layers == 60);
+    CHECK(s6.settings.alloc == AllocKind::device);
+    CHECK(s6.settings.alloc_timing == AllocTiming::per_call);
+    CHECK(s6.settings.retain == Retain::autograd);
+    CHECK(s6.workload == "qwen-image-1024");
+    CHECK(s6.memory_trace);
+    const RunOptions steps = run_options({"--steps", "10", "--layers", "3"});
+    CHECK(steps.iters == 10);
+    CHECK(steps.steps);
+    CHECK(steps.sample_every == 1);
+    CHECK(run_options({"--steps", "1000"}).sample_every == 10);
+    CHECK(run_options({"--workload", "qwen-image-512", "--layers", "model"}).settings.layers == 60);
+    const RunOptions b = run_options({"--ballast", "2G", "--ballast-alloc", "managed", "--ballast-touch", "both", "--host-load", "2"});
+    CHECK(b.context.ballast.bytes == 2LL << 30);
+    CHECK(b.context.ballast.kind == AllocKind::managed);
+    CHECK(b.context.ballast.touch == BallastTouch::both);
+    CHECK(b.context.host_load_threads == 2);
+    const std::vector<std::pair<std::vector<std::string>, std::string>> bad = {
+        {{"--layers", "0"}, "--layers"},
+        {{"--layers", "model"}, "workload"},
+        {{"--layers", "x"}, "--layers"},
+        {{"--steps", "3", "--iters", "3"}, "--steps and --iters"},
+        {{"--steps", "0"}, "steps"},
+        {{"--alloc-timing", "lazy"}, "--alloc-timing"},
+        {{"--retain", "all"}, "--retain"},
+        {{"--ballast", "lots"}, "--ballast"},
+        {{"--ballast-alloc", "managed"}, "--ballast"},
+        {{"--ballast", "1G", "--ballast-alloc", "vmm"}, "path's"},
+        {{"--ballast", "1G", "--ballast-touch", "host"}, "cannot touch"},
+        {{"--host-load", "-1"}, "host-load"},
+        {{"--chunk-size", "64M"}, "chunk part"},
+        {{"--graph", "--layers", "2"}, "--graph"},
+        {{"--scenario", "5", "--alloc-timing", "per-call"}, "--graph"},
+        {{"--inject", "hang:alloc_scores"}, "does not run"},
+        {{"--inject", "hang:softmax@layer=3", "--layers", "2"}, "layer(s)"},
+        {{"--inject", "hang:softmax@step=2"}, "step(s)"},
+        {{"--inject", "hang:softmax@gpu"}, "condition"},
+        {{"--plan", "--json", "x.json"}, "--plan"},
+    };
+    for (const auto& [args, needle] : bad) {
+      const ParseResult r = parse(args);
+      INFO(args.front(), " ", args.size() > 1 ? args[1] : "", " -> ", r.message);
+      CHECK_FALSE(r.run);
+      CHECK(r.exit_code == kExitUsage);
+      CHECK(r.message.find('\n') == std::string::npos);
+      CHECK(r.message.find(needle) != std::string::npos);
+    }
+  }
+
+  TEST_CASE("a fault's conditions: only in a layer, a step, or a rung of the context") {
+    const FaultSpec f = parse_fault_spec("hang:softmax@layer=3@ballast@per-call");
+    CHECK(f.only_layer == 3);
+    CHECK(f.only_with == std::vector<std::string>{"ballast", "per-call"});
+    CHECK(fault_spec_string(f) == "hang:softmax@layer=3@ballast@per-call");
+    CHECK(parse_fault_spec(fault_spec_string(f)).only_with == f.only_with);
+    CHECK(fault_spec_string(parse_fault_spec("slow:qk_gemm:40@step=2")) == "slow:qk_gemm:40@step=2");
+    for (const char* bad : {"hang:softmax@", "hang:softmax@layer=0", "hang:softmax@layer=x", "hang:softmax@layer=1@layer=2",
+                            "hang:softmax@ballast@ballast", "hang@layer=1"}) {
+      CAPTURE(bad);
+      CHECK_THROWS_AS(parse_fault_spec(bad), InputError);
+    }
+    // Armed only where its conditions hold; below them the run is clean.
+    CHECK_FALSE(run_options({"--inject", "hang:softmax@ballast"}).inject_armed);
+    CHECK(run_options({"--inject", "hang:softmax@ballast", "--ballast", "1G"}).inject_armed);
+    CHECK_FALSE(run_options({"--inject", "hang:softmax@per-call@layers", "--alloc-timing", "per-call"}).inject_armed);
+    CHECK(run_options({"--inject", "hang:softmax@per-call@layers", "--alloc-timing", "per-call", "--layers", "2"}).inject_armed);
+    CHECK(run_options({"--inject", "hang:softmax@steps", "--steps", "2"}).inject_armed);
+    CHECK_FALSE(run_options({"--inject", "hang:softmax@steps", "--iters", "2"}).inject_armed);
+    CHECK(run_options({"--inject", "hang:softmax@host-load", "--host-load", "1"}).inject_armed);
+    // A disarmed fault in a stage that does not run at this rung is no error.
+    CHECK_FALSE(run_options({"--inject", "hang:alloc_scores@per-call"}).inject_armed);
+  }
+
+  TEST_CASE("each layer has inputs of its own and the model's one mask; layer 1 is the problem itself") {
+    for (MaskKind mask : {MaskKind::boolean, MaskKind::additive}) {
+      SdpaProblem p;
+      p.batch = 1;
+      p.q_heads = p.kv_heads = 2;
+      p.q_len = p.kv_len = 16;
+      p.head_dim = 8;
+      p.mask = mask;
+      const HostInputs one = make_layer_inputs(p, 1), two = make_layer_inputs(p, 2);
+      const HostInputs plain = make_random_inputs(p, p.seed);
+      CHECK(one.q == plain.q);
+      CHECK(one.bool_mask == plain.bool_mask);
+      CHECK(two.q != one.q);
+      CHECK(two.k != one.k);
+      CHECK(two.bool_mask == one.bool_mask);
+      CHECK(two.additive_mask == one.additive_mask);
+      CHECK(!(mask == MaskKind::boolean ? one.bool_mask.empty() : one.additive_mask.empty()));
+    }
+    SdpaProblem p;
+    CHECK(layer_problem(p, 1).dropout_offset == p.dropout_offset);
+    CHECK(layer_problem(p, 4).dropout_offset == p.dropout_offset + 3);
+  }
+
+  TEST_CASE("the memory stages run only per call, with the stages they allocate for") {
+    const RunOptions per_call = run_options({"--alloc-timing", "per-call", "--dropout", "0.1"});
+    const RunOptions upfront = run_options({"--dropout", "0.1"});
+    for (Stage s : {Stage::alloc_upcast, Stage::alloc_scores, Stage::alloc_probs, Stage::free_scores, Stage::alloc_dropout,
+                    Stage::alloc_output, Stage::free_call, Stage::free_step}) {
+      CAPTURE(stage_name(s));
+      CHECK(stage_runs(s, per_call.problem, per_call.settings));
+      CHECK_FALSE(stage_runs(s, upfront.problem, upfront.settings));
+    }
+    // Nothing to expand, copy or mask: their alloc stages do not run either.
+    for (Stage s : {Stage::alloc_expanded, Stage::alloc_key_transposed, Stage::alloc_mask}) {
+      CHECK_FALSE(stage_runs(s, per_call.problem, per_call.settings));
+    }
+    // Scenario 2 stops after softmax: the scores are freed, the probabilities are its result.
+    const RunOptions s2 = run_options({"--scenario", "2", "--alloc-timing", "per-call", "-L", "64"});
+    CHECK(stage_runs(Stage::free_scores, s2.problem, s2.settings));
+    CHECK_FALSE(stage_runs(Stage::alloc_output, s2.problem, s2.settings));
+    // Scenario 1 stops at the GEMM: its scores are the result and never freed in the call.
+    const RunOptions s1 = run_options({"--scenario", "1", "--alloc-timing", "per-call"});
+    CHECK_FALSE(stage_runs(Stage::free_scores, s1.problem, s1.settings));
+    for (const TensorSpec& t : path_tensors(s1.problem, s1.settings)) {
+      if (t.id == TensorId::scores) CHECK(t.lifetime == Lifetime::step);
+    }
+  }
+
+  TEST_CASE("chunks of query rows: the budget's rows, the whole path only") {
+    SdpaProblem p;
+    p.batch = 1;
+    p.q_heads = 24;
+    p.q_len = p.kv_len = 4608;
+    p.head_dim = 128;
+    PathSettings ps;
+    CHECK(chunk_rows(p, ps) == 4608);
+    ps.chunk_bytes = int64_t{256} << 20;
+    CHECK(chunk_rows(p, ps) == 576);  // 256 MiB / (24 x 4608 x 4 bytes a row) = 606 at most: 8 chunks of 576
+    ps.chunk_bytes = 1;
+    CHECK(chunk_rows(p, ps) == 1);
+    ps.chunk_bytes = int64_t{256} << 20;
+    ps.last_stage = Stage::softmax;  // a call that stops early is not chunked
+    CHECK(chunk_rows(p, ps) == 4608);
+  }
+
+  TEST_CASE("the watchdog names the layer of a hung stage, in the flight recorder and the report") {
+    HangMonitor m(1.0, 0, 0);
+    REQUIRE(m.consume("L\t1,1,60\t5", 10));
+    REQUIRE(m.consume("B\tsoftmax\t6\trows=1", 20));
+    REQUIRE(m.consume("E\tsoftmax\t7\t", 30));
+    REQUIRE(m.consume("L\t1,3,60\t8", 40));
+    REQUIRE(m.consume("B\talloc_probs\t9\tattn=2038431744", 50));
+    CHECK(m.open_stage() == "alloc_probs");
+    CHECK(m.open_position().layer == 3);
+    CHECK(m.open_position().layers == 60);
+    const auto records = m.flight_recorder();
+    REQUIRE(records.size() == 2);
+    CHECK(records[0].layer == 1);
+    CHECK(records[1].layer == 3);
+    for (const char* bad : {"L\t1,3\t8", "L\t1,61,60\t8", "L\t0,1,1\t8", "L\tx,1,1\t8"}) CHECK_FALSE(m.consume(bad, 60));
+    SupervisedOutcome o;
+    o.kind = SupervisedOutcome::hang;
+    o.stage = "alloc_probs";
+    o.position = m.open_position();
+    o.records = records;
+    o.expiry = m.check(2'000'000);
+    const std::string report = hang_report_text(o, "scenario 6", 1.0, "");
+    CHECK(report.find("stage alloc_probs (layer 3 of 60, step 1) did not finish") != std::string::npos);
+    CHECK(report.find("    layer  stage") != std::string::npos);
+    // One layer and one step: no layer anywhere.
+    o.position = {1, 1, 1};
+    CHECK(hang_report_text(o, "scenario 0", 1.0, "").find("layer") == std::string::npos);
+  }
+}
