@@ -359,6 +359,44 @@ bool has_args(const std::vector<std::string>& args, const std::vector<std::strin
 }  // namespace
 
 TEST_SUITE("sweep") {
+
+  TEST_CASE("the contexts axis: each rung of the context ladder as a cell's options") {
+    SweepAxes axes;
+    axes.scenarios = {0};
+    axes.fixes = {"off"};
+    axes.dtypes = {"bf16"};
+    axes.shapes = {"2x8x128x128x64", "qwen-image-512"};
+    axes.allocs = {"device"};
+    axes.contexts = {"isolated", "layers", "steps"};
+    const std::vector<SweepCell> cells = expand_matrix(axes);
+    REQUIRE(cells.size() == 6);
+    auto args_of = [](const SweepCell& c) {
+      std::string s;
+      for (const auto& a : c.run_args()) s += " " + a;
+      return s;
+    };
+    CHECK(cells[0].key().find("context") == std::string::npos);  // the isolated call keeps its old key
+    CHECK(cells[1].key().find(" context=layers ") != std::string::npos);
+    CHECK(args_of(cells[0]).find("--alloc-timing") == std::string::npos);
+    CHECK(args_of(cells[1]).find(" --alloc-timing per-call --layers 60 --retain autograd --iters 5") != std::string::npos);
+    // The steps rung counts the cell's --iters as steps; every rung below it comes with it.
+    CHECK(args_of(cells[2]).find(" --host-load 4 --steps 5 --check") != std::string::npos);
+    CHECK(args_of(cells[2]).find("--iters") == std::string::npos);
+    // A workload's layers are its blocks.
+    CHECK(args_of(cells[4]).find(" --layers model ") != std::string::npos);
+    axes.contexts = {"ladder"};
+    CHECK_THROWS_WITH_AS(expand_matrix(axes), doctest::Contains("not a rung of the context ladder"), InputError);
+    axes.contexts = {"layers", "layers"};
+    CHECK_THROWS_AS(expand_matrix(axes), InputError);
+    const SweepAxes from_file = parse_matrix(R"({"contexts": ["per-call", "ballast"]})", "m.json");
+    CHECK(from_file.contexts == std::vector<std::string>{"per-call", "ballast"});
+    CHECK(parse_sweep({"--contexts", "isolated,host-load", "--dry-run"}).options.axes.contexts ==
+          std::vector<std::string>{"isolated", "host-load"});
+    // A sweep document from before the axis reads as the isolated call.
+    nlohmann::json matrix = axes_to_json(SweepAxes{});
+    matrix.erase("contexts");
+    CHECK(axes_from_document_matrix(matrix, "old.json").contexts == std::vector<std::string>{"isolated"});
+  }
   TEST_CASE("the default matrix: scenarios 0-5 x fix off/on x bf16/fp16/fp32 x managed/device/async x three shapes") {
     const std::vector<SweepCell> cells = expand_matrix(SweepAxes{});
     REQUIRE(cells.size() == 324);

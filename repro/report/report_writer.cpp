@@ -471,17 +471,7 @@ std::string report_finding(const ReportInput& in) {
 
 std::vector<LadderRung> ladder_rungs(const LadderValues& v) {
   std::vector<LadderRung> rungs;
-  std::vector<std::string> options;
-  auto rung = [&](const char* name, std::vector<std::string> adds) {
-    options.insert(options.end(), adds.begin(), adds.end());
-    rungs.push_back({name, options, "", ""});
-  };
-  rung("isolated", {});
-  rung("per-call", {"--alloc-timing", "per-call"});
-  rung("layers", {"--layers", v.layers, "--retain", "autograd"});
-  rung("ballast", {"--ballast", v.ballast, "--ballast-alloc", v.ballast_alloc, "--ballast-touch", v.ballast_touch});
-  rung("host-load", {"--host-load", v.host_load});
-  rung("steps", {"--steps", v.steps});
+  for (const ContextRung& r : context_ladder(v)) rungs.push_back({r.name, r.options, "", ""});
   return rungs;
 }
 

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "repro/info/environment.h"
+#include "math_sdpa/context.h"
 #include "repro/cli/run_options.h"
 
 namespace sdpa {
@@ -61,15 +62,8 @@ struct ReportInput {
   std::string reproducer_leaves_out;
 };
 
-// The rungs of the context ladder, in the fixed order they are climbed, each with the options it
-// adds over the scenario's command (cumulative). `layers`, `ballast...`, `host_load` and `steps`
-// are their rungs' values.
-struct LadderValues {
-  std::string layers = "60";  // the workload's block count (Qwen-Image's 60)
-  std::string ballast = "0.5", ballast_alloc = "device", ballast_touch = "gpu";
-  std::string host_load = "4";
-  std::string steps = "10";
-};
+// The rungs of the context ladder (math_sdpa/context.h), not yet climbed.
+using LadderValues = ContextLadderValues;
 std::vector<LadderRung> ladder_rungs(const LadderValues& values);
 
 // "hang", "not_reproduced", "failure" (a crash, CUDA error, mismatch... with the fix off),

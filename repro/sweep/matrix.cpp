@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "fixes/fix_list.h"
+#include "math_sdpa/context.h"
 #include "math_sdpa/errors.h"
 #include "repro/cli/run_options.h"
 #include "repro/common/text.h"
@@ -132,7 +133,10 @@ std::vector<std::string> split_axis_list(const std::string& text, const std::str
 
 std::string SweepCell::key() const {
   return "scenario=" + std::to_string(scenario) + " fix=" + fix + " dtype=" + dtype + " precision=" + precision +
-         " shape=" + shape + " alloc=" + alloc + " stream=" + stream + " iters=" + std::to_string(iters) +
+         " shape=" + shape + " alloc=" + alloc + " stream=" + stream +
+         // A rung of the context ladder is part of the key where there is one: a sweep of the isolated
+         // call keeps the keys it always had, so --resume and --merge read older sweeps.
+         (context == "isolated" ? std::string() : " context=" + context) + " iters=" + std::to_string(iters) +
          " repeat=" + std::to_string(repeat);
 }
 
@@ -154,7 +158,15 @@ std::vector<std::string> SweepCell::run_args() const {
     args.insert(args.end(), {"-b", std::to_string(d[0]), "--heads", std::to_string(d[1]), "-L", std::to_string(d[2]), "-S",
                              std::to_string(d[3]), "-E", std::to_string(d[4])});
   }
-  args.insert(args.end(), {"--alloc", alloc, "--stream", stream, "--iters", std::to_string(iters), "--check"});
+  args.insert(args.end(), {"--alloc", alloc, "--stream", stream});
+  ContextLadderValues values;
+  if (is_workload(shape)) values.layers = "model";
+  values.steps = std::to_string(iters);
+  for (const ContextRung& rung : context_ladder(values)) {
+    if (rung.name == context) args.insert(args.end(), rung.options.begin(), rung.options.end());
+  }
+  if (context != "steps") args.insert(args.end(), {"--iters", std::to_string(iters)});
+  args.push_back("--check");
   return args;
 }
 
@@ -171,6 +183,15 @@ void canonicalise_axes(SweepAxes& a) {
   canonicalise(a.shapes, "--shapes", canonical_shape);
   canonicalise_run_option(a.allocs, "--allocs", "--alloc");
   canonicalise_run_option(a.streams, "--streams", "--stream");
+  canonicalise(a.contexts, "--contexts", [](const std::string& c) {
+    const auto names = context_rung_names();
+    if (std::find(names.begin(), names.end(), c) == names.end()) {
+      std::string list;
+      for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
+      throw InputError("--contexts: '" + c + "' is not a rung of the context ladder (" + list + ")");
+    }
+    return c;
+  });
   check_count(a.iters, "--iters");
   check_count(a.repeats, "--repeats");
 }
@@ -180,7 +201,7 @@ std::vector<SweepCell> expand_matrix(SweepAxes a) {
   // Counted before anything is built: --repeats 100000000 must be an error, not an exhausted host.
   double planned = static_cast<double>(a.repeats);
   for (size_t n : {a.scenarios.size(), a.fixes.size(), a.dtypes.size(), a.precisions.size(), a.shapes.size(),
-                   a.allocs.size(), a.streams.size()}) {
+                   a.allocs.size(), a.streams.size(), a.contexts.size()}) {
     planned *= static_cast<double>(n);
   }
   if (planned > kMaxSweepCells) {
@@ -195,6 +216,7 @@ std::vector<SweepCell> expand_matrix(SweepAxes a) {
           for (const auto& shape : a.shapes)
             for (const auto& alloc : a.allocs)
               for (const auto& stream : a.streams)
+                for (const auto& context : a.contexts)
                 for (int repeat = 0; repeat < a.repeats; ++repeat) {
                   SweepCell c;
                   c.index = static_cast<int>(cells.size());
@@ -205,6 +227,7 @@ std::vector<SweepCell> expand_matrix(SweepAxes a) {
                   c.shape = shape;
                   c.alloc = alloc;
                   c.stream = stream;
+                  c.context = context;
                   c.iters = a.iters;
                   c.repeat = repeat;
                   c.fix_list = parse_as_repro("cell " + c.key(), c.run_args()).fixes.str();
@@ -244,11 +267,12 @@ SweepAxes parse_matrix(const std::string& text, const std::string& path) {
     }
     out = v.get<int>();
   };
-  const std::vector<std::string> keys{"scenarios", "fix", "dtypes", "precisions", "shapes", "allocs", "streams", "iters", "repeats"};
+  const std::vector<std::string> keys{"scenarios", "fix",     "dtypes",   "precisions", "shapes",
+                                      "allocs",    "streams", "contexts", "iters",      "repeats"};
   for (const auto& item : j.items()) {
     if (std::find(keys.begin(), keys.end(), item.key()) == keys.end()) {
       throw InputError(where + "unknown key \"" + item.key() +
-                       "\" (expected scenarios, fix, dtypes, precisions, shapes, allocs, streams, iters, repeats)");
+                       "\" (expected scenarios, fix, dtypes, precisions, shapes, allocs, streams, contexts, iters, repeats)");
     }
   }
   if (j.contains("scenarios")) {
@@ -270,6 +294,7 @@ SweepAxes parse_matrix(const std::string& text, const std::string& path) {
   strings("shapes", a.shapes);
   strings("allocs", a.allocs);
   strings("streams", a.streams);
+  strings("contexts", a.contexts);
   count("iters", a.iters);
   count("repeats", a.repeats);
   try {
@@ -348,14 +373,14 @@ std::vector<SweepCell> shard_cells(const std::vector<SweepCell>& cells, SweepSha
 
 nlohmann::json axes_to_json(const SweepAxes& a) {
   return {{"scenarios", a.scenarios}, {"fix", a.fixes},   {"dtypes", a.dtypes}, {"precisions", a.precisions},
-          {"shapes", a.shapes},       {"allocs", a.allocs}, {"streams", a.streams}, {"iters", a.iters},
-          {"repeats", a.repeats}};
+          {"shapes", a.shapes},       {"allocs", a.allocs}, {"streams", a.streams}, {"contexts", a.contexts},
+          {"iters", a.iters},         {"repeats", a.repeats}};
 }
 
 nlohmann::json cell_axes_to_json(const SweepCell& c) {
   return {{"scenario", c.scenario}, {"fix", c.fix},       {"fix_list", c.fix_list}, {"dtype", c.dtype},
           {"precision", c.precision}, {"shape", c.shape}, {"alloc", c.alloc},       {"stream", c.stream},
-          {"iters", c.iters},       {"repeat", c.repeat}};
+          {"context", c.context},   {"iters", c.iters},   {"repeat", c.repeat}};
 }
 
 nlohmann::json shard_to_json(SweepShard shard) { return {{"index", shard.index}, {"count", shard.count}}; }
@@ -375,6 +400,7 @@ SweepAxes axes_from_document_matrix(const nlohmann::json& matrix, const std::str
   nlohmann::json axes = nlohmann::json::object();
   const nlohmann::json names = axes_to_json(SweepAxes{});  // named, so it outlives the loop
   for (const auto& [key, value] : names.items()) {
+    if (!matrix.contains(key) && key == "contexts") continue;  // a sweep from before the axis: the isolated call
     if (!matrix.contains(key)) throw InputError(path + ": its matrix has no \"" + key + "\"");
     axes[key] = matrix.at(key);
   }

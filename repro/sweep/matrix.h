@@ -31,6 +31,9 @@ struct SweepAxes {
   std::vector<std::string> shapes{"2x8x128x128x64", "2x8x512x512x64", "1x8x256x2048x64"};
   std::vector<std::string> allocs{"managed", "device", "async"};
   std::vector<std::string> streams{"non-blocking"};
+  // Rungs of the context ladder (math_sdpa/context.h): the call alone, or with the training
+  // process's conditions up to that rung (the steps rung counts --iters as steps).
+  std::vector<std::string> contexts{"isolated"};
   int iters = 5;    // calls of the path per run (timings are medians over them)
   int repeats = 1;  // runs of each configuration (a hang may not come every time)
 };
@@ -39,6 +42,7 @@ struct SweepCell {
   int index = 0;  // position in the expanded matrix
   int scenario = 0;
   std::string fix, dtype, precision, shape, alloc, stream;
+  std::string context = "isolated";
   int iters = 1;
   int repeat = 0;
   std::string fix_list;  // the fixes the run applies: "none", "1,3", "all"
@@ -63,7 +67,7 @@ constexpr int kMaxSweepCells = 100000;
 std::vector<SweepCell> expand_matrix(SweepAxes axes);
 
 // A matrix file: a JSON object with any of the keys scenarios (integers), fix, dtypes,
-// precisions, shapes, allocs, streams (lists of strings), iters, repeats (integers >= 1); a key
+// precisions, shapes, allocs, streams, contexts (lists of strings), iters, repeats (integers >= 1); a key
 // left out keeps its default. Unknown keys, wrong types and empty lists throw InputError.
 SweepAxes read_matrix_file(const std::string& path);
 // The same for the text of one (`path` names it in messages).

@@ -55,7 +55,7 @@ SweepParseResult parse_sweep_command_line(int argc, const char* const* argv) {
   SweepParseResult result;
   SweepOptions& o = result.options;
   const SweepAxes defaults;
-  std::string scenarios, fixes, dtypes, precisions, shapes, allocs, streams, matrix, out_dir;
+  std::string scenarios, fixes, dtypes, precisions, shapes, allocs, streams, contexts, matrix, out_dir;
   CLI::App app{kDescription, "repro sweep"};
   app.footer(kFooter);
   std::vector<CLI::Option*> axis_options{
@@ -68,6 +68,9 @@ SweepParseResult parse_sweep_command_line(int argc, const char* const* argv) {
       app.add_option("--shapes", shapes, "shapes BxHxLxSxE")->default_str(joined(defaults.shapes)),
       app.add_option("--allocs", allocs, "managed, device, async, host, system")->default_str(joined(defaults.allocs)),
       app.add_option("--streams", streams, "non-blocking, legacy, per-thread")->default_str(joined(defaults.streams)),
+      app.add_option("--contexts", contexts,
+                     "rungs of the context ladder: isolated, per-call, layers, ballast, host-load, steps (docs/CONTEXT.md)")
+          ->default_str(joined(defaults.contexts)),
       app.add_option("--iters", o.axes.iters, "calls of the path in each run")->default_str(std::to_string(defaults.iters)),
       app.add_option("--repeats", o.axes.repeats, "runs of each configuration")->default_str(std::to_string(defaults.repeats)),
   };
@@ -143,6 +146,7 @@ SweepParseResult parse_sweep_command_line(int argc, const char* const* argv) {
     list(shapes, "--shapes", o.axes.shapes);
     list(allocs, "--allocs", o.axes.allocs);
     list(streams, "--streams", o.axes.streams);
+    list(contexts, "--contexts", o.axes.contexts);
     canonicalise_axes(o.axes);
     if (given("--shard")) o.shard = parse_shard(shard);
     if (o.stage_timeout_s >= o.cell_timeout_s) {

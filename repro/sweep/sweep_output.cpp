@@ -478,15 +478,16 @@ std::string sweep_table(const std::vector<json>& cells, size_t planned, bool int
 }
 
 std::string sweep_svg(const std::vector<json>& cells, const std::string& title, const std::string& caption) {
-  // Panels: shape x precision x stream x iters; rows: scenario x fix; columns: dtype x alloc,
-  // each in the order the matrix lists them.
+  // Panels: shape x precision x stream x iters x context; rows: scenario x fix; columns: dtype x
+  // alloc, each in the order the matrix lists them.
   using Key = std::vector<std::string>;
   std::vector<Key> panels, rows;
   std::vector<std::string> dtypes, allocs;
   int repeats = 1;
   auto panel_of = [](const json& a) {
     return Key{a.at("shape").get<std::string>(), a.at("precision").get<std::string>(),
-               a.at("stream").get<std::string>(), std::to_string(a.at("iters").get<int>())};
+               a.at("stream").get<std::string>(), std::to_string(a.at("iters").get<int>()),
+               a.value("context", std::string("isolated"))};
   };
   auto row_of = [](const json& a) { return Key{std::to_string(a.at("scenario").get<int>()), a.at("fix").get<std::string>()}; };
   for (const auto& c : cells) {
@@ -540,7 +541,7 @@ std::string sweep_svg(const std::vector<json>& cells, const std::string& title, 
     const Key& panel = panels[p];
     body += text_element(margin, y + 15,
                          "shape " + panel[0] + " (BxHxLxSxE), precision " + panel[1] + ", stream " + panel[2] + ", " +
-                             panel[3] + " iters",
+                             panel[3] + " iters" + (panel[4] == "isolated" ? "" : ", context rung " + panel[4]),
                          "font-size=\"12\" font-weight=\"bold\"");
     const double grid_y = y + panel_title_h;
     for (size_t col = 0; col < columns.size(); ++col) {
