@@ -4,7 +4,7 @@
 //
 // The per-layer figures below are not the plan's own: they are what PyTorch 2.11's caching
 // allocator measured for its math SDPA on an H100 (scripts/torch_memory_trace.py, committed as
-// results/h100-2026-11-25/torch_memory_trace.json): the bytes each layer still held after its
+// results/h100-2026-11-25/pytorch/torch_memory_trace.json): the bytes each layer still held after its
 // call with autograd on, and the peak of three layers. The plan must reproduce them.
 #include <doctest/doctest.h>
 

@@ -12,6 +12,7 @@
 
 #include "repro/bench/bench.h"
 #include "fixes/fix.h"
+#include "math_sdpa/context_load.h"
 #include "math_sdpa/cuda_check.h"
 #include "math_sdpa/errors.h"
 #include "math_sdpa/fault_injector.h"
@@ -252,6 +253,14 @@ void BenchRunner::run() {
   const RunOptions& ro = o.run;
   r_.device = query_device_info(0);
   CUDA_CHECK(cudaSetDevice(0));
+  // One input set's memory plan, against the memory there is, before anything is allocated (a
+  // run's guard: more sets are chosen to fit what is left).
+  if (!ro.allow_oversubscription) {
+    const MemoryFacts facts = query_memory_facts();
+    const MemoryPlan plan = plan_memory(ro.problem, ro.settings, context_memory(ro.context, facts));
+    const std::string refusal = plan_refusal(plan, plan_pools(plan, facts));
+    if (!refusal.empty()) throw RefusedError(refusal);
+  }
   int l2 = 0;
   CUDA_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, 0));
   r_.l2_bytes = l2;

@@ -313,6 +313,11 @@ void add_context_options(CLI::App& app, Fields& f, RunCommand command) {
                       ->check(CLI::Range(1, 100000000))
                       ->option_text("N");
   }
+  app.add_option("--chunk-size", f.chunk_size, "fix 5's chunk part: each chunk's scores at most this many bytes")
+      ->option_text("SIZE")
+      ->default_str("256M");
+  // A benchmark times the path's passes; the context around it is a run's, a report's or a sweep's.
+  if (command == RunCommand::bench) return;
   app.add_option("--ballast", f.ballast, "memory held by the rest of the model: a size (40G) or a fraction (0.8) of "
                                          "the memory available")
       ->option_text("SIZE|FRACTION");
@@ -326,9 +331,6 @@ void add_context_options(CLI::App& app, Fields& f, RunCommand command) {
                                    "data-loader-like host threads (pageable reads and writes, pinned copies)")
                         ->check(CLI::Range(0, 256))
                         ->option_text("THREADS");
-  app.add_option("--chunk-size", f.chunk_size, "fix 5's chunk part: each chunk's scores at most this many bytes")
-      ->option_text("SIZE")
-      ->default_str("256M");
   f.memory_trace_opt = app.add_flag("--memory-trace", o.memory_trace,
                                     "memory (MemAvailable, cudaMemGetInfo) at every stage, in the log and the JSON "
                                     "(scenario 6: on)");

@@ -104,6 +104,8 @@ const char* alloc_note(AllocKind k) {
     case AllocKind::async: return "a stream-ordered pool of our own (cudaMallocFromPoolAsync)";
     case AllocKind::host: return "mapped pinned host memory (cudaHostAlloc)";
     case AllocKind::system: return "plain host memory (aligned_alloc) that the GPU reads directly";
+    // The report writes a vmm run's call with cudaMalloc (cmd_report.cpp's one_call): never here.
+    case AllocKind::vmm: return "one growing virtual range (cuMemCreate, cuMemMap)";
   }
   return "?";
 }
