@@ -42,25 +42,6 @@ std::vector<TensorSpec> path_tensors(const SdpaProblem& p, const PathSettings& p
   const bool upcast = runs(Stage::upcast), pv = runs(Stage::pv_gemm);
 
   std::vector<TensorSpec> t;
-  // A tensor of the call: per call, allocated by `stage`, kept until the step ends when `kept`
-  // (autograd's or the layer's result), else freed at `freed`; up front, allocated before the
-  // first call, one per layer when kept, else one the layers share.
-  auto add = [&](TensorId id, int64_t bytes, Stage stage, bool kept, const char* why, Stage freed = Stage::free_call,
-                 int n = 1) {
-    TensorSpec s;
-    s.id = id;
-    s.name = tensor_name(id);
-    s.bytes = bytes;
-    s.chunks = n;
-    s.per_layer = kept;
-    s.why = why;
-    if (per_call) {
-      s.lifetime = kept ? Lifetime::step : Lifetime::call;
-      s.alloc_stage = stage;
-      s.free_stage = kept ? Stage::free_step : freed;
-    }
-    t.push_back(s);
-  };
   // A tensor that exists before the first call whatever the timing: a layer's inputs, the workspace.
   auto add_run = [&](TensorId id, int64_t bytes, bool per_layer, const char* why) {
     TensorSpec s;
@@ -70,6 +51,20 @@ std::vector<TensorSpec> path_tensors(const SdpaProblem& p, const PathSettings& p
     s.per_layer = per_layer;
     s.why = why;
     t.push_back(s);
+  };
+  // A tensor of the call: per call, allocated by `stage`, kept until the step ends when `kept`
+  // (autograd's or the layer's result), else freed at `freed`; up front, allocated before the
+  // first call, one per layer when kept, else one the layers share.
+  auto add = [&](TensorId id, int64_t bytes, Stage stage, bool kept, const char* why, Stage freed = Stage::free_call,
+                 int n = 1) {
+    add_run(id, bytes, kept, why);
+    TensorSpec& s = t.back();
+    s.chunks = n;
+    if (per_call) {
+      s.lifetime = kept ? Lifetime::step : Lifetime::call;
+      s.alloc_stage = stage;
+      s.free_stage = kept ? Stage::free_step : freed;
+    }
   };
 
   add_run(TensorId::query, p.q_elems() * in_size, true, "the layer's Q, as the model hands it to SDPA");

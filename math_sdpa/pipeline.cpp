@@ -288,11 +288,6 @@ void MathSdpa::allocate_in_call(Stage s, int chunk) {
     if (t.id == result_id()) launch_fill(b.get(), result_dtype(), result_elems(), std::nanf(""), stream_);
   }
   apply_memory_advice(fresh, false);
-  if (s == Stage::alloc_scores && settings_.qk_gemm_api == GemmApi::batched) {
-    const bool contiguous = runs(Stage::kt_contiguous);
-    build_qk_pointer_arrays(tensor(contiguous ? TensorId::key_transposed : TensorId::key_scaled),
-                            contiguous ? contiguous_bhse(problem_.q_heads, problem_.head_dim, problem_.kv_len) : k_gemm_strides_);
-  }
 }
 
 void MathSdpa::free_in_call(Stage s) {
@@ -414,13 +409,11 @@ std::string MathSdpa::value_summary(Stage s) {
 void MathSdpa::run(int step) {
   if (step_pending_) end_step();
   for (int l = 1; l <= settings_.layers; ++l) run_layer(l, step);
-  step_now_ = step;
   step_pending_ = true;
 }
 
 void MathSdpa::run_layer(int layer, int step) {
   layer_now_ = layer;
-  step_now_ = step;
   const CallPosition position{step, layer, settings_.layers};
   for (auto* o : observers_) o->call_position(position);
   stage(Stage::entry_sync, problem_.shape_string(), [&] {
@@ -546,11 +539,6 @@ void MathSdpa::issue_gpu_stages() {
     kt = tensor(TensorId::key_transposed);
   }
 
-  // Up front with several layers each layer's Q and scores may be its own: the pointer arrays are
-  // written for this layer's (per call, alloc_scores writes them).
-  if (settings_.qk_gemm_api == GemmApi::batched && settings_.alloc_timing == AllocTiming::upfront && settings_.layers > 1) {
-    build_qk_pointer_arrays(kt, runs(Stage::kt_contiguous) ? contiguous_bhse(p.q_heads, p.head_dim, p.kv_len) : k_gemm_strides_);
-  }
   const void* q_scaled = tensor(TensorId::query_scaled);
   for (int c = 0; c < chunks_; ++c) {
     const int64_t row0 = c * chunk_rows_;
@@ -579,6 +567,11 @@ void MathSdpa::issue_chunk(int chunk, int64_t row0, int64_t rows, const void* q,
   const RowChunk rows_of_chunk = chunked ? RowChunk{rows, row0, p.q_len, p.kv_len} : RowChunk{};
 
   memory_stage(Stage::alloc_scores, chunk);
+  // The pointer arrays point at this call's K^T, Q and scores: written once where those never
+  // move (one layer up front, build_workspace), else for every call, once its scores exist.
+  if (gemm_calls_[0].pointer_array && (settings_.layers > 1 || settings_.alloc_timing == AllocTiming::per_call)) {
+    build_qk_pointer_arrays(kt, runs(Stage::kt_contiguous) ? contiguous_bhse(p.q_heads, p.head_dim, p.kv_len) : k_gemm_strides_);
+  }
   GemmCall qk = gemm_calls_[0];
   qk.n = static_cast<int>(rows);
   qk.stride_c = rows * p.kv_len;

@@ -179,7 +179,6 @@ class MathSdpa {
   std::vector<Slots> layer_;  // each layer's: its inputs, what it keeps, its result
   Slots call_;                // per call: the current call's tensors that die with it
   int layer_now_ = 1;         // the layer whose call runs (1-based)
-  int step_now_ = 1;
   bool step_pending_ = false;  // a pass ran and its kept tensors are not freed yet
   int64_t chunk_rows_ = 0;    // query rows per chunk (q_len without chunks)
   int chunks_ = 1;
