@@ -16,8 +16,8 @@
 #   bench      a 60-layer forward pass without retention against 60 single calls (repro bench)
 #   steps      --steps 1000 with per-call allocation and retention: memory flat
 #   runs       JSON results of format 3: the default call, every condition at once, a hang in a layer
-#   ladder     repro report --ladder --scenario 2 at the default shape, and with a hang injected under
-#              the ballast
+#   ladder     repro report --ladder --scenario 2 at its default shape, and with a hang injected under
+#              the ballast (at -L 128)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-device-out}
@@ -96,11 +96,14 @@ if want runs; then
 fi
 
 if want ladder; then
-  $repro report --ladder --scenario 2 -L 128 --out "$out/ladder" --repeat 1 >"$out/ladder.txt" 2>&1
+  $repro report --ladder --scenario 2 --out "$out/ladder" --repeat 1 >"$out/ladder.txt" 2>&1
   say "ladder: exit $? $(tail -1 "$out/ladder.txt")"
+  grep -E '^repro report: rung [a-z-]+: [a-z_]+ \(' "$out/ladder.txt" | tee -a "$summary"
   $repro report --ladder --scenario 2 -L 128 --out "$out/ladder_hang" --repeat 1 --allow-inject --inject hang:softmax@ballast \
     --stage-timeout 2 >"$out/ladder_hang.txt" 2>&1
   say "ladder, hang under ballast: exit $? $(tail -1 "$out/ladder_hang.txt")"
+  grep -E '^repro report: rung [a-z-]+: [a-z_]+ \(' "$out/ladder_hang.txt" | tee -a "$summary"
+  head -1 "$out/ladder_hang/REPORT.md" | tee -a "$summary"
 fi
 if want tests; then
   for suite in ${SUITES:-gpu_kernels gpu_allocator gpu_uvm_counters gpu_context gpu gpu_scenarios gpu_watchdog}; do
