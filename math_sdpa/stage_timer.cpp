@@ -13,6 +13,15 @@ StageTimer::StageTimer(Stage first, Stage last) {
   span_last_ = last;
 }
 
+void StageTimer::reserve(size_t passes) {
+  auto touch = [n = std::min(passes, kMaxPasses)](std::vector<double>& v) {
+    v.resize(n);  // writes every element: the pages are resident now, not during the run
+    v.clear();
+  };
+  touch(call_ms_);
+  if (!span_only_) for (auto& s : samples_) touch(s);
+}
+
 StageTimer::~StageTimer() {
   for (cudaEvent_t e : events_) cudaEventDestroy(e);
 }
@@ -68,7 +77,7 @@ void StageTimer::collect_call() {
     if (span_begin_ && span_end_) {
       float ms = 0;
       CUDA_CHECK(cudaEventElapsedTime(&ms, span_begin_, span_end_));
-      call_ms_.push_back(ms);
+      if (call_ms_.size() < kMaxPasses) call_ms_.push_back(ms);
     }
     span_begin_ = span_end_ = nullptr;
     used_ = 0;
@@ -81,13 +90,13 @@ void StageTimer::collect_call() {
     gpu_ms[static_cast<int>(interval.stage)] += ms;
   }
   for (int i = 0; i < kStageCount; ++i) {
-    if (!ran_[i]) continue;
+    if (!ran_[i] || samples_[i].size() == kMaxPasses) continue;
     samples_[i].push_back(host_timed(static_cast<Stage>(i)) ? host_ms_[i] : gpu_ms[i]);
   }
   if (!intervals_.empty()) {
     float ms = 0;
     CUDA_CHECK(cudaEventElapsedTime(&ms, intervals_.front().begin, intervals_.back().end));
-    call_ms_.push_back(ms);
+    if (call_ms_.size() < kMaxPasses) call_ms_.push_back(ms);
   }
   intervals_.clear();
   ran_.fill(false);

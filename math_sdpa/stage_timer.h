@@ -37,7 +37,13 @@ class StageTimer : public StageObserver {
   void stage_end(Stage stage, const std::string& summary, void* stream) override;
   // Reads this pass's times (after the path's closing stream synchronisation) and resets.
   void collect_call();
+  // Makes room for `passes` passes' samples up front, with its pages touched, so that a long run's
+  // resident set does not grow with its own timings (the soak judges it).
+  void reserve(size_t passes);  // at most kMaxPasses
 
+  // At most this many passes are kept (the first ones): a soak of millions of calls keeps bounded
+  // bookkeeping.
+  static constexpr size_t kMaxPasses = size_t{1} << 15;
   // samples[stage] holds one time per pass in which that stage ran, in ms.
   const std::array<std::vector<double>, kStageCount>& samples() const { return samples_; }
   // GPU time of each whole pass: first GPU stage's start to last GPU stage's end.

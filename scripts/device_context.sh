@@ -116,5 +116,7 @@ if want tests; then
 fi
 
 say "total: $((SECONDS - start)) s"
-# Everything in one file (a call brings back eight at most).
-tar czf /tmp/context-logs.tar.gz -C "$out" . && mv /tmp/context-logs.tar.gz "$out/logs.tar.gz"
+# Everything in one file and the summary (a call brings back eight files at most).
+tar czf /tmp/context-logs.tar.gz -C "$out" . &&
+  find "$out" -mindepth 1 -maxdepth 1 ! -name summary.txt -exec rm -rf {} + &&
+  mv /tmp/context-logs.tar.gz "$out/logs.tar.gz"

@@ -204,6 +204,20 @@ TEST_SUITE("report") {
     REQUIRE(counted.size() == 12);
     CHECK(counted[0].find("--iters 3") != std::string::npos);
     CHECK(counted[10].find("--iters") == std::string::npos);
+    // A rung whose plan the memory guard refuses ends the climb (the rungs above keep its layers),
+    // with its own finding, not a failure of the scenario.
+    std::remove(log.c_str());
+    setenv("SWEEP_FAKE_WHEN", "--layers=refused", 1);
+    const Ran refused = run_repro({"report", "--ladder", "--scenario", "2", "--out", out + "5", "--repro-binary", SWEEP_TEST_FAKE_CHILD});
+    unsetenv("SWEEP_FAKE_WHEN");
+    CHECK(refused.exit_code == 0);
+    const nlohmann::json f = nlohmann::json::parse(file_text(out + "5/result.json"));
+    REQUIRE(f["ladder"].size() == 3);
+    CHECK(f["ladder"][2]["finding"] == "refused");
+    CHECK(f["report"]["finding"] == "refused");
+    CHECK(f["report"]["title"].get<std::string>().find(
+              "refused by the memory guard on this machine (managed allocation beyond the guard), at rung layers of the "
+              "context ladder (rungs below it pass: isolated, per-call)") != std::string::npos);
     unsetenv("SWEEP_FAKE_LOG");
     // The rungs decide the allocation timing and the retention.
     CHECK(run_repro({"report", "--ladder", "--scenario", "2", "--out", out + "3", "--retain", "none"}).exit_code == kExitUsage);

@@ -35,6 +35,18 @@ TEST_SUITE("soak") {
     CHECK(v.summary.rfind("GROWING", 0) == 0);
   }
 
+  TEST_CASE("the baseline is the first sample after a tenth of the calls: warm-up growth before it is not judged") {
+    // Growth in calls 10-90 (under a tenth of 1000) is warm-up; flat from call 100 on passes.
+    std::vector<MemorySample> samples = {sample(10, 80000, 500, 15), sample(90, 79990, 510, 17)};
+    for (int64_t c = 100; c <= 1000; c += 100) samples.push_back(sample(c, 79990, 510.2, 17));
+    const SoakVerdict v = judge_soak(samples);
+    CHECK(v.flat);
+    CHECK(v.summary.rfind("flat after warm-up over calls 100-1000", 0) == 0);
+    // The same growth after the tenth is judged.
+    samples.push_back(sample(1100, 79990, 512, 17));
+    CHECK_FALSE(judge_soak(samples).flat);
+  }
+
   TEST_CASE("one sample cannot be judged, and says so") {
     const SoakVerdict v = judge_soak({sample(100, 80000, 500, 15)});
     CHECK(v.flat);

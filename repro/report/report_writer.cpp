@@ -458,7 +458,8 @@ std::string report_finding(const ReportInput& in) {
   if (in.no_run) return "not_run";
   const auto off = views(in, false), on = views(in, true);
   const auto all = views(in);
-  for (const Outcome everywhere : {Outcome::no_gpu, Outcome::waived}) {  // the machine, not the scenario, decided
+  // The machine, not the scenario, decided: no GPU, a waiver, or a memory plan past what it has.
+  for (const Outcome everywhere : {Outcome::no_gpu, Outcome::waived, Outcome::refused}) {
     if (!all.empty() &&
         std::all_of(all.begin(), all.end(), [&](const RunView& v) { return v.outcome == everywhere; })) {
       return outcome_name(everywhere);
@@ -488,7 +489,7 @@ std::string report_title(const ReportInput& in) {
   const LadderRung& last = in.ladder.back();
   std::string below;
   for (size_t i = 0; i + 1 < in.ladder.size(); ++i) below += (below.empty() ? "" : ", ") + in.ladder[i].name;
-  if (last.finding == "hang" || last.finding == "failure") {
+  if (last.finding == "hang" || last.finding == "failure" || last.finding == "refused") {
     return title + ", at rung " + last.name + " of the context ladder" +
            (below.empty() ? std::string(" (its first)") : " (rungs below it pass: " + below + ")");
   }
@@ -509,6 +510,7 @@ std::string configuration_title(const ReportInput& in) {
   if (finding == "not_run") return scenario + " (" + scenario_info(n).title + "): not run (report prepared with --no-run)";
   if (finding == "no_gpu") return scenario + ": not run on this machine (no usable CUDA GPU)";
   if (finding == "waived") return scenario + ": waived on this machine (" + off.front().error + ")";
+  if (finding == "refused") return scenario + ": refused by the memory guard on this machine (" + off.front().error + ")";
   if (finding == "not_reproduced") {
     return scenario + ": not reproduced on this machine (fix off: " + counts(off) + "; fix on: " + counts(on) + ")";
   }

@@ -351,7 +351,7 @@ nlohmann::json result_to_json(const RunResult& r) {
   j["memory_plan"] = r.plan ? plan_to_json(*r.plan, r.pools, r.memory_facts) : json(nullptr);
   j["memory_measured"] = r.measured ? measured_to_json(*r.measured) : json(nullptr);
   j["steps"] = r.step_ms.empty() ? json(nullptr)
-                                 : json{{"count", r.step_ms.size()},
+                                 : json{{"count", r.iterations_done},
                                         {"first_ms", r.step_ms.front()},
                                         {"median_ms", median(r.step_ms)},
                                         {"p10_ms", percentile(r.step_ms, 10)},

@@ -63,7 +63,8 @@ struct RunResult : Verdict {
   // the run's (Verdict::comparison), and this is its layer.
   int layers_checked = 0;
   int worst_layer = 0;
-  std::vector<double> step_ms;  // each pass's wall time, host clock (--steps: each step's)
+  std::vector<double> step_ms;  // each pass's wall time, host clock (--steps: each step's); the first
+                                // StageTimer::kMaxPasses - 1 passes and the last
   // The memory plan and what it was checked against, before anything was allocated; and what
   // the run then held. Unknown when the run stopped before the GPU was reached.
   std::optional<MemoryFacts> memory_facts;

@@ -90,7 +90,7 @@ std::string result_to_text(const RunResult& r) {
       << gigabytes(m.gpu_used_peak()) << " (cudaMemGetInfo), MemAvailable at least " << gigabytes(m.min_mem_available) << "\n";
   }
   if (r.step_ms.size() > 1) {
-    s << "# steps: " << r.step_ms.size() << format(", first %.3f ms, median %.3f ms (p10 %.3f)", r.step_ms.front(),
+    s << "# steps: " << r.iterations_done << format(", first %.3f ms, median %.3f ms (p10 %.3f)", r.step_ms.front(),
                                                    median(r.step_ms), percentile(r.step_ms, 10))
       << format(", last %.3f ms\n", r.step_ms.back());
   }

@@ -15,8 +15,13 @@ SoakVerdict judge_soak(const std::vector<MemorySample>& samples, double toleranc
     v.summary = "not judged: fewer than two samples (use more --iters than --sample-every)";
     return v;
   }
-  const MemorySample& base = samples.front();
-  for (const MemorySample& s : samples) {
+  // Warm-up: the first tenth of the calls (at least the first sample).
+  size_t first = 0;
+  while (first + 1 < samples.size() && samples[first].calls * 10 < samples.back().calls) ++first;
+  if (first + 1 == samples.size()) first = 0;
+  const MemorySample& base = samples[first];
+  for (size_t i = first; i < samples.size(); ++i) {
+    const MemorySample& s = samples[i];
     v.gpu_free_drift_mib = std::max(v.gpu_free_drift_mib, context ? std::fabs(s.reserved_mib - base.reserved_mib)
                                                                    : std::fabs(s.gpu_free_mib - base.gpu_free_mib));
     if (!context) v.rss_drift_mib = std::max(v.rss_drift_mib, std::fabs(s.rss_mib - base.rss_mib));

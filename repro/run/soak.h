@@ -2,7 +2,7 @@
 // "first call passes, later calls fail" class of bug.
 //
 // Every N calls the GPU child samples the device's free memory, its own resident set size and
-// the allocator's live allocations. After warm-up (the first sample) all three must stay flat:
+// the allocator's live allocations. After warm-up (the first tenth of the calls) all three must stay flat:
 // within 1 MiB for the two sizes, exactly for the allocation count. Host-only, so the verdict is
 // tested on the CPU; the sampling itself is in runner.cpp.
 #pragma once
@@ -31,7 +31,8 @@ struct SoakVerdict {
 
 constexpr double kSoakToleranceMib = 1.0;
 
-// The baseline is the first sample (taken after N calls, so warm-up is behind it). With a ballast
+// The baseline is the first sample taken once a tenth of the calls are done: warm-up (cuBLAS's
+// heuristics, the caching allocator's pool, the bounded records a run keeps) is behind it. With a ballast
 // or a host load running (`context`), the device's free memory and the process's RSS move with
 // their pages by design: the path's own memory is judged instead (what its allocator holds from
 // the driver, and its live allocations), and the summary says so.
