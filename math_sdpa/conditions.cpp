@@ -316,17 +316,18 @@ void MathSdpa::release_scores_advice() {
 
 // Scenario 1: the GEMM's stream waits for the kernels that produced Q and K (unless the race
 // is asked for); the path's stream then waits for the GEMM.
-void MathSdpa::order_gemm_after_producers() {
+void MathSdpa::order_gemm_after_producers(Stage gemm) {
   if (qk_stream_ == stream_) return;
+  const std::string what = gemm == Stage::qk_gemm ? "Q.K^T" : stage_name(gemm);
   if (settings_.qk_gemm_order == GemmOrder::none) {
-    note(Stage::qk_gemm, "[SCENARIO_1] Q.K^T GEMM on stream " + stream_id(qk_stream_) + " (" +
+    note(gemm, "[SCENARIO_1] " + what + " GEMM on stream " + stream_id(qk_stream_) + " (" +
                              gemm_stream_name(settings_.qk_gemm_stream) + "), NOT ordered after stream " +
                              stream_id(stream_) + ": a deliberate race");
     return;
   }
   CUDA_CHECK(cudaEventRecord(producers_done_, stream_));
   CUDA_CHECK(cudaStreamWaitEvent(qk_stream_, producers_done_, 0));
-  note(Stage::qk_gemm, "[SCENARIO_1] Q.K^T GEMM on stream " + stream_id(qk_stream_) + " (" +
+  note(gemm, "[SCENARIO_1] " + what + " GEMM on stream " + stream_id(qk_stream_) + " (" +
                            gemm_stream_name(settings_.qk_gemm_stream) + "), ordered after stream " + stream_id(stream_) +
                            " by an event");
 }

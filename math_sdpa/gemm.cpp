@@ -66,6 +66,33 @@ GemmCall pv_gemm_call(int64_t batch_heads, int64_t L, int64_t S, int64_t E, DTyp
   return g;
 }
 
+BackwardGemms backward_gemm_calls(int64_t batch_heads, int64_t L, int64_t S, int64_t E, DType type, const KtOperand& kt) {
+  auto call = [&](const char* name, char transa, char transb, int64_t m, int64_t n, int64_t k, int64_t lda, int64_t ldb,
+                  int64_t ldc, int64_t stride_a, int64_t stride_b, int64_t stride_c) {
+    GemmCall g = strided_call(name, type);
+    g.transa = transa;
+    g.transb = transb;
+    g.m = static_cast<int>(m);
+    g.n = static_cast<int>(n);
+    g.k = static_cast<int>(k);
+    g.lda = static_cast<int>(lda);
+    g.ldb = static_cast<int>(ldb);
+    g.ldc = static_cast<int>(ldc);
+    g.stride_a = stride_a;
+    g.stride_b = stride_b;
+    g.stride_c = stride_c;
+    g.batch = static_cast<int>(batch_heads);
+    return g;
+  };
+  BackwardGemms b;
+  b.dp = call("dp", 'T', 'N', S, L, E, E, E, S, S * E, L * E, L * S);
+  b.dv = call("dv", 'N', 'T', E, S, L, E, S, E, L * E, L * S, S * E);
+  b.dq = kt.contiguous ? call("dq", 'T', 'N', E, L, S, S, S, E, kt.stride, L * S, L * E)
+                       : call("dq", 'N', 'N', E, L, S, kt.ld, S, E, kt.stride, L * S, L * E);
+  b.dk = call("dk", 'N', 'T', E, S, L, E, S, E, L * E, L * S, S * E);
+  return b;
+}
+
 std::string GemmCall::describe() const {
   std::ostringstream s;
   s << "M=" << rows() << " N=" << cols() << " K=" << k << " batch=" << batch << " fn=" << function

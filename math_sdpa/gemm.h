@@ -68,4 +68,17 @@ GemmCall qk_gemm_call(int64_t batch_heads, int64_t L, int64_t S, int64_t E, DTyp
                       GemmApi api);
 GemmCall pv_gemm_call(int64_t batch_heads, int64_t L, int64_t S, int64_t E, DType type);
 
+// The backward's four GEMMs, bmm's derivatives, per head and row-major as PyTorch sees them
+// (column-major to cuBLAS as above, so every product is issued transposed):
+//   dp: dPd [L, S] = dO [L, E] · Vᵀ          transa = T (V), transb = N (dO), m = S, n = L, k = E
+//   dv: dV  [S, E] = Pdᵀ [S, L] · dO [L, E]   transa = N (dO), transb = T (Pd), m = E, n = S, k = L
+//   dq: dQs [L, E] = dS [L, S] · Ks [S, E]    transa = N (Ks, a view: lda its row stride) or T (the
+//                                             contiguous Kᵀ copy, lda = S), transb = N (dS), m = E, n = L, k = S
+//   dk: dKs [S, E] = dSᵀ [S, L] · Qs [L, E]   transa = N (Qs), transb = T (dS), m = E, n = S, k = L
+// dQs and dKs are the gradients of the scaled Q and K (the K of the GEMM: expanded for GQA).
+struct BackwardGemms {
+  GemmCall dp, dv, dq, dk;
+};
+BackwardGemms backward_gemm_calls(int64_t batch_heads, int64_t L, int64_t S, int64_t E, DType type, const KtOperand& kt);
+
 }  // namespace sdpa

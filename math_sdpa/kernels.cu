@@ -472,6 +472,74 @@ __global__ void digest_kernel(const uint16_t* words, int64_t n, unsigned long lo
   if (threadIdx.x % 32 == 0) atomicAdd(digest, sum);  // one atomic a warp
 }
 
+// --- the backward's kernels (--backward) ---
+
+// native_dropout_backward: dP = dPd · mask · scale, scale = 1 / (1 - p).
+template <typename T, int W>
+__global__ void __launch_bounds__(kThreads) dropout_backward_kernel(const T* grad, const uint8_t* mask, T* out, int64_t n,
+                                                                    float scale) {
+  vector_loop<W>(n, [&](int64_t i, auto width) {
+    constexpr int V = decltype(width)::value;
+    Vec<T, V> g = load_vec<T, V>(grad + i);
+#pragma unroll
+    for (int k = 0; k < V; ++k) g.v[k] = from_float<T>(mask[i + k] ? to_float(g.v[k]) * scale : 0.0f);
+    store_vec<T, V>(out + i, g);
+  });
+}
+
+// _softmax_backward_data: dS = P · (dP − Σ_row dP·P), fp32 accumulation. A warp a row for rows
+// of at most 1024, else a block a row, as PyTorch's kernels divide it; the dot product is reduced
+// in a fixed order (row_reduce), so every call gives the same bits. Two passes over the row: the
+// dot product, then the output (the second reads mostly from L2).
+template <typename T, int W>
+__global__ void __launch_bounds__(kThreads) softmax_backward_kernel(const T* grad, const T* probs, T* out, int64_t rows,
+                                                                    int cols, int threads_per_row) {
+  __shared__ float partials[32];
+  const int rows_per_block = blockDim.x / threads_per_row;
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * rows_per_block + threadIdx.x / threads_per_row;
+  const int t = threadIdx.x % threads_per_row;
+  const bool row_valid = row < rows;  // only the last block of warp rows can run past the end
+  const int vectors = cols / W;
+  const T* g = grad + row * cols;
+  const T* p = probs + row * cols;
+  float dot = 0.0f;
+  for (int c = t; row_valid && c < vectors; c += threads_per_row) {
+    const Vec<T, W> gv = load_vec<T, W>(g + static_cast<int64_t>(c) * W), pv = load_vec<T, W>(p + static_cast<int64_t>(c) * W);
+#pragma unroll
+    for (int j = 0; j < W; ++j) dot += to_float(gv.v[j]) * to_float(pv.v[j]);
+  }
+  dot = row_reduce(dot, SumOp{}, partials, threads_per_row);
+  T* y = out + row * cols;
+  for (int c = t; row_valid && c < vectors; c += threads_per_row) {
+    const Vec<T, W> gv = load_vec<T, W>(g + static_cast<int64_t>(c) * W), pv = load_vec<T, W>(p + static_cast<int64_t>(c) * W);
+    Vec<T, W> o;
+#pragma unroll
+    for (int j = 0; j < W; ++j) o.v[j] = from_float<T>(to_float(pv.v[j]) * (to_float(gv.v[j]) - dot));
+    store_vec<T, W>(y + static_cast<int64_t>(c) * W, o);
+  }
+}
+
+// dst [B, Hkv, rows] = factor · Σ_g src [B, Hkv·group + g, rows] (GQA's repeat_interleave summed
+// back; group 1 is a scaled conversion), fp32 sums in head order, one rounding on store.
+template <typename S, typename D, int W>
+__global__ void __launch_bounds__(kThreads) sum_head_groups_kernel(const S* src, D* dst, int64_t n, int64_t head_elems,
+                                                                   int64_t group, float factor) {
+  vector_loop<W>(n, [&](int64_t i, auto width) {
+    constexpr int V = decltype(width)::value;
+    const int64_t head = i / head_elems, at = i - head * head_elems;
+    float acc[V] = {};
+    for (int64_t g = 0; g < group; ++g) {
+      const Vec<S, V> x = load_vec<S, V>(src + (head * group + g) * head_elems + at);
+#pragma unroll
+      for (int k = 0; k < V; ++k) acc[k] += to_float(x.v[k]);
+    }
+    Vec<D, V> y;
+#pragma unroll
+    for (int k = 0; k < V; ++k) y.v[k] = from_float<D>(acc[k] * factor);
+    store_vec<D, V>(dst + i, y);
+  });
+}
+
 }  // namespace
 
 void launch_digest(const void* data, size_t bytes, unsigned long long* digest, cudaStream_t stream) {
@@ -705,6 +773,65 @@ void launch_dropout(const void* in, void* out, uint8_t* mask, DType type, int64_
       constexpr int W = decltype(width)::value;
       dropout_kernel<T, W><<<grid_for((n + W - 1) / W), kThreads, 0, stream>>>(
           static_cast<const T*>(in), static_cast<T*>(out), mask, n, seed, offset, keep_prob, chunk);
+    });
+  });
+  CUDA_CHECK_LAUNCH();
+}
+
+void launch_dropout_backward(const void* grad, const uint8_t* mask, void* out, DType type, int64_t n, float keep_prob,
+                             cudaStream_t stream) {
+  if (n == 0) return;
+  // PyTorch's scale: 1 / (1 - p) in double, then in the kernel's float.
+  const float scale = static_cast<float>(1.0 / static_cast<double>(keep_prob));
+  dispatch(type, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    constexpr int kWidth = max_width<T>();
+    const bool vectorise = aligned(grad, kWidth * sizeof(T)) && aligned(out, kWidth * sizeof(T));
+    dispatch_width<kWidth>(vectorise, [&](auto width) {
+      constexpr int W = decltype(width)::value;
+      dropout_backward_kernel<T, W><<<grid_for((n + W - 1) / W), kThreads, 0, stream>>>(static_cast<const T*>(grad), mask,
+                                                                                        static_cast<T*>(out), n, scale);
+    });
+  });
+  CUDA_CHECK_LAUNCH();
+}
+
+void launch_softmax_backward(const void* grad, const void* probs, void* out, DType type, int64_t rows, int64_t cols,
+                             cudaStream_t stream) {
+  if (rows == 0 || cols == 0) return;
+  const int threads_per_row = cols <= kSoftmaxBackwardWarpCols ? 32 : kThreads;
+  const int rows_per_block = kThreads / threads_per_row;
+  const int64_t blocks = (rows + rows_per_block - 1) / rows_per_block;
+  if (blocks > INT32_MAX) throw std::invalid_argument("launch_softmax_backward: too many rows for one launch");
+  dispatch(type, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    constexpr int kWidth = max_width<T>();
+    const bool vectorise = cols % kWidth == 0 && aligned(grad, 16) && aligned(probs, 16) && aligned(out, 16);
+    dispatch_width<kWidth>(vectorise, [&](auto width) {
+      constexpr int W = decltype(width)::value;
+      softmax_backward_kernel<T, W><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
+          static_cast<const T*>(grad), static_cast<const T*>(probs), static_cast<T*>(out), rows, static_cast<int>(cols),
+          threads_per_row);
+    });
+  });
+  CUDA_CHECK_LAUNCH();
+}
+
+void launch_sum_head_groups(const void* src, DType src_type, void* dst, DType dst_type, int64_t heads, int64_t group,
+                            int64_t head_elems, float factor, cudaStream_t stream) {
+  const int64_t n = heads * head_elems;
+  if (n == 0) return;
+  dispatch(src_type, [&](auto src_tag) {
+    using S = typename decltype(src_tag)::type;
+    dispatch(dst_type, [&](auto dst_tag) {
+      using D = typename decltype(dst_tag)::type;
+      constexpr int kWidth = max_width<S, D>();
+      const bool vectorise = head_elems % kWidth == 0 && aligned(src, kWidth * sizeof(S)) && aligned(dst, kWidth * sizeof(D));
+      dispatch_width<kWidth>(vectorise, [&](auto width) {
+        constexpr int W = decltype(width)::value;
+        sum_head_groups_kernel<S, D, W><<<grid_for((n + W - 1) / W), kThreads, 0, stream>>>(
+            static_cast<const S*>(src), static_cast<D*>(dst), n, head_elems, group, factor);
+      });
     });
   });
   CUDA_CHECK_LAUNCH();

@@ -88,6 +88,23 @@ struct RowChunk {
 void launch_dropout(const void* in, void* out, uint8_t* mask, DType type, int64_t n, uint64_t seed, uint64_t offset,
                     float keep_prob, cudaStream_t stream, const RowChunk& chunk = {});
 
+// --backward. native_dropout_backward: out[i] = grad[i] / keep_prob where mask[i], else 0.
+void launch_dropout_backward(const void* grad, const uint8_t* mask, void* out, DType type, int64_t n, float keep_prob,
+                             cudaStream_t stream);
+
+// _softmax_backward_data over rows of length `cols`: out = probs · (grad − Σ grad·probs), the sum
+// per row in fp32 (a warp a row up to kSoftmaxBackwardWarpCols, else a block a row, as PyTorch's).
+// A fully masked row (probs all 0) gets 0. `out` must not overlap the inputs.
+constexpr int64_t kSoftmaxBackwardWarpCols = 1024;
+void launch_softmax_backward(const void* grad, const void* probs, void* out, DType type, int64_t rows, int64_t cols,
+                             cudaStream_t stream);
+
+// dst [heads, head_elems] = factor · Σ_{g < group} src [heads·group, head_elems] (head h's group
+// is src heads h·group .. h·group + group − 1: repeat_interleave's backward), converting dtypes;
+// group 1 is a scaled conversion. The input gradients: dQ·√scale, dK·√scale and dV.
+void launch_sum_head_groups(const void* src, DType src_type, void* dst, DType dst_type, int64_t heads, int64_t group,
+                            int64_t head_elems, float factor, cudaStream_t stream);
+
 // Summary of a tensor's values for the stage log's `values` level (the original log's min/max/isnan/
 // isinf/sum lines), computed on the device so a large scores tensor is never copied.
 struct TensorStats {

@@ -17,7 +17,10 @@ const char* const kTensorNames[kTensorCount] = {
     "query",      "key",         "value",          "mask_input",       "additive_mask", "query_acc",
     "key_acc",    "value_acc",   "query_scaled",   "key_expanded",     "value_expanded", "key_scaled",
     "key_transposed", "qk_pointer_arrays", "scores", "attn",           "softmax_neginf", "dropout_mask",
-    "attn_dropped", "out_acc",   "output",         "cublas_workspace", "value_stats",    "touch_sink"};
+    "attn_dropped", "out_acc",   "output",
+    "grad_output", "grad_output_acc", "grad_attn_dropped", "grad_value_expanded", "grad_attn", "grad_scores",
+    "grad_query_scaled", "grad_key_scaled", "grad_query", "grad_key", "grad_value",
+    "cublas_workspace", "value_stats",    "touch_sink"};
 
 // PyTorch's cuBLAS workspace for Hopper and newer; the path passes its own of the same size.
 constexpr int64_t kCublasWorkspaceBytes = int64_t{32} << 20;
@@ -132,6 +135,40 @@ std::vector<TensorSpec> path_tensors(const SdpaProblem& p, const PathSettings& p
         cast ? "bmm(P, V)'s output, before the cast back" : "bmm(P, V)'s output; the call's result");
     if (cast) add(TensorId::output, p.out_elems() * in_size, Stage::alloc_output, true, "the output cast back; the call's result");
   }
+  if (ps.backward) {
+    const int64_t kv_in = p.kv_elems() * in_size;
+    add_run(TensorId::grad_output, p.q_elems() * in_size, true, "the layer's gradient of its output (dO), seeded random");
+    if (upcast) {
+      add(TensorId::grad_output_acc, p.q_elems() * acc_size, Stage::alloc_grad_pv, false, "dO.to(float) (ToCopyBackward)",
+          Stage::free_backward);
+    }
+    add(TensorId::grad_attn_dropped, chunk_scores * acc_size, Stage::alloc_grad_pv, false,
+        "dO.bmm(V^T): the gradient of bmm(P, V)'s P", Stage::free_grad_probs);
+    add(TensorId::grad_value_expanded, expanded_kv * acc_size, Stage::alloc_grad_pv, false,
+        "P^T.bmm(dO): V's gradient in the query heads", Stage::free_backward);
+    if (runs(Stage::dropout_backward)) {
+      add(TensorId::grad_probs, chunk_scores * acc_size, Stage::alloc_grad_softmax, false, "native_dropout_backward's output",
+          Stage::free_grad_probs);
+    }
+    add(TensorId::grad_scores, chunk_scores * acc_size, Stage::alloc_grad_softmax, false, "_softmax_backward_data's output",
+        Stage::free_backward);
+    add(TensorId::grad_query_scaled, p.q_elems() * acc_size, Stage::alloc_grad_qk, false, "dS.bmm(K): the scaled Q's gradient",
+        Stage::free_backward);
+    add(TensorId::grad_key_scaled, expanded_kv * acc_size, Stage::alloc_grad_qk, false,
+        "Q^T.bmm(dS), transposed: the scaled K's gradient", Stage::free_backward);
+    add(TensorId::grad_query, p.q_elems() * in_size, Stage::alloc_grad_qk, true, "dQ in the input dtype; the backward's result");
+    add(TensorId::grad_key, kv_in, Stage::alloc_grad_qk, true, "dK, each GQA group summed, in the input dtype");
+    add(TensorId::grad_value, kv_in, Stage::alloc_grad_qk, true, "dV, each GQA group summed, in the input dtype");
+    // What autograd kept for this layer goes when its backward call ends, as autograd frees a
+    // node's saved tensors once the node has run.
+    if (per_call) {
+      for (TensorSpec& s : t) {
+        const bool result = s.id == TensorId::output || s.id == TensorId::out_acc || s.id == TensorId::grad_query ||
+                            s.id == TensorId::grad_key || s.id == TensorId::grad_value;
+        if (s.lifetime == Lifetime::step && !result) s.free_stage = Stage::free_backward;
+      }
+    }
+  }
   add_run(TensorId::cublas_workspace, kCublasWorkspaceBytes, false, "cuBLAS's workspace (PyTorch's size for Hopper and newer)");
   add_run(TensorId::value_stats, 64, false, "the harness's: value summaries and digests read back");
   if (ps.entry_touch_streams > 0) {
@@ -173,7 +210,9 @@ MemoryPlan plan_memory(const SdpaProblem& p, const PathSettings& ps, const Conte
         plan.call_peak_stage = stage;
       }
       for (const TensorSpec& s : plan.tensors) {
-        if (s.lifetime != Lifetime::call || s.free_stage != stage) continue;
+        // What a call frees where it frees it; what a layer kept, freed by its backward call.
+        const bool freed_here = s.lifetime == Lifetime::call || (s.lifetime == Lifetime::step && stage != Stage::free_step);
+        if (!freed_here || s.free_stage != stage) continue;
         // Scores are freed after the last chunk's softmax; a call's other tensors at its end.
         if (stage == Stage::free_scores && chunk != chunks - 1) continue;
         live -= s.bytes;

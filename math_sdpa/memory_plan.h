@@ -17,6 +17,12 @@
 //     there is one), the fp32 probabilities, dropout's mask and output, and the V bmm read (the
 //     upcast or expanded copy; the input itself when there is none). Per Qwen-Image block at
 //     1024x1024 that is 2.32 GB, of which 2.04 GB are the probabilities.
+//   - with --backward, each layer's backward call allocates dO's upcast, dPd and dV first, then
+//     dropout's and softmax's gradients (dPd and dP die once softmax's backward has read them),
+//     then dQ and dK of the GEMM and the input gradients, and frees its transients and what the
+//     layer kept when it ends. Two departures, both on the high side: dPd lives until softmax's
+//     backward ends (PyTorch frees it once dropout's backward returns), and each layer's input
+//     gradients stay until the step ends (--check reads them; PyTorch hands them on).
 //
 // PyTorch also casts the probabilities back to bf16 as the math function's second output, which
 // scaled_dot_product_attention discards: a transient of B·H·L·S·2 bytes after dropout, below the
@@ -54,6 +60,15 @@ enum class TensorId : uint8_t {
   softmax_neginf,                 // _safe_softmax's transient: which scores are -inf (bool)
   dropout_mask, attn_dropped,     // native_dropout's mask and output
   out_acc, output,
+  // --backward: the output's gradient (a layer's input), the backward's transients and the three
+  // input gradients (the layer's result of its backward call).
+  grad_output, grad_output_acc,
+  grad_attn_dropped,              // dPd = dO·Vᵀ
+  grad_value_expanded,            // dV in the query heads, before GQA's sum
+  grad_probs,                     // dP, dropout's gradient (with dropout)
+  grad_scores,                    // dS, _safe_softmax's gradient
+  grad_query_scaled, grad_key_scaled,
+  grad_query, grad_key, grad_value,
   cublas_workspace, value_stats, touch_sink,
 };
 constexpr int kTensorCount = static_cast<int>(TensorId::touch_sink) + 1;

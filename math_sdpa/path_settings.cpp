@@ -141,7 +141,8 @@ std::map<std::string, std::string> settings_fields(const PathSettings& s) {
           {"alloc_timing", alloc_timing_name(s.alloc_timing)},
           {"layers", std::to_string(s.layers)},
           {"retain", retain_name(s.retain)},
-          {"chunk_bytes", std::to_string(s.chunk_bytes)}};
+          {"chunk_bytes", std::to_string(s.chunk_bytes)},
+          {"backward", s.backward ? "true" : "false"}};
 }
 
 bool kt_copy_needed(const SdpaProblem& p, const PathSettings& ps) {
@@ -188,6 +189,19 @@ Stage stage_allocated_for(Stage s) {
 
 bool stage_runs(Stage s, const SdpaProblem& p, const PathSettings& ps) {
   if (s == Stage::stream_sync) return true;
+  if (is_backward_stage(s)) {
+    if (!ps.backward) return false;
+    switch (s) {
+      case Stage::grad_upcast: return p.compute_dtype() != p.dtype;
+      case Stage::dropout_backward: return p.dropout_p > 0;
+      case Stage::alloc_grad_pv:
+      case Stage::alloc_grad_softmax:
+      case Stage::free_grad_probs:
+      case Stage::alloc_grad_qk:
+      case Stage::free_backward: return ps.alloc_timing == AllocTiming::per_call;
+      default: return true;
+    }
+  }
   if (s == Stage::graph_capture || s == Stage::graph_instantiate || s == Stage::graph_launch) return ps.graph;
   if (is_memory_stage(s)) {
     if (ps.alloc_timing != AllocTiming::per_call) return false;

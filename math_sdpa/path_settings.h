@@ -109,6 +109,10 @@ struct PathSettings {
   // Fix 5's chunk part: the scores computed in chunks of query rows, each chunk's scores at most
   // this many bytes (0: the whole L at once).
   int64_t chunk_bytes = 0;
+  // --backward: after each step's forward calls, every layer's backward call (last layer first),
+  // as autograd runs it for a seeded random gradient of the output. Its layers keep what autograd
+  // keeps (retain is autograd), and the call runs the whole forward path.
+  bool backward = false;
 };
 
 const char* stream_mode_name(StreamMode m);
@@ -150,7 +154,7 @@ std::map<std::string, std::string> settings_fields(const PathSettings& s);
 // boolean or causal mask, upcast and cast_output the upcast of fp16/bf16, gqa_expand GQA,
 // dropout p > 0, kt_contiguous a copy of K^T (fix 3, or a view at::bmm cannot batch),
 // scores_to_host scenario 2's condition; stages after last_stage do not run (stream_sync
-// always does).
+// always does); the backward's stages run with --backward, each where its forward stage runs.
 bool stage_runs(Stage s, const SdpaProblem& p, const PathSettings& ps);
 
 // Why the call cannot be captured into a CUDA graph under these settings, or "" when it can:

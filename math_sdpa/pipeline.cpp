@@ -115,6 +115,10 @@ void MathSdpa::build_workspace() {
   gemm_calls_.push_back(pv_gemm_call(bh, p.q_len, p.kv_len, p.head_dim, p.compute_dtype()));
   gemm_calls_[0].stream = reinterpret_cast<uintptr_t>(qk_stream_);
   gemm_calls_[1].stream = reinterpret_cast<uintptr_t>(stream_);
+  backward_gemms_ = backward_gemm_calls(bh, p.q_len, p.kv_len, p.head_dim, p.compute_dtype(), kt);
+  for (GemmCall* g : {&backward_gemms_.dp, &backward_gemms_.dv, &backward_gemms_.dq, &backward_gemms_.dk}) {
+    g->stream = reinterpret_cast<uintptr_t>(qk_stream_);
+  }
   // One layer up front: the pointer arrays point at fixed tensors and are written once (a CUDA
   // graph replays them); otherwise each call writes them for its own tensors.
   if (settings_.qk_gemm_api == GemmApi::batched && settings_.layers == 1 && settings_.alloc_timing == AllocTiming::upfront) {
@@ -201,6 +205,12 @@ void MathSdpa::upload(const HostInputs& in, int layer) {
     upload_tensor(in.k, TensorId::key);
   }
   upload_tensor(in.v, TensorId::value);
+  if (settings_.backward) {
+    if (in.grad_out.size() != static_cast<size_t>(p.q_elems())) {
+      throw std::logic_error("upload: --backward needs the layer's gradient of its output (HostInputs::grad_out)");
+    }
+    upload_tensor(in.grad_out, TensorId::grad_output);
+  }
   // The mask is the model's, the same for every layer: the first layer's inputs bring it.
   if (layer == 1 && p.mask == MaskKind::boolean) {
     CUDA_CHECK(cudaMemcpyAsync(tensor(TensorId::mask_input), in.bool_mask.data(), in.bool_mask.size(), cudaMemcpyDefault, stream_));
@@ -225,24 +235,32 @@ int64_t MathSdpa::result_elems() const {
   return result_tensor_of(settings_) == ResultTensor::output ? problem_.out_elems() : problem_.score_elems();
 }
 
+bool MathSdpa::poisoned(TensorId id) const {
+  const bool gradient = id == TensorId::grad_query || id == TensorId::grad_key || id == TensorId::grad_value;
+  return id == result_id() || (settings_.backward && gradient);
+}
+
 void MathSdpa::poison_result() {
   if (settings_.alloc_timing == AllocTiming::per_call) return;  // each call poisons its own (allocate_in_call)
   for (int l = 1; l <= settings_.layers; ++l) {
     layer_now_ = l;
-    launch_fill(tensor(result_id()), result_dtype(), result_elems(), std::nanf(""), stream_);
+    for (const TensorSpec& t : tensors_) {
+      if (!poisoned(t.id)) continue;
+      const DType type = t.id == result_id() ? result_dtype() : problem_.dtype;
+      launch_fill(tensor(t.id), type, t.bytes / static_cast<int64_t>(dtype_size(type)), std::nanf(""), stream_);
+    }
   }
   CUDA_CHECK(cudaStreamSynchronize(stream_));
 }
 
-std::vector<float> MathSdpa::download_result(int layer) {
+std::vector<float> MathSdpa::download(TensorId id, DType type, int64_t elems, int layer) {
   layer_now_ = layer;
-  const void* src = tensor(result_id());
-  if (!src) throw std::logic_error("download_result: layer " + std::to_string(layer) + " has no result (no call ran)");
-  const DType type = result_dtype();
-  std::vector<uint8_t> bytes(static_cast<size_t>(result_elems()) * dtype_size(type));
+  const void* src = tensor(id);
+  if (!src) throw std::logic_error(std::string("download: layer ") + std::to_string(layer) + " has no " + tensor_name(id) + " (no call ran)");
+  std::vector<uint8_t> bytes(static_cast<size_t>(elems) * dtype_size(type));
   CUDA_CHECK(cudaMemcpyAsync(bytes.data(), src, bytes.size(), cudaMemcpyDefault, stream_));
   CUDA_CHECK(cudaStreamSynchronize(stream_));
-  std::vector<float> out(static_cast<size_t>(result_elems()));
+  std::vector<float> out(static_cast<size_t>(elems));
   for (size_t i = 0; i < out.size(); ++i) {
     if (type == DType::fp32) {
       std::memcpy(&out[i], &bytes[i * 4], 4);
@@ -253,6 +271,15 @@ std::vector<float> MathSdpa::download_result(int layer) {
     }
   }
   return out;
+}
+
+std::vector<float> MathSdpa::download_result(int layer) { return download(result_id(), result_dtype(), result_elems(), layer); }
+
+MathSdpa::Gradients MathSdpa::download_gradients(int layer) {
+  if (!settings_.backward) throw std::logic_error("download_gradients: the path runs no backward call (--backward)");
+  const SdpaProblem& p = problem_;
+  return {download(TensorId::grad_query, p.dtype, p.q_elems(), layer), download(TensorId::grad_key, p.dtype, p.kv_elems(), layer),
+          download(TensorId::grad_value, p.dtype, p.kv_elems(), layer)};
 }
 
 uint64_t MathSdpa::result_digest(int layer) {
@@ -285,7 +312,10 @@ void MathSdpa::allocate_in_call(Stage s, int chunk) {
     // _safe_softmax writes its -inf mask of the scores; the harness needs no values in it, but its
     // pages are written as PyTorch's are, so that they take the memory PyTorch's take.
     if (t.id == TensorId::softmax_neginf) CUDA_CHECK(cudaMemsetAsync(b.get(), 0, b.bytes(), stream_));
-    if (t.id == result_id()) launch_fill(b.get(), result_dtype(), result_elems(), std::nanf(""), stream_);
+    if (poisoned(t.id)) {
+      const DType type = t.id == result_id() ? result_dtype() : problem_.dtype;
+      launch_fill(b.get(), type, t.bytes / static_cast<int64_t>(dtype_size(type)), std::nanf(""), stream_);
+    }
   }
   apply_memory_advice(fresh, false);
 }
@@ -304,10 +334,12 @@ void MathSdpa::free_in_call(Stage s) {
     }
     return;
   }
+  // The call's tensors freed here, and (by a backward call) what its layer kept for it.
   for (const TensorSpec& t : tensors_) {
-    if (t.lifetime != Lifetime::call || t.free_stage != s) continue;
-    for (const DeviceBuffer& b : call_[static_cast<int>(t.id)]) tell_memory(b, t.name, true);
-    call_[static_cast<int>(t.id)].clear();
+    if (t.lifetime == Lifetime::run || t.free_stage != s) continue;
+    std::vector<DeviceBuffer>& buffers = slots_of(t, layer_now_)[static_cast<int>(t.id)];
+    for (const DeviceBuffer& b : buffers) tell_memory(b, t.name, true);
+    buffers.clear();
   }
 }
 
@@ -318,13 +350,13 @@ void MathSdpa::memory_stage(Stage s, int chunk) {
   std::string detail;
   for (const TensorSpec& t : tensors_) {
     const bool allocates = t.lifetime != Lifetime::run && t.alloc_stage == s && (chunk == 0 || t.chunks > 1);
-    const bool frees = (s == Stage::free_step && t.lifetime == Lifetime::step) || (t.lifetime == Lifetime::call && t.free_stage == s);
+    const bool frees = t.lifetime != Lifetime::run && t.free_stage == s;
     if (allocates || frees) detail += (detail.empty() ? "" : " ") + std::string(t.name) + "=" + std::to_string(t.bytes);
   }
   if (detail.empty()) return;
   if (chunks_ > 1 && s != Stage::free_call && s != Stage::free_step) detail += " chunk=" + std::to_string(chunk + 1);
   stage(s, detail, [&] {
-    if (s == Stage::free_scores || s == Stage::free_call || s == Stage::free_step) {
+    if (is_free_stage(s)) {
       free_in_call(s);
     } else {
       allocate_in_call(s, chunk);
@@ -409,7 +441,91 @@ std::string MathSdpa::value_summary(Stage s) {
 void MathSdpa::run(int step) {
   if (step_pending_) end_step();
   for (int l = 1; l <= settings_.layers; ++l) run_layer(l, step);
+  // Autograd runs the layers' backward calls in reverse: the last layer's output is the first
+  // the loss reaches.
+  if (settings_.backward) {
+    for (int l = settings_.layers; l >= 1; --l) run_backward(l, step);
+  }
   step_pending_ = true;
+}
+
+// The backward of _scaled_dot_product_attention_math for dO = grad_output, in the order autograd
+// runs its nodes: the cast back's ToCopyBackward, bmm(P, V)'s (dPd, then dV), dropout's,
+// _safe_softmax's (the mask's add passes the gradient through), bmm(Q, Kᵀ)'s (dQs, then dKs),
+// then the √scale multiplications, repeat_interleave's sums and the upcasts' casts back, here one
+// kernel per input. Every tensor it reads is what autograd saved (memory_plan.h).
+void MathSdpa::run_backward(int layer, int step) {
+  const SdpaProblem& p = problem_;
+  const DType ct = p.compute_dtype();
+  const int64_t bh = p.batch * p.q_heads, group = p.q_heads / p.kv_heads;
+  layer_now_ = layer;
+  for (auto* o : observers_) o->call_position(CallPosition{step, layer, settings_.layers});
+  const double scale = p.softmax_scale();
+  const float q_factor = static_cast<float>(std::copysign(std::sqrt(std::fabs(scale)), scale));
+  const float k_factor = static_cast<float>(std::sqrt(std::fabs(scale)));
+
+  memory_stage(Stage::alloc_grad_pv);
+  const void* dout = tensor(TensorId::grad_output);
+  if (runs(Stage::grad_upcast)) {
+    stage(Stage::grad_upcast, std::string(dtype_name(p.dtype)) + "->fp32", [&] {
+      launch_convert_scale(dout, p.dtype, tensor(TensorId::grad_output_acc), ct, p.q_elems(), 1.0f, stream_);
+    });
+    dout = tensor(TensorId::grad_output_acc);
+  }
+  // The V and probabilities bmm(P, V) read, as it saved them.
+  const void* v = p.gqa() ? tensor(TensorId::value_expanded) : runs(Stage::upcast) ? tensor(TensorId::value_acc) : tensor(TensorId::value);
+  const bool dropout = runs(Stage::dropout);
+  const void* probs_read = dropout ? tensor(TensorId::attn_dropped) : tensor(TensorId::probs);
+  const BackwardGemms& g = backward_gemms_;
+  // Scenario 1's condition: the backward's GEMMs on the Q·Kᵀ GEMM's stream, ordered (or not) as that GEMM is.
+  auto gemm_stage = [&](Stage s, const GemmCall& call, const void* a, const void* b, void* c) {
+    order_gemm_after_producers(s);
+    stage(
+        s, call.describe(),
+        [&] {
+          bind_cublas(qk_stream_);
+          run_gemm(cublas_, call, a, b, c);
+        },
+        qk_stream_);
+    order_path_after_gemm();
+  };
+  gemm_stage(Stage::dp_gemm, g.dp, v, dout, tensor(TensorId::grad_attn_dropped));
+  gemm_stage(Stage::dv_gemm, g.dv, dout, probs_read, tensor(TensorId::grad_value_expanded));
+
+  memory_stage(Stage::alloc_grad_softmax);
+  const void* dprobs = tensor(TensorId::grad_attn_dropped);
+  if (dropout) {
+    stage(Stage::dropout_backward, "p=" + std::to_string(p.dropout_p), [&] {
+      launch_dropout_backward(dprobs, static_cast<const uint8_t*>(tensor(TensorId::dropout_mask)), tensor(TensorId::grad_probs),
+                              ct, p.score_elems(), p.keep_prob(), stream_);
+    });
+    dprobs = tensor(TensorId::grad_probs);
+  }
+  stage(Stage::softmax_backward,
+        "rows=" + std::to_string(bh * p.q_len) + " cols=" + std::to_string(p.kv_len) +
+            (p.kv_len <= kSoftmaxBackwardWarpCols ? " variant=warp" : " variant=block"),
+        [&] {
+          launch_softmax_backward(dprobs, tensor(TensorId::probs), tensor(TensorId::grad_scores), ct, bh * p.q_len, p.kv_len,
+                                  stream_);
+        });
+  memory_stage(Stage::free_grad_probs);
+
+  memory_stage(Stage::alloc_grad_qk);
+  const bool kt_copy = runs(Stage::kt_contiguous);
+  gemm_stage(Stage::dq_gemm, g.dq, tensor(kt_copy ? TensorId::key_transposed : TensorId::key_scaled), tensor(TensorId::grad_scores),
+             tensor(TensorId::grad_query_scaled));
+  gemm_stage(Stage::dk_gemm, g.dk, tensor(TensorId::query_scaled), tensor(TensorId::grad_scores), tensor(TensorId::grad_key_scaled));
+  stage(Stage::grad_inputs, "group=" + std::to_string(group) + " ->" + dtype_name(p.dtype), [&] {
+    const int64_t head_elems = p.kv_len * p.head_dim;
+    launch_sum_head_groups(tensor(TensorId::grad_query_scaled), ct, tensor(TensorId::grad_query), p.dtype, bh,
+                           1, p.q_len * p.head_dim, q_factor, stream_);
+    launch_sum_head_groups(tensor(TensorId::grad_key_scaled), ct, tensor(TensorId::grad_key), p.dtype, p.batch * p.kv_heads,
+                           group, head_elems, k_factor, stream_);
+    launch_sum_head_groups(tensor(TensorId::grad_value_expanded), ct, tensor(TensorId::grad_value), p.dtype,
+                           p.batch * p.kv_heads, group, head_elems, 1.0f, stream_);
+  });
+  memory_stage(Stage::free_backward);
+  stage(Stage::backward_sync, "", [&] { synchronize_all_streams(); });
 }
 
 void MathSdpa::run_layer(int layer, int step) {

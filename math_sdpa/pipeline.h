@@ -66,6 +66,11 @@ class MathSdpa {
   void end_step();
   // Layer `layer`'s result tensor as float (scores, probs or output), until end_step().
   std::vector<float> download_result(int layer = 1);
+  // --backward: layer `layer`'s input gradients dQ, dK, dV as float, until end_step().
+  struct Gradients {
+    std::vector<float> query, key, value;
+  };
+  Gradients download_gradients(int layer = 1);
   // A digest of that tensor's bits (launch_digest), waited for: equal digests, equal tensors.
   uint64_t result_digest(int layer = 1);
 
@@ -84,6 +89,7 @@ class MathSdpa {
 
   void build_workspace();   // the run's tensors, the cuBLAS handle and its GEMM plans (constructor)
   void run_layer(int layer, int step);
+  void run_backward(int layer, int step);  // --backward: layer `layer`'s backward call
   void issue_gpu_stages();  // mask_prepare .. cast_output, on the streams (or into the capture)
   void issue_chunk(int chunk, int64_t row0, int64_t rows, const void* q, const void* kt, const void* v, const void* mask);
   void capture_graph();     // --graph, first call: stages graph_capture and graph_instantiate
@@ -108,6 +114,9 @@ class MathSdpa {
   void memory_stage(Stage s, int chunk = 0);
   void tell_memory(const DeviceBuffer& buffer, const std::string& what, bool freed);
   TensorId result_id() const;
+  // The tensors filled with NaN before each call: the result, and with --backward the gradients.
+  bool poisoned(TensorId id) const;
+  std::vector<float> download(TensorId id, DType type, int64_t elems, int layer);
   DType result_dtype() const;
   int64_t result_elems() const;
 
@@ -122,7 +131,9 @@ class MathSdpa {
   void softmax_launched();                    // ...its thread stops once that softmax finished
   void finish_scores_touch();                 // joins it (end of the call) and releases advice
   void release_scores_advice();
-  void order_gemm_after_producers();          // scenario 1: GEMM stream waits for the path's stream
+  // Scenario 1: the GEMM stream waits for the path's stream (the Q·Kᵀ GEMM, and with --backward
+  // the backward's four, which run where it runs).
+  void order_gemm_after_producers(Stage gemm = Stage::qk_gemm);
   void order_path_after_gemm();               // ...and the path's stream for the GEMM
   void synchronize_all_streams();
   // Every buffer the current call can touch: the run's, the current layer's and the call's.
@@ -166,6 +177,7 @@ class MathSdpa {
     void prefetch_to_device(void* data, size_t bytes, int device, StreamHandle stream) override;
   } hook_actions_;
   std::vector<GemmCall> gemm_calls_;
+  BackwardGemms backward_gemms_;
   PathInstrumentation instrumentation_;
   std::vector<std::string> setup_notes_;
   HeadStrides k_input_strides_{};  // layout of key (and key_acc): bhse, or bshe for scenario 3

@@ -111,6 +111,11 @@ HostInputs make_layer_inputs(const SdpaProblem& p, int layer) {
   return in;
 }
 
+std::vector<float> make_grad_output(const SdpaProblem& p, int layer) {
+  InputRng rng = input_rng_for_seed((p.seed + static_cast<uint64_t>(layer - 1) * 0x9E3779B97F4A7C15ull) ^ 0x6A09E667F3BCC909ull);
+  return random_normal(p.q_elems(), rng, [&p](float f) { return round_to_dtype(f, p.dtype); });
+}
+
 HostInputs make_random_inputs(const SdpaProblem& p, uint64_t seed) {
   InputRng rng = input_rng_for_seed(seed);
   const auto round = [&p](float f) { return round_to_dtype(f, p.dtype); };

@@ -87,6 +87,7 @@ struct HostInputs {
   std::vector<float> q, k, v;
   std::vector<uint8_t> bool_mask;
   std::vector<float> additive_mask;
+  std::vector<float> grad_out;  // --backward: dO, the gradient of the output [B, Hq, L, E]
 };
 
 // Fresh random inputs: Q, K, V ~ N(0, 1) rounded to the dtype; a boolean mask that drops about
@@ -100,5 +101,9 @@ HostInputs make_random_inputs(const SdpaProblem& p, uint64_t seed);
 // is the problem itself, so a run of one layer is what it always was.
 SdpaProblem layer_problem(const SdpaProblem& p, int layer);
 HostInputs make_layer_inputs(const SdpaProblem& p, int layer);
+
+// --backward: layer `layer`'s gradient of its output, dO ~ N(0, 1) rounded to the dtype, from a
+// stream of its own (so a layer's Q, K, V and mask are the same with and without --backward).
+std::vector<float> make_grad_output(const SdpaProblem& p, int layer);
 
 }  // namespace sdpa

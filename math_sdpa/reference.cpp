@@ -96,6 +96,96 @@ std::vector<double> reference_tensor(const SdpaProblem& p, const HostInputs& in,
   return out;
 }
 
+namespace {
+
+// One query head (b, h): every row's forward again, then its backward. dq_head is that head's
+// [L, E] of dQ; dk_head and dv_head get its share of dK and dV, [S, E] (summed over the group by
+// the caller).
+void reference_head_backward(const SdpaProblem& p, const HostInputs& in, int64_t b, int64_t h, double* dq_head,
+                             double* dk_head, double* dv_head) {
+  const int64_t E = p.head_dim, S = p.kv_len, L = p.q_len;
+  const int64_t kv_head = h / (p.q_heads / p.kv_heads);
+  const float* k = &in.k[static_cast<size_t>((b * p.kv_heads + kv_head) * S * E)];
+  const float* v = &in.v[static_cast<size_t>((b * p.kv_heads + kv_head) * S * E)];
+  const double scale = p.softmax_scale();
+  const float keep_prob = p.keep_prob();
+  std::vector<double> prob(static_cast<size_t>(S)), kept(static_cast<size_t>(S)), dprob(static_cast<size_t>(S));
+  for (int64_t l = 0; l < L; ++l) {
+    const float* q = &in.q[static_cast<size_t>(((b * p.q_heads + h) * L + l) * E)];
+    const float* dout = &in.grad_out[static_cast<size_t>(((b * p.q_heads + h) * L + l) * E)];
+    double row_max = -std::numeric_limits<double>::infinity();
+    for (int64_t s = 0; s < S; ++s) {
+      double dot = 0;
+      for (int64_t e = 0; e < E; ++e) dot += static_cast<double>(q[e]) * k[s * E + e];
+      prob[s] = dot * scale + mask_value(p, in, b, h, l, s);
+      row_max = std::max(row_max, prob[s]);
+    }
+    if (row_max == -std::numeric_limits<double>::infinity()) continue;  // _safe_softmax's zeros: no gradient
+    double sum = 0;
+    for (int64_t s = 0; s < S; ++s) sum += (prob[s] = std::exp(prob[s] - row_max));
+    const uint64_t row_index = static_cast<uint64_t>(((b * p.q_heads + h) * L + l) * S);
+    for (int64_t s = 0; s < S; ++s) {
+      prob[s] /= sum;
+      // What dropout keeps of each probability, scaled: Pd = P · kept.
+      kept[s] = p.dropout_p > 0 ? (dropout_keep(p.seed, p.dropout_offset, row_index + s, keep_prob) ? 1.0 / keep_prob : 0.0) : 1.0;
+    }
+    // dPd = dO · Vᵀ; dV += Pdᵀ · dO; dP = dPd · kept; dS = P · (dP − Σ dP · P).
+    double row_dot = 0;
+    for (int64_t s = 0; s < S; ++s) {
+      double d = 0;
+      for (int64_t e = 0; e < E; ++e) d += static_cast<double>(dout[e]) * v[s * E + e];
+      const double pd = prob[s] * kept[s];
+      if (pd != 0.0) {
+        for (int64_t e = 0; e < E; ++e) dv_head[s * E + e] += pd * dout[e];
+      }
+      dprob[s] = d * kept[s];
+      row_dot += dprob[s] * prob[s];
+    }
+    // scores = scale · q · k: dQ = scale · dS · K, dK += scale · dSᵀ · Q.
+    double* dq = dq_head + l * E;
+    for (int64_t s = 0; s < S; ++s) {
+      const double ds = prob[s] * (dprob[s] - row_dot) * scale;
+      if (ds == 0.0) continue;
+      for (int64_t e = 0; e < E; ++e) {
+        dq[e] += ds * k[s * E + e];
+        dk_head[s * E + e] += ds * q[e];
+      }
+    }
+  }
+}
+
+}  // namespace
+
+ReferenceGradients reference_gradients(const SdpaProblem& p, const HostInputs& in) {
+  const int64_t heads = p.batch * p.q_heads, group = p.q_heads / p.kv_heads;
+  const int64_t q_head = p.q_len * p.head_dim, kv_head = p.kv_len * p.head_dim;
+  ReferenceGradients g;
+  g.query.assign(static_cast<size_t>(heads * q_head), 0.0);
+  // Each query head's share of dK and dV, summed over the group at the end (so that threads
+  // never add into the same element).
+  std::vector<double> dk_heads(static_cast<size_t>(heads * kv_head), 0.0), dv_heads(dk_heads.size(), 0.0);
+  const int64_t workers = std::max<int64_t>(1, std::min<int64_t>(heads, std::thread::hardware_concurrency()));
+  auto work = [&](int64_t first, int64_t last) {
+    for (int64_t i = first; i < last; ++i) {
+      reference_head_backward(p, in, i / p.q_heads, i % p.q_heads, &g.query[static_cast<size_t>(i * q_head)],
+                              &dk_heads[static_cast<size_t>(i * kv_head)], &dv_heads[static_cast<size_t>(i * kv_head)]);
+    }
+  };
+  std::vector<std::thread> threads;
+  for (int64_t w = 0; w < workers; ++w) threads.emplace_back(work, heads * w / workers, heads * (w + 1) / workers);
+  for (auto& t : threads) t.join();
+  g.key.assign(static_cast<size_t>(p.batch * p.kv_heads * kv_head), 0.0);
+  g.value.assign(g.key.size(), 0.0);
+  for (int64_t i = 0; i < heads; ++i) {
+    const int64_t kv = i / group;  // (b·Hq + h) / group = b·Hkv + h / group
+    for (int64_t x = 0; x < kv_head; ++x) {
+      g.key[static_cast<size_t>(kv * kv_head + x)] += dk_heads[static_cast<size_t>(i * kv_head + x)];
+      g.value[static_cast<size_t>(kv * kv_head + x)] += dv_heads[static_cast<size_t>(i * kv_head + x)];
+    }
+  }
+  return g;
+}
+
 Comparison compare_to_reference(const std::vector<float>& out, const std::vector<double>& ref) {
   Comparison c;
   double diff2 = 0, ref2 = 0;
@@ -120,6 +210,17 @@ double tolerance_for(DType dtype, Precision precision) {
   if (dtype == DType::fp32) return 1e-5;  // fp32 GEMMs without TF32
   if (precision == Precision::upcast) return dtype == DType::bf16 ? 4e-3 : 5e-4;  // output rounding
   return dtype == DType::bf16 ? 2e-2 : 3e-3;  // scores and probabilities rounded to the dtype
+}
+
+double gradient_tolerance_for(DType dtype, Precision precision) {
+  // fp32: the backward's five GEMMs and the softmax backward's cancellation (dP − Σ dP·P) lose
+  // more than the forward's two GEMMs.
+  if (dtype == DType::fp32) return 1e-4;
+  // Upcast: fp32 throughout, one rounding to the dtype at the end, as the forward's output.
+  if (precision == Precision::upcast) return tolerance_for(dtype, precision);
+  // Native: every intermediate (dO·Vᵀ, dP, dS, dQ, dK before the sum) rounded to the dtype, and
+  // dS's cancellation amplifies the rounding of dP.
+  return dtype == DType::bf16 ? 6e-2 : 1e-2;
 }
 
 }  // namespace sdpa

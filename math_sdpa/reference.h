@@ -25,6 +25,15 @@ std::vector<double> reference_sdpa(const SdpaProblem& p, const HostInputs& in);
 // softmax of the masked scores, before dropout [B, Hq, L, S]; "output" = reference_sdpa.
 std::vector<double> reference_tensor(const SdpaProblem& p, const HostInputs& in, const std::string& tensor);
 
+// The gradients of the output with respect to Q, K and V for dO = in.grad_out, in double: the
+// backward of the same function (the mask's entries get none; a fully masked row passes none;
+// dropout's kept elements pass dO's share scaled by 1/keep_prob, as native_dropout_backward does).
+// dQ is [B, Hq, L, E]; dK and dV are [B, Hkv, S, E], each summed over its GQA group.
+struct ReferenceGradients {
+  std::vector<double> query, key, value;
+};
+ReferenceGradients reference_gradients(const SdpaProblem& p, const HostInputs& in);
+
 struct Comparison {
   double rel_error = 0;     // ‖out − ref‖₂ / ‖ref‖₂ (‖out − ref‖₂ when ref is all zeros)
   double max_abs_error = 0;
@@ -36,5 +45,7 @@ Comparison compare_to_reference(const std::vector<float>& out, const std::vector
 
 // The bound on the relative error for a dtype and precision mode (docs/PATH.md, "Accuracy").
 double tolerance_for(DType dtype, Precision precision);
+// The same for the gradients of --backward (docs/BACKWARD.md says how it is derived).
+double gradient_tolerance_for(DType dtype, Precision precision);
 
 }  // namespace sdpa

@@ -56,6 +56,23 @@ enum class Stage : uint8_t {
   cast_output,   // fp32 -> input dtype (precision mode upcast only)
   free_call,     // what the call does not keep, freed when the math function returns
   stream_sync,   // cudaStreamSynchronize at the end of the call
+  // --backward: after the step's forward calls, each layer's backward call, last layer first, as
+  // autograd runs the graph of _scaled_dot_product_attention_math (backward.md in docs/ has the
+  // derivatives). dO is the gradient of the output; P the probabilities, Pd after dropout.
+  alloc_grad_pv,       // dO upcast, dPd and dV (in the expanded heads): bmm(P, V)'s gradients
+  grad_upcast,         // ToCopyBackward of the output's cast: dO -> fp32 (upcast only)
+  dp_gemm,             // dPd = dO · Vᵀ (bmm's gradient for its first operand)
+  dv_gemm,             // dV = Pdᵀ · dO (...and for its second)
+  alloc_grad_softmax,  // dropout's gradient and _safe_softmax's
+  dropout_backward,    // native_dropout_backward: dP = dPd · mask / (1 - p)
+  softmax_backward,    // _softmax_backward_data: dS = P · (dP − Σ dP·P), a reduction per row
+  free_grad_probs,     // dPd and dP, once softmax's backward has read them
+  alloc_grad_qk,       // dQ and dK of bmm(Q, Kᵀ) and the three input gradients
+  dq_gemm,             // dQs = dS · Ks
+  dk_gemm,             // dKs = dSᵀ · Qs (Kᵀ's gradient, transposed back)
+  grad_inputs,         // dQ = dQs·√scale, dK = dKs·√scale and dV, each GQA group summed, cast back
+  free_backward,       // the backward's transients and what the layer kept for it
+  backward_sync,       // cudaStreamSynchronize at the end of the layer's backward call
   free_step,     // after the last layer of a step: what autograd kept and the layers' outputs
 };
 constexpr int kStageCount = static_cast<int>(Stage::free_step) + 1;
@@ -113,6 +130,11 @@ inline bool is_memory_stage(Stage s) {
     case Stage::alloc_dropout:
     case Stage::alloc_output:
     case Stage::free_call:
+    case Stage::alloc_grad_pv:
+    case Stage::alloc_grad_softmax:
+    case Stage::free_grad_probs:
+    case Stage::alloc_grad_qk:
+    case Stage::free_backward:
     case Stage::free_step: return true;
     default: return false;
   }
@@ -123,7 +145,18 @@ inline bool is_memory_stage(Stage s) {
 // GPU work, timed with events.
 inline bool is_gpu_stage(Stage s) {
   return s != Stage::entry_sync && s != Stage::stream_sync && s != Stage::scores_to_host && s != Stage::graph_capture &&
-         s != Stage::graph_instantiate && !is_memory_stage(s);
+         s != Stage::graph_instantiate && s != Stage::backward_sync && !is_memory_stage(s);
+}
+
+// The backward call's stages (--backward), alloc_grad_pv through backward_sync.
+inline bool is_backward_stage(Stage s) {
+  return static_cast<int>(s) >= static_cast<int>(Stage::alloc_grad_pv) && static_cast<int>(s) <= static_cast<int>(Stage::backward_sync);
+}
+
+// A free_* stage (the rest of the memory stages allocate).
+inline bool is_free_stage(Stage s) {
+  return s == Stage::free_scores || s == Stage::free_call || s == Stage::free_grad_probs || s == Stage::free_backward ||
+         s == Stage::free_step;
 }
 
 // The stages a CUDA graph holds (--graph): every GPU stage of the call but the replay itself.

@@ -3,6 +3,7 @@
 
 #include <chrono>
 #include <ctime>
+#include <cctype>
 #include <sstream>
 
 #include "errors.h"
@@ -68,6 +69,18 @@ std::string with_summary(std::string line, const std::string& summary) {
   return summary.empty() ? line : line + " " + summary;
 }
 
+// The backward's stages have no lines in the original instrumentation (it watched the forward
+// call); their tags are the stage's name, "[MATH_SOFTMAX_BACKWARD]" and "[MATH_SOFTMAX_BACKWARD_DONE]".
+std::string backward_tag(Stage s, const char* suffix = "") {
+  std::string tag = "[MATH_";
+  for (const char* c = stage_name(s); *c; ++c) tag += static_cast<char>(std::toupper(static_cast<unsigned char>(*c)));
+  return tag + suffix + "]";
+}
+
+bool is_backward_gemm(Stage s) {
+  return s == Stage::dp_gemm || s == Stage::dv_gemm || s == Stage::dq_gemm || s == Stage::dk_gemm;
+}
+
 }  // namespace
 
 // K's strides as PyTorch would print them: contiguous, or a view of a [B, S, H, E] buffer.
@@ -91,10 +104,15 @@ std::vector<std::string> stage_begin_lines(Stage s, const SdpaProblem& p, const 
   const std::string scores_shape = dims({p.batch, p.q_heads, p.q_len, p.kv_len});
   std::ostringstream stream_id;
   stream_id << stream;
-  if (is_memory_stage(s)) return {std::string(s == Stage::free_scores || s == Stage::free_call || s == Stage::free_step
+  if (is_memory_stage(s)) return {std::string(is_free_stage(s)
                                                   ? "[MATH_FREE] "
                                                   : "[MATH_ALLOC] ") +
                                   stage_name(s) + (detail.empty() ? "" : " " + detail)};
+  if (is_backward_stage(s)) {
+    if (s == Stage::backward_sync) return {"[BACKWARD_SYNC] stream=" + stream_id.str() + " device=0"};
+    if (is_backward_gemm(s)) return {backward_tag(s), "[CUBLAS_GEMM_START] " + detail};
+    return {backward_tag(s) + (detail.empty() ? "" : " " + detail)};
+  }
   switch (s) {
     case Stage::entry_sync:
       return {"[SDPA_ENTRY] Q shape=" + q_shape + " K=" + kv_shape + " V=" + kv_shape +
@@ -130,9 +148,14 @@ std::vector<std::string> stage_end_lines(Stage s, const SdpaProblem& p, const Pa
   const std::string q_shape = dims({p.batch, p.q_heads, p.q_len, p.head_dim});
   const std::string scores_shape = dims({p.batch, p.q_heads, p.q_len, p.kv_len});
   if (is_memory_stage(s)) {
-    return {std::string(s == Stage::free_scores || s == Stage::free_call || s == Stage::free_step ? "[MATH_FREE_DONE] "
+    return {std::string(is_free_stage(s) ? "[MATH_FREE_DONE] "
                                                                                                : "[MATH_ALLOC_DONE] ") +
             stage_name(s) + " duration_us=" + std::to_string(duration_us)};
+  }
+  if (is_backward_stage(s)) {
+    if (s == Stage::backward_sync) return {"[BACKWARD_SYNC_DONE] result=success duration_ms=" + std::to_string(duration_us / 1000)};
+    if (is_backward_gemm(s)) return {"[CUBLAS_GEMM_DONE]", with_summary(backward_tag(s, "_DONE"), summary)};
+    return {with_summary(backward_tag(s, "_DONE"), summary)};
   }
   switch (s) {
     case Stage::entry_sync:
@@ -223,6 +246,11 @@ std::vector<DebugLine> debug_begin_lines(Stage s, const SdpaProblem& p, const Pa
   // The instrumentation logged allocations in the allocator itself (debug_allocation_lines), not
   // as steps of the path.
   if (is_memory_stage(s)) return {};
+  if (is_backward_stage(s)) {
+    if (s == Stage::backward_sync) return {DEBUG_LINE(cuda, "[BACKWARD_SYNC] stream=" + pointer_text(stream) + " device=0")};
+    if (is_backward_gemm(s)) return {DEBUG_LINE(sdpa, backward_tag(s)), DEBUG_LINE(sdpa, "[CUBLAS_GEMM_START] " + gemm_mnk(detail))};
+    return {DEBUG_LINE(sdpa, backward_tag(s))};
+  }
   switch (s) {
     case Stage::entry_sync:
       return {DEBUG_LINE(sdpa, "[SDPA_ENTRY] Q shape=" + dims({p.batch, p.q_heads, p.q_len, p.head_dim}) + " K=" + kv_shape +
@@ -258,6 +286,13 @@ std::vector<DebugLine> debug_end_lines(Stage s, const SdpaProblem& p, const Path
   const std::string scores_shape = dims({p.batch, p.q_heads, p.q_len, p.kv_len});
   const std::string at = " @ " + std::to_string(now_epoch_us);
   if (is_memory_stage(s)) return {};
+  if (is_backward_stage(s)) {
+    if (s == Stage::backward_sync) {
+      return {DEBUG_LINE(cuda, "[BACKWARD_SYNC_DONE] result=no error duration_ms=" + std::to_string(duration_us / 1000))};
+    }
+    if (is_backward_gemm(s)) return {DEBUG_LINE(sdpa, "[CUBLAS_GEMM_DONE]"), DEBUG_LINE(sdpa, backward_tag(s, "_DONE"))};
+    return {DEBUG_LINE(sdpa, backward_tag(s, "_DONE"))};
+  }
   switch (s) {
     case Stage::entry_sync:
       return {DEBUG_LINE(event, "sdpa_entry" + at), DEBUG_LINE(sdpa, "[SDPA_ENTRY] Post-sync complete"),

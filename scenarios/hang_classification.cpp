@@ -11,6 +11,13 @@ namespace sdpa {
 std::vector<int> scenarios_for_hung_stage(Stage s) {
   switch (s) {
     case Stage::qk_gemm: return {1, 3};
+    // The backward's GEMMs run where the Q.K^T GEMM runs (scenario 1's stream); dQ and dK read K
+    // and Q as that GEMM did (scenario 3); softmax's backward is the second block reduction (2).
+    case Stage::dp_gemm:
+    case Stage::dv_gemm: return {1};
+    case Stage::dq_gemm:
+    case Stage::dk_gemm: return {1, 3};
+    case Stage::softmax_backward: return {2};
     case Stage::gqa_expand:
     case Stage::scale_k:
     case Stage::kt_contiguous: return {3};
@@ -29,11 +36,16 @@ namespace {
 std::string signature_evidence(int scenario, Stage s) {
   const std::string where = std::string("hung in ") + stage_name(s);
   switch (scenario) {
-    case 1: return where + " (the Q.K^T GEMM had started: [CUBLAS_GEMM_START] is the last line)";
-    case 2: return where + " ([MATH_SOFTMAX_START] is the last line)";
+    case 1:
+      return s == Stage::qk_gemm ? where + " (the Q.K^T GEMM had started: [CUBLAS_GEMM_START] is the last line)"
+                                 : where + " (a GEMM of the backward pass had started: [CUBLAS_GEMM_START] is the last line)";
+    case 2:
+      return s == Stage::softmax ? where + " ([MATH_SOFTMAX_START] is the last line)"
+                                 : where + " (softmax's backward, a reduction per row like the forward's)";
     case 3:
-      return s == Stage::qk_gemm ? where + " (cuBLAS reading K^T)"
-                                 : where + " (after [MATH_QK], before [CUBLAS_GEMM_START])";
+      return s == Stage::qk_gemm                              ? where + " (cuBLAS reading K^T)"
+             : s == Stage::dq_gemm || s == Stage::dk_gemm ? where + " (cuBLAS reading the K or Q the forward's GEMM read)"
+                                                              : where + " (after [MATH_QK], before [CUBLAS_GEMM_START])";
     case 4: return where + " (the entry synchronisation never returned)";
     case 5: return where + " (the CUDA graph of the path)";
     case 6:

@@ -341,9 +341,11 @@ TEST_SUITE("schemas") {
     // The sweep, the report and users' scripts read these by key.
     json doc = result_to_json(checked_pass());
     doc["watchdog"] = result_to_json(hang_in_softmax())["watchdog"];
+    // The backward's keys are optional: the committed runs before it have none.
     check_unpinned("run.schema.json", doc,
                    {"/scenario/preconditions/last_stage", "/scenario/preconditions/scores_host_phase",
-                    "/scenario/preconditions/scores_to_host"},
+                    "/scenario/preconditions/scores_to_host", "/config/conditions/backward", "/config/settings/backward",
+                    "/nonfinite_gradients"},
                    "a pass with a watchdog block");
     check_unpinned("run.schema.json", committed("h100-2026-11-25/context/default_device.json"), {}, "context/default_device.json");
     json renamed = doc;
@@ -394,7 +396,10 @@ TEST_SUITE("schemas") {
 
   TEST_CASE("a renamed or missing key of a bench result fails, and a measured comparison must be complete") {
     const json printed = bench_to_json(bench_examples::overhead_result());
-    check_unpinned("bench.schema.json", with_short_arrays(printed), {}, "bench_to_json");
+    check_unpinned("bench.schema.json", with_short_arrays(printed),
+                   {"/benchmarks/0/settings/backward", "/config/conditions/backward", "/config/settings/backward",
+                    "/fix_overhead/0/a/settings/backward", "/fix_overhead/0/b/settings/backward"},
+                   "bench_to_json");
     check_unpinned("bench.schema.json", with_short_arrays(committed("h100-2026-11-25/context/bench_layers60.json")), {},
                    "context/bench_layers60.json");
     json skipped_but_measured = printed;
@@ -446,7 +451,10 @@ TEST_SUITE("schemas") {
                     "/runs/0/result/scenario/preconditions/scores_to_host", "/runs/1/result/scenario/preconditions/last_stage",
                     "/runs/1/result/scenario/preconditions/scores_host_phase", "/runs/1/result/scenario/preconditions/scores_to_host",
                     "/scenario/preconditions/last_stage", "/scenario/preconditions/scores_host_phase",
-                    "/scenario/preconditions/scores_to_host"},
+                    "/scenario/preconditions/scores_to_host", "/runs/0/result/config/conditions/backward",
+                    "/runs/0/result/config/settings/backward", "/runs/0/result/nonfinite_gradients",
+                    "/runs/1/result/config/conditions/backward", "/runs/1/result/config/settings/backward",
+                    "/runs/1/result/nonfinite_gradients"},
                    "report_json");
   }
 }

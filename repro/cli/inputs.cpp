@@ -115,6 +115,16 @@ HostInputs load_npy_inputs(const std::string& dir, SdpaProblem& p, bool dtype_gi
   in.q = to_floats(q, p.dtype);
   in.k = to_floats(k, p.dtype);
   in.v = to_floats(v, p.dtype);
+  // --backward's gradient of the output, when the directory has it (else a seeded random one).
+  const std::string dout_path = dir + "/dout.npy";
+  if (file_exists(dout_path)) {
+    const NpyArray d = read_npy(dout_path);
+    if (d.shape != q.shape || d.type != q.type) {
+      throw InputError("dout.npy " + dims(d.shape) + ": the gradient of the output has q.npy's shape " + dims(q.shape) +
+                       " and dtype");
+    }
+    in.grad_out = to_floats(d, p.dtype);
+  }
   return in;
 }
 

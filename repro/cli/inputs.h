@@ -15,7 +15,8 @@ namespace sdpa {
 // [B, Hkv, S, E]; float32, float16, or bfloat16 stored as uint16, all three the same. The mask
 // is bool (a boolean mask) or the inputs' float type (an additive mask), shaped [L, S] or
 // [B|1, H|1, L, S]. Sets the shapes, dtype (unless dtype_given: then values are rounded to
-// problem.dtype) and mask kind in `problem`. Throws InputError (one line) on any mismatch.
+// problem.dtype) and mask kind in `problem`. DIR/dout.npy, if present, is --backward's gradient
+// of the output (Q's shape and dtype). Throws InputError (one line) on any mismatch.
 HostInputs load_npy_inputs(const std::string& dir, SdpaProblem& problem, bool dtype_given);
 
 }  // namespace sdpa

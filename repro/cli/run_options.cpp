@@ -174,7 +174,7 @@ struct RunOptionParser::Fields {
   std::string fix = "off", fixes, alloc, stream, gemm_stream, gemm_order, k_layout, gemm_api, scores_to_host,
               scores_host_phase, host_touch, advise;
   int touch_streams = 0;
-  bool full = false, graph = false;
+  bool full = false, graph = false, backward = false;
   std::string seed;
   // The training context.
   std::string alloc_timing, layers, retain, ballast, ballast_alloc, ballast_touch, chunk_size;
@@ -316,6 +316,9 @@ void add_context_options(CLI::App& app, Fields& f, RunCommand command) {
   app.add_option("--chunk-size", f.chunk_size, "fix 5's chunk part: each chunk's scores at most this many bytes")
       ->option_text("SIZE")
       ->default_str("256M");
+  app.add_flag("--backward", f.backward,
+               "the training step: each layer's backward call after the forward calls (dO seeded, or --inputs' "
+               "dout.npy); --check checks dQ, dK, dV");
   // A benchmark times the path's passes; the context around it is a run's, a report's or a sweep's.
   if (command == RunCommand::bench) return;
   app.add_option("--ballast", f.ballast, "memory held by the rest of the model: a size (40G) or a fraction (0.8) of "
@@ -437,6 +440,15 @@ void apply_context_options(const Fields& f, const Workload* workload, RunOptions
   }
   if (!f.chunk_size.empty()) o.chunk_size = parse_size(f.chunk_size, "--chunk-size");
   if (o.scenario == 6) o.memory_trace = true;
+  if (f.backward) {
+    // The backward reads what autograd saved, from the output the whole forward path made.
+    if (c.retain == Retain::none && !f.retain.empty()) {
+      throw InputError("--retain none: --backward reads what autograd keeps for it (--retain autograd)");
+    }
+    c.backward = true;
+    c.retain = Retain::autograd;
+    c.last_stage = Stage::stream_sync;
+  }
 }
 
 // Whether each @condition of an injected fault holds in this run (fault_spec.h).
@@ -461,6 +473,13 @@ void refuse_context_conflicts(const Fields& f, const RunOptions& o) {
   }
   if (ps.graph && (ps.layers > 1 || ps.alloc_timing == AllocTiming::per_call)) {
     throw InputError("--graph replays one layer's tensors at fixed addresses: it takes --layers 1 and --alloc-timing upfront");
+  }
+  if (ps.backward) {
+    if (ps.graph) throw InputError("--backward: a CUDA graph of the backward call is not built yet (--graph runs the forward call)");
+    if (o.fixes.has(FixPart::chunk) || o.fixes.has(FixPart::recompute)) {
+      throw InputError("--backward: fix 5's chunk and recompute parts change what the forward keeps, and the backward "
+                       "call they would need is not built (fix 5's native part works)");
+    }
   }
   if (chunk_rows(o.problem, ps) < o.problem.q_len && ps.qk_gemm_api == GemmApi::batched) {
     throw InputError("fix 5's chunk part: the pointer-array GEMM (--gemm-api batched) cannot take chunks of query rows");

@@ -296,6 +296,19 @@ nlohmann::json result_to_json(const RunResult& r) {
                                 {"worst_layer", r.worst_layer == 0 ? json(nullptr) : json(r.worst_layer)},
                                 {"first_differing_call", r.first_differing_call == 0 ? json(nullptr) : json(r.first_differing_call)}}
                          : json(nullptr);
+  if (r.checked && !r.gradient_checks.empty()) {
+    json gradients = json::array();
+    for (const RunResult::GradientCheck& c : r.gradient_checks) {
+      gradients.push_back({{"tensor", c.name},
+                           {"rel_error", finite_or_null(c.comparison.rel_error)},
+                           {"max_abs_error", finite_or_null(c.comparison.max_abs_error)},
+                           {"tolerance", r.gradient_tolerance},
+                           {"passed", c.comparison.passed(r.gradient_tolerance)},
+                           {"worst_layer", c.worst_layer}});
+    }
+    j["check"]["gradients"] = gradients;
+  }
+  j["nonfinite_gradients"] = r.nonfinite_gradients;
   j["result_tensor"] = r.result_tensor ? result_tensor_name(*r.result_tensor) : "";
   j["result_stats"] = {{"elements", r.result_elements}, {"l2", r.result_l2}, {"sum", r.result_sum}};
   j["nonfinite_outputs"] = r.nonfinite_outputs;

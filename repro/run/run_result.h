@@ -63,6 +63,16 @@ struct RunResult : Verdict {
   // the run's (Verdict::comparison), and this is its layer.
   int layers_checked = 0;
   int worst_layer = 0;
+  // --backward: the input gradients dQ, dK, dV (in that order), each checked against the float64
+  // reference's with --check (the worst layer's comparison), their non-finite values counted always.
+  struct GradientCheck {
+    std::string name;  // "grad_query", "grad_key", "grad_value"
+    Comparison comparison;
+    int worst_layer = 0;
+  };
+  std::vector<GradientCheck> gradient_checks;
+  double gradient_tolerance = 0;
+  int64_t nonfinite_gradients = 0;
   std::vector<double> step_ms;  // each pass's wall time, host clock (--steps: each step's); the first
                                 // StageTimer::kMaxPasses - 1 passes and the last
   // The memory plan and what it was checked against, before anything was allocated; and what

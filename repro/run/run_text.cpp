@@ -115,6 +115,12 @@ std::string result_to_text(const RunResult& r) {
     s << format(": rel_error %.3e  max_abs_error %.3e  tolerance %.1e", r.comparison.rel_error,
                 r.comparison.max_abs_error, r.tolerance)
       << (r.comparison.passed(r.tolerance) ? "  OK\n" : "  FAILED\n");
+    for (const RunResult::GradientCheck& g : r.gradient_checks) {
+      s << "# check (" << g.name << (r.layers_checked > 1 ? ", the worst: layer " + std::to_string(g.worst_layer) : std::string())
+        << ")" << format(": rel_error %.3e  max_abs_error %.3e  tolerance %.1e", g.comparison.rel_error,
+                         g.comparison.max_abs_error, r.gradient_tolerance)
+        << (g.comparison.passed(r.gradient_tolerance) ? "  OK\n" : "  FAILED\n");
+    }
     if (r.calls_compared > 1) {
       s << "# every call: " << r.calls_compared << " calls compared with call 1 bit for bit: "
         << (r.first_differing_call ? "call " + std::to_string(r.first_differing_call) + " differs  FAILED\n"

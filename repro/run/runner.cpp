@@ -67,17 +67,26 @@ MemorySample sample_memory(int64_t calls, const Allocator& allocator) {
 
 // Each layer's inputs, made (or given by --inputs, the same for every layer) and uploaded a few
 // layers at a time, in threads: a large layer's random inputs take a second or more to make.
+// Layer `layer`'s inputs: given (--inputs, the same for every layer) or made, and with --backward
+// its gradient of the output (dout.npy of --inputs, else made).
+HostInputs layer_inputs(const SdpaProblem& p, int layer, const HostInputs* given, bool backward) {
+  HostInputs in = given ? *given : make_layer_inputs(p, layer);
+  if (backward && in.grad_out.empty()) in.grad_out = make_grad_output(p, layer);
+  return in;
+}
+
 void upload_layer_inputs(MathSdpa& path, const SdpaProblem& p, const HostInputs* given) {
   const int layers = path.layers();
+  const bool backward = path.settings().backward;
   if (given) {
-    for (int l = 1; l <= layers; ++l) path.upload(*given, l);
+    for (int l = 1; l <= layers; ++l) path.upload(layer_inputs(p, l, given, backward), l);
     return;
   }
   const int batch = std::max(1, std::min(4, static_cast<int>(std::thread::hardware_concurrency())));
   for (int first = 1; first <= layers; first += batch) {
     std::vector<std::future<HostInputs>> made;
     for (int l = first; l < first + batch && l <= layers; ++l) {
-      made.push_back(std::async(std::launch::async, [&p, l] { return make_layer_inputs(p, l); }));
+      made.push_back(std::async(std::launch::async, [&p, l, backward] { return layer_inputs(p, l, nullptr, backward); }));
     }
     for (size_t i = 0; i < made.size(); ++i) path.upload(made[i].get(), first + static_cast<int>(i));
   }
@@ -96,7 +105,7 @@ void judge_layer(RunResult& r, int layer, std::vector<float> result, const HostI
   if (layer < layers) layer_options.save_output_path.clear();
   Verdict v;
   if (o.check) {
-    save_and_check_result(v, layer_options, *r.result_tensor, given ? *given : make_layer_inputs(o.problem, layer), result);
+    save_and_check_result(v, layer_options, *r.result_tensor, layer_inputs(o.problem, layer, given, false), result);
   } else if (layer == layers) {
     save_and_check_result(v, layer_options, *r.result_tensor, HostInputs{}, result);  // the inputs are only for the check
   }
@@ -111,6 +120,41 @@ void judge_layer(RunResult& r, int layer, std::vector<float> result, const HostI
     }
   }
   if (layer == layers) last = std::move(result);
+}
+
+// --backward: layer `layer`'s input gradients, as judge_layer judges its result: non-finite values
+// counted, each compared with the float64 reference's (--check; the worst layer's is kept), the
+// last layer's saved beside the result (--save-output FILE.npy: FILE.grad_query.npy, ...).
+void judge_layer_gradients(RunResult& r, int layer, const MathSdpa::Gradients& g, const HostInputs* given) {
+  const RunOptions& o = r.options;
+  const SdpaProblem p = layer_problem(o.problem, layer);
+  const std::vector<float>* got[] = {&g.query, &g.key, &g.value};
+  const char* names[] = {"grad_query", "grad_key", "grad_value"};
+  for (const std::vector<float>* x : got) {
+    for (float v : *x) r.nonfinite_gradients += !std::isfinite(v);
+  }
+  if (layer == r.settings.layers && !o.save_output_path.empty()) {
+    std::string stem = o.save_output_path;
+    if (stem.size() > 4 && stem.compare(stem.size() - 4, 4, ".npy") == 0) stem.resize(stem.size() - 4);
+    for (int i = 0; i < 3; ++i) {
+      const int64_t heads = i == 0 ? p.q_heads : p.kv_heads, rows = i == 0 ? p.q_len : p.kv_len;
+      write_npy_float32(stem + "." + names[i] + ".npy", {p.batch, heads, rows, p.head_dim}, got[i]->data());
+    }
+  }
+  if (!o.check) return;
+  const ReferenceGradients ref = reference_gradients(p, layer_inputs(o.problem, layer, given, true));
+  const std::vector<double>* want[] = {&ref.query, &ref.key, &ref.value};
+  r.gradient_tolerance = gradient_tolerance_for(p.dtype, p.precision);
+  r.gradient_checks.resize(3);
+  for (int i = 0; i < 3; ++i) {
+    RunResult::GradientCheck& c = r.gradient_checks[static_cast<size_t>(i)];
+    const Comparison now = compare_to_reference(*got[i], *want[i]);
+    c.name = names[i];
+    if (c.worst_layer == 0 || now.nonfinite > c.comparison.nonfinite || now.rel_error > c.comparison.rel_error) {
+      c.comparison = now;
+      c.worst_layer = layer;
+    }
+  }
 }
 
 void run_on_gpu(RunResult& r, int progress_fd) {
@@ -196,7 +240,10 @@ void run_on_gpu(RunResult& r, int progress_fd) {
       }
       r.iterations_done = it + 1;
       if (it + 1 == o.iters) {
-        for (int l = 1; l <= layers; ++l) judge_layer(r, l, path.download_result(l), given, last_result);
+        for (int l = 1; l <= layers; ++l) {
+          judge_layer(r, l, path.download_result(l), given, last_result);
+          if (r.settings.backward) judge_layer_gradients(r, l, path.download_gradients(l), given);
+        }
       }
       path.end_step();  // what the layers kept goes, as the backward pass would free it
       const double step_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
@@ -252,6 +299,17 @@ void run_on_gpu(RunResult& r, int progress_fd) {
   }
   // NaN never passes, with or without --check; a wrong result outranks a leak.
   judge_outputs(r, result_tensor_name(*r.result_tensor));
+  if (r.outcome == Outcome::pass || r.outcome == Outcome::leak) {
+    if (r.nonfinite_gradients > 0) {
+      r.fail(Outcome::mismatch, std::to_string(r.nonfinite_gradients) + " non-finite values in the input gradients");
+    }
+    for (const RunResult::GradientCheck& c : r.gradient_checks) {
+      if (c.comparison.passed(r.gradient_tolerance)) continue;
+      r.fail(Outcome::mismatch, c.name + " of layer " + std::to_string(c.worst_layer) + ": relative error " +
+                                    std::to_string(c.comparison.rel_error) + " exceeds " + std::to_string(r.gradient_tolerance));
+      break;
+    }
+  }
 }
 
 }  // namespace

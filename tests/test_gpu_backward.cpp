@@ -1,0 +1,99 @@
+// test_gpu_backward.cpp: the backward pass (--backward) on the GPU, through the real repro binary:
+// dQ, dK, dV against the float64 reference for every dtype and precision, mask kind, GQA,
+// dropout, scale and allocation timing; every scenario with its fix off and on; a hang injected
+// in each backward stage is named; a gradient poisoned with NaN never passes.
+#include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
+
+#include <string>
+#include <vector>
+
+#include "math_sdpa/errors.h"
+#include "run_program.h"
+
+using namespace sdpa;
+using nlohmann::json;
+
+namespace {
+
+test_util::JsonRun run_binary(std::vector<std::string> args) {
+  return test_util::run_with_json(SDPA_REPRO_BINARY, std::move(args));
+}
+
+// A --backward --check run that must pass with every gradient checked.
+json passing_backward(std::vector<std::string> args) {
+  args.insert(args.begin(), {"--backward", "--check"});
+  const test_util::JsonRun run = run_binary(args);
+  std::string shown;
+  for (const std::string& a : args) shown += a + " ";
+  INFO("repro ", shown, ": exit ", run.exit_code, "\n", run.out.substr(0, 3000), run.err.substr(0, 3000));
+  REQUIRE(run.exit_code == kExitPass);
+  REQUIRE(run.result.is_object());
+  const json& g = run.result["check"]["gradients"];
+  REQUIRE(g.is_array());
+  REQUIRE(g.size() == 3);
+  for (const json& c : g) {
+    INFO(c.dump());
+    CHECK(c["passed"] == true);
+    CHECK(c["rel_error"].is_number());
+  }
+  CHECK(run.result["nonfinite_gradients"] == 0);
+  return run.result;
+}
+
+}  // namespace
+
+TEST_SUITE("gpu_backward") {
+  TEST_CASE("dQ, dK and dV match the float64 reference: dtypes, precisions, masks, GQA, dropout, scale") {
+    const std::vector<std::vector<std::string>> cases = {
+        {},
+        {"--dtype", "fp16"},
+        {"--dtype", "fp32"},
+        {"--precision", "native"},
+        {"--dtype", "fp16", "--precision", "native", "--mask", "causal"},
+        {"--mask", "bool", "--mask-dims", "BxH"},
+        {"--mask", "additive"},
+        {"--mask", "causal", "-L", "96", "-S", "160"},
+        {"--kv-heads", "2", "--dropout", "0.2"},
+        {"--scale", "-0.3", "--dtype", "fp32", "--kv-heads", "4"},
+        {"-S", "1536", "-L", "64"},  // softmax's backward takes the block path
+        {"--alloc", "device", "--alloc-timing", "per-call", "--layers", "3", "--mask", "bool", "--dropout", "0.1"},
+        {"--alloc", "vmm", "--alloc-timing", "per-call", "--layers", "2", "--steps", "3"},
+        {"--k-layout", "bshe"},
+        {"--fixes", "5:native"},
+    };
+    for (const auto& c : cases) {
+      std::string shown;
+      for (const std::string& a : c) shown += a + " ";
+      CAPTURE(shown);
+      const json r = passing_backward(c);
+      CHECK(r["config"]["settings"]["backward"] == "true");
+      CHECK(r["config"]["settings"]["retain"] == "autograd");
+    }
+  }
+
+  TEST_CASE("every scenario passes with its fix off and on through the backward pass") {
+    for (int scenario = 1; scenario <= 4; ++scenario) {
+      for (const char* fix : {"off", "on"}) {
+        CAPTURE(scenario);
+        CAPTURE(fix);
+        passing_backward({"--scenario", std::to_string(scenario), "--fix", fix, "-L", "256", "-S", "256"});
+      }
+    }
+  }
+
+  TEST_CASE("a hang injected in each backward stage is named, with the layer") {
+    for (const char* stage : {"grad_upcast", "dp_gemm", "dv_gemm", "dropout_backward", "softmax_backward", "dq_gemm", "dk_gemm",
+                              "grad_inputs", "alloc_grad_qk"}) {
+      CAPTURE(stage);
+      const test_util::JsonRun run =
+          run_binary({"--backward", "--layers", "2", "--dropout", "0.1", "--alloc-timing", "per-call", "--inject",
+                      std::string("hang:") + stage + "@layer=1", "--stage-timeout", "1.5"});
+      INFO(run.out.substr(0, 2000), run.err.substr(0, 2000));
+      CHECK(run.exit_code == kExitHang);
+      REQUIRE(run.result.is_object());
+      CHECK(run.result["watchdog"]["stage"] == stage);
+      CHECK((run.out + run.err).find(std::string("stage ") + stage + " (layer 1 of 2") != std::string::npos);
+    }
+  }
+}
