@@ -512,8 +512,30 @@ void MathSdpa::run_backward(int layer, int step) {
 
   memory_stage(Stage::alloc_grad_qk);
   const bool kt_copy = runs(Stage::kt_contiguous);
-  gemm_stage(Stage::dq_gemm, g.dq, tensor(kt_copy ? TensorId::key_transposed : TensorId::key_scaled), tensor(TensorId::grad_scores),
-             tensor(TensorId::grad_query_scaled));
+  // dQ reads K as the forward's GEMM did. A view of a [B, S, H, E] K whose batch and head strides
+  // do not fold (the pointer-array GEMM took it without a copy) is read one batch entry a call.
+  const HeadStrides& ks = k_gemm_strides_;
+  const bool folds = kt_copy || p.batch == 1 || ks.batch == p.q_heads * ks.head;
+  const void* k_read = tensor(kt_copy ? TensorId::key_transposed : TensorId::key_scaled);
+  if (folds) {
+    gemm_stage(Stage::dq_gemm, g.dq, k_read, tensor(TensorId::grad_scores), tensor(TensorId::grad_query_scaled));
+  } else {
+    GemmCall per_batch = g.dq;
+    per_batch.batch = static_cast<int>(p.q_heads);
+    order_gemm_after_producers(Stage::dq_gemm);
+    stage(
+        Stage::dq_gemm, per_batch.describe() + " calls=" + std::to_string(p.batch) + " (one per batch entry)",
+        [&] {
+          bind_cublas(qk_stream_);
+          for (int64_t b = 0; b < p.batch; ++b) {
+            run_gemm(cublas_, per_batch, byte_ptr(k_read, b * ks.batch, ct),
+                     byte_ptr(tensor(TensorId::grad_scores), b * p.q_heads * p.q_len * p.kv_len, ct),
+                     const_cast<char*>(byte_ptr(tensor(TensorId::grad_query_scaled), b * p.q_heads * p.q_len * p.head_dim, ct)));
+          }
+        },
+        qk_stream_);
+    order_path_after_gemm();
+  }
   gemm_stage(Stage::dk_gemm, g.dk, tensor(TensorId::query_scaled), tensor(TensorId::grad_scores), tensor(TensorId::grad_key_scaled));
   stage(Stage::grad_inputs, "group=" + std::to_string(group) + " ->" + dtype_name(p.dtype), [&] {
     const int64_t head_elems = p.kv_len * p.head_dim;

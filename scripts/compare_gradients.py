@@ -55,6 +55,10 @@ def rel(x, ref):
 
 
 def math_sdpa(torch, q, k, v, mask, causal, dropout, scale, gqa, dropout_mask=None):
+    # scaled_dot_product_attention turns a boolean mask into -inf/0 in the query's dtype before it
+    # calls the math path (convert_boolean_attn_mask); the math op itself would add it as 0/1.
+    if mask is not None and mask.dtype == torch.bool:
+        mask = torch.zeros(mask.shape, dtype=q.dtype, device=q.device).masked_fill(mask.logical_not(), float("-inf"))
     out, attn = torch.ops.aten._scaled_dot_product_attention_math(
         q, k, v, attn_mask=mask, dropout_p=dropout, is_causal=causal, dropout_mask=dropout_mask, scale=scale, enable_gqa=gqa)
     return out, attn

@@ -52,7 +52,7 @@ TEST_SUITE("gpu_backward") {
         {"--precision", "native"},
         {"--dtype", "fp16", "--precision", "native", "--mask", "causal"},
         {"--mask", "bool", "--mask-dims", "BxH"},
-        {"--mask", "additive"},
+        {"--mask", "float"},
         {"--mask", "causal", "-L", "96", "-S", "160"},
         {"--kv-heads", "2", "--dropout", "0.2"},
         {"--scale", "-0.3", "--dtype", "fp32", "--kv-heads", "4"},

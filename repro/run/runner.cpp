@@ -239,11 +239,16 @@ void run_on_gpu(RunResult& r, int progress_fd) {
         r.calls_compared = it + 1;
       }
       r.iterations_done = it + 1;
+      // The check's own host memory (the float64 reference's threads and buffers) is not the
+      // path's: the soak's last sample leaves out what the resident set grew by during it.
+      double check_rss_mib = 0;
       if (it + 1 == o.iters) {
+        const double rss_before_check = resident_set_mib();
         for (int l = 1; l <= layers; ++l) {
           judge_layer(r, l, path.download_result(l), given, last_result);
           if (r.settings.backward) judge_layer_gradients(r, l, path.download_gradients(l), given);
         }
+        if (o.check) check_rss_mib = resident_set_mib() - rss_before_check;
       }
       path.end_step();  // what the layers kept goes, as the backward pass would free it
       const double step_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
@@ -252,6 +257,7 @@ void run_on_gpu(RunResult& r, int progress_fd) {
       if (reporter) reporter->report_calls(it + 1);
       if (o.sample_every > 0 && ((it + 1) % o.sample_every == 0 || it + 1 == o.iters)) {
         r.memory.push_back(sample_memory(it + 1, *allocator));
+        r.memory.back().rss_mib -= check_rss_mib;
       }
     }
     fill_timings(timer, r);

@@ -31,6 +31,8 @@ struct SoakVerdict {
 
 constexpr double kSoakToleranceMib = 1.0;
 
+// With --check the last sample leaves out what the resident set grew by while the last call was
+// checked (the float64 reference's threads and buffers are the harness's, not the path's).
 // The baseline is the first sample taken once a tenth of the calls are done: warm-up (cuBLAS's
 // heuristics, the caching allocator's pool, the bounded records a run keeps) is behind it. With a ballast
 // or a host load running (`context`), the device's free memory and the process's RSS move with
