@@ -44,11 +44,15 @@ test_util::JsonRun run_binary(const std::vector<std::string>& args) {
 // alloc_* and free_* stages, or for the graph stages --graph (a graph cannot hold the host's read
 // of the scores, so that option is left out).
 std::vector<std::string> args_running(const std::string& stage) {
-  if (stage.rfind("alloc_", 0) == 0 || stage.rfind("free_", 0) == 0) {
-    std::vector<std::string> args = kAllStagesArgs;
+  Stage s{};
+  REQUIRE(parse_stage(stage, s));
+  std::vector<std::string> args = kAllStagesArgs;
+  if (is_backward_stage(s)) args.push_back("--backward");
+  if (is_memory_stage(s)) {
     args.insert(args.end(), {"--alloc-timing", "per-call"});
     return args;
   }
+  if (is_backward_stage(s)) return args;
   if (stage.rfind("graph_", 0) != 0) return kAllStagesArgs;
   return {"--mask", "causal", "--heads", "8", "--kv-heads", "4", "--dropout", "0.1", "--fixes", "3", "--graph"};
 }
