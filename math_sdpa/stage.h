@@ -57,7 +57,7 @@ enum class Stage : uint8_t {
   free_call,     // what the call does not keep, freed when the math function returns
   stream_sync,   // cudaStreamSynchronize at the end of the call
   // --backward: after the step's forward calls, each layer's backward call, last layer first, as
-  // autograd runs the graph of _scaled_dot_product_attention_math (backward.md in docs/ has the
+  // autograd runs the graph of _scaled_dot_product_attention_math (docs/BACKWARD.md has the
   // derivatives). dO is the gradient of the output; P the probabilities, Pd after dropout.
   alloc_grad_pv,       // dO upcast, dPd and dV (in the expanded heads): bmm(P, V)'s gradients
   grad_upcast,         // ToCopyBackward of the output's cast: dO -> fp32 (upcast only)
