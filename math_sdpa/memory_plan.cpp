@@ -163,8 +163,7 @@ std::vector<TensorSpec> path_tensors(const SdpaProblem& p, const PathSettings& p
     // node's saved tensors once the node has run.
     if (per_call) {
       for (TensorSpec& s : t) {
-        const bool result = s.id == TensorId::output || s.id == TensorId::out_acc || s.id == TensorId::grad_query ||
-                            s.id == TensorId::grad_key || s.id == TensorId::grad_value;
+        const bool result = s.id == TensorId::output || s.id == TensorId::out_acc || is_input_gradient(s.id);
         if (s.lifetime == Lifetime::step && !result) s.free_stage = Stage::free_backward;
       }
     }

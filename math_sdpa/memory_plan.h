@@ -100,6 +100,10 @@ struct TensorSpec {
 // call, the inputs, the mask and the workspace have lifetime run and the rest call or step.
 std::vector<TensorSpec> path_tensors(const SdpaProblem& p, const PathSettings& ps);
 const char* tensor_name(TensorId id);
+// dQ, dK or dV: what a backward call ends with.
+inline bool is_input_gradient(TensorId id) {
+  return id == TensorId::grad_query || id == TensorId::grad_key || id == TensorId::grad_value;
+}
 
 // What the run holds besides the path (docs/CONTEXT.md): the ballast (the rest of the model) and
 // the data-loader threads' buffers.

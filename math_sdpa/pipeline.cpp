@@ -235,20 +235,18 @@ int64_t MathSdpa::result_elems() const {
   return result_tensor_of(settings_) == ResultTensor::output ? problem_.out_elems() : problem_.score_elems();
 }
 
-bool MathSdpa::poisoned(TensorId id) const {
-  const bool gradient = id == TensorId::grad_query || id == TensorId::grad_key || id == TensorId::grad_value;
-  return id == result_id() || (settings_.backward && gradient);
+void MathSdpa::poison(void* data, const TensorSpec& t) {
+  const bool result = t.id == result_id();
+  if (!result && !(settings_.backward && is_input_gradient(t.id))) return;
+  const DType type = result ? result_dtype() : problem_.dtype;  // the gradients have the inputs' dtype
+  launch_fill(data, type, t.bytes / static_cast<int64_t>(dtype_size(type)), std::nanf(""), stream_);
 }
 
 void MathSdpa::poison_result() {
   if (settings_.alloc_timing == AllocTiming::per_call) return;  // each call poisons its own (allocate_in_call)
   for (int l = 1; l <= settings_.layers; ++l) {
     layer_now_ = l;
-    for (const TensorSpec& t : tensors_) {
-      if (!poisoned(t.id)) continue;
-      const DType type = t.id == result_id() ? result_dtype() : problem_.dtype;
-      launch_fill(tensor(t.id), type, t.bytes / static_cast<int64_t>(dtype_size(type)), std::nanf(""), stream_);
-    }
+    for (const TensorSpec& t : tensors_) poison(tensor(t.id), t);
   }
   CUDA_CHECK(cudaStreamSynchronize(stream_));
 }
@@ -312,10 +310,7 @@ void MathSdpa::allocate_in_call(Stage s, int chunk) {
     // _safe_softmax writes its -inf mask of the scores; the harness needs no values in it, but its
     // pages are written as PyTorch's are, so that they take the memory PyTorch's take.
     if (t.id == TensorId::softmax_neginf) CUDA_CHECK(cudaMemsetAsync(b.get(), 0, b.bytes(), stream_));
-    if (poisoned(t.id)) {
-      const DType type = t.id == result_id() ? result_dtype() : problem_.dtype;
-      launch_fill(b.get(), type, t.bytes / static_cast<int64_t>(dtype_size(type)), std::nanf(""), stream_);
-    }
+    poison(b.get(), t);
   }
   apply_memory_advice(fresh, false);
 }
@@ -460,9 +455,6 @@ void MathSdpa::run_backward(int layer, int step) {
   const int64_t bh = p.batch * p.q_heads, group = p.q_heads / p.kv_heads;
   layer_now_ = layer;
   for (auto* o : observers_) o->call_position(CallPosition{step, layer, settings_.layers});
-  const double scale = p.softmax_scale();
-  const float q_factor = static_cast<float>(std::copysign(std::sqrt(std::fabs(scale)), scale));
-  const float k_factor = static_cast<float>(std::sqrt(std::fabs(scale)));
 
   memory_stage(Stage::alloc_grad_pv);
   const void* dout = tensor(TensorId::grad_output);
@@ -477,14 +469,19 @@ void MathSdpa::run_backward(int layer, int step) {
   const bool dropout = runs(Stage::dropout);
   const void* probs_read = dropout ? tensor(TensorId::attn_dropped) : tensor(TensorId::probs);
   const BackwardGemms& g = backward_gemms_;
-  // Scenario 1's condition: the backward's GEMMs on the Q·Kᵀ GEMM's stream, ordered (or not) as that GEMM is.
-  auto gemm_stage = [&](Stage s, const GemmCall& call, const void* a, const void* b, void* c) {
+  // Scenario 1's condition: the backward's GEMMs on the Q·Kᵀ GEMM's stream, ordered (or not) as
+  // that GEMM is. `calls` > 1 issues `call` that many times, the operands `step_*` elements on.
+  auto gemm_stage = [&](Stage s, const GemmCall& call, const void* a, const void* b, void* c, int64_t calls = 1,
+                        int64_t step_a = 0, int64_t step_b = 0, int64_t step_c = 0) {
     order_gemm_after_producers(s);
     stage(
-        s, call.describe(),
+        s, call.describe() + (calls > 1 ? " calls=" + std::to_string(calls) + " (one per batch entry)" : std::string()),
         [&] {
           bind_cublas(qk_stream_);
-          run_gemm(cublas_, call, a, b, c);
+          for (int64_t i = 0; i < calls; ++i) {
+            run_gemm(cublas_, call, byte_ptr(a, i * step_a, ct), byte_ptr(b, i * step_b, ct),
+                     const_cast<char*>(byte_ptr(c, i * step_c, ct)));
+          }
         },
         qk_stream_);
     order_path_after_gemm();
@@ -517,32 +514,17 @@ void MathSdpa::run_backward(int layer, int step) {
   const HeadStrides& ks = k_gemm_strides_;
   const bool folds = kt_copy || p.batch == 1 || ks.batch == p.q_heads * ks.head;
   const void* k_read = tensor(kt_copy ? TensorId::key_transposed : TensorId::key_scaled);
-  if (folds) {
-    gemm_stage(Stage::dq_gemm, g.dq, k_read, tensor(TensorId::grad_scores), tensor(TensorId::grad_query_scaled));
-  } else {
-    GemmCall per_batch = g.dq;
-    per_batch.batch = static_cast<int>(p.q_heads);
-    order_gemm_after_producers(Stage::dq_gemm);
-    stage(
-        Stage::dq_gemm, per_batch.describe() + " calls=" + std::to_string(p.batch) + " (one per batch entry)",
-        [&] {
-          bind_cublas(qk_stream_);
-          for (int64_t b = 0; b < p.batch; ++b) {
-            run_gemm(cublas_, per_batch, byte_ptr(k_read, b * ks.batch, ct),
-                     byte_ptr(tensor(TensorId::grad_scores), b * p.q_heads * p.q_len * p.kv_len, ct),
-                     const_cast<char*>(byte_ptr(tensor(TensorId::grad_query_scaled), b * p.q_heads * p.q_len * p.head_dim, ct)));
-          }
-        },
-        qk_stream_);
-    order_path_after_gemm();
-  }
+  GemmCall dq = g.dq;
+  if (!folds) dq.batch = static_cast<int>(p.q_heads);
+  gemm_stage(Stage::dq_gemm, dq, k_read, tensor(TensorId::grad_scores), tensor(TensorId::grad_query_scaled), folds ? 1 : p.batch,
+             ks.batch, p.q_heads * p.q_len * p.kv_len, p.q_heads * p.q_len * p.head_dim);
   gemm_stage(Stage::dk_gemm, g.dk, tensor(TensorId::query_scaled), tensor(TensorId::grad_scores), tensor(TensorId::grad_key_scaled));
   stage(Stage::grad_inputs, "group=" + std::to_string(group) + " ->" + dtype_name(p.dtype), [&] {
     const int64_t head_elems = p.kv_len * p.head_dim;
     launch_sum_head_groups(tensor(TensorId::grad_query_scaled), ct, tensor(TensorId::grad_query), p.dtype, bh,
-                           1, p.q_len * p.head_dim, q_factor, stream_);
+                           1, p.q_len * p.head_dim, p.q_factor(), stream_);
     launch_sum_head_groups(tensor(TensorId::grad_key_scaled), ct, tensor(TensorId::grad_key), p.dtype, p.batch * p.kv_heads,
-                           group, head_elems, k_factor, stream_);
+                           group, head_elems, p.k_factor(), stream_);
     launch_sum_head_groups(tensor(TensorId::grad_value_expanded), ct, tensor(TensorId::grad_value), p.dtype,
                            p.batch * p.kv_heads, group, head_elems, 1.0f, stream_);
   });
@@ -605,11 +587,7 @@ void MathSdpa::issue_gpu_stages() {
   const SdpaProblem& p = problem_;
   const DType ct = p.compute_dtype();
   const int64_t group = p.q_heads / p.kv_heads;
-  // Q and K are each scaled by sqrt(scale), as PyTorch does for numerical stability; a negative
-  // scale puts its sign on Q.
-  const double scale = p.softmax_scale();
-  const float q_factor = static_cast<float>(std::copysign(std::sqrt(std::fabs(scale)), scale));
-  const float k_factor = static_cast<float>(std::sqrt(std::fabs(scale)));
+  const float q_factor = p.q_factor(), k_factor = p.k_factor();  // sqrt(scale), the sign on Q
 
   const void* mask = nullptr;  // the additive mask, in dtype
   if (p.mask == MaskKind::additive) mask = tensor(TensorId::mask_input);

@@ -114,8 +114,9 @@ class MathSdpa {
   void memory_stage(Stage s, int chunk = 0);
   void tell_memory(const DeviceBuffer& buffer, const std::string& what, bool freed);
   TensorId result_id() const;
-  // The tensors filled with NaN before each call: the result, and with --backward the gradients.
-  bool poisoned(TensorId id) const;
+  // Fills `data`, tensor t's buffer, with NaN when it is one a call must write: the result, and
+  // with --backward the input gradients.
+  void poison(void* data, const TensorSpec& t);
   std::vector<float> download(TensorId id, DType type, int64_t elems, int layer);
   DType result_dtype() const;
   int64_t result_elems() const;

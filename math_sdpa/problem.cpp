@@ -29,6 +29,13 @@ double SdpaProblem::softmax_scale() const {
   return scale ? *scale : 1.0 / std::sqrt(static_cast<double>(head_dim));
 }
 
+float SdpaProblem::q_factor() const {
+  const double s = softmax_scale();
+  return static_cast<float>(std::copysign(std::sqrt(std::fabs(s)), s));
+}
+
+float SdpaProblem::k_factor() const { return static_cast<float>(std::sqrt(std::fabs(softmax_scale()))); }
+
 std::string SdpaProblem::shape_string() const {
   std::ostringstream s;
   s << "B=" << batch << " Hq=" << q_heads << " Hkv=" << kv_heads << " L=" << q_len

@@ -63,6 +63,10 @@ struct SdpaProblem {
   // Dtype of the scores, probabilities and GEMM outputs inside the path.
   DType compute_dtype() const { return precision == Precision::upcast ? DType::fp32 : dtype; }
   double softmax_scale() const;
+  // Q and Kᵀ are each multiplied by sqrt(|scale|) before the GEMM, as PyTorch does for numerical
+  // stability; a negative scale puts its sign on Q. Their product is softmax_scale().
+  float q_factor() const;
+  float k_factor() const;
   float keep_prob() const { return static_cast<float>(1.0 - dropout_p); }
 
   int64_t q_elems() const { return batch * q_heads * q_len * head_dim; }

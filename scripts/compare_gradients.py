@@ -36,12 +36,7 @@ def torch_dtype(torch, name):
 def save_tensor(path, t, torch):
     """As repro --inputs reads it: float32, float16, or bfloat16 stored as uint16; bool masks as bool."""
     t = t.detach().cpu()
-    if t.dtype == torch.bfloat16:
-        np.save(path, t.view(torch.int16).numpy().view(np.uint16))
-    elif t.dtype == torch.bool:
-        np.save(path, t.numpy())
-    else:
-        np.save(path, t.numpy())
+    np.save(path, t.view(torch.int16).numpy().view(np.uint16) if t.dtype == torch.bfloat16 else t.numpy())
 
 
 def rel(x, ref):

@@ -4,17 +4,11 @@
 # PyTorch's autograd (if PyTorch with CUDA is there), and the soak of --steps 1000; logs under
 # $OUT (or ./device-out), the summary last, everything else in one archive.
 set -uo pipefail
-cd "$(dirname "$0")/.."
-out=${OUT:-device-out}
-mkdir -p "$out"
-export PATH="$PATH:/usr/local/cuda/bin"
-summary="$out/summary.txt"
-: >"$summary"
-say() { echo "$@" | tee -a "$summary"; }
+source "$(dirname "$0")/device_lib.sh"
+device_setup
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee -a "$summary"
 start=$SECONDS
-cmake --preset ci >"$out/cmake.log" 2>&1 && cmake --build --preset ci -j 16 >"$out/build.log" 2>&1 ||
-  { tail -40 "$out/build.log" "$out/cmake.log"; exit 1; }
+device_build_ci
 say "build: $((SECONDS - start)) s"
 repro=./build-ci/repro
 t0=$SECONDS
@@ -32,6 +26,4 @@ timeout ${COMPARE_TIMEOUT:-240} python3 scripts/compare_gradients.py --repro $re
 say "compare_gradients: exit $?, $((SECONDS - t0)) s"
 tail -60 "$out/compare_gradients.txt" | tee -a "$summary"
 say "total: $((SECONDS - start)) s"
-tar czf /tmp/backward-logs.tar.gz -C "$out" . &&
-  find "$out" -mindepth 1 -maxdepth 1 ! -name summary.txt ! -name compare_gradients.json -exec rm -rf {} + &&
-  mv /tmp/backward-logs.tar.gz "$out/logs.tar.gz"
+device_pack compare_gradients.json

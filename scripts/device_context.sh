@@ -19,20 +19,14 @@
 #   ladder     repro report --ladder --scenario 2 at its default shape, and with a hang injected under
 #              the ballast (at -L 128)
 set -uo pipefail
-cd "$(dirname "$0")/.."
-out=${OUT:-device-out}
-mkdir -p "$out"
-export PATH="$PATH:/usr/local/cuda/bin"
+source "$(dirname "$0")/device_lib.sh"
+device_setup
 sections=("$@")
 ((${#sections[@]})) || sections=(tests)
 want() { [[ " ${sections[*]} " == *" $1 "* ]]; }
-summary="$out/summary.txt"
-: >"$summary"
-say() { echo "$@" | tee -a "$summary"; }
 nvidia-smi --query-gpu=name,driver_version,memory.total,memory.used --format=csv,noheader | tee "$out/gpu.txt"
 start=$SECONDS
-cmake --preset ci >"$out/cmake.log" 2>&1 && cmake --build --preset ci -j 16 >"$out/build.log" 2>&1 ||
-  { tail -40 "$out/build.log" "$out/cmake.log"; exit 1; }
+device_build_ci
 say "build: $((SECONDS - start)) s"
 repro=./build-ci/repro
 
@@ -116,7 +110,4 @@ if want tests; then
 fi
 
 say "total: $((SECONDS - start)) s"
-# Everything in one file and the summary (a call brings back eight files at most).
-tar czf /tmp/context-logs.tar.gz -C "$out" . &&
-  find "$out" -mindepth 1 -maxdepth 1 ! -name summary.txt -exec rm -rf {} + &&
-  mv /tmp/context-logs.tar.gz "$out/logs.tar.gz"
+device_pack

@@ -24,22 +24,16 @@
 #   scripts/device_run.sh sweep report soak     scripts/device_run.sh sanitizer
 #   scripts/device_run.sh release
 set -uo pipefail
-cd "$(dirname "$0")/.."
-out=${OUT:-device-out}
-mkdir -p "$out"
-export PATH="$PATH:/usr/local/cuda/bin"
+source "$(dirname "$0")/device_lib.sh"
+device_setup
 sections=("$@")
 ((${#sections[@]})) || sections=(probe tests check watchdog scenarios logs mutant)
 # The release presets build their own trees; the other sections use build-ci.
 want() { [[ " ${sections[*]} " == *" $1 "* ]]; }
-summary="$out/summary.txt"
-: >"$summary"
-say() { echo "$@" | tee -a "$summary"; }
 
 nvidia-smi --query-gpu=name,driver_version,memory.total,memory.used --format=csv,noheader | tee "$out/gpu.txt"
 if [[ " ${sections[*]} " != " release " ]]; then
-  cmake --preset ci >"$out/cmake.log" 2>&1 &&
-    cmake --build --preset ci -j 16 >"$out/build.log" 2>&1 || { tail -40 "$out/build.log" "$out/cmake.log"; exit 1; }
+  device_build_ci
 fi
 repro=./build-ci/repro
 
@@ -177,6 +171,5 @@ if want release; then
 fi
 
 # Only a few files come back from the device machine: everything goes into one archive.
-tar -C "$out" -czf /tmp/logs.tar.gz --exclude=logs.tar.gz --exclude=summary.txt . && mv /tmp/logs.tar.gz "$out/logs.tar.gz"
-find "$out" -mindepth 1 -maxdepth 1 ! -name logs.tar.gz ! -name summary.txt -exec rm -rf {} +
+device_pack
 cat "$summary" | tail -c 11000

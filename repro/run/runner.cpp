@@ -95,8 +95,9 @@ void upload_layer_inputs(MathSdpa& path, const SdpaProblem& p, const HostInputs*
 // Layer `layer`'s result after the last call: its non-finite values counted, compared with its
 // own float64 reference with --check (the worst layer's comparison is the run's), saved with
 // --save-output (the last layer's). Only the last layer's is kept (`last`, for the result's
-// summary): a pass of 60 image layers has gigabytes of results.
-void judge_layer(RunResult& r, int layer, std::vector<float> result, const HostInputs* given, std::vector<float>& last) {
+// summary): a pass of 60 image layers has gigabytes of results. `inputs` are the layer's (with
+// --check; empty without).
+void judge_layer(RunResult& r, int layer, std::vector<float> result, const HostInputs& inputs, std::vector<float>& last) {
   const RunOptions& o = r.options;
   const int layers = r.settings.layers;
   for (float x : result) r.nonfinite_outputs += !std::isfinite(x);
@@ -104,11 +105,7 @@ void judge_layer(RunResult& r, int layer, std::vector<float> result, const HostI
   layer_options.problem = layer_problem(o.problem, layer);
   if (layer < layers) layer_options.save_output_path.clear();
   Verdict v;
-  if (o.check) {
-    save_and_check_result(v, layer_options, *r.result_tensor, layer_inputs(o.problem, layer, given, false), result);
-  } else if (layer == layers) {
-    save_and_check_result(v, layer_options, *r.result_tensor, HostInputs{}, result);  // the inputs are only for the check
-  }
+  if (o.check || layer == layers) save_and_check_result(v, layer_options, *r.result_tensor, inputs, result);
   if (v.checked) {
     ++r.layers_checked;
     const bool fails = !v.comparison.passed(v.tolerance), worst_fails = r.checked && !r.comparison.passed(r.tolerance);
@@ -125,7 +122,7 @@ void judge_layer(RunResult& r, int layer, std::vector<float> result, const HostI
 // --backward: layer `layer`'s input gradients, as judge_layer judges its result: non-finite values
 // counted, each compared with the float64 reference's (--check; the worst layer's is kept), the
 // last layer's saved beside the result (--save-output FILE.npy: FILE.grad_query.npy, ...).
-void judge_layer_gradients(RunResult& r, int layer, const MathSdpa::Gradients& g, const HostInputs* given) {
+void judge_layer_gradients(RunResult& r, int layer, const MathSdpa::Gradients& g, const HostInputs& inputs) {
   const RunOptions& o = r.options;
   const SdpaProblem p = layer_problem(o.problem, layer);
   const std::vector<float>* got[] = {&g.query, &g.key, &g.value};
@@ -142,7 +139,7 @@ void judge_layer_gradients(RunResult& r, int layer, const MathSdpa::Gradients& g
     }
   }
   if (!o.check) return;
-  const ReferenceGradients ref = reference_gradients(p, layer_inputs(o.problem, layer, given, true));
+  const ReferenceGradients ref = reference_gradients(p, inputs);
   const std::vector<double>* want[] = {&ref.query, &ref.key, &ref.value};
   r.gradient_tolerance = gradient_tolerance_for(p.dtype, p.precision);
   r.gradient_checks.resize(3);
@@ -245,8 +242,10 @@ void run_on_gpu(RunResult& r, int progress_fd) {
       if (it + 1 == o.iters) {
         const double rss_before_check = resident_set_mib();
         for (int l = 1; l <= layers; ++l) {
-          judge_layer(r, l, path.download_result(l), given, last_result);
-          if (r.settings.backward) judge_layer_gradients(r, l, path.download_gradients(l), given);
+          // Made again for the check (only the GPU kept them), once for the result and the gradients.
+          const HostInputs inputs = o.check ? layer_inputs(p, l, given, r.settings.backward) : HostInputs{};
+          judge_layer(r, l, path.download_result(l), inputs, last_result);
+          if (r.settings.backward) judge_layer_gradients(r, l, path.download_gradients(l), inputs);
         }
         if (o.check) check_rss_mib = resident_set_mib() - rss_before_check;
       }
