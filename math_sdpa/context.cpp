@@ -89,6 +89,8 @@ std::vector<ContextRung> context_ladder(const ContextLadderValues& v) {
   rung("ballast", {"--ballast", v.ballast, "--ballast-alloc", v.ballast_alloc, "--ballast-touch", v.ballast_touch});
   rung("host-load", {"--host-load", v.host_load});
   rung("steps", {"--steps", v.steps});
+  // The training step: each step's forward pass followed by its backward pass.
+  rung("backward", {"--backward"});
   return rungs;
 }
 

@@ -55,7 +55,7 @@ struct ContextLadderValues {
   std::string steps = "10";
 };
 struct ContextRung {
-  std::string name;                  // isolated, per-call, layers, ballast, host-load, steps
+  std::string name;                  // isolated, per-call, layers, ballast, host-load, steps, backward
   std::vector<std::string> options;  // the run options of this rung, the ones below it included
 };
 std::vector<ContextRung> context_ladder(const ContextLadderValues& values = {});

@@ -182,16 +182,20 @@ TEST_SUITE("report") {
     const Ran all = run_repro({"report", "--ladder", "--scenario", "2", "--out", out + "2", "--repro-binary", SWEEP_TEST_FAKE_CHILD});
     CHECK(all.exit_code == 0);
     const nlohmann::json k = nlohmann::json::parse(file_text(out + "2/result.json"));
-    REQUIRE(k["ladder"].size() == 6);
+    REQUIRE(k["ladder"].size() == 7);
     CHECK(k["ladder"][5]["rung"] == "steps");
+    CHECK(k["ladder"][6]["rung"] == "backward");
     CHECK(k["report"]["title"].get<std::string>().find("at every rung of the context ladder") != std::string::npos);
     std::vector<std::string> last;
     for (const std::string& line : test_util::lines_of(file_text(log))) {
       if (line.rfind("start ", 0) == 0 && line.find("--check") != std::string::npos) last.push_back(line);
     }
-    REQUIRE(last.size() == 12);
+    REQUIRE(last.size() == 14);
     CHECK(last[10].find("--steps 10") != std::string::npos);
     CHECK(last[10].find("--iters") == std::string::npos);
+    CHECK(last[10].find("--backward") == std::string::npos);
+    CHECK(last[12].find("--steps 10 --backward") != std::string::npos);
+    CHECK(last[12].find("--iters") == std::string::npos);
     CHECK(last[8].find("--iters 25") != std::string::npos);
     // A given --iters is the count of every rung but the steps', which counts steps.
     std::remove(log.c_str());
@@ -201,7 +205,7 @@ TEST_SUITE("report") {
     for (const std::string& line : test_util::lines_of(file_text(log))) {
       if (line.rfind("start ", 0) == 0 && line.find("--check") != std::string::npos) counted.push_back(line);
     }
-    REQUIRE(counted.size() == 12);
+    REQUIRE(counted.size() == 14);
     CHECK(counted[0].find("--iters 3") != std::string::npos);
     CHECK(counted[10].find("--iters") == std::string::npos);
     // A rung whose plan the memory guard refuses ends the climb (the rungs above keep its layers),
@@ -221,6 +225,7 @@ TEST_SUITE("report") {
     unsetenv("SWEEP_FAKE_LOG");
     // The rungs decide the allocation timing and the retention.
     CHECK(run_repro({"report", "--ladder", "--scenario", "2", "--out", out + "3", "--retain", "none"}).exit_code == kExitUsage);
+    CHECK(run_repro({"report", "--ladder", "--scenario", "2", "--out", out + "3", "--backward"}).exit_code == kExitUsage);
   }
 
   TEST_CASE("repro report --no-run writes the reproducer, the commands and the REPORT.md template of every scenario") {

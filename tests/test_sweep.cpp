@@ -384,6 +384,12 @@ TEST_SUITE("sweep") {
     CHECK(args_of(cells[2]).find("--iters") == std::string::npos);
     // A workload's layers are its blocks.
     CHECK(args_of(cells[4]).find(" --layers model ") != std::string::npos);
+    // The backward rung: the steps, each a training step; still steps, not --iters.
+    axes.contexts = {"backward"};
+    const std::vector<SweepCell> training = expand_matrix(axes);
+    REQUIRE(training.size() == 2);
+    CHECK(args_of(training[0]).find(" --steps 5 --backward --check") != std::string::npos);
+    CHECK(args_of(training[0]).find("--iters") == std::string::npos);
     axes.contexts = {"ladder"};
     CHECK_THROWS_WITH_AS(expand_matrix(axes), doctest::Contains("not a rung of the context ladder"), InputError);
     axes.contexts = {"layers", "layers"};

@@ -88,7 +88,7 @@ std::vector<std::string> take_ladder_values(const std::vector<std::string>& args
   const std::map<std::string, std::string*> slots = {
       {"--layers", &v.layers},   {"--ballast", &v.ballast},     {"--ballast-alloc", &v.ballast_alloc},
       {"--ballast-touch", &v.ballast_touch}, {"--host-load", &v.host_load}, {"--steps", &v.steps}};
-  static const std::set<std::string> decided = {"--alloc-timing", "--retain"};  // the rungs decide them
+  static const std::set<std::string> decided = {"--alloc-timing", "--retain", "--backward"};  // the rungs decide them
   std::vector<std::string> rest;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string arg = args[i], name = arg.substr(0, arg.find('='));
@@ -101,7 +101,7 @@ std::vector<std::string> take_ladder_values(const std::vector<std::string>& args
     }
     if (decided.count(name)) {
       throw InputError(name + ": with --ladder the rungs decide it (per-call from the second rung, autograd retention from "
-                              "the third)");
+                              "the third, the backward pass at the last)");
     }
     *slot->second = value;
     if (!inline_value) ++i;
@@ -121,6 +121,7 @@ RunOptions one_call(RunOptions o, std::string* leaves_out) {
   if (o.context.ballast.given()) out.push_back("the ballast");
   if (o.context.host_load_threads > 0) out.push_back("the host load");
   if (o.steps) out.push_back("the steps");
+  if (s.backward) out.push_back("the backward pass");
   if (s.alloc == AllocKind::vmm) out.push_back("vmm memory (cudaMalloc there)");
   for (PathSettings* p : {&o.conditions, &o.settings}) {
     if (p->alloc == AllocKind::vmm) p->alloc = AllocKind::device;
@@ -128,6 +129,7 @@ RunOptions one_call(RunOptions o, std::string* leaves_out) {
     p->layers = 1;
     p->retain = Retain::none;
     p->chunk_bytes = 0;
+    p->backward = false;
   }
   o.problem.precision = o.problem_given.precision;
   o.context = ContextSettings{};
@@ -397,7 +399,8 @@ int report_main(int argc, char** argv) {
       ->capture_default_str();
   app.add_flag("--ladder", ladder,
                "climb the context ladder: the scenario isolated, then per-call allocation, layers with autograd's "
-               "retention, a ballast, a host load, steps (docs/CONTEXT.md); stop at the first rung that hangs or fails "
+               "retention, a ballast, a host load, steps, the backward pass (docs/CONTEXT.md); stop at the first rung that "
+               "hangs or fails "
                "and report it. --layers, --ballast*, --host-load and --steps set their rungs' values");
   app.add_option("--repro-binary", repro_binary, "the program each run runs (tests)")->group("");
   app.add_flag("--allow-inject", allow_inject,

@@ -162,10 +162,13 @@ std::vector<std::string> SweepCell::run_args() const {
   ContextLadderValues values;
   if (is_workload(shape)) values.layers = "model";
   values.steps = std::to_string(iters);
+  bool steps = false;  // the steps rung and those above it count steps, not --iters
   for (const ContextRung& rung : context_ladder(values)) {
-    if (rung.name == context) args.insert(args.end(), rung.options.begin(), rung.options.end());
+    if (rung.name != context) continue;
+    args.insert(args.end(), rung.options.begin(), rung.options.end());
+    steps = std::find(rung.options.begin(), rung.options.end(), "--steps") != rung.options.end();
   }
-  if (context != "steps") args.insert(args.end(), {"--iters", std::to_string(iters)});
+  if (!steps) args.insert(args.end(), {"--iters", std::to_string(iters)});
   args.push_back("--check");
   return args;
 }

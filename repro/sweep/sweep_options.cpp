@@ -69,7 +69,7 @@ SweepParseResult parse_sweep_command_line(int argc, const char* const* argv) {
       app.add_option("--allocs", allocs, "managed, device, async, host, system")->default_str(joined(defaults.allocs)),
       app.add_option("--streams", streams, "non-blocking, legacy, per-thread")->default_str(joined(defaults.streams)),
       app.add_option("--contexts", contexts,
-                     "rungs of the context ladder: isolated, per-call, layers, ballast, host-load, steps (docs/CONTEXT.md)")
+                     "rungs of the context ladder: isolated, per-call, layers, ballast, host-load, steps, backward (docs/CONTEXT.md)")
           ->default_str(joined(defaults.contexts)),
       app.add_option("--iters", o.axes.iters, "calls of the path in each run")->default_str(std::to_string(defaults.iters)),
       app.add_option("--repeats", o.axes.repeats, "runs of each configuration")->default_str(std::to_string(defaults.repeats)),
