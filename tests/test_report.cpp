@@ -226,6 +226,13 @@ TEST_SUITE("report") {
     // The rungs decide the allocation timing and the retention.
     CHECK(run_repro({"report", "--ladder", "--scenario", "2", "--out", out + "3", "--retain", "none"}).exit_code == kExitUsage);
     CHECK(run_repro({"report", "--ladder", "--scenario", "2", "--out", out + "3", "--backward"}).exit_code == kExitUsage);
+    // Scenario 6's fix keeps nothing for a backward pass: its ladder ends at the steps, and says so.
+    const Ran six = run_repro({"report", "--ladder", "--scenario", "6", "--no-run", "--out", out + "6"});
+    CHECK(six.exit_code == 0);
+    CHECK(six.out.find("the backward rung is left out") != std::string::npos);
+    const nlohmann::json s6 = nlohmann::json::parse(file_text(out + "6/result.json"));
+    REQUIRE(s6["ladder"].size() == 6);
+    CHECK(s6["ladder"][5]["rung"] == "steps");
   }
 
   TEST_CASE("repro report --no-run writes the reproducer, the commands and the REPORT.md template of every scenario") {

@@ -291,9 +291,19 @@ int write_report(CLI::App& app, const RunOptionParser& parser, int argc, char** 
     if (!given.workload.empty()) values.layers = "model";
     base = take_ladder_values(base, values);
     rungs = ladder_rungs(values);
-    for (LadderRung& r : rungs) {
+    for (auto r = rungs.begin(); r != rungs.end();) {
       ReportInput probe;
-      set_commands(probe, base, r.options, app.count("--iters") > 0, log, fix_form);
+      try {
+        set_commands(probe, base, r->options, app.count("--iters") > 0, log, fix_form);
+      } catch (const InputError& e) {
+        // A fix whose forward keeps nothing (fix 5's recompute and chunks) has no backward call
+        // yet: the ladder ends at the steps. Any other rung that cannot run is the command's error.
+        if (r->name != "backward") throw;
+        std::cout << "repro report: the backward rung is left out: " << e.what() << "\n";
+        r = rungs.erase(r);
+        continue;
+      }
+      ++r;
     }
   }
   set_commands(in, base, rungs.front().options, app.count("--iters") > 0, log, fix_form);
