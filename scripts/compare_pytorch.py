@@ -16,6 +16,10 @@ median: CUDA events from the first GPU stage to the last, the figure comparable 
 event-timed PyTorch call. The floor is the materialised path's four passes over the scores at
 the copy bandwidth measured here (a device-to-device copy through PyTorch).
 
+The training step (a second table): PyTorch's math SDPA, upcast, forward and backward through
+autograd for a random dO, against `repro bench --backward --precision upcast` (the forward call
+and its backward call, the bench's "gpu" median), with the ratio and its target (0.6).
+
     python3 scripts/compare_pytorch.py --repro build-gpu/repro --out results/compare
 
 Without PyTorch it still runs the bench and prints our columns.
@@ -86,14 +90,33 @@ def time_pytorch(torch, shape, warmup, iters):
 MODES = ("eager", "graph")
 
 
+def time_pytorch_step(torch, shape, warmup, iters):
+    """PyTorch's math SDPA (upcast), forward and backward for a random dO, in ms (median)."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    import torch.nn.functional as F
+
+    b, h, l, e = shape
+    gen = torch.Generator(device="cuda").manual_seed(23963)
+    q, k, v, dout = (torch.randn(b, h, l, e, device="cuda", dtype=torch.bfloat16, generator=gen) for _ in range(4))
+    for t in (q, k, v):
+        t.requires_grad_()
+
+    def step():
+        q.grad = k.grad = v.grad = None  # each step's gradients new, as a training step's are
+        F.scaled_dot_product_attention(q, k, v).backward(dout)
+
+    with sdpa_kernel(SDPBackend.MATH):
+        return event_median_ms(torch, step, warmup, iters)
+
+
 def run_bench(repro, shape, precision, mode, out_dir, warmup, iters):
     b, h, l, e = shape
-    name = f"bench_{b}x{h}x{l}x{e}_{precision}" + ("_graph" if mode == "graph" else "")
+    name = f"bench_{b}x{h}x{l}x{e}_{precision}" + ("_graph" if mode == "graph" else "") + ("_backward" if mode == "backward" else "")
     path = os.path.join(out_dir, name + ".json")
     cmd = [repro, "bench", "-b", str(b), "--heads", str(h), "-L", str(l), "-E", str(e), "--dtype", "bf16",
            "--precision", precision, "--alloc", "device", "-w", str(warmup), "-n", str(iters), "--json", path]
-    if mode == "graph":
-        cmd.append("--graph")
+    if mode in ("graph", "backward"):
+        cmd.append("--" + mode)
     proc = subprocess.run(cmd, capture_output=True, text=True)
     with open(os.path.join(out_dir, name + ".txt"), "w") as f:
         f.write(" ".join(cmd) + "\n" + proc.stdout + proc.stderr)
@@ -143,6 +166,9 @@ def main():
         score_bytes = b * h * l * l
         row["floor_native_ms"] = 4 * score_bytes * 2 / bandwidth * 1e3 if bandwidth else None
         row["floor_upcast_ms"] = 4 * score_bytes * 4 / bandwidth * 1e3 if bandwidth else None
+        row["step"] = {"torch_math_upcast": time_pytorch_step(torch, shape, args.warmup, args.iters) if have_torch else None,
+                       "ours_upcast": run_bench(args.repro, shape, "upcast", "backward", args.out, args.bench_warmup,
+                                                args.bench_iters)}
         rows.append(row)
 
     with open(os.path.join(args.out, "compare.json"), "w") as f:
@@ -169,6 +195,14 @@ def main():
                   f"| {fmt(r['floor_native_ms'])} | {fmt(nat)}{mark(nat, tn)} | {tn} | {fmt(up)}{mark(up, tu)} | {tu} "
                   f"| {fmt(ratio(t.get('math_upcast'), up), 2)} | {fmt(ratio(t.get('math_reduced'), nat), 2)} "
                   f"| {fmt(ratio(nat, t.get('cudnn')), 2)} |")
+    print()
+    print("| shape (B,H,L=S,E) | training step: torch math upcast F+B | ours upcast (--backward) | ours / torch | target |")
+    print("|---|---|---|---|---|")
+    for r in rows:
+        ours = r["step"]["ours_upcast"]["gpu"] if r["step"]["ours_upcast"] else None
+        q = ratio(ours, r["step"]["torch_math_upcast"])
+        print(f"| {','.join(map(str, r['shape']))} | {fmt(r['step']['torch_math_upcast'])} | {fmt(ours)} | {fmt(q, 2)}"
+              f"{'' if q is None else (' ok' if q <= 0.6 else ' MISS')} | 0.6 |")
     return 0
 
 

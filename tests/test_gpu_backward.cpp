@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -79,6 +80,21 @@ TEST_SUITE("gpu_backward") {
         CAPTURE(fix);
         passing_backward({"--scenario", std::to_string(scenario), "--fix", fix, "-L", "256", "-S", "256"});
       }
+    }
+  }
+
+  TEST_CASE("repro bench --backward times the training step: every backward stage timed, results finite") {
+    const test_util::JsonRun run = run_binary({"bench", "--backward", "-n", "5", "-w", "1"});
+    INFO(run.out.substr(0, 2000), run.err.substr(0, 2000));
+    REQUIRE(run.exit_code == kExitPass);
+    REQUIRE(run.result.is_object());
+    const json& b = run.result["benchmarks"][0];
+    CHECK(b["settings"]["backward"] == "true");
+    std::vector<std::string> timed;
+    for (const json& st : b["stages"]) timed.push_back(st["stage"]);
+    for (const char* stage : {"dp_gemm", "dv_gemm", "softmax_backward", "dq_gemm", "dk_gemm", "grad_inputs"}) {
+      CAPTURE(stage);
+      CHECK(std::find(timed.begin(), timed.end(), stage) != timed.end());
     }
   }
 

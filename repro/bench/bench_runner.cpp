@@ -140,6 +140,11 @@ void BenchRunner::add_path(PathSet& set) {
   // Random inputs are made only once the first workspace exists, so an oversized request is
   // refused before any host memory is used (as in a run).
   if (!inputs_) inputs_ = std::make_shared<const HostInputs>(make_random_inputs(o.problem, o.problem.seed));
+  if (set.settings.backward && inputs_->grad_out.empty()) {  // --backward: dO too (dout.npy, else seeded)
+    HostInputs with_grad = *inputs_;
+    with_grad.grad_out = make_grad_output(o.problem, 1);
+    inputs_ = std::make_shared<const HostInputs>(std::move(with_grad));
+  }
   // Every layer computes on the same inputs: a benchmark times the pass, the run checks each layer.
   for (int l = 1; l <= path->layers(); ++l) path->upload(*inputs_, l);
   path->poison_result();  // a stage that silently does nothing leaves NaN, found after timing
