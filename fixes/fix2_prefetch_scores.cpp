@@ -24,27 +24,31 @@ class PrefetchScores : public Fix {
         host_sync_(set.has(FixPart::softmax_host_sync)),
         device_sync_(set.has(FixPart::device_sync)) {}
   int number() const override { return 2; }
+  // The softmax's reduction and, with --backward, its backward's: the same hypothesis, the same patch.
+  static bool reduction(Stage s) { return s == Stage::softmax || s == Stage::softmax_backward; }
   void before_stage(HookContext& c) override {
-    if (c.stage != Stage::softmax) return;
+    if (!reduction(c.stage)) return;
     char buf[200];
-    if (prefetch_ && migratable(c.scores_kind)) {
-      c.gpu->prefetch_to_device(c.scores, c.scores_bytes, c.device, c.stream);
-      std::snprintf(buf, sizeof buf, "[FIX_2] prefetch: cudaMemPrefetchAsync(scores, %zu bytes, device %d) on the stream",
-                    c.scores_bytes, c.device);
-      c.note(buf);
+    if (prefetch_ && migratable(c.kind)) {
+      for (const HookContext::Operand& o : c.reduced) {
+        c.gpu->prefetch_to_device(o.data, o.bytes, c.device, c.stream);
+        std::snprintf(buf, sizeof buf, "[FIX_2] prefetch: cudaMemPrefetchAsync(%s, %zu bytes, device %d) on the stream", o.name,
+                      o.bytes, c.device);
+        c.note(buf);
+      }
     } else if (prefetch_) {
-      std::snprintf(buf, sizeof buf, "[FIX_2] prefetch skipped (%s memory does not migrate)", alloc_kind_name(c.scores_kind));
+      std::snprintf(buf, sizeof buf, "[FIX_2] prefetch skipped (%s memory does not migrate)", alloc_kind_name(c.kind));
       c.note(buf);
     }
     if (host_sync_) {
       c.gpu->synchronize_stream(c.stream);
-      c.note("[FIX_2] host-sync: cudaStreamSynchronize before softmax");
+      c.note(std::string("[FIX_2] host-sync: cudaStreamSynchronize before ") + stage_name(c.stage));
     }
   }
   void after_stage(HookContext& c) override {
-    if (c.stage != Stage::softmax || !device_sync_) return;
+    if (!reduction(c.stage) || !device_sync_) return;
     c.gpu->synchronize_device();
-    c.note("[FIX_2] device-sync: cudaDeviceSynchronize after softmax");
+    c.note(std::string("[FIX_2] device-sync: cudaDeviceSynchronize after ") + stage_name(c.stage));
   }
 
  private:

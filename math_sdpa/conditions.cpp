@@ -206,7 +206,6 @@ void MathSdpa::enter_with_page_fault_storm() {
 // one value, which moves no pages. The harness touches the pages on purpose instead, because page
 // migration during the softmax is the hypothesis.)
 void MathSdpa::move_scores_to_host() {
-  CUDA_CHECK(cudaStreamSynchronize(stream_));
   const ScoresToHost mode = settings_.scores_to_host;
   const bool reads = mode == ScoresToHost::read || mode == ScoresToHost::both;
   if (settings_.scores_host_phase == ScoresHostPhase::during) {
@@ -214,38 +213,48 @@ void MathSdpa::move_scores_to_host() {
     // elsewhere (and for pinned memory, which is not migrated anyway) it touches it before.
     const bool concurrent = settings_.alloc == AllocKind::system || concurrent_managed_access_;
     if (!reads || concurrent) {
+      CUDA_CHECK(cudaStreamSynchronize(stream_));
       start_scores_toucher();
       return;
     }
     note(Stage::scores_to_host, "[SCENARIO_2] the host cannot touch managed memory while a kernel runs here "
                                 "(concurrentManagedAccess=0): it reads the scores before softmax instead");
   }
-  void* const scores = tensor(TensorId::scores);
-  const size_t bytes = tensor_bytes(TensorId::scores);
-  if (mode == ScoresToHost::advise || mode == ScoresToHost::both) {
-    CUDA_CHECK(cudaMemAdvise(scores, bytes, cudaMemAdviseSetPreferredLocation, host_location()));
-    note(Stage::scores_to_host, "[SCENARIO_2] cudaMemAdvise(scores, SetPreferredLocation, host)");
+  move_to_host(Stage::scores_to_host, reduced_by(Stage::softmax));
+}
+
+void MathSdpa::move_to_host(Stage s, const std::vector<HookContext::Operand>& operands) {
+  CUDA_CHECK(cudaStreamSynchronize(stream_));
+  const ScoresToHost mode = settings_.scores_to_host;
+  const bool reads = mode == ScoresToHost::read || mode == ScoresToHost::both;
+  if (s != Stage::scores_to_host && settings_.scores_host_phase == ScoresHostPhase::during) {
+    note(s, "[SCENARIO_2] the host touches the backward's operands before its softmax, not during it");
   }
-  if (reads) {
+  for (const HookContext::Operand& o : operands) {
+    if (mode == ScoresToHost::advise || mode == ScoresToHost::both) {
+      CUDA_CHECK(cudaMemAdvise(o.data, o.bytes, cudaMemAdviseSetPreferredLocation, host_location()));
+      note(s, std::string("[SCENARIO_2] cudaMemAdvise(") + o.name + ", SetPreferredLocation, host)");
+    }
+    if (!reads) continue;
     const auto t0 = std::chrono::steady_clock::now();
     const DType type = problem_.compute_dtype();
-    const int64_t n = static_cast<int64_t>(bytes / dtype_size(type));
+    const int64_t n = static_cast<int64_t>(o.bytes / dtype_size(type));
     float lo = std::numeric_limits<float>::infinity(), hi = -lo;
     for (int64_t i = 0; i < n; ++i) {
       float x;
       if (type == DType::fp32) {
-        x = static_cast<const volatile float*>(scores)[i];
+        x = static_cast<const volatile float*>(o.data)[i];
       } else {
-        const uint16_t h = static_cast<const volatile uint16_t*>(scores)[i];
+        const uint16_t h = static_cast<const volatile uint16_t*>(o.data)[i];
         x = type == DType::bf16 ? bf16_bits_to_float(h) : fp16_bits_to_float(h);
       }
       if (x < lo) lo = x;
       if (x > hi) hi = x;
     }
     char buf[200];
-    std::snprintf(buf, sizeof buf, "[SCENARIO_2] host read scores: %zu bytes, %zu pages, min=%.6g max=%.6g (%.3f ms)",
-                  bytes, (bytes + kTouchPageBytes - 1) / kTouchPageBytes, lo, hi, ms_since(t0));
-    note(Stage::scores_to_host, buf);
+    std::snprintf(buf, sizeof buf, "[SCENARIO_2] host read %s: %zu bytes, %zu pages, min=%.6g max=%.6g (%.3f ms)", o.name,
+                  o.bytes, (o.bytes + kTouchPageBytes - 1) / kTouchPageBytes, lo, hi, ms_since(t0));
+    note(s, buf);
   }
 }
 
@@ -307,11 +316,14 @@ void MathSdpa::finish_scores_touch() {
   release_scores_advice();
 }
 
-void MathSdpa::release_scores_advice() {
+void MathSdpa::release_scores_advice() { release_host_advice(reduced_by(Stage::softmax)); }
+
+void MathSdpa::release_host_advice(const std::vector<HookContext::Operand>& operands) {
   if (settings_.scores_to_host != ScoresToHost::advise && settings_.scores_to_host != ScoresToHost::both) return;
-  // The advice is for softmax only; the next call's GEMM writes the scores on the GPU again.
-  CUDA_CHECK(cudaMemAdvise(tensor(TensorId::scores), tensor_bytes(TensorId::scores), cudaMemAdviseUnsetPreferredLocation,
-                           host_location()));
+  // The advice is for the softmax stage only; the next GEMM writes its operands on the GPU again.
+  for (const HookContext::Operand& o : operands) {
+    CUDA_CHECK(cudaMemAdvise(o.data, o.bytes, cudaMemAdviseUnsetPreferredLocation, host_location()));
+  }
 }
 
 // Scenario 1: the GEMM's stream waits for the kernels that produced Q and K (unless the race

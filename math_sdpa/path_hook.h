@@ -14,6 +14,7 @@
 #include <cstddef>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "allocator.h"
 #include "stage.h"
@@ -39,9 +40,15 @@ struct HookContext {
   StreamHandle stream = nullptr;       // the stream the stage's work is issued on
   StreamHandle path_stream = nullptr;  // the path's own stream (the producer of Q, K, scores)
   int device = 0;
-  void* scores = nullptr;  // the scores softmax reads
-  size_t scores_bytes = 0;
-  AllocKind scores_kind = AllocKind::managed;
+  // What a softmax stage reduces over: the scores (softmax), or the probabilities and their
+  // gradient (softmax_backward); empty for every other stage.
+  struct Operand {
+    const char* name;
+    void* data;
+    size_t bytes;
+  };
+  std::vector<Operand> reduced;
+  AllocKind kind = AllocKind::managed;  // the path's memory
   std::function<void(const std::string&)> note;  // one line in the stage log, tagged with the fix
   HookActions* gpu = nullptr;                    // the path's GPU operations
 };

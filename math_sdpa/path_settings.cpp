@@ -194,6 +194,7 @@ bool stage_runs(Stage s, const SdpaProblem& p, const PathSettings& ps) {
     switch (s) {
       case Stage::grad_upcast: return p.compute_dtype() != p.dtype;
       case Stage::dropout_backward: return p.dropout_p > 0;
+      case Stage::grads_to_host: return ps.scores_to_host != ScoresToHost::none;
       case Stage::alloc_grad_pv:
       case Stage::alloc_grad_softmax:
       case Stage::free_grad_probs:

@@ -383,6 +383,13 @@ void MathSdpa::note(Stage s, const std::string& text) {
   }
 }
 
+std::vector<HookContext::Operand> MathSdpa::reduced_by(Stage s) {
+  if (s == Stage::softmax) return {{"scores", tensor(TensorId::scores), tensor_bytes(TensorId::scores)}};
+  if (s != Stage::softmax_backward && s != Stage::grads_to_host) return {};
+  const TensorId dprobs = runs(Stage::dropout_backward) ? TensorId::grad_probs : TensorId::grad_attn_dropped;
+  return {{"probs", tensor(TensorId::probs), tensor_bytes(TensorId::probs)}, {"grad_probs", tensor(dprobs), tensor_bytes(dprobs)}};
+}
+
 void MathSdpa::stage(Stage s, const std::string& detail, const std::function<void()>& body, cudaStream_t on) {
   cudaStream_t stream = on ? on : stream_;
   set_current_stage(stage_name(s));
@@ -392,8 +399,8 @@ void MathSdpa::stage(Stage s, const std::string& detail, const std::function<voi
   for (auto* o : observers_) {
     if (watching(o)) o->stage_begin(s, detail, stream);
   }
-  HookContext ctx{s,       stream, stream_, device_, tensor(TensorId::scores), tensor_bytes(TensorId::scores), allocator_.kind(),
-                  [this, s](const std::string& text) { note(s, text); }, &hook_actions_};
+  HookContext ctx{s, stream, stream_, device_, reduced_by(s), allocator_.kind(), [this, s](const std::string& text) { note(s, text); },
+                  &hook_actions_};
   for (auto* h : hooks_) h->before_stage(ctx);
   body();
   for (auto* h : hooks_) h->after_stage(ctx);
@@ -498,6 +505,10 @@ void MathSdpa::run_backward(int layer, int step) {
     });
     dprobs = tensor(TensorId::grad_probs);
   }
+  if (runs(Stage::grads_to_host)) {
+    stage(Stage::grads_to_host, std::string("mode=") + scores_to_host_name(settings_.scores_to_host),
+          [&] { move_to_host(Stage::grads_to_host, reduced_by(Stage::softmax_backward)); });
+  }
   stage(Stage::softmax_backward,
         "rows=" + std::to_string(bh * p.q_len) + " cols=" + std::to_string(p.kv_len) +
             (p.kv_len <= kSoftmaxBackwardWarpCols ? " variant=warp" : " variant=block"),
@@ -505,6 +516,7 @@ void MathSdpa::run_backward(int layer, int step) {
           launch_softmax_backward(dprobs, tensor(TensorId::probs), tensor(TensorId::grad_scores), ct, bh * p.q_len, p.kv_len,
                                   stream_);
         });
+  release_host_advice(reduced_by(Stage::softmax_backward));
   memory_stage(Stage::free_grad_probs);
 
   memory_stage(Stage::alloc_grad_qk);

@@ -97,6 +97,9 @@ class MathSdpa {
   bool runs(Stage s) const { return stage_runs(s, problem_, settings_); }
   void note(Stage s, const std::string& text);
   std::string value_summary(Stage s);
+  // What softmax (the scores) or its backward (the probabilities and dP) reduces over: the fixes'
+  // and scenario 2's operands (HookContext::reduced).
+  std::vector<HookContext::Operand> reduced_by(Stage s);
   void bind_cublas(cudaStream_t stream);
   void build_qk_pointer_arrays(const void* kt_base, const HeadStrides& kt_strides);
 
@@ -128,6 +131,10 @@ class MathSdpa {
   void apply_memory_advice(const std::vector<std::pair<void*, size_t>>& buffers, bool at_setup);
   void enter_with_page_fault_storm();         // scenario 4, the entry synchronisation
   void move_scores_to_host();                 // scenario 2, before softmax
+  // Scenario 2's host access (advice and/or a read of every page) to `operands`, stage `s`'s, with
+  // the stream synchronised first; release_host_advice takes the advice back.
+  void move_to_host(Stage s, const std::vector<HookContext::Operand>& operands);
+  void release_host_advice(const std::vector<HookContext::Operand>& operands);
   void start_scores_toucher();                // scenario 2, --scores-host-phase during
   void softmax_launched();                    // ...its thread stops once that softmax finished
   void finish_scores_touch();                 // joins it (end of the call) and releases advice

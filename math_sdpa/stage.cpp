@@ -10,7 +10,7 @@ const char* const kStageNames[kStageCount] = {
     "alloc_key_scaled", "scale_k",     "alloc_key_transposed", "kt_contiguous", "alloc_scores",  "qk_gemm",
     "mask_add",       "scores_to_host", "alloc_probs",      "softmax",          "free_scores",   "alloc_dropout",
     "dropout",        "alloc_output",  "pv_gemm",           "cast_output",      "free_call",     "stream_sync",
-    "alloc_grad_pv",  "grad_upcast",   "dp_gemm",           "dv_gemm",          "alloc_grad_softmax", "dropout_backward",
+    "alloc_grad_pv",  "grad_upcast",   "dp_gemm",           "dv_gemm",          "alloc_grad_softmax", "dropout_backward", "grads_to_host",
     "softmax_backward", "free_grad_probs", "alloc_grad_qk", "dq_gemm",          "dk_gemm",       "grad_inputs",
     "free_backward",  "backward_sync", "free_step"};
 }

@@ -65,6 +65,7 @@ enum class Stage : uint8_t {
   dv_gemm,             // dV = Pdᵀ · dO (...and for its second)
   alloc_grad_softmax,  // dropout's gradient and _safe_softmax's
   dropout_backward,    // native_dropout_backward: dP = dPd · mask / (1 - p)
+  grads_to_host,       // scenario 2: the probabilities and dP moved to the host before softmax's backward (host stage)
   softmax_backward,    // _softmax_backward_data: dS = P · (dP − Σ dP·P), a reduction per row
   free_grad_probs,     // dPd and dP, once softmax's backward has read them
   alloc_grad_qk,       // dQ and dK of bmm(Q, Kᵀ) and the three input gradients
@@ -145,7 +146,7 @@ inline bool is_memory_stage(Stage s) {
 // GPU work, timed with events.
 inline bool is_gpu_stage(Stage s) {
   return s != Stage::entry_sync && s != Stage::stream_sync && s != Stage::scores_to_host && s != Stage::graph_capture &&
-         s != Stage::graph_instantiate && s != Stage::backward_sync && !is_memory_stage(s);
+         s != Stage::graph_instantiate && s != Stage::backward_sync && s != Stage::grads_to_host && !is_memory_stage(s);
 }
 
 // The backward call's stages (--backward), alloc_grad_pv through backward_sync.

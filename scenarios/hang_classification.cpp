@@ -17,6 +17,7 @@ std::vector<int> scenarios_for_hung_stage(Stage s) {
     case Stage::dv_gemm: return {1};
     case Stage::dq_gemm:
     case Stage::dk_gemm: return {1, 3};
+    case Stage::grads_to_host:
     case Stage::softmax_backward: return {2};
     case Stage::gqa_expand:
     case Stage::scale_k:

@@ -3,6 +3,7 @@
 // and the memory plan of a training step.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -164,6 +165,14 @@ TEST_SUITE("backward") {
                                    "dk_gemm", "grad_inputs", "free_backward", "backward_sync"});
     p.dtype = DType::fp32;  // nothing to upcast: dO is used as given
     CHECK(backward_stages(p, ps).at(1) == "dp_gemm");
+    // Scenario 2's host access: the probabilities and their gradient, just before softmax's backward.
+    ps.scores_to_host = ScoresToHost::read;
+    const std::vector<std::string> touched = backward_stages(p, ps);
+    const auto at = std::find(touched.begin(), touched.end(), "grads_to_host");
+    REQUIRE(at != touched.end());
+    CHECK(*(at + 1) == "softmax_backward");
+    CHECK(*(at - 1) == "dropout_backward");
+    CHECK_FALSE(is_gpu_stage(Stage::grads_to_host));
     // Between the forward's end and the step's end, and host or GPU work as they are.
     CHECK(static_cast<int>(Stage::alloc_grad_pv) > static_cast<int>(Stage::stream_sync));
     CHECK(static_cast<int>(Stage::backward_sync) < static_cast<int>(Stage::free_step));

@@ -284,8 +284,8 @@ TEST_SUITE("watchdog") {
     }
     // qk_gemm, scores_to_host, softmax, gqa_expand, scale_k, kt_contiguous, entry_sync, the
     // graph's capture, instantiation and launch, the 18 alloc_* and free_* stages (scenario 6),
-    // and the backward's four GEMMs and softmax_backward
-    CHECK(classified == 33);
+    // and the backward's four GEMMs, grads_to_host and softmax_backward
+    CHECK(classified == 34);
   }
 
   TEST_CASE("fault specs parse, and bad ones are one-line errors") {
