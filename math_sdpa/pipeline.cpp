@@ -444,8 +444,8 @@ void MathSdpa::run(int step) {
   if (step_pending_) end_step();
   for (int l = 1; l <= settings_.layers; ++l) run_layer(l, step);
   // Autograd runs the layers' backward calls in reverse: the last layer's output is the first
-  // the loss reaches.
-  if (settings_.backward) {
+  // the loss reaches. With --graph (one layer) the graph holds the backward call's stages too.
+  if (settings_.backward && !settings_.graph) {
     for (int l = settings_.layers; l >= 1; --l) run_backward(l, step);
   }
   step_pending_ = true;
@@ -457,11 +457,16 @@ void MathSdpa::run(int step) {
 // then the √scale multiplications, repeat_interleave's sums and the upcasts' casts back, here one
 // kernel per input. Every tensor it reads is what autograd saved (memory_plan.h).
 void MathSdpa::run_backward(int layer, int step) {
+  layer_now_ = layer;
+  for (auto* o : observers_) o->call_position(CallPosition{step, layer, settings_.layers});
+  issue_backward_stages();
+  stage(Stage::backward_sync, "", [&] { synchronize_all_streams(); });
+}
+
+void MathSdpa::issue_backward_stages() {
   const SdpaProblem& p = problem_;
   const DType ct = p.compute_dtype();
   const int64_t bh = p.batch * p.q_heads, group = p.q_heads / p.kv_heads;
-  layer_now_ = layer;
-  for (auto* o : observers_) o->call_position(CallPosition{step, layer, settings_.layers});
 
   memory_stage(Stage::alloc_grad_pv);
   const void* dout = tensor(TensorId::grad_output);
@@ -541,7 +546,6 @@ void MathSdpa::run_backward(int layer, int step) {
                            p.batch * p.kv_heads, group, head_elems, 1.0f, stream_);
   });
   memory_stage(Stage::free_backward);
-  stage(Stage::backward_sync, "", [&] { synchronize_all_streams(); });
 }
 
 void MathSdpa::run_layer(int layer, int step) {
@@ -580,6 +584,7 @@ void MathSdpa::capture_graph() {
     capturing_ = true;
     try {
       issue_gpu_stages();
+      if (settings_.backward) issue_backward_stages();
     } catch (...) {
       capturing_ = false;
       cudaGraph_t broken = nullptr;

@@ -90,6 +90,7 @@ class MathSdpa {
   void build_workspace();   // the run's tensors, the cuBLAS handle and its GEMM plans (constructor)
   void run_layer(int layer, int step);
   void run_backward(int layer, int step);  // --backward: layer `layer`'s backward call
+  void issue_backward_stages();            // its stages, on the streams (or into the capture)
   void issue_gpu_stages();  // mask_prepare .. cast_output, on the streams (or into the capture)
   void issue_chunk(int chunk, int64_t row0, int64_t rows, const void* q, const void* kt, const void* v, const void* mask);
   void capture_graph();     // --graph, first call: stages graph_capture and graph_instantiate

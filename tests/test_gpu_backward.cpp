@@ -62,6 +62,7 @@ TEST_SUITE("gpu_backward") {
         {"--alloc", "vmm", "--alloc-timing", "per-call", "--layers", "2", "--steps", "3"},
         {"--k-layout", "bshe"},
         {"--fixes", "5:native"},
+        {"--graph", "--iters", "3", "--mask", "causal", "--kv-heads", "4"},  // replayed: forward and backward in one graph
     };
     for (const auto& c : cases) {
       std::string shown;
@@ -74,7 +75,7 @@ TEST_SUITE("gpu_backward") {
   }
 
   TEST_CASE("every scenario passes with its fix off and on through the backward pass") {
-    for (int scenario = 1; scenario <= 4; ++scenario) {
+    for (int scenario = 1; scenario <= 5; ++scenario) {  // 5: one graph holds the forward and backward calls
       for (const char* fix : {"off", "on"}) {
         CAPTURE(scenario);
         CAPTURE(fix);

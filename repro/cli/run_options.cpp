@@ -475,7 +475,6 @@ void refuse_context_conflicts(const Fields& f, const RunOptions& o) {
     throw InputError("--graph replays one layer's tensors at fixed addresses: it takes --layers 1 and --alloc-timing upfront");
   }
   if (ps.backward) {
-    if (ps.graph) throw InputError("--backward: a CUDA graph of the backward call is not built yet (--graph runs the forward call)");
     if (o.fixes.has(FixPart::chunk) || o.fixes.has(FixPart::recompute)) {
       throw InputError("--backward: fix 5's chunk and recompute parts change what the forward keeps, and the backward "
                        "call they would need is not built (fix 5's native part works)");
