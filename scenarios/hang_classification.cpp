@@ -28,7 +28,35 @@ std::vector<int> scenarios_for_hung_stage(Stage s) {
     case Stage::graph_capture:
     case Stage::graph_instantiate:
     case Stage::graph_launch: return {5};
+    // Fix 1 brackets every batched GEMM, not only Q.K^T; mask_add is the first kernel on the
+    // path's stream to read what the Q.K^T GEMM wrote on its own stream.
+    case Stage::pv_gemm:
+    case Stage::mask_add: return {1};
+    // The first kernels of a call (and of a backward call) to touch on the GPU pages the host
+    // wrote: their faults go through the driver's fault handler, scenario 4's hypothesis.
+    case Stage::mask_prepare:
+    case Stage::upcast:
+    case Stage::scale_q:
+    case Stage::grad_upcast: return {4};
+    // Synchronisations that did not return though every stage before them completed on the GPU
+    // (the progress reporter saw their events): like the entry's, the driver never answered.
+    case Stage::stream_sync:
+    case Stage::backward_sync: return {4};
     default: return is_memory_stage(s) ? std::vector<int>{6} : std::vector<int>{};
+  }
+}
+
+std::string why_no_scenario(Stage s) {
+  if (!scenarios_for_hung_stage(s).empty()) return {};
+  switch (s) {
+    case Stage::dropout:
+    case Stage::dropout_backward:
+    case Stage::cast_output:
+    case Stage::grad_inputs:
+      return std::string("none, because ") + stage_name(s) +
+             " is an elementwise kernel reading only what the GPU wrote earlier in the same call, which no hypothesis "
+             "names; the hang snapshot's resident kernel and blocked threads say more";
+    default: return std::string("none, because no hypothesis names stage ") + stage_name(s);
   }
 }
 
@@ -38,8 +66,12 @@ std::string signature_evidence(int scenario, Stage s) {
   const std::string where = std::string("hung in ") + stage_name(s);
   switch (scenario) {
     case 1:
-      return s == Stage::qk_gemm ? where + " (the Q.K^T GEMM had started: [CUBLAS_GEMM_START] is the last line)"
-                                 : where + " (a GEMM of the backward pass had started: [CUBLAS_GEMM_START] is the last line)";
+      return s == Stage::qk_gemm    ? where + " (the Q.K^T GEMM had started: [CUBLAS_GEMM_START] is the last line)"
+             : s == Stage::pv_gemm  ? where + " (the P.V GEMM, a batched GEMM fix 1 brackets as it does Q.K^T)"
+             : s == Stage::mask_add ? where + " (the first kernel on the path's stream to read the scores the Q.K^T "
+                                              "GEMM wrote)"
+                                    : where + " (a GEMM of the backward pass had started: [CUBLAS_GEMM_START] is the "
+                                              "last line)";
     case 2:
       return s == Stage::softmax ? where + " ([MATH_SOFTMAX_START] is the last line)"
                                  : where + " (softmax's backward, a reduction per row like the forward's)";
@@ -47,7 +79,12 @@ std::string signature_evidence(int scenario, Stage s) {
       return s == Stage::qk_gemm                              ? where + " (cuBLAS reading K^T)"
              : s == Stage::dq_gemm || s == Stage::dk_gemm ? where + " (cuBLAS reading the K or Q the forward's GEMM read)"
                                                               : where + " (after [MATH_QK], before [CUBLAS_GEMM_START])";
-    case 4: return where + " (the entry synchronisation never returned)";
+    case 4:
+      return s == Stage::entry_sync ? where + " (the entry synchronisation never returned)"
+             : s == Stage::stream_sync || s == Stage::backward_sync
+                 ? where + " (the synchronisation never returned though the stages before it had completed)"
+                 : where + " (the first kernel to touch on the GPU pages the host wrote: their faults go through the "
+                           "driver)";
     case 5: return where + " (the CUDA graph of the path)";
     case 6:
       return is_memory_stage(s) ? where + " (an allocation or free that did not return)"
@@ -187,6 +224,7 @@ void add_snapshot_evidence(HangClassification& h, const HangEvidence& e) {
 HangClassification classify_hang(Stage hung, const SdpaProblem& p, const PathSettings& ps, const HangEvidence& evidence) {
   HangClassification h;
   h.stage = stage_name(hung);
+  h.no_scenario_reason = why_no_scenario(hung);
   std::vector<int> fits = scenarios_for_hung_stage(hung);
   // A pass that allocates as it goes can run out of memory in any stage: scenario 6 is a candidate
   // wherever its conditions were present, ranked by them.
@@ -207,7 +245,7 @@ HangClassification classify_hang(Stage hung, const SdpaProblem& p, const PathSet
 
 std::string HangClassification::summary() const {
   if (candidates.empty()) {
-    return "unclassified (hung in stage " + stage + ")" +
+    return "unclassified (hung in stage " + stage + ")" + (no_scenario_reason.empty() ? "" : ": " + no_scenario_reason) +
            (evidence_used.empty() ? std::string() : "; snapshot: " + join(evidence_used, "; "));
   }
   const HangCandidate& first = candidates.front();

@@ -38,16 +38,20 @@ struct HangClassification {
   std::string stage;
   std::vector<HangCandidate> candidates;  // most likely first; empty when no signature fits
   std::vector<std::string> evidence_used;  // what of the snapshot weighed in (HangEvidence), one line each
+  std::string no_scenario_reason;          // for a stage no scenario's signature fits: "none, because ..."
 
   int scenario() const { return candidates.empty() ? 0 : candidates.front().scenario; }
   // One line: the likeliest candidate with its evidence, then the others by number;
-  // "unclassified (hung in stage X)" when no signature fits.
+  // "unclassified (hung in stage X): none, because ..." when no signature fits.
   std::string summary() const;
 };
 
 // The scenarios whose stage-log signature a hang in `s` fits (docs/SCENARIOS.md), by number; the
 // Q.K^T GEMM itself can hang for scenario 1's reason or for scenario 3's (faulting through the view).
 std::vector<int> scenarios_for_hung_stage(Stage s);
+
+// For a stage that fits no scenario, why ("none, because ..."); empty for the others.
+std::string why_no_scenario(Stage s);
 
 // A hang is classified by its stage and the conditions first; a snapshot's evidence then adds to
 // the candidates it bears on (a GEMM, softmax or page-touch kernel resident; a thread blocked in

@@ -205,11 +205,15 @@ TEST_SUITE("hypotheses") {
     const RunOptions s4 = run_options({"--scenario", "4"});
     CHECK(mentions(classify_hang(Stage::entry_sync, s4.problem, s4.settings).candidates[0].evidence, "4 streams"));
 
-    // No signature: unclassified, with the stage named.
-    const HangClassification none = classify_hang(Stage::mask_add, s1.problem, s1.settings);
+    // No signature: unclassified, with the stage named and why no hypothesis fits.
+    const HangClassification none = classify_hang(Stage::cast_output, s1.problem, s1.settings);
     CHECK(none.candidates.empty());
     CHECK(none.scenario() == 0);
-    CHECK(none.summary() == "unclassified (hung in stage mask_add)");
+    CHECK(none.summary().find("unclassified (hung in stage cast_output): none, because cast_output is an elementwise") == 0);
+    // The P.V GEMM is a batched GEMM like Q.K^T: scenario 1's, with the stream against it.
+    const HangClassification pv = classify_hang(Stage::pv_gemm, s1.problem, s1.settings);
+    REQUIRE(pv.candidates.size() == 1);
+    CHECK(mentions(pv.candidates[0].evidence, "fix 1 brackets"));
   }
 
   TEST_CASE("the PyTorch-level symptom: the SDPA call of the run's problem, valid Python") {
