@@ -2,6 +2,7 @@
 #include "scenario.h"
 
 #include "math_sdpa/errors.h"
+#include "math_sdpa/softmax_plan.h"
 
 namespace sdpa {
 
@@ -33,6 +34,20 @@ std::optional<std::string> scenario_waiver(int number, const PathSettings& condi
          alloc_kind_name(a) + " memory " +
          (a == AllocKind::host ? "is pinned in host memory and never migrates" : "never leaves the GPU") +
          " (use --alloc managed, or system where the GPU reads pageable memory)";
+}
+
+std::vector<std::string> scenario_caveats(int number, const SdpaProblem& problem, const PathSettings& conditions) {
+  std::vector<std::string> caveats;
+  // Scenario 2 is about the block reduction; a run that reaches softmax with only warp rows never
+  // runs it (the backward's softmax splits its rows the same way).
+  if (number == 2 && conditions.scores_to_host != ScoresToHost::none &&
+      !softmax_uses_block_barriers(softmax_variant_for(problem.compute_dtype(), problem.kv_len))) {
+    caveats.push_back("scenario 2's hypothesis is about softmax's block reduction, but rows of S = " +
+                      std::to_string(problem.kv_len) + " <= " + std::to_string(kSoftmaxWarpRowMaxCols) +
+                      " keys take the warp path (no shared memory, no block barrier): a pass says nothing about it "
+                      "(use S > " + std::to_string(kSoftmaxWarpRowMaxCols) + ", as the default --workload qwen-image-1024 does)");
+  }
+  return caveats;
 }
 
 }  // namespace sdpa

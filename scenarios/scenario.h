@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "math_sdpa/path_settings.h"
+#include "math_sdpa/problem.h"
 
 namespace sdpa {
 
@@ -45,6 +46,13 @@ void apply_scenario(int number, PathSettings& settings);
 // fix that removes the condition is a fix, not a waiver), or nullopt when it can. Decided from
 // the command line alone, before the GPU is touched.
 std::optional<std::string> scenario_waiver(int number, const PathSettings& conditions);
+
+// What makes a run of scenario `number` with this problem and these conditions say nothing about its
+// hypothesis although it runs: scenario 2 with rows of at most 1024 keys, which softmax reduces in
+// a warp with no block barrier. Empty when nothing does. A run still goes ahead (a user may want
+// the warp path under the same host access); it warns, the JSON lists the caveat, and a report
+// whose runs all pass says "not exercised", never "not reproduced".
+std::vector<std::string> scenario_caveats(int number, const SdpaProblem& problem, const PathSettings& conditions);
 
 // One entry per scenario file.
 ScenarioInfo scenario0_full_path();

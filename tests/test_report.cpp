@@ -583,6 +583,15 @@ TEST_SUITE("report") {
     const ReportInput worse = made_up_report(2, {"pass"}, {"hang"});
     CHECK(report_finding(worse) == "fix_fails");
     CHECK(report_title(worse).find("not reproduced with fix 2 off") != std::string::npos);
+    // Every run passed, but under a condition that cannot show the hypothesis: not exercised.
+    ReportInput warp_rows = quiet;
+    warp_rows.fix_off.caveats = {"rows of S = 512 <= 1024 keys take the warp path"};
+    CHECK(report_finding(warp_rows) == "not_exercised");
+    CHECK(report_title(warp_rows) == "Scenario 2: not exercised (fix off: pass 2 of 2; fix on: pass 2 of 2): rows of S = "
+                                     "512 <= 1024 keys take the warp path");
+    ReportInput warp_rows_hang = made_up_report(2, {"hang"}, {"pass"});
+    warp_rows_hang.fix_off.caveats = warp_rows.fix_off.caveats;
+    CHECK(report_finding(warp_rows_hang) == "hang");  // a hang is a finding whatever the caveat
     const ReportInput nogpu = made_up_report(3, {"no_gpu"}, {"no_gpu"});
     CHECK(report_finding(nogpu) == "no_gpu");
     CHECK(report_title(nogpu) == "Scenario 3: not run on this machine (no usable CUDA GPU)");

@@ -35,6 +35,20 @@ std::map<std::string, std::string> changed(const PathSettings& a, const PathSett
 }  // namespace
 
 TEST_SUITE("scenarios") {
+  TEST_CASE("scenario 2 on rows the warp softmax reduces runs with a caveat; at 1025 keys and above it has none") {
+    using test_util::run_options;
+    const auto caveats = [](std::vector<std::string> args) { return run_options(args).caveats; };
+    CHECK(caveats({"--scenario", "2"}).empty());  // the failing workload's layer: 4608 keys
+    CHECK(caveats({"--scenario", "2", "-L", "128", "-S", "1025"}).empty());
+    const std::vector<std::string> at_limit = caveats({"--scenario", "2", "-L", "128", "-S", "1024"});
+    REQUIRE(at_limit.size() == 1);
+    CHECK(at_limit[0].find("rows of S = 1024 <= 1024 keys take the warp path") != std::string::npos);
+    CHECK(caveats({"--scenario", "2", "-L", "512", "-S", "512", "--dtype", "fp32"}).size() == 1);
+    // Only scenario 2's hypothesis is about the block reduction; its condition switched off is no caveat either.
+    for (const char* n : {"0", "1", "3", "4", "5", "6"}) CHECK(caveats({"--scenario", n, "-L", "128", "-S", "128"}).empty());
+    CHECK(caveats({"--scenario", "2", "-S", "512", "--scores-to-host", "none"}).empty());
+  }
+
   TEST_CASE("the registry holds scenarios 0-5, each documented, 1-5 each with its own fix") {
     REQUIRE(scenario_table().size() == static_cast<size_t>(kScenarioCount));
     for (int n = 0; n < kScenarioCount; ++n) {

@@ -341,11 +341,11 @@ TEST_SUITE("schemas") {
     // The sweep, the report and users' scripts read these by key.
     json doc = result_to_json(checked_pass());
     doc["watchdog"] = result_to_json(hang_in_softmax())["watchdog"];
-    // The backward's keys are optional: the committed runs before it have none.
+    // The backward's keys and the caveats are optional: the committed runs before them have none.
     check_unpinned("run.schema.json", doc,
                    {"/scenario/preconditions/last_stage", "/scenario/preconditions/scores_host_phase",
                     "/scenario/preconditions/scores_to_host", "/config/conditions/backward", "/config/settings/backward",
-                    "/nonfinite_gradients"},
+                    "/nonfinite_gradients", "/caveats"},
                    "a pass with a watchdog block");
     check_unpinned("run.schema.json", committed("h100-2026-11-25/context/default_device.json"), {}, "context/default_device.json");
     json renamed = doc;
@@ -454,7 +454,7 @@ TEST_SUITE("schemas") {
                     "/scenario/preconditions/scores_to_host", "/runs/0/result/config/conditions/backward",
                     "/runs/0/result/config/settings/backward", "/runs/0/result/nonfinite_gradients",
                     "/runs/1/result/config/conditions/backward", "/runs/1/result/config/settings/backward",
-                    "/runs/1/result/nonfinite_gradients"},
+                    "/runs/1/result/nonfinite_gradients", "/runs/0/result/caveats", "/runs/1/result/caveats"},
                    "report_json");
   }
 }

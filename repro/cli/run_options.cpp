@@ -630,6 +630,7 @@ RunOptions RunOptionParser::finish(int argc, const char* const* argv) const {
   o.problem_given = p;
   o.set_fixes(fixes);
   o.waiver = scenario_waiver(o.scenario, o.conditions).value_or("");
+  o.caveats = scenario_caveats(o.scenario, o.problem, o.conditions);
 
   parse_log_level(f.log, o.log);
   o.log_format = parse_log_format(f.log_format);

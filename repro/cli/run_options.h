@@ -73,6 +73,9 @@ struct RunOptions {
   // Non-empty when the scenario cannot be exercised under these conditions (scenario_waiver):
   // the run ends as waived (exit 6) before the GPU is touched.
   std::string waiver;
+  // What makes this run say nothing about its scenario's hypothesis though it runs
+  // (scenario_caveats): warned on stderr, listed in the JSON, and a report says "not exercised".
+  std::vector<std::string> caveats;
   std::vector<std::string> argv;  // the command line as given, for results and reports
   // --inputs: the tensors, read and checked while parsing; the problem's shapes, dtype and mask
   // are the files'. Shared, not copied: captured tensors can be gigabytes.

@@ -465,6 +465,8 @@ std::string report_finding(const ReportInput& in) {
       return outcome_name(everywhere);
     }
   }
+  // Passes under a condition that cannot show the hypothesis (scenario 2 on warp rows) prove nothing.
+  if (all_pass(off) && all_pass(on) && !in.fix_off.caveats.empty()) return "not_exercised";
   if (all_pass(off)) return all_pass(on) ? "not_reproduced" : "fix_fails";
   const RunView* w = worst(off);
   return w && w->outcome == Outcome::hang ? "hang" : "failure";
@@ -511,6 +513,9 @@ std::string configuration_title(const ReportInput& in) {
   if (finding == "no_gpu") return scenario + ": not run on this machine (no usable CUDA GPU)";
   if (finding == "waived") return scenario + ": waived on this machine (" + off.front().error + ")";
   if (finding == "refused") return scenario + ": refused by the memory guard on this machine (" + off.front().error + ")";
+  if (finding == "not_exercised") {
+    return scenario + ": not exercised (fix off: " + counts(off) + "; fix on: " + counts(on) + "): " + in.fix_off.caveats.front();
+  }
   if (finding == "not_reproduced") {
     return scenario + ": not reproduced on this machine (fix off: " + counts(off) + "; fix on: " + counts(on) + ")";
   }

@@ -66,7 +66,8 @@ struct ReportInput {
 using LadderValues = ContextLadderValues;
 std::vector<LadderRung> ladder_rungs(const LadderValues& values);
 
-// "hang", "not_reproduced", "failure" (a crash, CUDA error, mismatch... with the fix off),
+// "hang", "not_reproduced", "not_exercised" (every run passed but RunOptions::caveats says they
+// could not show the hypothesis), "failure" (a crash, CUDA error, mismatch... with the fix off),
 // "fix_fails" (pass with the fix off, failures with it on), "no_gpu" or "waived" (every run),
 // "not_run".
 std::string report_finding(const ReportInput& in);

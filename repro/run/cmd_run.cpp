@@ -56,6 +56,7 @@ int run_main(int argc, char** argv) {
     return parsed.exit_code;
   }
   const RunOptions& options = parsed.options;
+  for (const std::string& caveat : options.caveats) std::cerr << "repro: warning: " << caveat << "\n";
   if (options.plan_only) return print_plan(options);
   SupervisedCommand<RunResult> command;
   command.name = "repro";

@@ -283,6 +283,7 @@ nlohmann::json result_to_json(const RunResult& r) {
                  {"memory_trace", o.memory_trace},
                  {"uvm_counters", o.uvm_counters},
                  {"context", context_to_json(o.context)}};
+  j["caveats"] = o.caveats;
   j["outcome"] = outcome_name(r.outcome);
   j["exit_code"] = r.exit_code;
   j["error"] = r.error.empty() ? json(nullptr) : json(r.error);

@@ -59,6 +59,7 @@ std::string result_to_text(const RunResult& r) {
     if (plain.at(name) != value) changed += " " + name + "=" + value;
   }
   if (!changed.empty()) s << "# settings:" << changed << "\n";
+  for (const std::string& caveat : r.options.caveats) s << "# caveat: " << caveat << "\n";
   if (!r.stages.empty()) {
     s << "#  stage          calls   median_ms      p10_ms      p90_ms  clock\n";
     for (const auto& st : r.stages) {

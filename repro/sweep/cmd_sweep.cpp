@@ -174,7 +174,13 @@ void write_sweep_outputs(const std::string& json_path, const std::string& svg_pa
 }
 
 int run_sweep(const SweepOptions& o) {
-  const std::vector<SweepCell> matrix = expand_matrix(o.axes);
+  int left_out = 0;
+  std::string left_out_why;
+  const std::vector<SweepCell> matrix = expand_matrix(o.axes, &left_out, &left_out_why);
+  if (left_out) {
+    warn(std::to_string(left_out) + " combination(s) of the axes left out: they cannot show their scenario's "
+         "hypothesis (" + left_out_why + ")");
+  }
   if (static_cast<size_t>(o.shard.count) > matrix.size()) {
     throw InputError("--shard " + o.shard.str() + ": the matrix has only " + std::to_string(matrix.size()) +
                      " cells, fewer than the shards");
@@ -188,6 +194,8 @@ int run_sweep(const SweepOptions& o) {
   meta.axes = o.axes;
   meta.shard = o.shard;
   meta.matrix_cells = matrix.size();
+  meta.left_out = left_out;
+  meta.left_out_why = left_out_why;
   meta.cell_timeout_s = o.cell_timeout_s;
   meta.stage_timeout_s = o.stage_timeout_s;
   meta.workers = sweep_workers(o.gpus, o.cells_per_gpu);

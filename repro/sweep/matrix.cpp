@@ -199,7 +199,7 @@ void canonicalise_axes(SweepAxes& a) {
   check_count(a.repeats, "--repeats");
 }
 
-std::vector<SweepCell> expand_matrix(SweepAxes a) {
+std::vector<SweepCell> expand_matrix(SweepAxes a, int* left_out, std::string* left_out_why) {
   canonicalise_axes(a);
   // Counted before anything is built: --repeats 100000000 must be an error, not an exhausted host.
   double planned = static_cast<double>(a.repeats);
@@ -212,6 +212,8 @@ std::vector<SweepCell> expand_matrix(SweepAxes a) {
                      std::to_string(kMaxSweepCells) + " (fewer repeats, or split it into several sweeps)");
   }
   std::vector<SweepCell> cells;
+  int skipped = 0;
+  std::string why;
   for (int scenario : a.scenarios)
     for (const auto& fix : a.fixes)
       for (const auto& dtype : a.dtypes)
@@ -233,9 +235,18 @@ std::vector<SweepCell> expand_matrix(SweepAxes a) {
                   c.context = context;
                   c.iters = a.iters;
                   c.repeat = repeat;
-                  c.fix_list = parse_as_repro("cell " + c.key(), c.run_args()).fixes.str();
+                  const RunOptions options = parse_as_repro("cell " + c.key(), c.run_args());
+                  if (!options.caveats.empty()) {
+                    if (why.empty()) why = c.key() + ": " + options.caveats.front();
+                    ++skipped;
+                    continue;
+                  }
+                  c.fix_list = options.fixes.str();
                   cells.push_back(c);
                 }
+  if (cells.empty() && skipped) throw InputError("no cell of the matrix can show its scenario's hypothesis: " + why);
+  if (left_out) *left_out = skipped;
+  if (left_out_why) *left_out_why = why;
   return cells;
 }
 

@@ -146,7 +146,9 @@ MergedSweep merge_shards(const std::vector<std::string>& sources, const std::str
   }
 
   // Every cell where its shard was dealt it, each once.
-  const std::vector<SweepCell> cells = expand_matrix(first.axes);
+  int left_out = 0;
+  std::string left_out_why;
+  const std::vector<SweepCell> cells = expand_matrix(first.axes, &left_out, &left_out_why);
   const int count = first.shard.count;
   std::map<std::string, const SweepCell*> by_key;
   for (const auto& c : cells) by_key.emplace(c.key(), &c);
@@ -200,6 +202,8 @@ MergedSweep merge_shards(const std::vector<std::string>& sources, const std::str
   meta.dry_run = first.dry_run;
   meta.axes = first.axes;
   meta.matrix_cells = cells.size();
+  meta.left_out = left_out;
+  meta.left_out_why = left_out_why;
   meta.cell_timeout_s = first.doc.at("matrix").value("cell_timeout_s", 0.0);
   meta.stage_timeout_s = first.doc.at("matrix").value("stage_timeout_s", 0.0);
   meta.shards = json::array();

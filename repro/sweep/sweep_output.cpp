@@ -226,6 +226,7 @@ json sweep_document(const SweepMeta& meta, const std::vector<json>& cells, const
   json matrix = axes_to_json(meta.axes);
   matrix["cells"] = meta.matrix_cells ? meta.matrix_cells : end.cells_planned;
   matrix["shard"] = shard_to_json(meta.shard);
+  if (meta.left_out) matrix["left_out"] = {{"count", meta.left_out}, {"example", meta.left_out_why}};
   matrix["cell_timeout_s"] = meta.cell_timeout_s;
   matrix["stage_timeout_s"] = meta.stage_timeout_s;
   matrix["workers"] = workers;

@@ -33,6 +33,8 @@ struct SweepMeta {
   SweepAxes axes;
   SweepShard shard;          // the slice of the matrix this sweep runs (1/1: all of it)
   size_t matrix_cells = 0;   // cells of the whole matrix (0: as many as the document plans)
+  int left_out = 0;          // combinations that cannot show their hypothesis (expand_matrix)
+  std::string left_out_why;  // one of them and why
   double cell_timeout_s = 0, stage_timeout_s = 0;
   std::vector<std::string> workers;  // CUDA_VISIBLE_DEVICES of each worker ("" = inherited)
   nlohmann::json host;       // host_json() of the machine that ran it; null: none (a merged document)
