@@ -90,6 +90,10 @@ void MathSdpa::create_streams() {
       CUDA_CHECK(cudaStreamCreateWithFlags(&qk_stream_, cudaStreamNonBlocking));
       owns_qk_stream_ = true;
       break;
+    case GemmStream::blocking:
+      CUDA_CHECK(cudaStreamCreateWithFlags(&qk_stream_, cudaStreamDefault));
+      owns_qk_stream_ = true;
+      break;
   }
   if (qk_stream_ != stream_) {
     CUDA_CHECK(cudaEventCreateWithFlags(&producers_done_, cudaEventDisableTiming));
@@ -333,8 +337,10 @@ void MathSdpa::order_gemm_after_producers(Stage gemm) {
   const std::string what = gemm == Stage::qk_gemm ? "Q.K^T" : stage_name(gemm);
   if (settings_.qk_gemm_order == GemmOrder::none) {
     note(gemm, "[SCENARIO_1] " + what + " GEMM on stream " + stream_id(qk_stream_) + " (" +
-                             gemm_stream_name(settings_.qk_gemm_stream) + "), NOT ordered after stream " +
-                             stream_id(stream_) + ": a deliberate race");
+                   gemm_stream_name(settings_.qk_gemm_stream) + "), NOT ordered after stream " + stream_id(stream_) +
+                   (implicitly_ordered_by_legacy_stream(settings_.stream, settings_.qk_gemm_stream)
+                        ? " by any event or synchronisation: only the legacy default stream's implicit one orders them"
+                        : ": a deliberate race"));
     return;
   }
   CUDA_CHECK(cudaEventRecord(producers_done_, stream_));

@@ -14,9 +14,12 @@ namespace sdpa {
 namespace {
 
 const NameTable<StreamMode> kStreamModes{
-    "--stream", {{StreamMode::non_blocking, "non-blocking"}, {StreamMode::legacy, "legacy"}, {StreamMode::per_thread, "per-thread"}}};
-const NameTable<GemmStream> kGemmStreams{
-    "--gemm-stream", {{GemmStream::same, "same"}, {GemmStream::legacy, "legacy"}, {GemmStream::aux, "aux"}}};
+    "--stream", {{StreamMode::legacy, "legacy"}, {StreamMode::non_blocking, "non-blocking"}, {StreamMode::per_thread, "per-thread"}}};
+const NameTable<GemmStream> kGemmStreams{"--gemm-stream",
+                                         {{GemmStream::same, "same"},
+                                          {GemmStream::legacy, "legacy"},
+                                          {GemmStream::aux, "aux"},
+                                          {GemmStream::blocking, "blocking"}}};
 const NameTable<GemmOrder> kGemmOrders{"--gemm-order", {{GemmOrder::event, "event"}, {GemmOrder::none, "none"}}};
 const NameTable<KLayout> kKLayouts{"--k-layout", {{KLayout::bhse, "bhse"}, {KLayout::bshe, "bshe"}}};
 const NameTable<GemmApi> kGemmApis{"--gemm-api", {{GemmApi::strided, "strided"}, {GemmApi::batched, "batched"}}};
@@ -51,6 +54,16 @@ const NameTable<ResultTensor> kResultTensors{
 
 const char* stream_mode_name(StreamMode m) { return kStreamModes.name(m); }
 const char* gemm_stream_name(GemmStream g) { return kGemmStreams.name(g); }
+bool implicitly_ordered_by_legacy_stream(StreamMode path, GemmStream gemm) {
+  switch (gemm) {
+    case GemmStream::blocking: return path == StreamMode::legacy;
+    case GemmStream::legacy: return path == StreamMode::per_thread;
+    case GemmStream::same:
+    case GemmStream::aux: return false;
+  }
+  return false;
+}
+
 const char* gemm_order_name(GemmOrder o) { return kGemmOrders.name(o); }
 const char* k_layout_name(KLayout k) { return kKLayouts.name(k); }
 const char* gemm_api_name(GemmApi a) { return kGemmApis.name(a); }

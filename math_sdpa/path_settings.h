@@ -23,17 +23,26 @@ namespace sdpa {
 
 // The stream the path's own kernels run on (PyTorch's "current stream").
 enum class StreamMode {
-  non_blocking,  // a created stream with cudaStreamNonBlocking (the default)
-  legacy,        // the legacy default stream, which synchronises with every blocking stream
+  legacy,        // the legacy default stream, which synchronises with every blocking stream: what
+                 // PyTorch runs on unless the program picks another (the default)
+  non_blocking,  // a created stream with cudaStreamNonBlocking (a side stream, as torch.cuda.Stream()
+                 // and torch.cuda.graph's capture use)
   per_thread,    // cudaStreamPerThread
 };
 
 // The stream the cuBLAS handle of the Q.K^T GEMM is bound to (scenario 1).
 enum class GemmStream {
-  same,    // the path's stream (what at::bmm does, and fix 1)
-  legacy,  // the legacy default stream
-  aux,     // a second non-blocking stream, as GEMMs on an auxiliary stream
+  same,      // the path's stream (what at::bmm does, and fix 1)
+  legacy,    // the legacy default stream
+  aux,       // a second non-blocking stream, as GEMMs on an auxiliary stream
+  blocking,  // a second stream created without cudaStreamNonBlocking: nothing orders it explicitly,
+             // but the legacy default stream synchronises with it implicitly
 };
+
+// Whether the Q.K^T GEMM on its own stream is ordered after the path's kernels by the legacy
+// default stream's implicit synchronisation alone: one of the two streams is the legacy stream
+// and the other a blocking one (a created blocking stream, or the per-thread default stream).
+bool implicitly_ordered_by_legacy_stream(StreamMode path, GemmStream gemm);
 
 // How the Q.K^T GEMM on another stream is ordered after the kernels that produce Q and K.
 enum class GemmOrder {
@@ -84,7 +93,7 @@ enum class Advice { preferred_gpu, preferred_cpu, accessed_by_gpu, accessed_by_c
 struct PathSettings {
   AllocKind alloc = AllocKind::managed;
   AsyncPool async_pool = AsyncPool::private_pool;  // which allocator `async` memory comes from
-  StreamMode stream = StreamMode::non_blocking;
+  StreamMode stream = StreamMode::legacy;
   GemmStream qk_gemm_stream = GemmStream::same;
   GemmOrder qk_gemm_order = GemmOrder::event;
   KLayout k_layout = KLayout::bhse;

@@ -111,7 +111,11 @@ HangCandidate candidate(int scenario, Stage hung, const SdpaProblem& p, const Pa
       if (ps.qk_gemm_stream != GemmStream::same) {
         c.evidence.push_back(std::string("the Q.K^T GEMM ran on the ") + gemm_stream_name(ps.qk_gemm_stream) +
                              " stream, not the path's (" +
-                             (ps.qk_gemm_order == GemmOrder::event ? "ordered by an event" : "not ordered at all") + ")");
+                             (ps.qk_gemm_order == GemmOrder::event ? "ordered by an event"
+                              : implicitly_ordered_by_legacy_stream(ps.stream, ps.qk_gemm_stream)
+                                  ? "no explicit ordering: only the legacy default stream's implicit one"
+                                  : "not ordered at all") +
+                             ")");
       } else {
         c.against.push_back("the Q.K^T GEMM ran on the path's own stream");
       }

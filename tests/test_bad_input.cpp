@@ -301,7 +301,7 @@ TEST_SUITE("bad_input") {
     // A planned cell's record whose axes disagree with its key was edited: refused too.
     std::string edited = good;
     const std::string key =
-        "scenario=0 fix=off dtype=bf16 precision=upcast shape=2x8x128x128x64 alloc=managed stream=non-blocking iters=1 repeat=0";
+        "scenario=0 fix=off dtype=bf16 precision=upcast shape=2x8x128x128x64 alloc=managed stream=default iters=1 repeat=0";
     edited.replace(edited.find("elsewhere"), 9, key);
     edited.replace(edited.find("\"bf16\""), 6, "\"fp16\"");
     std::system(("rm -rf '" + scratch.dir + "'/*").c_str());

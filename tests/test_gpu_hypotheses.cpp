@@ -155,6 +155,7 @@ TEST_SUITE("gpu_hypotheses") {
       std::vector<float> results[2];
       for (int graph = 0; graph < 2; ++graph) {
         PathSettings settings;
+        settings.stream = StreamMode::non_blocking;  // a graph is captured on a side stream
         c.edit(settings);
         settings.graph = graph == 1;
         const FixSet fixes = parse_fix_list(c.fixes);

@@ -166,11 +166,20 @@ TEST_SUITE("gpu_scenarios") {
       bool checked;  // false for the deliberate race
     };
     const Variant variants[] = {
-        {1, "aux stream", [](PathSettings& s, SdpaProblem&) { s.qk_gemm_stream = GemmStream::aux; }, true},
-        {1, "legacy path stream", [](PathSettings& s, SdpaProblem&) { s.stream = StreamMode::legacy; }, true},
-        {1, "per-thread path stream", [](PathSettings& s, SdpaProblem&) { s.stream = StreamMode::per_thread; }, true},
-        {1, "full path on aux", [](PathSettings& s, SdpaProblem&) { s.qk_gemm_stream = GemmStream::aux, s.last_stage = Stage::stream_sync; }, true},
-        {1, "race (no ordering)", [](PathSettings& s, SdpaProblem&) { s.qk_gemm_order = GemmOrder::none; }, false},
+        {1, "ordered by an event", [](PathSettings& s, SdpaProblem&) { s.qk_gemm_order = GemmOrder::event; }, true},
+        {1, "aux stream, event", [](PathSettings& s, SdpaProblem&) { s.qk_gemm_stream = GemmStream::aux, s.qk_gemm_order = GemmOrder::event; }, true},
+        {1, "non-blocking path stream, legacy GEMM stream, event",
+         [](PathSettings& s, SdpaProblem&) {
+           s.stream = StreamMode::non_blocking, s.qk_gemm_stream = GemmStream::legacy, s.qk_gemm_order = GemmOrder::event;
+         }, true},
+        {1, "per-thread path stream, legacy GEMM stream, implicit order",
+         [](PathSettings& s, SdpaProblem&) { s.stream = StreamMode::per_thread, s.qk_gemm_stream = GemmStream::legacy; }, true},
+        {1, "full path, implicit order", [](PathSettings& s, SdpaProblem&) { s.last_stage = Stage::stream_sync; }, true},
+        {1, "full path on aux, event",
+         [](PathSettings& s, SdpaProblem&) {
+           s.qk_gemm_stream = GemmStream::aux, s.qk_gemm_order = GemmOrder::event, s.last_stage = Stage::stream_sync;
+         }, true},
+        {1, "race (aux stream, no ordering)", [](PathSettings& s, SdpaProblem&) { s.qk_gemm_stream = GemmStream::aux; }, false},
         {2, "advise", [](PathSettings& s, SdpaProblem&) { s.scores_to_host = ScoresToHost::advise; }, true},
         {2, "both", [](PathSettings& s, SdpaProblem&) { s.scores_to_host = ScoresToHost::both; }, true},
         {2, "full path with dropout", [](PathSettings& s, SdpaProblem& p) { s.last_stage = Stage::stream_sync, p.dropout_p = 0.2; }, true},

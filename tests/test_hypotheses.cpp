@@ -166,13 +166,13 @@ TEST_SUITE("hypotheses") {
   }
 
   TEST_CASE("classification: every candidate whose signature fits, ranked by the conditions present") {
-    // Scenario 1's own conditions: the GEMM on the legacy stream, K contiguous.
+    // Scenario 1's own conditions: the GEMM on a blocking stream ordered by nothing explicit, K contiguous.
     const RunOptions s1 = run_options({"--scenario", "1"});
     const HangClassification h1 = classify_hang(Stage::qk_gemm, s1.problem, s1.settings);
     REQUIRE(h1.candidates.size() == 2);
     CHECK(h1.scenario() == 1);
     CHECK(h1.candidates[1].scenario == 3);
-    CHECK(mentions(h1.candidates[0].evidence, "legacy stream"));
+    CHECK(mentions(h1.candidates[0].evidence, "blocking stream, not the path's (no explicit ordering: only the legacy"));
     CHECK(h1.summary().find("also scenario 3") != std::string::npos);
 
     // The same stage under scenario 3's conditions: K a [B, S, H, E] view through the pointer-array GEMM.

@@ -139,7 +139,7 @@ TEST_SUITE("options") {
     for (const char* shown : {"--json FILE", "--save-output FILE", "--log-file FILE", "--inputs DIR", "--snapshot-dir DIR",
                               "--seed SEED", "--stage-timeout S", "-b,--batch INT", "--dtype bf16|fp16|fp32",
                               "--precision upcast|native", "--mask-dims 1x1|Bx1|1xH|BxH", "--scenario 0-6", "--fix on|off|lean",
-                              "none, bool, float", "managed, device, async, host, system, vmm", "non-blocking, legacy, per-thread",
+                              "none, bool, float", "managed, device, async, host, system, vmm", "legacy, non-blocking, per-thread",
                               "off, stages, sync, values", "snapshot (", "qwen-image-1024", "entry_sync"}) {
       CHECK_MESSAGE(help.find(shown) != std::string::npos, shown);
     }

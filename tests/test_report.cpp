@@ -336,8 +336,10 @@ TEST_SUITE("report") {
       return generate_reproducer(options_for(n, false), options_for(n, true), "off", "on");
     };
     const std::string s1 = generate(1), s2 = generate(2), s3 = generate(3), s4 = generate(4);
-    CHECK(s1.find("qk_stream = cudaStreamLegacy") != std::string::npos);  // scenario 1: the GEMM on the legacy stream
-    CHECK(s1.find("order_gemm_after_producers") != std::string::npos);
+    // Scenario 1: the GEMM on a blocking stream of its own, ordered after the path's (legacy) stream by nothing explicit.
+    CHECK(s1.find("CHECK(cudaStreamCreateWithFlags(&qk_stream, cudaStreamDefault));") != std::string::npos);
+    CHECK(s1.find("only the legacy default stream's implicit synchronisation") != std::string::npos);
+    CHECK(s1.find("order_gemm_after_producers") == std::string::npos);
     CHECK(s1.find("cfg.gemm_set_stream") != std::string::npos);  // fix 1: its two parts
     CHECK(s1.find("cfg.gemm_host_sync") != std::string::npos);
     CHECK(s1.find("move_scores_to_host") == std::string::npos);

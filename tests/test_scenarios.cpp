@@ -205,7 +205,23 @@ TEST_SUITE("scenarios") {
   }
 
   TEST_CASE("settings: defaults, then the scenario, then explicit options, then fixes") {
-    CHECK(run_settings({"--scenario", "1"}).qk_gemm_stream == GemmStream::legacy);
+    // PyTorch's stream by default; scenario 1's GEMM on a blocking stream ordered by nothing explicit.
+    CHECK(run_settings({}).stream == StreamMode::legacy);
+    CHECK(run_settings({}).qk_gemm_order == GemmOrder::event);
+    CHECK(run_settings({"--scenario", "1"}).stream == StreamMode::legacy);
+    CHECK(run_settings({"--scenario", "1"}).qk_gemm_stream == GemmStream::blocking);
+    CHECK(run_settings({"--scenario", "1"}).qk_gemm_order == GemmOrder::none);
+    CHECK(run_settings({"--scenario", "1", "--gemm-order", "event"}).qk_gemm_order == GemmOrder::event);
+    CHECK(implicitly_ordered_by_legacy_stream(StreamMode::legacy, GemmStream::blocking));
+    CHECK(implicitly_ordered_by_legacy_stream(StreamMode::per_thread, GemmStream::legacy));
+    CHECK_FALSE(implicitly_ordered_by_legacy_stream(StreamMode::legacy, GemmStream::aux));
+    CHECK_FALSE(implicitly_ordered_by_legacy_stream(StreamMode::non_blocking, GemmStream::legacy));
+    CHECK_FALSE(implicitly_ordered_by_legacy_stream(StreamMode::non_blocking, GemmStream::blocking));
+    CHECK_FALSE(implicitly_ordered_by_legacy_stream(StreamMode::per_thread, GemmStream::blocking));
+    // A graph is captured on a side stream (scenario 5, and --graph for any scenario).
+    CHECK(run_settings({"--scenario", "5"}).stream == StreamMode::non_blocking);
+    CHECK(run_settings({"--scenario", "0", "--graph"}).stream == StreamMode::non_blocking);
+    CHECK(run_settings({"--scenario", "4"}).stream == StreamMode::legacy);
     CHECK(run_settings({"--scenario", "1", "--gemm-stream", "aux"}).qk_gemm_stream == GemmStream::aux);
     CHECK(run_settings({"--scenario", "1", "--gemm-stream", "aux", "--fix", "on"}).qk_gemm_stream == GemmStream::same);
     CHECK(run_settings({"--scenario", "1", "--gemm-order", "none"}).qk_gemm_order == GemmOrder::none);
@@ -296,7 +312,7 @@ TEST_SUITE("scenarios") {
     PathSettings s1;
     apply_scenario(1, s1);
     for (const auto& f : make_fixes(parse_fix_list("1:host-sync"))) f->configure(s1);
-    CHECK(s1.qk_gemm_stream == GemmStream::legacy);  // host-sync alone leaves the GEMM's stream
+    CHECK(s1.qk_gemm_stream == GemmStream::blocking);  // host-sync alone leaves the GEMM's stream
     for (const auto& f : make_fixes(parse_fix_list("1:set-stream"))) f->configure(s1);
     CHECK(s1.qk_gemm_stream == GemmStream::same);
     PathSettings s4;

@@ -23,6 +23,7 @@
 #include <stdexcept>
 
 #include "json_schema_check.h"
+#include "parse_words.h"
 #include "math_sdpa/errors.h"
 #include "math_sdpa/softmax_plan.h"
 #include "repro/common/text.h"
@@ -417,7 +418,7 @@ TEST_SUITE("sweep") {
     CHECK(keys_of(cells).size() == 306);
     const SweepCell& first = cells.front();
     CHECK(first.key() ==
-          "scenario=0 fix=off dtype=bf16 precision=upcast shape=2x8x128x128x64 alloc=managed stream=non-blocking iters=5 "
+          "scenario=0 fix=off dtype=bf16 precision=upcast shape=2x8x128x128x64 alloc=managed stream=default iters=5 "
           "repeat=0");
     CHECK(first.fix_list == "none");
     CHECK(cells[1].alloc == "device");  // the last axes vary fastest
@@ -431,6 +432,10 @@ TEST_SUITE("sweep") {
       CHECK(has_args(args, {"--check"}));
       CHECK(has_args(args, {"--scenario", std::to_string(c.scenario)}));
       CHECK(has_args(args, {"--alloc", c.alloc}));
+      // The default stream axis passes no --stream: each scenario runs on its own (PyTorch's) default.
+      CHECK(std::find(args.begin(), args.end(), "--stream") == args.end());
+      CHECK(test_util::run_options(args).settings.stream ==
+            (c.scenario == 5 ? StreamMode::non_blocking : StreamMode::legacy));
       if (c.fix == "on" && c.scenario == 0) {
         CHECK(has_args(args, {"--fixes", "all"}));  // scenario 0 has no fix of its own
         CHECK(c.fix_list == "all");
@@ -527,7 +532,7 @@ TEST_SUITE("sweep") {
     CHECK(from_file.size() == 2 * 2 * 1 * 1 * 1 * 2 * 1 * 3);
     CHECK(keys_of(from_file) == keys_of(expand_matrix(cli.options.axes)));
     CHECK(file.options.axes.precisions == std::vector<std::string>{"upcast"});
-    CHECK(file.options.axes.streams == std::vector<std::string>{"non-blocking"});
+    CHECK(file.options.axes.streams == std::vector<std::string>{"default"});
   }
 
   TEST_CASE("bad axis values and bad matrix files: exit 2 with one line") {
@@ -624,7 +629,7 @@ TEST_SUITE("sweep") {
       check_valid(c, "#/$defs/cell");
     }
     CHECK(doc["cells"][305]["key"] ==
-          "scenario=5 fix=on dtype=fp32 precision=upcast shape=1x8x256x2048x64 alloc=async stream=non-blocking iters=5 repeat=0");
+          "scenario=5 fix=on dtype=fp32 precision=upcast shape=1x8x256x2048x64 alloc=async stream=default iters=5 repeat=0");
     CHECK_FALSE(fs::exists(dir / "fake.log"));
     CHECK_FALSE(fs::exists(dir / "sweep-results"));
   }
@@ -1120,7 +1125,7 @@ TEST_SUITE("sweep") {
     CHECK(waived["axes"]["fix_list"] == "2");
     CHECK(waived["command_line"] == json({"repro", "--scenario", "2", "--fix", "on", "--dtype", "bf16", "--precision",
                                           "upcast", "-b", "2", "--heads", "8", "-L", "128", "-S", "1152", "-E", "64",
-                                          "--alloc", "device", "--stream", "non-blocking", "--iters", "5", "--check",
+                                          "--alloc", "device", "--iters", "5", "--check",
                                           "--stage-timeout", "10"}));
     json typed_wrong = waived_result;
     typed_wrong["error"] = 42;

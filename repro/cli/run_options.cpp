@@ -271,13 +271,13 @@ void add_scenario_options(CLI::App& app, Fields& f, RunCommand command) {
 void add_condition_options(CLI::App& app, Fields& f) {
   app.add_option("--stream", f.stream, "stream: " + listed(path_setting_choices("--stream")))
       ->option_text("MODE")
-      ->default_str("non-blocking");
+      ->default_str("legacy");
   app.add_option("--gemm-stream", f.gemm_stream, "Q.K^T stream: " + listed(path_setting_choices("--gemm-stream")))
       ->option_text("MODE")
-      ->default_str("same; scenario 1: legacy");
-  app.add_option("--gemm-order", f.gemm_order, "that GEMM after Q and K by an event, or not (a race)")
+      ->default_str("same; scenario 1: blocking");
+  app.add_option("--gemm-order", f.gemm_order, "that GEMM after Q and K: an event or nothing explicit")
       ->option_text(path_setting_choices("--gemm-order"))
-      ->default_str("event");
+      ->default_str("event; scenario 1: none");
   app.add_option("--k-layout", f.k_layout, "K^T viewed from a contiguous or a [B, S, H, E] buffer")
       ->option_text(path_setting_choices("--k-layout"))
       ->default_str("bhse; scenario 3 and the workloads: bshe");
@@ -593,7 +593,9 @@ RunOptions RunOptionParser::finish(int argc, const char* const* argv) const {
   if (workload) c.k_layout = workload->k_layout;  // what the model hands SDPA; the scenario may change it
   apply_scenario(o.scenario, c);
   if (f.full) c.last_stage = Stage::stream_sync;
-  if (f.graph) c.graph = true;
+  // A graph is captured on a side stream, as torch.cuda.graph does: the legacy default stream,
+  // the default otherwise, cannot be captured.
+  if (f.graph) c.graph = true, c.stream = StreamMode::non_blocking;
   if (!f.alloc.empty()) c.alloc = parse_alloc_kind(f.alloc);
   if (!f.stream.empty()) c.stream = parse_stream_mode(f.stream);
   if (!f.gemm_stream.empty()) c.qk_gemm_stream = parse_gemm_stream(f.gemm_stream);

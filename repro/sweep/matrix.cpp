@@ -158,7 +158,8 @@ std::vector<std::string> SweepCell::run_args() const {
     args.insert(args.end(), {"-b", std::to_string(d[0]), "--heads", std::to_string(d[1]), "-L", std::to_string(d[2]), "-S",
                              std::to_string(d[3]), "-E", std::to_string(d[4])});
   }
-  args.insert(args.end(), {"--alloc", alloc, "--stream", stream});
+  args.insert(args.end(), {"--alloc", alloc});
+  if (stream != "default") args.insert(args.end(), {"--stream", stream});
   ContextLadderValues values;
   if (is_workload(shape)) values.layers = "model";
   values.steps = std::to_string(iters);
@@ -185,7 +186,10 @@ void canonicalise_axes(SweepAxes& a) {
   canonicalise_run_option(a.precisions, "--precisions", "--precision");
   canonicalise(a.shapes, "--shapes", canonical_shape);
   canonicalise_run_option(a.allocs, "--allocs", "--alloc");
-  canonicalise_run_option(a.streams, "--streams", "--stream");
+  canonicalise(a.streams, "--streams", [](const std::string& v) {
+    if (v != "default") parse_as_repro("--streams", {"--stream", v});
+    return v;
+  });
   canonicalise(a.contexts, "--contexts", [](const std::string& c) {
     const auto names = context_rung_names();
     if (std::find(names.begin(), names.end(), c) == names.end()) {

@@ -31,7 +31,9 @@ struct SweepAxes {
   // --shapes.)
   std::vector<std::string> shapes{"2x8x128x128x64", "2x8x512x1536x64", "1x8x256x2048x64"};
   std::vector<std::string> allocs{"managed", "device", "async"};
-  std::vector<std::string> streams{"non-blocking"};
+  // "default": no --stream, so each scenario runs on its own default, PyTorch's (the legacy default
+  // stream; a side stream for scenario 5's capture, as torch.cuda.graph); or a --stream value.
+  std::vector<std::string> streams{"default"};
   // Rungs of the context ladder (math_sdpa/context.h): the call alone, or with the training
   // process's conditions up to that rung (the steps rung counts --iters as steps).
   std::vector<std::string> contexts{"isolated"};

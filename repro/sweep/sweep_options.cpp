@@ -67,7 +67,7 @@ SweepParseResult parse_sweep_command_line(int argc, const char* const* argv) {
       app.add_option("--precisions", precisions, "upcast, native")->default_str(joined(defaults.precisions)),
       app.add_option("--shapes", shapes, "shapes BxHxLxSxE")->default_str(joined(defaults.shapes)),
       app.add_option("--allocs", allocs, "managed, device, async, host, system")->default_str(joined(defaults.allocs)),
-      app.add_option("--streams", streams, "non-blocking, legacy, per-thread")->default_str(joined(defaults.streams)),
+      app.add_option("--streams", streams, "default (each scenario's own, PyTorch's), legacy, non-blocking, per-thread")->default_str(joined(defaults.streams)),
       app.add_option("--contexts", contexts,
                      "rungs of the context ladder: isolated, per-call, layers, ballast, host-load, steps, backward (docs/CONTEXT.md)")
           ->default_str(joined(defaults.contexts)),

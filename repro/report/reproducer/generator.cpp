@@ -457,12 +457,18 @@ std::string generate_reproducer(const RunOptions& off, const RunOptions& on, con
       {"QK_STREAM", cross_stream ? "qk_stream" : "stream"},
       {"QK_STREAM_CREATE", so.qk_gemm_stream == GemmStream::legacy
                                ? "qk_stream = cudaStreamLegacy;  // --gemm-stream legacy"
-                               : "CHECK(cudaStreamCreateWithFlags(&qk_stream, cudaStreamNonBlocking));  // --gemm-stream aux"},
-      {"QK_STREAM_NOTE", std::string(so.qk_gemm_stream == GemmStream::legacy ? "the legacy default stream"
-                                                                             : "a non-blocking stream of its own") +
+                               : so.qk_gemm_stream == GemmStream::blocking
+                                   ? "CHECK(cudaStreamCreateWithFlags(&qk_stream, cudaStreamDefault));  // --gemm-stream blocking"
+                                   : "CHECK(cudaStreamCreateWithFlags(&qk_stream, cudaStreamNonBlocking));  // --gemm-stream aux"},
+      {"QK_STREAM_NOTE", std::string(so.qk_gemm_stream == GemmStream::legacy     ? "the legacy default stream"
+                                     : so.qk_gemm_stream == GemmStream::blocking ? "a blocking stream of its own"
+                                                                                 : "a non-blocking stream of its own") +
                              (qk_stream_varies ? " (the path's own with fix 1)" : "") +
                              (so.qk_gemm_order == GemmOrder::event ? ", ordered by events"
-                                                                  : ", unordered: a deliberate race (--gemm-order none)")},
+                              : implicitly_ordered_by_legacy_stream(so.stream, so.qk_gemm_stream)
+                                  ? ", ordered by no event: only the legacy default stream's implicit synchronisation "
+                                    "(--gemm-order none)"
+                                  : ", unordered: a deliberate race (--gemm-order none)")},
       {"SCORES_TO_HOST", scores_to_host_name(so.scores_to_host)},
       {"SCORES_HOST_PHASE", scores_host_phase_name(so.scores_host_phase)},
       {"ALLOC_IS_SYSTEM", yes(alloc == AllocKind::system)},
