@@ -21,12 +21,13 @@ enum ExitCode : int {
   kExitWaived = 6,         // the scenario cannot be expressed on this device (reason printed)
   kExitNoGpu = 7,          // no usable CUDA device or driver
   kExitRefused = 8,        // a resource request was refused (e.g. managed-memory oversubscription)
+  kExitStalled = 9,        // every call stalled: a stage over --stall-threshold, under the deadline
 };
 
 // The codes above in a few words each, for the footer of --help (docs/CLI.md has them in full).
 constexpr const char* kExitCodeSummary =
     "0 pass, 1 mismatch or memory growth, 2 usage (nothing run), 3 hang, 4 CUDA error, 5 crash, 6 waived, "
-    "7 no usable GPU or driver, 8 refused";
+    "7 no usable GPU or driver, 8 refused, 9 every call stalled";
 
 // Bad command-line values, bad or mismatched input files: exit 2, one line.
 struct InputError : std::runtime_error {

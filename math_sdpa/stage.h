@@ -115,6 +115,14 @@ class StageObserver {
 };
 
 
+// The longest single run of one stage in a pass of the path (not the sum over the pass's layers
+// or chunks): the longest GPU stage's (CUDA events) and the longest host stage's (the host clock:
+// a synchronisation that waited for the GPU, an allocation). What a stall is judged by.
+struct StageLongest {
+  Stage gpu_stage = Stage::entry_sync, host_stage = Stage::entry_sync;
+  double gpu_ms = 0, host_ms = 0;
+};
+
 // The stages that allocate or free memory inside a call (--alloc-timing per-call): host calls
 // into the allocator, which on a unified-memory machine may stall instead of failing.
 inline bool is_memory_stage(Stage s) {

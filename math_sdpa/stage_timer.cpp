@@ -19,7 +19,10 @@ void StageTimer::reserve(size_t passes) {
     v.clear();
   };
   touch(call_ms_);
-  if (!span_only_) for (auto& s : samples_) touch(s);
+  if (span_only_) return;
+  for (auto& s : samples_) touch(s);
+  longest_.resize(std::min(passes, kMaxPasses));
+  longest_.clear();
 }
 
 StageTimer::~StageTimer() {
@@ -64,7 +67,9 @@ void StageTimer::stage_end(Stage s, const std::string&, void* stream) {
     return;
   }
   if (host_timed(s)) {
-    host_ms_[i] += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - host_begin_[i]).count();
+    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - host_begin_[i]).count();
+    host_ms_[i] += ms;
+    if (ms > pass_longest_.host_ms) pass_longest_.host_ms = ms, pass_longest_.host_stage = s;
     return;
   }
   Interval interval{s, open_[i], take_event()};
@@ -88,7 +93,10 @@ void StageTimer::collect_call() {
     float ms = 0;
     CUDA_CHECK(cudaEventElapsedTime(&ms, interval.begin, interval.end));
     gpu_ms[static_cast<int>(interval.stage)] += ms;
+    if (ms > pass_longest_.gpu_ms) pass_longest_.gpu_ms = ms, pass_longest_.gpu_stage = interval.stage;
   }
+  if (longest_.size() < kMaxPasses) longest_.push_back(pass_longest_);
+  pass_longest_ = StageLongest{};
   for (int i = 0; i < kStageCount; ++i) {
     if (!ran_[i] || samples_[i].size() == kMaxPasses) continue;
     samples_[i].push_back(host_timed(static_cast<Stage>(i)) ? host_ms_[i] : gpu_ms[i]);

@@ -48,6 +48,8 @@ class StageTimer : public StageObserver {
   const std::array<std::vector<double>, kStageCount>& samples() const { return samples_; }
   // GPU time of each whole pass: first GPU stage's start to last GPU stage's end.
   const std::vector<double>& call_ms() const { return call_ms_; }
+  // Each pass's longest single run of one stage (StageLongest), what a stall is judged by.
+  const std::vector<StageLongest>& longest() const { return longest_; }
 
  private:
   static bool host_timed(Stage s) { return !is_gpu_stage(s); }
@@ -68,6 +70,8 @@ class StageTimer : public StageObserver {
   cudaEvent_t span_begin_ = nullptr, span_end_ = nullptr;
   std::array<std::vector<double>, kStageCount> samples_;
   std::vector<double> call_ms_;
+  std::vector<StageLongest> longest_;
+  StageLongest pass_longest_;  // this pass's, so far
 };
 
 }  // namespace sdpa

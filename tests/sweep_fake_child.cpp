@@ -151,6 +151,21 @@ int main(int argc, char** argv) {
     usleep(300000);
     return finish(result("pass", 0, nullptr), 0);
   }
+  // A pass with one stalled call of two, and a run whose every call stalled (exit 9).
+  if (behaviour == "stall_pass" || behaviour == "stalled") {
+    const bool every = behaviour == "stalled";
+    json r = every ? result("stalled", 9, "every call stalled: softmax 3012.5 ms in call 1 (2 of 2 calls over 1.0 s, below the deadline)")
+                   : result("pass", 0, nullptr);
+    if (every) r["error_stage"] = "softmax";
+    r["stalls"] = {{"threshold_s", 1.0},
+                   {"calls", 2},
+                   {"calls_stalled", every ? 2 : 1},
+                   {"longest", {{"call", 1}, {"stage", "softmax"}, {"ms", 3012.5}}},
+                   {"records", json::array({{{"call", 1}, {"stage", "softmax"}, {"ms", 3012.5}}})},
+                   {"summary", std::string("softmax 3012.5 ms in call 1 (") + (every ? "2" : "1") +
+                                   " of 2 calls over 1.0 s, below the deadline)"}};
+    return finish(r, every ? 9 : 0);
+  }
   if (behaviour == "mismatch") {
     json r = result("mismatch", 1, "relative error 5.0e-01 above the bound 4.0e-03");
     r["check"]["rel_error"] = 0.5;

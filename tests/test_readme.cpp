@@ -219,7 +219,7 @@ TEST_SUITE("readme") {
     options.timeout_s = 60;
     const test_util::ProgramRun help = test_util::run_program({SDPA_REPRO_BINARY, "--help"}, options);
     REQUIRE(help.exit_code == 0);
-    // "Exit codes: 0 pass, 1 mismatch or memory growth, ..., 8 refused." wrapped at 100 columns.
+    // "Exit codes: 0 pass, 1 mismatch or memory growth, ..., 9 every call stalled." wrapped at 100 columns.
     const size_t start = help.out.find("Exit codes: ");
     REQUIRE(start != std::string::npos);
     std::string footer = help.out.substr(start + 12, help.out.find('.', start) - start - 12);
@@ -239,8 +239,8 @@ TEST_SUITE("readme") {
       const std::string after = readme.substr(found + 1 + row.size(), 2);  // the phrase ends there
       CHECK((after[0] == ':' || after == " |"));
     }
-    CHECK(codes == kExitRefused + 1);
-    CHECK(readme.find("\n| " + std::to_string(kExitRefused + 1) + " |") == std::string::npos);
+    CHECK(codes == kExitStalled + 1);
+    CHECK(readme.find("\n| " + std::to_string(kExitStalled + 1) + " |") == std::string::npos);
   }
 
   TEST_CASE("the README links every page under docs/") {

@@ -55,8 +55,22 @@ nlohmann::json run_json(const RunOptions& o, const std::string& outcome, const s
   r.options = o;
   r.settings = o.settings;
   r.result_tensor = result_tensor_of(r.settings);
-  r.outcome = parse_outcome(outcome);
-  if (outcome == "pass") {
+  // "stall_pass": a pass with one of its three calls stalled; "stalled": every call stalled.
+  const bool stall = outcome == "stall_pass" || outcome == "stalled";
+  if (stall) {
+    std::vector<StageLongest> passes(3);
+    for (size_t i = 0; i < passes.size(); ++i) {
+      passes[i].gpu_stage = Stage::softmax;
+      passes[i].gpu_ms = outcome == "stalled" || i == 1 ? 3012.5 : 0.25;
+    }
+    r.stalls = judge_stalls(passes, 1.0);
+  }
+  r.outcome = parse_outcome(outcome == "stall_pass" ? "pass" : outcome);
+  if (outcome == "stalled") {
+    r.exit_code = 9;
+    r.error = "every call stalled: " + r.stalls.summary();
+    r.error_stage = "softmax";
+  } else if (outcome == "pass" || outcome == "stall_pass") {
     r.checked = true;
     r.comparison.rel_error = 1.5e-3;
     r.tolerance = 4e-3;
@@ -103,7 +117,9 @@ ReportInput made_up_report(int scenario, const std::vector<std::string>& off, co
       run.fix_on = fix_on;
       run.repeat = static_cast<int>(i) + 1;
       run.args = fix_on ? in.args_on : in.args_off;
-      run.exit_code = outcomes[i] == "pass" ? 0 : outcomes[i] == "hang" ? 3 : 7;
+      run.exit_code = outcomes[i] == "pass" || outcomes[i] == "stall_pass" ? 0 : outcomes[i] == "hang" ? 3
+                      : outcomes[i] == "stalled"                          ? 9
+                                                                          : 7;
       run.result = run_json(fix_on ? in.fix_on : in.fix_off, outcomes[i], "softmax");
       run.output = "[MATH_SOFTMAX_START] Input shape=[2, 8, 128, 128]\n";
       in.runs.push_back(run);
@@ -594,6 +610,20 @@ TEST_SUITE("report") {
     ReportInput warp_rows_hang = made_up_report(2, {"hang"}, {"pass"});
     warp_rows_hang.fix_off.caveats = warp_rows.fix_off.caveats;
     CHECK(report_finding(warp_rows_hang) == "hang");  // a hang is a finding whatever the caveat
+    // A run whose every call stalled is a finding; a pass with a stalled call is listed, not a finding.
+    const ReportInput stalled = made_up_report(2, {"stalled", "pass"}, {"pass", "pass"});
+    CHECK(report_finding(stalled) == "stalled");
+    CHECK(report_title(stalled) == "Scenario 2 stalls in softmax in every call (under the deadline) on managed memory; fix 2 "
+                                   "clears it");
+    const std::string stalled_md = report_markdown(stalled);
+    CHECK(stalled_md.find("## Stalls") != std::string::npos);
+    CHECK(stalled_md.find("| 3 | off | stalled | `softmax` | 3012.5 | 3 of 3 |") != std::string::npos);
+    CHECK(report_json(stalled)["report"]["finding"] == "stalled");
+    const ReportInput some = made_up_report(2, {"stall_pass"}, {"pass"});
+    CHECK(report_finding(some) == "not_reproduced");
+    const std::string some_md = report_markdown(some);
+    CHECK(some_md.find("| 2 | off | pass | `softmax` | 3012.5 | 1 of 3 |") != std::string::npos);
+    CHECK(report_markdown(quiet).find("## Stalls") == std::string::npos);
     const ReportInput nogpu = made_up_report(3, {"no_gpu"}, {"no_gpu"});
     CHECK(report_finding(nogpu) == "no_gpu");
     CHECK(report_title(nogpu) == "Scenario 3: not run on this machine (no usable CUDA GPU)");

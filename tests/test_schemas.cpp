@@ -345,7 +345,7 @@ TEST_SUITE("schemas") {
     check_unpinned("run.schema.json", doc,
                    {"/scenario/preconditions/last_stage", "/scenario/preconditions/scores_host_phase",
                     "/scenario/preconditions/scores_to_host", "/config/conditions/backward", "/config/settings/backward",
-                    "/nonfinite_gradients", "/caveats"},
+                    "/nonfinite_gradients", "/caveats", "/stalls"},
                    "a pass with a watchdog block");
     check_unpinned("run.schema.json", committed("h100-2026-11-25/context/default_device.json"), {}, "context/default_device.json");
     json renamed = doc;
@@ -454,7 +454,8 @@ TEST_SUITE("schemas") {
                     "/scenario/preconditions/scores_to_host", "/runs/0/result/config/conditions/backward",
                     "/runs/0/result/config/settings/backward", "/runs/0/result/nonfinite_gradients",
                     "/runs/1/result/config/conditions/backward", "/runs/1/result/config/settings/backward",
-                    "/runs/1/result/nonfinite_gradients", "/runs/0/result/caveats", "/runs/1/result/caveats"},
+                    "/runs/1/result/nonfinite_gradients", "/runs/0/result/caveats", "/runs/1/result/caveats",
+                    "/runs/0/result/stalls", "/runs/1/result/stalls"},
                    "report_json");
   }
 }

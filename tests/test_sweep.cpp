@@ -754,6 +754,35 @@ TEST_SUITE("sweep") {
     CHECK(kept.size() == cases.size() - 2);
   }
 
+  TEST_CASE("stalls: a pass with a stalled call is shown as one, a run whose every call stalled is its own outcome") {
+    TempDir dir;
+    const auto args = sweep_args(dir / "out/s.json", {"--scenarios", "0", "--fix", "off", "--dtypes", "bf16", "--shapes",
+                                                      "2x8x128x1152x64", "--allocs", "managed,device,async"});
+    const Ran r = run_repro(args, {{"SWEEP_FAKE", "0/managed=stall_pass,0/device=stalled,0/async=pass"}}, dir.path);
+    INFO(r.err);
+    CHECK(r.exit_code == 1);  // a stalled cell fails the sweep
+    const json doc = json::parse(read_text(dir / "out/s.json"));
+    check_valid(doc);
+    REQUIRE(doc["cells"].size() == 3);
+    const json& some = doc["cells"][0];
+    CHECK(some["outcome"] == "pass");
+    CHECK(some["stall"]["stage"] == "softmax");
+    CHECK(some["stall"]["ms"] == 3012.5);
+    CHECK(some["stall"]["calls_stalled"] == 1);
+    const json& every = doc["cells"][1];
+    CHECK(every["outcome"] == "stalled");
+    CHECK(every["exit_code"] == 9);
+    CHECK(every["stage"] == "softmax");
+    CHECK(doc["cells"][2]["stall"].is_null());
+    CHECK(r.out.find("1 stalled") != std::string::npos);
+    const std::string svg = read_text(dir / "out/s.svg");
+    CHECK(xml_problem(svg) == "");
+    CHECK(svg.find(">pass, stalled</text>") != std::string::npos);
+    CHECK(svg.find(">3.0 s [") != std::string::npos);  // the longest stall, and the number of its reason
+    CHECK(svg.find(">STALLED</text>") != std::string::npos);
+    CHECK(svg.find("stalled: softmax 3012.5 ms in call 1") != std::string::npos);
+  }
+
   TEST_CASE("a hanging child costs its deadline: the sweep is back within the deadline + 1 s, the group killed") {
     TempDir dir;
     const auto args = sweep_args(dir / "s.json", {"--scenarios", "2", "--fix", "off", "--dtypes", "bf16", "--shapes",

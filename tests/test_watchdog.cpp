@@ -16,6 +16,8 @@
 #include "math_sdpa/errors.h"
 #include "math_sdpa/fault_spec.h"
 #include "math_sdpa/stage_log.h"
+#include "repro/run/outcome.h"
+#include "repro/run/stalls.h"
 #include "repro/supervise/supervisor.h"
 #include "scenarios/hang_classification.h"
 
@@ -272,6 +274,49 @@ TEST_SUITE("watchdog") {
       CHECK_FALSE(m.check(start + deadline_us).expired);
       CHECK(m.check(start + deadline_us + 1).stage == "qk_gemm");
     }
+  }
+
+  TEST_CASE("stalls: a stage over the threshold that finished, judged per call; at the threshold it is none") {
+    auto pass = [](Stage gpu, double gpu_ms, Stage host, double host_ms) {
+      StageLongest p;
+      p.gpu_stage = gpu, p.gpu_ms = gpu_ms, p.host_stage = host, p.host_ms = host_ms;
+      return p;
+    };
+    // Exactly at the threshold is no stall; a microsecond over is one.
+    const Stalls at = judge_stalls({pass(Stage::softmax, 1000.0, Stage::stream_sync, 1000.0)}, 1.0);
+    CHECK_FALSE(at.any());
+    CHECK(at.calls == 1);
+    CHECK(at.summary().empty());
+    const Stalls over = judge_stalls({pass(Stage::softmax, 1000.001, Stage::stream_sync, 1000.5)}, 1.0);
+    REQUIRE(over.any());
+    // The GPU stage is the stall, not the synchronisation that waited for it.
+    CHECK(over.longest.stage == "softmax");
+    CHECK(over.every_call());
+    // A host stage over the threshold where no GPU stage is: an allocation, a synchronisation.
+    const Stalls host = judge_stalls({pass(Stage::qk_gemm, 0.5, Stage::alloc_probs, 2500.0),
+                                      pass(Stage::qk_gemm, 0.5, Stage::stream_sync, 0.7),
+                                      pass(Stage::qk_gemm, 0.5, Stage::stream_sync, 0.7)},
+                                     1.0);
+    REQUIRE(host.records.size() == 1);
+    CHECK(host.records[0].call == 1);
+    CHECK(host.records[0].stage == "alloc_probs");
+    CHECK(host.calls_stalled == 1);
+    CHECK_FALSE(host.every_call());
+    CHECK(host.summary() == "alloc_probs 2500.0 ms in call 1 (1 of 3 calls over 1.0 s, below the deadline)");
+    // The longest of several, and the threshold as given.
+    const Stalls two = judge_stalls({pass(Stage::softmax, 3000, Stage::stream_sync, 3001),
+                                     pass(Stage::pv_gemm, 4500, Stage::stream_sync, 4501)},
+                                    2.5);
+    CHECK(two.every_call());
+    CHECK(two.longest.call == 2);
+    CHECK(two.longest.stage == "pv_gemm");
+    CHECK(judge_stalls({pass(Stage::softmax, 3000, Stage::stream_sync, 3001)}, 3.5).calls_stalled == 0);
+    // 0 turns the judgement off; no call is no stall either.
+    CHECK_FALSE(judge_stalls({pass(Stage::softmax, 9e6, Stage::stream_sync, 9e6)}, 0).any());
+    CHECK_FALSE(judge_stalls({}, 1.0).every_call());
+    // Exit 9 is the stalled outcome's, both ways.
+    CHECK(outcome_exit_code(Outcome::stalled) == kExitStalled);
+    CHECK(outcome_of_exit_code(kExitStalled) == Outcome::stalled);
   }
 
   TEST_CASE("every stage has a classification: candidate scenarios, or none with the reason") {

@@ -23,6 +23,12 @@ namespace sdpa {
 // slow stage must not read as a hang), and well inside the sweep's 60 s cell deadline.
 constexpr double kDefaultStageTimeoutS = 20;
 
+// A stage that took longer than this but finished under the deadline is a stall (repro/run/
+// stalls.h), unless --stall-threshold says otherwise: the investigation read a stream
+// synchronisation of more than a second as page migration stuck, and the slowest stage recorded
+// on the H100 (0.7 s) stays under it.
+constexpr double kDefaultStallThresholdS = 1.0;
+
 enum class OnHang {
   snapshot,  // collect the snapshot (bounded by --snapshot-timeout), then kill
   kill,      // kill at once, collecting nothing

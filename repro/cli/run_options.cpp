@@ -360,6 +360,10 @@ void add_logging_options(CLI::App& app, Fields& f, RunCommand command) {
   app.add_option("--stage-timeout", o.stage_timeout_s, "the watchdog's deadline for any one stage, seconds")
       ->check(CLI::Range(0.01, 86400.0))
       ->option_text("S");
+  app.add_option("--stall-threshold", o.stall_threshold_s,
+                 "a finished stage longer than this is a stall, seconds; 0: off")
+      ->check(CLI::Range(0.0, 86400.0))
+      ->option_text("S");
   app.add_option("--timeout", o.run_timeout_s, "its deadline for the whole run, seconds; 0: none")
       ->check(CLI::Range(0.0, 604800.0))
       ->option_text("S");
@@ -664,6 +668,11 @@ RunOptions RunOptionParser::finish(int argc, const char* const* argv) const {
     throw InputError(std::string("--inject: ") + stage_name(o.inject.stage) +
                      " is host work that waits for nothing on the GPU, so a GPU-side stall cannot be put in it "
                      "(hang:graph_launch stalls the replay; error:" + stage_name(o.inject.stage) + " works)");
+  }
+  if (o.stall_threshold_s >= o.stage_timeout_s) {
+    throw InputError("--stall-threshold " + format_number("%g", o.stall_threshold_s) +
+                     " s is not below the stage deadline (--stage-timeout " + format_number("%g", o.stage_timeout_s) +
+                     " s): a stall is a stage that finishes under the deadline");
   }
   check_output_paths(o);
   return o;

@@ -63,6 +63,7 @@ struct RunOptions {
   LogLevel log = LogLevel::off;
   LogFormat log_format = LogFormat::harness;
   double stage_timeout_s = kDefaultStageTimeoutS;  // per-stage deadline of the watchdog
+  double stall_threshold_s = kDefaultStallThresholdS;  // a stage longer than this is a stall; 0: not judged
   double run_timeout_s = 0;     // whole-run deadline; 0 = none
   bool no_fork = false;         // watchdog thread in this process instead of a supervising parent
   HangOptions hang;             // what a hang does: snapshot, kill or keep; the durable log

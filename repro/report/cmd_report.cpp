@@ -358,7 +358,10 @@ int write_report(CLI::App& app, const RunOptionParser& parser, int argc, char** 
       std::cout << "repro report: rung " << rung.name << ": " << rung.finding << " (" << rung.outcomes << ")\n";
       // The climb stops at the first rung that hangs or fails: the report is about it. A rung the
       // memory guard refuses stops it too: every rung above keeps its layers.
-      if (rung.finding == "hang" || rung.finding == "failure" || rung.finding == "no_gpu" || rung.finding == "refused") break;
+      if (rung.finding == "hang" || rung.finding == "stalled" || rung.finding == "failure" || rung.finding == "no_gpu" ||
+          rung.finding == "refused") {
+        break;
+      }
     }
     if (ladder) reproducer = reproducer_of(in);
   }

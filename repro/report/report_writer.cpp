@@ -77,6 +77,7 @@ std::string verb(const RunView& v) {
   const std::string in_stage = v.stage.empty() ? "" : " in " + v.stage;
   switch (v.outcome) {
     case Outcome::hang: return "hangs" + in_stage;
+    case Outcome::stalled: return "stalls" + in_stage + " in every call (under the deadline)";
     case Outcome::crash: return "crashes" + in_stage;
     case Outcome::cuda_error: return "fails with a CUDA error" + in_stage;
     case Outcome::mismatch: return "gives a wrong result (" + v.error + ")";
@@ -306,6 +307,27 @@ std::string how_often_section(const ReportInput& in, const std::vector<RunView>&
   return s.str();
 }
 
+// Every run with a stalled call, passing or not: a stage that took seconds and still finished is
+// the investigation's symptom of a stuck migration, and may come before a hang.
+std::string stalls_section(const ReportInput& in) {
+  std::ostringstream rows;
+  for (const auto& v : views(in)) {
+    if (!v.record || !v.record->stall) continue;
+    const RunRecord::Stall& st = *v.record->stall;
+    rows << "| " << v.index << " | " << (v.run->fix_on ? "on" : "off") << " | " << outcome_name(v.outcome) << " | `"
+         << st.stage << "` | " << format_number("%.1f", st.ms) << " | " << st.calls_stalled << " of " << st.calls << " |\n";
+  }
+  if (rows.str().empty()) return "";
+  std::ostringstream s;
+  s << "## Stalls\n\n"
+    << "Runs in which a stage took longer than the stall threshold (`--stall-threshold`, 1 s by default) and still "
+    << "finished under the watchdog's deadline: the symptom of a page migration that was stuck for a while. A run "
+    << "whose every call stalled ends as `stalled` (exit 9).\n\n"
+    << "| run | fix | outcome | longest stall | ms | calls stalled |\n|---|---|---|---|---|---|\n"
+    << rows.str() << "\n";
+  return s.str();
+}
+
 std::string hang_section(const ReportInput& in) {
   std::ostringstream s;
   s << "## Hang\n\n";
@@ -469,6 +491,7 @@ std::string report_finding(const ReportInput& in) {
   if (all_pass(off) && all_pass(on) && !in.fix_off.caveats.empty()) return "not_exercised";
   if (all_pass(off)) return all_pass(on) ? "not_reproduced" : "fix_fails";
   const RunView* w = worst(off);
+  if (w && w->outcome == Outcome::stalled) return "stalled";
   return w && w->outcome == Outcome::hang ? "hang" : "failure";
 }
 
@@ -491,7 +514,7 @@ std::string report_title(const ReportInput& in) {
   const LadderRung& last = in.ladder.back();
   std::string below;
   for (size_t i = 0; i + 1 < in.ladder.size(); ++i) below += (below.empty() ? "" : ", ") + in.ladder[i].name;
-  if (last.finding == "hang" || last.finding == "failure" || last.finding == "refused") {
+  if (last.finding == "hang" || last.finding == "stalled" || last.finding == "failure" || last.finding == "refused") {
     return title + ", at rung " + last.name + " of the context ladder" +
            (below.empty() ? std::string(" (its first)") : " (rungs below it pass: " + below + ")");
   }
@@ -526,7 +549,7 @@ std::string configuration_title(const ReportInput& in) {
   const RunView& w = *worst(off);
   std::string title = scenario + " " + verb(w);
   const std::string alloc = w.record ? w.record->alloc : "";
-  if (!alloc.empty() && (w.outcome == Outcome::hang || w.outcome == Outcome::crash || w.outcome == Outcome::cuda_error ||
+  if (!alloc.empty() && (w.outcome == Outcome::hang || w.outcome == Outcome::stalled || w.outcome == Outcome::crash || w.outcome == Outcome::cuda_error ||
                          w.outcome == Outcome::mismatch)) {
     title += " on " + alloc + " memory";
   }
@@ -563,8 +586,8 @@ std::string report_markdown(const ReportInput& in) {
     << "`repro report` (sdpa-repro " << kHarnessVersion << ", commit " << kGitCommit << ") on " << in.created_utc
     << ".\n\n";
   s << environment_section(in) << commands_section(in) << pytorch_section(in) << preconditions_section(in)
-    << ladder_section(in) << expected_section(in, off, on) << how_often_section(in, off, on) << hang_section(in)
-    << hang_snapshot_section(in)
+    << ladder_section(in) << expected_section(in, off, on) << how_often_section(in, off, on) << stalls_section(in)
+    << hang_section(in) << hang_snapshot_section(in)
     << stage_times_section(in, off, on) << runs_section(in)
     << bug_report_section(in);
   s << "## Files\n\n"

@@ -21,6 +21,7 @@ const NameTable<Outcome> kOutcomes{"outcome",
                                     {Outcome::usage, "usage"},
                                     {Outcome::no_gpu, "no_gpu"},
                                     {Outcome::refused, "refused"},
+                                    {Outcome::stalled, "stalled"},
                                     {Outcome::planned, "planned"},
                                     {Outcome::no_result, "no_result"}}};
 
@@ -42,6 +43,7 @@ std::optional<int> outcome_exit_code(Outcome o) {
     case Outcome::waived: return kExitWaived;
     case Outcome::no_gpu: return kExitNoGpu;
     case Outcome::refused: return kExitRefused;
+    case Outcome::stalled: return kExitStalled;
     case Outcome::timeout:
     case Outcome::planned:
     case Outcome::no_result: return std::nullopt;

@@ -32,6 +32,7 @@ enum class Outcome {
   usage,
   no_gpu,
   refused,
+  stalled,  // every call had a stage over the stall threshold (repro/run/stalls.h)
   planned,
   no_result,
 };

@@ -362,6 +362,17 @@ nlohmann::json result_to_json(const RunResult& r) {
                  {"rss_drift_mib", r.soak.rss_drift_mib},
                  {"allocation_drift", r.soak.allocation_drift},
                  {"summary", r.soak.summary}};
+  json stall_records = json::array();
+  for (const StallRecord& s : r.stalls.records) stall_records.push_back({{"call", s.call}, {"stage", s.stage}, {"ms", s.ms}});
+  j["stalls"] = {{"threshold_s", r.stalls.threshold_s},
+                 {"calls", r.stalls.calls},
+                 {"calls_stalled", r.stalls.calls_stalled},
+                 {"longest", r.stalls.any() ? json{{"call", r.stalls.longest.call},
+                                                   {"stage", r.stalls.longest.stage},
+                                                   {"ms", r.stalls.longest.ms}}
+                                            : json(nullptr)},
+                 {"records", stall_records},
+                 {"summary", r.stalls.any() ? json(r.stalls.summary()) : json(nullptr)}};
   j["memory_plan"] = r.plan ? plan_to_json(*r.plan, r.pools, r.memory_facts) : json(nullptr);
   j["memory_measured"] = r.measured ? measured_to_json(*r.measured) : json(nullptr);
   j["steps"] = r.step_ms.empty() ? json(nullptr)
@@ -455,6 +466,13 @@ RunRecord read_run_record(const nlohmann::json& j) {
   r.device = device.is_object() ? device : json(nullptr);
   const json& watchdog = key_or_null(j, "watchdog");
   if (watchdog.is_object()) r.watchdog = watchdog_from_json(watchdog);
+  const json& stalls = key_or_null(j, "stalls");
+  if (stalls.is_object() && stalls.at("longest").is_object()) {
+    const json& longest = stalls.at("longest");
+    r.stall = RunRecord::Stall{longest.at("stage").get<std::string>(), stalls.at("summary").get<std::string>(),
+                               longest.at("ms").get<double>(), stalls.at("calls_stalled").get<int>(),
+                               stalls.at("calls").get<int>()};
+  }
   return r;
 }
 

@@ -20,6 +20,7 @@
 #include "repro/run/memory_trace.h"
 #include "repro/run/outcome.h"
 #include "repro/run/soak.h"
+#include "repro/run/stalls.h"
 #include "repro/supervise/watchdog.h"
 
 namespace sdpa {
@@ -59,6 +60,7 @@ struct RunResult : Verdict {
   std::vector<AllocationRecord> allocations;
   std::vector<MemorySample> memory;  // --sample-every (and --steps)
   SoakVerdict soak;
+  Stalls stalls;  // stages over --stall-threshold that finished under the deadline
   // With several layers --check compares each with its own reference; the worst comparison is
   // the run's (Verdict::comparison), and this is its layer.
   int layers_checked = 0;

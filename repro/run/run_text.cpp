@@ -109,6 +109,13 @@ std::string result_to_text(const RunResult& r) {
     }
     s << "# memory: " << r.soak.summary << "\n";
   }
+  if (r.stalls.any()) {
+    s << "# STALLED: " << r.stalls.summary() << "\n";
+    for (size_t i = 0; i < r.stalls.records.size() && i < 8; ++i) {
+      const StallRecord& st = r.stalls.records[i];
+      s << "#   call " << st.call << ": " << st.stage << format_number(" %.1f ms\n", st.ms);
+    }
+  }
   if (r.checked) {
     s << "# check (" << (r.result_tensor ? result_tensor_name(*r.result_tensor) : "");
     if (r.layers_checked > 1) s << ", " << r.layers_checked << " layers, the worst: layer " << r.worst_layer;

@@ -260,6 +260,7 @@ void run_on_gpu(RunResult& r, int progress_fd) {
       }
     }
     fill_timings(timer, r);
+    r.stalls = judge_stalls(timer.longest(), o.stall_threshold_s);
     if (reporter) reporter->mark_gpu_stages(nullptr);  // the log goes before the reporter
   }
   measured.peak_live_bytes = static_cast<int64_t>(allocator->peak_live_bytes());
@@ -314,6 +315,11 @@ void run_on_gpu(RunResult& r, int progress_fd) {
                                     std::to_string(c.comparison.rel_error) + " exceeds " + std::to_string(r.gradient_tolerance));
       break;
     }
+  }
+  // Calls that all took seconds in one stage are the symptom, even where every result was right.
+  if (r.outcome == Outcome::pass && r.stalls.every_call()) {
+    r.fail(Outcome::stalled, "every call stalled: " + r.stalls.summary());
+    r.error_stage = r.stalls.longest.stage;
   }
 }
 

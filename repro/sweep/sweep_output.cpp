@@ -43,6 +43,7 @@ const std::vector<SweepOutcome> kSweepOutcomes{
     {Outcome::waived, "waived", true, true},
     {Outcome::mismatch, "mismatched", true, true},
     {Outcome::leak, "leaked", false, false},
+    {Outcome::stalled, "stalled", false, false},
     {Outcome::hang, "hung", true, true},
     {Outcome::timeout, "timed out", true, true},
     {Outcome::crash, "crashed", true, true},
@@ -110,6 +111,7 @@ const std::vector<std::pair<Outcome, OutcomeStyle>> kOutcomeStyles{
     {Outcome::usage, {"#1565c0", "#ffffff", "usage"}},
     {Outcome::mismatch, {"#f9a825", "#212121", "MISMATCH"}},
     {Outcome::leak, {"#ef6c00", "#212121", "LEAK"}},
+    {Outcome::stalled, {"#ad1457", "#ffffff", "STALLED"}},
     {Outcome::cuda_error, {"#d84315", "#ffffff", "CUDA ERROR"}},
     {Outcome::crash, {"#212121", "#ffffff", "CRASH"}},
     {Outcome::timeout, {"#6a1b9a", "#ffffff", "TIMEOUT"}},
@@ -140,8 +142,9 @@ std::string text_element(double x, double y, const std::string& text, const std:
 // says it all (a pass's time, a mismatch's error) or nobody said why (a dry run's planned cell).
 std::string square_reason(const json& cell) {
   const std::string error = str_or(cell, "error", "");
+  const json* stall = cell.contains("stall") && cell.at("stall").is_object() ? &cell.at("stall") : nullptr;
   switch (cell_outcome(cell)) {
-    case Outcome::pass:
+    case Outcome::pass: return stall ? "stalled: " + stall->at("summary").get<std::string>() : "";
     case Outcome::mismatch: return "";
     case Outcome::waived:
     case Outcome::planned: return str_or(cell, "skip_reason", error);
@@ -573,19 +576,23 @@ std::string sweep_svg(const std::vector<json>& cells, const std::string& title, 
           if (!why.empty()) tooltip += " (" + why + ")";
         }
         const Outcome outcome = cell_outcome(*worst);
-        const OutcomeStyle& style = kOutcomeStyles[severity(outcome)].second;
-        std::string label = style.label;
+        // A pass with stalled calls is shown as a stall: the symptom, even where the run passed.
+        const bool stalled_pass = outcome == Outcome::pass && worst->contains("stall") && worst->at("stall").is_object();
+        const OutcomeStyle& style = kOutcomeStyles[severity(stalled_pass ? Outcome::stalled : outcome)].second;
+        std::string label = stalled_pass ? std::string("pass, stalled") : std::string(style.label);
         if (members.size() > 1) label += " " + std::to_string(worst_count) + "/" + std::to_string(members.size());
         std::string detail = str_or(*worst, "stage", "");
         if (detail.empty() && worst->at("signal").is_number()) detail = "signal " + worst->at("signal").dump();
         if (outcome == Outcome::mismatch && worst->at("rel_error").is_number()) {
           detail = "err " + format_number("%.1e", worst->at("rel_error").get<double>());
+        } else if (stalled_pass) {
+          detail = format_number("%.1f s", worst->at("stall").at("ms").get<double>() / 1e3);
         } else if (outcome == Outcome::pass && worst->at("call_median_ms").is_number()) {
           detail = format_number("%.3f ms", worst->at("call_median_ms").get<double>());
         }
         const std::string reason = square_reason(*worst);
         if (!reason.empty()) {
-          const std::string where = outcome == Outcome::hang && worst->at("stage").is_string()
+          const std::string where = (outcome == Outcome::hang || outcome == Outcome::stalled) && worst->at("stage").is_string()
                                         ? " in " + worst->at("stage").get<std::string>() : "";
           const std::string number = "[" + std::to_string(note_number(style.label + where + ": " + reason)) + "]";
           detail += (detail.empty() ? "" : " ") + number;
@@ -616,7 +623,10 @@ std::string sweep_svg(const std::vector<json>& cells, const std::string& title, 
   }
   // Legend: every outcome, best first, then what the figures in a square mean.
   std::set<Outcome> present;
-  for (const auto& c : cells) present.insert(cell_outcome(c));
+  for (const auto& c : cells) {
+    present.insert(cell_outcome(c));
+    if (c.contains("stall") && c.at("stall").is_object()) present.insert(Outcome::stalled);
+  }
   double x = margin;
   body += text_element(margin, y + 4, "outcomes:", "font-weight=\"bold\"");
   for (const auto& [outcome, style] : kOutcomeStyles) {
