@@ -26,6 +26,20 @@ __global__ void never_launched_kernel() {}
 
 }  // namespace
 
+double host_wait_for_launch_ms(double ms) {
+  int* flag = nullptr;
+  CUDA_CHECK(cudaMalloc(&flag, sizeof(int)));
+  CUDA_CHECK(cudaMemset(flag, 0, sizeof(int)));
+  CUDA_CHECK(cudaDeviceSynchronize());
+  const auto t0 = std::chrono::steady_clock::now();
+  spin_kernel<<<1, 1>>>(flag, static_cast<unsigned long long>(ms * 1e6));
+  const double waited = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  CUDA_CHECK(cudaGetLastError());
+  CUDA_CHECK(cudaDeviceSynchronize());
+  CUDA_CHECK(cudaFree(flag));
+  return waited;
+}
+
 FaultInjector::FaultInjector(const FaultSpec& spec) : spec_(spec) {
   CUDA_CHECK(cudaMalloc(&flag_, sizeof(int)));
   CUDA_CHECK(cudaMemset(flag_, 0, sizeof(int)));

@@ -18,6 +18,11 @@ namespace sdpa {
 
 constexpr double kInjectedHangBoundSeconds = 120.0;
 
+// How long the host waited in launching a kernel that spins for `ms` milliseconds: about `ms`
+// where CUDA_LAUNCH_BLOCKING=1 took effect (each launch returns once its kernel has finished),
+// microseconds otherwise. --launch-blocking measures it to show that the setting is in force.
+double host_wait_for_launch_ms(double ms);
+
 class FaultInjector : public StageObserver {
  public:
   explicit FaultInjector(const FaultSpec& spec);

@@ -128,6 +128,8 @@ TEST_SUITE("bad_input") {
         {{"--sample-every", "-1"}, "sample-every"},
         {{"--stage-timeout", "0"}, "stage-timeout"},
         {{"--stall-threshold", "-1"}, "stall-threshold"},
+        {{"--graph", "--launch-blocking"}, "--launch-blocking waits for each kernel as it is launched"},
+        {{"--scenario", "5", "--launch-blocking"}, "--launch-blocking waits for each kernel as it is launched"},
         {{"--stall-threshold", "20"}, "is not below the stage deadline"},
         {{"--stage-timeout", "2", "--stall-threshold", "3"}, "is not below the stage deadline (--stage-timeout 2 s)"},
         {{"--timeout", "-1"}, "timeout"},

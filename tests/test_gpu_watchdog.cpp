@@ -134,13 +134,67 @@ TEST_SUITE("gpu_watchdog") {
 
   TEST_CASE("slow:STAGE:MS below the deadline is not a hang, and shows in the stage's time") {
     std::vector<std::string> args = kAllStagesArgs;
-    args.insert(args.end(), {"--inject", "slow:softmax:300", "--stage-timeout", "5", "--check"});
+    args.insert(args.end(), {"--inject", "slow:softmax:300", "--stage-timeout", "5", "--check", "--stall-threshold", "0"});
     const test_util::JsonRun run = run_binary(args);
     INFO(run.err.substr(0, 2000));
     CHECK(run.exit_code == kExitPass);
     REQUIRE(run.result.is_object());
     for (const auto& s : run.result["stages"]) {
       if (s["stage"] == "softmax") CHECK(s["median_ms"].get<double>() >= 300.0);
+    }
+  }
+
+  TEST_CASE("a stage over the stall threshold under the deadline is a stall: every call stalled is exit 9, some is a pass") {
+    struct Case {
+      const char* inject;
+      int iters, exit_code, calls_stalled;
+      const char* stage;
+    };
+    // 1.2 s over a 1 s threshold in the one call; in call 2 of 3 only; 0.6 s, under it.
+    for (const Case& c : {Case{"slow:softmax:1200", 1, kExitStalled, 1, "softmax"},
+                          Case{"slow:pv_gemm:1200@step=2", 3, kExitPass, 1, "pv_gemm"},
+                          Case{"slow:softmax:600", 1, kExitPass, 0, nullptr}}) {
+      CAPTURE(c.inject);
+      std::vector<std::string> args = kAllStagesArgs;
+      args.insert(args.end(), {"--inject", c.inject, "--iters", std::to_string(c.iters), "--stage-timeout", "5", "--check"});
+      const test_util::JsonRun run = run_binary(args);
+      INFO(run.err.substr(0, 2000));
+      CHECK(run.exit_code == c.exit_code);
+      REQUIRE(run.result.is_object());
+      const auto& stalls = run.result["stalls"];
+      CHECK(stalls["threshold_s"] == 1.0);
+      CHECK(stalls["calls"] == c.iters);
+      CHECK(stalls["calls_stalled"] == c.calls_stalled);
+      if (c.stage) {
+        CHECK(stalls["longest"]["stage"] == c.stage);
+        CHECK(stalls["longest"]["ms"].get<double>() >= 1200.0);
+        CHECK(stalls["longest"]["ms"].get<double>() < 5000.0);
+        CHECK(run.out.find("# STALLED: " + std::string(c.stage)) != std::string::npos);
+      } else {
+        CHECK(stalls["longest"].is_null());
+      }
+      CHECK(run.result["outcome"] == (c.exit_code == kExitStalled ? "stalled" : "pass"));
+    }
+  }
+
+  TEST_CASE("--launch-blocking: CUDA_LAUNCH_BLOCKING=1 is in force in the GPU process, and the run still passes") {
+    for (bool blocking : {true, false}) {
+      CAPTURE(blocking);
+      std::vector<std::string> args = kAllStagesArgs;
+      args.insert(args.end(), {"--check", "--iters", "2"});
+      if (blocking) args.push_back("--launch-blocking");
+      const test_util::JsonRun run = run_binary(args);
+      INFO(run.err.substr(0, 2000));
+      CHECK(run.exit_code == kExitPass);
+      REQUIRE(run.result.is_object());
+      CHECK(run.result["config"]["launch_blocking"] == blocking);
+      if (blocking) {
+        // A 50 ms kernel's launch returned only once it had run: the driver honoured the variable.
+        CHECK(run.result["launch_blocking_probe_ms"].get<double>() >= 45.0);
+        CHECK(run.out.find("CUDA_LAUNCH_BLOCKING=1 in force") != std::string::npos);
+      } else {
+        CHECK(run.result["launch_blocking_probe_ms"].is_null());
+      }
     }
   }
 

@@ -222,6 +222,8 @@ TEST_SUITE("scenarios") {
     CHECK(run_settings({"--scenario", "5"}).stream == StreamMode::non_blocking);
     CHECK(run_settings({"--scenario", "0", "--graph"}).stream == StreamMode::non_blocking);
     CHECK(run_settings({"--scenario", "4"}).stream == StreamMode::legacy);
+    CHECK(test_util::run_options({"--launch-blocking"}).launch_blocking);
+    CHECK_FALSE(test_util::run_options({}).launch_blocking);
     CHECK(run_settings({"--scenario", "1", "--gemm-stream", "aux"}).qk_gemm_stream == GemmStream::aux);
     CHECK(run_settings({"--scenario", "1", "--gemm-stream", "aux", "--fix", "on"}).qk_gemm_stream == GemmStream::same);
     CHECK(run_settings({"--scenario", "1", "--gemm-order", "none"}).qk_gemm_order == GemmOrder::none);

@@ -131,6 +131,7 @@ void check_graph_capturable(const RunOptions& o) {
                      "capture fails with cudaErrorStreamCaptureUnsupported)");
   }
   if (o.log >= LogLevel::sync) throw InputError("--graph: --log sync and values synchronise after every stage inside the graph");
+  if (o.launch_blocking) throw InputError("--graph: --launch-blocking waits for each kernel as it is launched, which a capture cannot");
 }
 
 }  // namespace
@@ -369,6 +370,9 @@ void add_logging_options(CLI::App& app, Fields& f, RunCommand command) {
       ->option_text("S");
   if (command != RunCommand::report) {  // a report supervises every run itself
     app.add_flag("--no-fork", o.no_fork, "one process, a watchdog thread (for cuda-gdb, compute-sanitizer)");
+  }
+  if (command != RunCommand::bench) {  // a benchmark under it would time the waits
+    app.add_flag("--launch-blocking", o.launch_blocking, "CUDA_LAUNCH_BLOCKING=1: each launch waits for its kernel");
   }
   // A report puts each run's log and snapshot into its folder.
   add_hang_options(app, o.hang, command != RunCommand::report);

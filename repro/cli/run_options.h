@@ -66,6 +66,9 @@ struct RunOptions {
   double stall_threshold_s = kDefaultStallThresholdS;  // a stage longer than this is a stall; 0: not judged
   double run_timeout_s = 0;     // whole-run deadline; 0 = none
   bool no_fork = false;         // watchdog thread in this process instead of a supervising parent
+  // CUDA_LAUNCH_BLOCKING=1 for the GPU process, set before CUDA starts: every launch returns once
+  // its kernel has finished, the debug mode the original investigation ran in.
+  bool launch_blocking = false;
   HangOptions hang;             // what a hang does: snapshot, kill or keep; the durable log
   FaultSpec inject;
   // Whether the fault's @conditions of the context hold in this run; a fault whose do not is not

@@ -6,6 +6,7 @@
 // process under a watchdog thread. The summary table goes to stdout, errors as one line to
 // stderr, --json is written atomically, and the exit code is the documented one
 // (math_sdpa/errors.h, README "Exit codes").
+#include <cstdlib>
 #include <iostream>
 
 #include "math_sdpa/context_load.h"
@@ -56,6 +57,8 @@ int run_main(int argc, char** argv) {
     return parsed.exit_code;
   }
   const RunOptions& options = parsed.options;
+  // Before CUDA starts in this process or the child it forks: the driver reads it once.
+  if (options.launch_blocking) setenv("CUDA_LAUNCH_BLOCKING", "1", 1);
   for (const std::string& caveat : options.caveats) std::cerr << "repro: warning: " << caveat << "\n";
   if (options.plan_only) return print_plan(options);
   SupervisedCommand<RunResult> command;

@@ -276,6 +276,7 @@ nlohmann::json result_to_json(const RunResult& r) {
                  {"stage_timeout_s", o.stage_timeout_s},
                  {"run_timeout_s", o.run_timeout_s},
                  {"no_fork", o.no_fork},
+                 {"launch_blocking", o.launch_blocking},
                  {"inject", fault_spec_string(o.inject)},
                  {"inject_armed", o.inject_armed},
                  {"inputs", o.inputs_dir.empty() ? json(nullptr) : json(o.inputs_dir)},
@@ -284,6 +285,7 @@ nlohmann::json result_to_json(const RunResult& r) {
                  {"uvm_counters", o.uvm_counters},
                  {"context", context_to_json(o.context)}};
   j["caveats"] = o.caveats;
+  j["launch_blocking_probe_ms"] = r.launch_blocking_probe_ms ? json(*r.launch_blocking_probe_ms) : json(nullptr);
   j["outcome"] = outcome_name(r.outcome);
   j["exit_code"] = r.exit_code;
   j["error"] = r.error.empty() ? json(nullptr) : json(r.error);

@@ -34,6 +34,8 @@ struct StageTiming {
 
 // The verdict (outcome, exit code, error, check) first: every reader of a run needs it, the
 // measurements after it only some.
+constexpr double kLaunchBlockingProbeMs = 50;
+
 struct RunResult : Verdict {
   RunOptions options;
   std::optional<DeviceInfo> device;
@@ -61,6 +63,9 @@ struct RunResult : Verdict {
   std::vector<MemorySample> memory;  // --sample-every (and --steps)
   SoakVerdict soak;
   Stalls stalls;  // stages over --stall-threshold that finished under the deadline
+  // --launch-blocking: how long the host waited in launching a kernel of kLaunchBlockingProbeMs
+  // (about as long where CUDA_LAUNCH_BLOCKING=1 is in force); unset without the option.
+  std::optional<double> launch_blocking_probe_ms;
   // With several layers --check compares each with its own reference; the worst comparison is
   // the run's (Verdict::comparison), and this is its layer.
   int layers_checked = 0;

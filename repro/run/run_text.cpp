@@ -60,6 +60,13 @@ std::string result_to_text(const RunResult& r) {
   }
   if (!changed.empty()) s << "# settings:" << changed << "\n";
   for (const std::string& caveat : r.options.caveats) s << "# caveat: " << caveat << "\n";
+  if (r.launch_blocking_probe_ms) {
+    const double waited = *r.launch_blocking_probe_ms;
+    s << format_number("# launch blocking: a %.0f ms kernel's launch returned after ", kLaunchBlockingProbeMs)
+      << format_number("%.1f ms", waited)
+      << (waited >= kLaunchBlockingProbeMs / 2 ? " (CUDA_LAUNCH_BLOCKING=1 in force)\n"
+                                                : " (NOT in force: CUDA had started before the variable was set)\n");
+  }
   if (!r.stages.empty()) {
     s << "#  stage          calls   median_ms      p10_ms      p90_ms  clock\n";
     for (const auto& st : r.stages) {

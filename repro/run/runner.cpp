@@ -174,6 +174,8 @@ void run_on_gpu(RunResult& r, int progress_fd) {
     const std::string refusal = plan_refusal(*r.plan, r.pools);
     if (!refusal.empty()) throw RefusedError(refusal);
   }
+  // --launch-blocking: shown to be in force (CUDA read the variable when it started), not assumed.
+  if (o.launch_blocking) r.launch_blocking_probe_ms = host_wait_for_launch_ms(kLaunchBlockingProbeMs);
   MemoryMeasured& measured = r.measured.emplace();
   measured.gpu_free_at_start = measured.min_gpu_free = facts.gpu_free;
   measured.mem_available_at_start = measured.min_mem_available = facts.host_available;
