@@ -435,7 +435,8 @@ std::string MathSdpa::value_summary(Stage s) {
   CUDA_CHECK(cudaStreamSynchronize(stream_));
   char buf[256];
   std::snprintf(buf, sizeof buf, "min=%.6g max=%.6g isnan=%s isinf=%s sum=%.6g rows=%lld", host.min, host.max,
-                host.nan_count ? "true" : "false", host.inf_count ? "true" : "false", host.sum,
+                host.nan_count ? "true" : "false", host.inf_count ? "true" : "false",
+                static_cast<double>(static_cast<float>(host.sum)),  // as .item<float>() would give it
                 static_cast<long long>(s == Stage::pv_gemm ? p.batch * p.q_heads * p.q_len : n / p.kv_len));
   return buf;
 }

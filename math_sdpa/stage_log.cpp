@@ -4,6 +4,8 @@
 #include <chrono>
 #include <ctime>
 #include <cctype>
+#include <cstring>
+#include <set>
 #include <sstream>
 
 #include "errors.h"
@@ -219,6 +221,31 @@ std::string summary_fields(const std::string& summary, std::initializer_list<con
   return out;
 }
 
+// What the instrumentation's macros stream, as std::ostream prints it: a bool as 0 or 1 (no
+// std::boolalpha), a dtype as caffe2::TypeMeta's operator<< prints it (the C++ type's name).
+const char* ostream_bool(bool b) { return b ? "1" : "0"; }
+
+const char* type_meta_name(DType t) {
+  switch (t) {
+    case DType::bf16: return "c10::BFloat16";
+    case DType::fp16: return "c10::Half";
+    case DType::fp32: return "float";
+  }
+  return "?";
+}
+
+// The --log values fields `keys` as the instrumentation printed them: numbers as they are (the
+// summary has them as %.6g, which is how std::ostream prints a float), true/false as 1/0.
+std::string debug_values(const std::string& summary, std::initializer_list<const char*> keys) {
+  std::string out = summary_fields(summary, keys);
+  for (const char* word : {"=true", "=false"}) {
+    for (size_t at = out.find(word); at != std::string::npos; at = out.find(word, at)) {
+      out.replace(at, std::strlen(word), word[1] == 't' ? "=1" : "=0");
+    }
+  }
+  return out;
+}
+
 std::string pointer_text(const void* p) {
   if (!p) return "0";  // as std::ostream prints a null pointer
   std::ostringstream s;
@@ -227,6 +254,20 @@ std::string pointer_text(const void* p) {
 }
 
 }  // namespace
+
+bool is_instrumentation_line(const DebugLine& l) {
+  // The macros' own steps, wherever they run (the backward's GEMMs go through the same
+  // gemm_batched); everything else is the harness's.
+  static const std::set<std::string> tags{"SDPA_ENTRY",         "BACKEND_SELECT",     "MATH_SDPA_START",   "MATH_QK",
+                                          "CUBLAS_GEMM_START",  "CUBLAS_GEMM_DONE",   "MATH_QK_DONE",      "MATH_MASK",
+                                          "MATH_MASK_DONE",     "MATH_SOFTMAX_START", "MATH_SOFTMAX_DONE", "MATH_DROPOUT_START",
+                                          "MATH_DROPOUT_DONE",  "MATH_FINAL_BMM_START", "MATH_FINAL_BMM_DONE", "CUDA_MALLOC",
+                                          "CUDA_MALLOC_DONE"};
+  static const std::set<std::string> events{"sdpa_entry", "math_qk_start", "math_sdpa_complete"};
+  if (l.channel == DebugChannel::event) return events.count(l.message.substr(0, l.message.find(' '))) > 0;
+  if (l.message.empty() || l.message[0] != '[') return false;
+  return tags.count(l.message.substr(1, l.message.find(']') - 1)) > 0;
+}
 
 std::string debug_line_text(const DebugLine& l) {
   const char* tag = "SDPA_DEBUG";
@@ -254,8 +295,8 @@ std::vector<DebugLine> debug_begin_lines(Stage s, const SdpaProblem& p, const Pa
   switch (s) {
     case Stage::entry_sync:
       return {DEBUG_LINE(sdpa, "[SDPA_ENTRY] Q shape=" + dims({p.batch, p.q_heads, p.q_len, p.head_dim}) + " K=" + kv_shape +
-                             " V=" + kv_shape + " device=cuda:0 dtype=" + torch_dtype_name(p.dtype) +
-                             " is_causal=" + (p.mask == MaskKind::causal ? "true" : "false"))};
+                             " V=" + kv_shape + " device=cuda:0 dtype=" + type_meta_name(p.dtype) +
+                             " is_causal=" + ostream_bool(p.mask == MaskKind::causal))};
     case Stage::graph_capture: return {DEBUG_LINE(sdpa, "[MATH_GRAPH_CAPTURE] " + detail)};
     case Stage::graph_instantiate: return {DEBUG_LINE(sdpa, "[MATH_GRAPH_INSTANTIATE] " + detail)};
     case Stage::graph_launch: return {DEBUG_LINE(sdpa, "[MATH_GRAPH_LAUNCH] " + detail)};
@@ -296,8 +337,7 @@ std::vector<DebugLine> debug_end_lines(Stage s, const SdpaProblem& p, const Path
   switch (s) {
     case Stage::entry_sync:
       return {DEBUG_LINE(event, "sdpa_entry" + at), DEBUG_LINE(sdpa, "[SDPA_ENTRY] Post-sync complete"),
-              DEBUG_LINE(sdpa, "[BACKEND_SELECT] Chosen backend: MATH use_flash=false use_mem_efficient=false use_math=true "
-                         "use_cudnn=false")};
+              DEBUG_LINE(sdpa, "[BACKEND_SELECT] Chosen backend: MATH use_flash=0 use_mem_efficient=0 use_math=1 use_cudnn=0")};
     case Stage::graph_capture: return {DEBUG_LINE(sdpa, "[MATH_GRAPH_CAPTURE_DONE]")};
     case Stage::graph_instantiate: return {DEBUG_LINE(sdpa, "[MATH_GRAPH_INSTANTIATE_DONE]")};
     case Stage::graph_launch: return {DEBUG_LINE(sdpa, "[MATH_GRAPH_LAUNCH_DONE]")};
@@ -306,19 +346,19 @@ std::vector<DebugLine> debug_end_lines(Stage s, const SdpaProblem& p, const Path
     case Stage::scale_q:
       return {DEBUG_LINE(event, "math_qk_start" + at),
               DEBUG_LINE(sdpa, "[MATH_QK] Q strides=" + contiguous_strides(p.q_heads, p.q_len, p.head_dim) +
-                             " K strides=" + key_strides(p, ps) +
-                             " Q contiguous=true K contiguous=" + (ps.k_layout == KLayout::bshe ? "false" : "true"))};
+                             " K strides=" + key_strides(p, ps) + " Q contiguous=1 K contiguous=" +
+                             ostream_bool(ps.k_layout != KLayout::bshe))};
     case Stage::gqa_expand: return {DEBUG_LINE(sdpa, "[MATH_GQA_EXPAND_DONE]")};
     case Stage::scale_k: return {DEBUG_LINE(sdpa, "[MATH_KT_PREP_DONE]")};
     case Stage::kt_contiguous: return {DEBUG_LINE(sdpa, "[MATH_KT_CONTIGUOUS_DONE]")};
     case Stage::qk_gemm:
       return {DEBUG_LINE(sdpa, "[CUBLAS_GEMM_DONE]"),
-              DEBUG_LINE(sdpa, "[MATH_QK_DONE] scores shape=" + scores_shape + summary_fields(summary, {"min", "max", "isnan", "isinf"}))};
+              DEBUG_LINE(sdpa, "[MATH_QK_DONE] scores shape=" + scores_shape + debug_values(summary, {"min", "max", "isnan", "isinf"}))};
     case Stage::mask_add: return {DEBUG_LINE(sdpa, "[MATH_MASK_DONE]")};
     case Stage::scores_to_host:
       return {DEBUG_LINE(sdpa, "[MATH_SCORES_TO_HOST_DONE] duration_ms=" + std::to_string(duration_us / 1000))};
     case Stage::softmax:
-      return {DEBUG_LINE(sdpa, "[MATH_SOFTMAX_DONE] Output shape=" + scores_shape + summary_fields(summary, {"sum"}))};
+      return {DEBUG_LINE(sdpa, "[MATH_SOFTMAX_DONE] Output shape=" + scores_shape + debug_values(summary, {"sum"}))};
     case Stage::dropout: return {DEBUG_LINE(sdpa, "[MATH_DROPOUT_DONE]")};
     case Stage::pv_gemm:
       return {DEBUG_LINE(sdpa, "[CUBLAS_GEMM_DONE]"),
@@ -351,9 +391,15 @@ void StageLogger::write_raw(const std::string& line) {
   std::fflush(out_);
 }
 
+void StageLogger::write_debug(const std::vector<DebugLine>& lines) {
+  for (const DebugLine& l : lines) {
+    if (debug_extras_ || is_instrumentation_line(l)) write_raw(debug_line_text(l));
+  }
+}
+
 void StageLogger::write(const std::string& line) {
   if (format_ == LogFormat::sdpa_debug) {
-    write_raw(debug_line_text(debug_note_line(line)));
+    write_debug({debug_note_line(line)});
     return;
   }
   write_raw(line + " t_us=" + std::to_string(monotonic_us()));
@@ -380,8 +426,9 @@ void StageLogger::memory_event(const AllocationRecord& r, bool freed) {
 
 void StageLogger::stage_begin(Stage s, const std::string& detail, void* stream) {
   begin_us_[static_cast<int>(s)] = monotonic_us();
+  if (is_memory_stage(s)) in_memory_stage_ = true;
   if (format_ == LogFormat::sdpa_debug) {
-    for (const auto& line : debug_begin_lines(s, problem_, settings_, detail, stream)) write_raw(debug_line_text(line));
+    write_debug(debug_begin_lines(s, problem_, settings_, detail, stream));
     return;
   }
   for (const auto& line : stage_begin_lines(s, problem_, settings_, detail, stream)) write(line);
@@ -389,10 +436,9 @@ void StageLogger::stage_begin(Stage s, const std::string& detail, void* stream) 
 
 void StageLogger::stage_end(Stage s, const std::string& summary, void*) {
   const int64_t now = monotonic_us(), duration = now - begin_us_[static_cast<int>(s)];
+  if (is_memory_stage(s)) in_memory_stage_ = false;
   if (format_ == LogFormat::sdpa_debug) {
-    for (const auto& line : debug_end_lines(s, problem_, settings_, summary, duration, epoch_us())) {
-      write_raw(debug_line_text(line));
-    }
+    write_debug(debug_end_lines(s, problem_, settings_, summary, duration, epoch_us()));
     return;
   }
   for (const auto& line : stage_end_lines(s, problem_, settings_, summary, duration, now)) write(line);
@@ -400,9 +446,8 @@ void StageLogger::stage_end(Stage s, const std::string& summary, void*) {
 
 void StageLogger::gpu_mark(Stage s, bool done) {
   if (format_ == LogFormat::sdpa_debug) {
-    write_raw(debug_line_text({DebugChannel::event,
-                              std::string(stage_name(s)) + (done ? "_gpu_done" : "_gpu_start") + " @ " + std::to_string(epoch_us()),
-                              0}));
+    write_debug({{DebugChannel::event,
+                  std::string(stage_name(s)) + (done ? "_gpu_done" : "_gpu_start") + " @ " + std::to_string(epoch_us()), 0}});
     return;
   }
   write(std::string(done ? "[GPU_STAGE_DONE] " : "[GPU_STAGE_START] ") + stage_name(s));
@@ -410,9 +455,12 @@ void StageLogger::gpu_mark(Stage s, bool done) {
 
 void StageLogger::log_allocation(const std::string& what, size_t bytes, uintptr_t address, const char* kind) {
   if (format_ == LogFormat::sdpa_debug) {
+    // The instrumentation printed an allocation where the caching allocator made it, inside the
+    // call: one the harness made before the call (--alloc-timing upfront) is its own line.
     const std::string k = kind;
-    for (const auto& line : debug_allocation_lines(bytes, address, k == "managed" || k == "system")) {
-      write_raw(debug_line_text(line));
+    const std::vector<DebugLine> lines = debug_allocation_lines(bytes, address, k == "managed" || k == "system");
+    if (in_memory_stage_ || debug_extras_) {
+      for (const DebugLine& l : lines) write_raw(debug_line_text(l));
     }
     return;
   }

@@ -7,11 +7,12 @@
 //   [SDPA_ENTRY] Q shape=[2, 8, 128, 64] K=[2, 8, 128, 64] V=[2, 8, 128, 64] device=cuda:0 dtype=bfloat16 is_causal=false t_us=...
 //   [CUBLAS_GEMM_START] M=128 N=128 K=64 batch=16 fn=cublasGemmStridedBatchedEx transa=T ... t_us=...
 //
-// sdpa-debug (--log-format sdpa-debug): that instrumentation's own format to the character
+// sdpa-debug (--log-format sdpa-debug): that instrumentation's own lines, value for value (bools
+// as 0/1, the dtype as c10 prints it) and only its tags unless the logger is given debug_extras
 // (docs/LOG_FORMAT.md), so that a log from an instrumented PyTorch (or scripts/torch_stages.py)
 // and one from the harness diff line by line and its grep finds every line:
 //
-//   [SDPA_DEBUG] [SDPA_ENTRY] Q shape=[2, 8, 128, 64] ... is_causal=false [math_sdpa/stage_log.cpp:NNN]
+//   [SDPA_DEBUG] [SDPA_ENTRY] Q shape=[2, 8, 128, 64] ... dtype=c10::BFloat16 is_causal=0 [math_sdpa/stage_log.cpp:NNN]
 //   [CUDA_EVENT] sdpa_entry @ <microseconds since the epoch>
 //   [ALLOC_DEBUG] [CUDA_MALLOC] size=262144 stream=0 device=0 unified_memory=1 [math_sdpa/stage_log.cpp:NNN]
 //   [CUDA_DEBUG] [STREAM_SYNC_DONE] result=no error duration_ms=0 [math_sdpa/stage_log.cpp:NNN]
@@ -76,12 +77,17 @@ std::vector<DebugLine> debug_end_lines(Stage s, const SdpaProblem& p, const Path
                                      int64_t duration_us, int64_t now_epoch_us);
 std::vector<DebugLine> debug_allocation_lines(size_t bytes, uintptr_t address, bool unified_memory);
 DebugLine debug_note_line(const std::string& note);
+// Whether a line is one the instrumentation's macros printed (its tags and its three events)
+// rather than one of the harness's own (its extra stages, notes, layer and GPU marks).
+bool is_instrumentation_line(const DebugLine& l);
 
 class StageLogger : public StageObserver {
  public:
+  // debug_extras: in the sdpa-debug format, also the harness's own lines (--log-extras); without
+  // it that format holds only what the instrumentation printed.
   StageLogger(const SdpaProblem& problem, const PathSettings& settings, LogFormat format = LogFormat::harness,
-              std::FILE* out = stderr)
-      : problem_(problem), settings_(settings), format_(format), out_(out) {}
+              std::FILE* out = stderr, bool debug_extras = false)
+      : problem_(problem), settings_(settings), format_(format), out_(out), debug_extras_(debug_extras) {}
   void stage_begin(Stage stage, const std::string& detail, void* stream) override;
   void stage_end(Stage stage, const std::string& summary, void* stream) override;
   void stage_note(Stage, const std::string& note) override;
@@ -99,10 +105,13 @@ class StageLogger : public StageObserver {
 
  private:
   void write_raw(const std::string& line);
+  void write_debug(const std::vector<DebugLine>& lines);  // the instrumentation's, and the rest with extras
   SdpaProblem problem_;
   PathSettings settings_;
   LogFormat format_;
   std::FILE* out_;
+  bool debug_extras_ = false;
+  bool in_memory_stage_ = false;  // between an alloc_*/free_* stage's begin and end: inside the call
   std::mutex mutex_;  // the reporter's thread writes GPU marks
   int64_t begin_us_[kStageCount] = {};
 };

@@ -321,6 +321,29 @@ def debug_line(channel, message):
     return (channel, message, sys._getframe(1).f_lineno)
 
 
+# The instrumentation's own tags and events (stage_log.cpp is_instrumentation_line): without
+# --log-extras only these are written, as the instrumented PyTorch printed nothing else.
+INSTRUMENTATION_TAGS = {"SDPA_ENTRY", "BACKEND_SELECT", "MATH_SDPA_START", "MATH_QK", "CUBLAS_GEMM_START",
+                        "CUBLAS_GEMM_DONE", "MATH_QK_DONE", "MATH_MASK", "MATH_MASK_DONE", "MATH_SOFTMAX_START",
+                        "MATH_SOFTMAX_DONE", "MATH_DROPOUT_START", "MATH_DROPOUT_DONE", "MATH_FINAL_BMM_START",
+                        "MATH_FINAL_BMM_DONE", "CUDA_MALLOC", "CUDA_MALLOC_DONE"}
+INSTRUMENTATION_EVENTS = {"sdpa_entry", "math_qk_start", "math_sdpa_complete"}
+# What caffe2::TypeMeta's operator<< prints for each dtype: the C++ type's name.
+TYPE_META_NAMES = {"bf16": "c10::BFloat16", "fp16": "c10::Half", "fp32": "float"}
+
+
+def ostream_bool(b):
+    """A bool as the macros stream it: 0 or 1 (no std::boolalpha)."""
+    return "1" if b else "0"
+
+
+def is_instrumentation_line(line):
+    channel, message, _ = line
+    if channel == "CUDA_EVENT":
+        return message.split(" ")[0] in INSTRUMENTATION_EVENTS
+    return message.startswith("[") and message[1:message.find("]")] in INSTRUMENTATION_TAGS
+
+
 def debug_line_text(line):
     channel, message, source_line = line
     if channel == "CUDA_EVENT":
@@ -377,8 +400,8 @@ def begin_lines(stage, p, s, stream=0):
     scores_shape = dims([p.batch, p.q_heads, p.q_len, p.kv_len])
     if stage == "entry_sync":
         return [debug_line("SDPA_DEBUG", "[SDPA_ENTRY] Q shape=%s K=%s V=%s device=cuda:0 dtype=%s is_causal=%s" % (
-            dims([p.batch, p.q_heads, p.q_len, p.head_dim]), kv_shape, kv_shape, DTYPES[p.dtype].torch_name,
-            "true" if p.mask == "causal" else "false"))]
+            dims([p.batch, p.q_heads, p.q_len, p.head_dim]), kv_shape, kv_shape, TYPE_META_NAMES[p.dtype],
+            ostream_bool(p.mask == "causal")))]
     if stage == "mask_prepare":
         return [debug_line("SDPA_DEBUG", "[MATH_MASK_PREPARE] kind=%s shape=%s" % (p.mask, dims([p.q_len, p.kv_len])))]
     if stage == "upcast":
@@ -421,17 +444,17 @@ def end_lines(stage, p, s, values, duration_us, now_epoch_us):
     fields = "".join(" %s=%s" % (k, values[k]) for k in ("min", "max", "isnan", "isinf", "sum") if k in values)
     if stage == "entry_sync":
         return [debug_line("CUDA_EVENT", "sdpa_entry" + at), debug_line("SDPA_DEBUG", "[SDPA_ENTRY] Post-sync complete"),
-                debug_line("SDPA_DEBUG", "[BACKEND_SELECT] Chosen backend: MATH use_flash=false use_mem_efficient=false "
-                                   "use_math=true use_cudnn=false")]
+                debug_line("SDPA_DEBUG", "[BACKEND_SELECT] Chosen backend: MATH use_flash=0 use_mem_efficient=0 use_math=1 "
+                                   "use_cudnn=0")]
     if stage == "mask_prepare":
         return [debug_line("SDPA_DEBUG", "[MATH_MASK_PREPARE_DONE]")]
     if stage == "upcast":
         return [debug_line("SDPA_DEBUG", "[MATH_UPCAST_DONE]")]
     if stage == "scale_q":
         return [debug_line("CUDA_EVENT", "math_qk_start" + at),
-                debug_line("SDPA_DEBUG", "[MATH_QK] Q strides=%s K strides=%s Q contiguous=true K contiguous=%s" % (
+                debug_line("SDPA_DEBUG", "[MATH_QK] Q strides=%s K strides=%s Q contiguous=1 K contiguous=%s" % (
                     dims(contiguous_strides(p.q_heads, p.q_len, p.head_dim)), dims(key_strides(p, s)),
-                    "false" if s.k_layout == "bshe" else "true"))]
+                    ostream_bool(s.k_layout != "bshe")))]
     if stage == "gqa_expand":
         return [debug_line("SDPA_DEBUG", "[MATH_GQA_EXPAND_DONE]")]
     if stage == "scale_k":
@@ -479,8 +502,8 @@ def memory_line(memory, detail):
 class DebugLog:
     """Writes sdpa-debug lines to stderr, each flushed at once: the last line of a hung run names the stage."""
 
-    def __init__(self, enabled, out=None):
-        self.enabled = enabled
+    def __init__(self, enabled, out=None, extras=False):
+        self.enabled, self.extras = enabled, extras
         self.out = out or sys.stderr
         self.lock = threading.Lock()
 
@@ -489,7 +512,8 @@ class DebugLog:
             return
         with self.lock:
             for line in lines:
-                self.out.write(debug_line_text(line) + "\n")
+                if self.extras or is_instrumentation_line(line):
+                    self.out.write(debug_line_text(line) + "\n")
             self.out.flush()
 
 
@@ -788,9 +812,11 @@ def build_parser():
     a("--json", help="write the result as JSON to this file")
     a("--inputs", help="load q.npy, k.npy, v.npy and optional mask.npy from this directory")
     a("--save-output", help="write the result tensor to this .npy file (float32)")
-    a("--log", default="sync", choices=LOG_LEVELS, help="off, stages, sync (default: a device sync after every "
-                                                        "stage) or values (also min/max/isnan/isinf and sums)")
+    a("--log", choices=LOG_LEVELS, help="off, stages, sync (a device sync after every stage) or values (also "
+                                       "min/max/isnan/isinf and sums; the default, as the instrumentation; --mode "
+                                       "whole: sync)")
     a("--log-format", default="sdpa-debug", choices=LOG_FORMATS, help="sdpa-debug (the only format this script writes)")
+    a("--log-extras", action="store_true", help="also the lines of the harness's own stages and notes (repro's --log-extras)")
     a("--stage-timeout", type=float, default=20.0, help="watchdog deadline per stage, seconds (default 20)")
     a("--inject", help="hang:STAGE: a spinning kernel makes that stage stall, to test the watchdog")
     a("--dry-run", action="store_true", help="print one call's log lines without PyTorch, then exit")
@@ -969,6 +995,8 @@ def check_whole_mode(o):
 
 def parse_command_line(argv):
     args = build_parser().parse_args(argv)
+    if args.log is None:  # the instrumentation's syncs and values, as repro's sdpa-debug format
+        args.log = "values" if args.mode == "stages" else "sync"
     return resolve(args, argv)
 
 
@@ -1463,15 +1491,15 @@ class TorchBackend:
         self.t.cuda.synchronize()
 
     def values(self, stage):
-        """The fields the instrumentation printed at --log values: min, max, isnan, isinf of the
-        scores after the GEMM, the sum of the probabilities after softmax (%.6g, as repro)."""
+        """The fields the instrumentation printed at --log values, as its macros streamed them: min,
+        max (floats, %.6g as std::ostream prints a float), isnan, isinf (bools, 0 or 1) of the
+        scores after the GEMM, the sum of the probabilities after softmax (.item<float>())."""
         if stage == "qk_gemm":  # the scores before the mask
             x = self.scores
-            return {"min": "%.6g" % x.min().item(), "max": "%.6g" % x.max().item(),
-                    "isnan": "true" if x.isnan().any().item() else "false",
-                    "isinf": "true" if x.isinf().any().item() else "false"}
+            return {"min": "%.6g" % float32(x.min().item()), "max": "%.6g" % float32(x.max().item()),
+                    "isnan": ostream_bool(x.isnan().any().item()), "isinf": ostream_bool(x.isinf().any().item())}
         if stage == "softmax":
-            return {"sum": "%.6g" % self.attn.double().sum().item()}
+            return {"sum": "%.6g" % float32(self.attn.double().sum().item())}
         return {}
 
     def start_call(self):
@@ -1894,7 +1922,8 @@ def run_torch(o, run, log, watchdog):
     for name, x in (("query", inputs.q), ("key", inputs.k_buffer), ("value", inputs.v), ("attn_mask", inputs.mask)):
         if x is not None:
             ptr, nbytes = storage_span(x)
-            log.write(allocation_lines(nbytes, ptr, s.memory == "managed"))
+            if log.extras:  # made before the call: the instrumentation's malloc lines are the call's own
+                log.write(allocation_lines(nbytes, ptr, s.memory == "managed"))
     call = WholeCall(backend, p, log, watchdog, o.inject, run.timings) if a.mode == "whole" else StagedCall(
         p, s, a.log, log, backend, watchdog, o.inject, run.timings)
     try:
@@ -1955,7 +1984,7 @@ def main(argv):
         sys.stderr.write("%s: error: %s\n" % (PROG, e))
         return e.exit_code
     run = Run(o)
-    log = DebugLog(o.args.log != "off")
+    log = DebugLog(o.args.log != "off", extras=o.args.log_extras)
 
     def on_hang(stage, running, message):
         run.outcome_code, run.error, run.error_stage = EXIT_HANG, message, stage

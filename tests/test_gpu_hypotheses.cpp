@@ -110,9 +110,10 @@ TEST_SUITE("gpu_hypotheses") {
   TEST_CASE("--log stages: a hung GPU stage is the last one the log marks as started on the GPU") {
     for (const char* format : {"harness", "sdpa-debug"}) {
       CAPTURE(format);
-      const auto run = repro({"--inject", "hang:softmax", "--stage-timeout", "2", "--log", "stages", "--log-format", format,
-                              "--full"},
-                             60);
+      std::vector<std::string> args{"--inject", "hang:softmax", "--stage-timeout", "2", "--log", "stages", "--log-format", format,
+                                    "--full"};
+      if (std::string(format) == "sdpa-debug") args.push_back("--log-extras");  // the GPU marks are the harness's own
+      const auto run = repro(args, 60);
       CHECK(run.exit_code == kExitHang);
       const std::string started = std::string(format) == "sdpa-debug" ? "_gpu_start @" : "[GPU_STAGE_START] ";
       const std::string done = std::string(format) == "sdpa-debug" ? "softmax_gpu_done" : "[GPU_STAGE_DONE] softmax";

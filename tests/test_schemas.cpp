@@ -114,7 +114,8 @@ std::string listed(const std::set<std::string>& keys) {
 // The keys of a run's result added after results were committed under results/: optional in the
 // schema, so every one of them is a key the schema does not pin down.
 const char* const kKeysAddedLater[] = {"/config/conditions/backward", "/config/settings/backward", "/nonfinite_gradients",
-                                       "/caveats", "/stalls", "/config/launch_blocking", "/launch_blocking_probe_ms"};
+                                       "/caveats", "/stalls", "/config/launch_blocking", "/launch_blocking_probe_ms",
+                                       "/config/log_extras"};
 
 // unpinned_keys() of `doc` must be exactly `free` (with the keys, when it is not, in the failure).
 void check_unpinned(const std::string& schema, const json& doc, const std::set<std::string>& free, const std::string& what) {

@@ -122,7 +122,7 @@ std::unique_ptr<PathSet> BenchRunner::make_set(const FixSet& fixes) {
   }
   set->allocator = make_allocator(set->settings.alloc, allocator_options(set->settings, o.allow_oversubscription));
   set->fixes = make_fixes(fixes);
-  if (o.log != LogLevel::off) set->logger = std::make_unique<StageLogger>(o.problem, set->settings, o.log_format);
+  if (o.log != LogLevel::off) set->logger = std::make_unique<StageLogger>(o.problem, set->settings, o.log_format, stderr, o.log_extras);
   return set;
 }
 

@@ -181,7 +181,7 @@ struct RunOptionParser::Fields {
   std::string alloc_timing, layers, retain, ballast, ballast_alloc, ballast_touch, chunk_size;
   int steps = 0;
   CLI::Option *dtype_opt, *batch_opt, *heads_opt, *kv_heads_opt, *q_len_opt, *kv_len_opt, *head_dim_opt, *mask_opt,
-      *mask_dims_opt, *touch_streams_opt, *seed_opt, *iters_opt = nullptr, *steps_opt = nullptr,
+      *mask_dims_opt, *touch_streams_opt, *seed_opt, *iters_opt = nullptr, *log_opt = nullptr, *steps_opt = nullptr,
       *memory_trace_opt = nullptr, *host_load_opt = nullptr;
 };
 
@@ -348,16 +348,17 @@ void add_context_options(CLI::App& app, Fields& f, RunCommand command) {
 
 void add_logging_options(CLI::App& app, Fields& f, RunCommand command) {
   RunOptions& o = f.o;
-  app.add_option("--log", f.log,
+  f.log_opt = app.add_option("--log", f.log,
                  "stage log on stderr: " + listed(joined(log_level_words())) +
                      "; sync adds a device sync per stage, values min/max/nan/sums")
       ->check(CLI::IsMember(log_level_words()))
       ->option_text("LEVEL");
   const std::vector<std::string> formats{log_format_name(LogFormat::harness), log_format_name(LogFormat::sdpa_debug)};
   app.add_option("--log-format", f.log_format,
-                 "sdpa-debug: the lines of the PyTorch debug instrumentation that found the hang, exactly")
+                 "sdpa-debug: the debug instrumentation's lines, exactly (and --log values unless --log)")
       ->check(CLI::IsMember(formats))
       ->option_text(joined(formats));
+  app.add_flag("--log-extras", o.log_extras, "sdpa-debug: also the harness's own lines (extra stages, notes)");
   app.add_option("--stage-timeout", o.stage_timeout_s, "the watchdog's deadline for any one stage, seconds")
       ->check(CLI::Range(0.01, 86400.0))
       ->option_text("S");
@@ -644,6 +645,12 @@ RunOptions RunOptionParser::finish(int argc, const char* const* argv) const {
 
   parse_log_level(f.log, o.log);
   o.log_format = parse_log_format(f.log_format);
+  // The instrumentation synchronised the device after every step and printed values: so does its
+  // format, unless --log says otherwise.
+  if (o.log_format == LogFormat::sdpa_debug && f.log_opt->count() == 0) o.log = LogLevel::values;
+  if (o.log_extras && o.log_format != LogFormat::sdpa_debug) {
+    throw InputError("--log-extras: the harness format has every line already; it adds to --log-format sdpa-debug");
+  }
   if (o.settings.graph) check_graph_capturable(o);
   if (!f.inject.empty()) o.inject = parse_fault_spec(f.inject);
   o.inject_armed = fault_context_holds(o);

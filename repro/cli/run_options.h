@@ -62,6 +62,7 @@ struct RunOptions {
   std::string save_output_path;
   LogLevel log = LogLevel::off;
   LogFormat log_format = LogFormat::harness;
+  bool log_extras = false;  // sdpa-debug: also the harness's own lines
   double stage_timeout_s = kDefaultStageTimeoutS;  // per-stage deadline of the watchdog
   double stall_threshold_s = kDefaultStallThresholdS;  // a stage longer than this is a stall; 0: not judged
   double run_timeout_s = 0;     // whole-run deadline; 0 = none

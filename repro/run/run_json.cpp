@@ -273,6 +273,7 @@ nlohmann::json result_to_json(const RunResult& r) {
                  {"check", o.check},
                  {"log", log_level_name(o.log)},
                  {"log_format", log_format_name(o.log_format)},
+                 {"log_extras", o.log_extras},
                  {"stage_timeout_s", o.stage_timeout_s},
                  {"run_timeout_s", o.run_timeout_s},
                  {"no_fork", o.no_fork},

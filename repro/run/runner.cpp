@@ -200,7 +200,7 @@ void run_on_gpu(RunResult& r, int progress_fd) {
     }
     MathSdpa path(p, r.settings, *allocator);
     r.gemms = path.gemm_calls();
-    StageLogger logger(p, r.settings, o.log_format);
+    StageLogger logger(p, r.settings, o.log_format, stderr, o.log_extras);
     NvtxObserver nvtx;
     StageTimer timer;
     std::unique_ptr<FaultInjector> injector;
