@@ -35,6 +35,15 @@ $repro --launch-blocking --check --iters 3 >"$out/launch_blocking.txt" 2>&1
 say "--launch-blocking: exit $?; $(grep -E '^# launch blocking' "$out/launch_blocking.txt")"
 $repro --scenario 1 --gemm-stream aux --check >"$out/s1_race.txt" 2>&1
 say "scenario 1 --gemm-stream aux (an outright race, fix off): exit $?"
+# The sdpa-debug format against PyTorch's own run of the same problem (scripts/torch_stages.py),
+# line by line with the values set aside; and the first lines of ours, as they are.
+$repro --log-format sdpa-debug --check 2>"$out/repro_debug.log" >/dev/null
+say "repro --log-format sdpa-debug: exit $?"
+head -12 "$out/repro_debug.log" | sed 's/^/  /' | cut -c1-200 | tee -a "$summary"
+timeout 120 python3 scripts/torch_stages.py --memory managed 2>"$out/torch_debug.log" >/dev/null
+say "torch_stages.py --memory managed: exit $?"
+python3 scripts/compare_logs.py --lines "$out/repro_debug.log" "$out/torch_debug.log" 2>&1 | tail -4 | tee -a "$summary"
+grep -m2 "MATH_QK_DONE\|SOFTMAX_DONE" "$out/torch_debug.log" | cut -c1-160 | tee -a "$summary"
 for suite in gpu_scenarios gpu_hypotheses; do
   t0=$SECONDS
   timeout 300 ./build-ci/tests/gpu_tests --test-suite=$suite >"$out/test_$suite.log" 2>&1
