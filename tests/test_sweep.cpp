@@ -176,10 +176,13 @@ std::string visible_text(std::string svg) {
 
 // `repro sweep` with the fake child and the given options; one worker and a 5 s deadline unless
 // they say otherwise.
+// The fake child's behaviours include "waived", planned per scenario and memory: the sweep keeps the
+// combinations a waiver rules out as cells (--keep-waived) unless a matrix file decides.
 std::vector<std::string> sweep_args(const std::string& json_path, std::vector<std::string> options) {
   std::vector<std::string> a{"sweep", "--repro-binary", SWEEP_TEST_FAKE_CHILD, "--stage-timeout", "0.2", "--iters", "1",
                              "--json", json_path};
   a.insert(a.end(), options.begin(), options.end());
+  if (std::find(options.begin(), options.end(), "--matrix") == options.end()) a.push_back("--keep-waived");
   for (const auto& [option, value] : {std::pair<const char*, const char*>{"--gpus", "1"}, {"--cell-timeout", "5"}}) {
     if (std::find(options.begin(), options.end(), option) == options.end()) a.insert(a.end(), {option, value});
   }
@@ -405,12 +408,18 @@ TEST_SUITE("sweep") {
     CHECK(axes_from_document_matrix(matrix, "old.json").contexts == std::vector<std::string>{"isolated"});
   }
   TEST_CASE("the default matrix: scenarios 0-5 x fix off/on x bf16/fp16/fp32 x managed/device/async x three shapes") {
-    const std::vector<SweepCell> cells = expand_matrix(SweepAxes{});
-    // 324 combinations; scenario 2's 18 on rows of 128 keys (the warp softmax) are left out.
+    // 324 combinations: scenario 2's 18 on rows of 128 keys (the warp softmax) are left out, and
+    // without --keep-waived the 168 of scenarios 1-5 on device and async memory, which a waiver
+    // rules out: every cell of the default matrix runs.
     int left_out = 0;
     std::string why;
-    const std::vector<SweepCell> counted = expand_matrix(SweepAxes{}, &left_out, &why);
-    CHECK(counted.size() == cells.size());
+    const std::vector<SweepCell> runnable = expand_matrix(SweepAxes{}, &left_out, &why);
+    CHECK(left_out == 18 + 168);
+    CHECK(runnable.size() == 138);
+    for (const auto& c : runnable) CHECK((c.scenario == 0 || c.alloc == "managed"));
+    SweepAxes keep;
+    keep.keep_waived = true;
+    const std::vector<SweepCell> cells = expand_matrix(keep, &left_out, &why);
     CHECK(left_out == 18);
     CHECK(why.find("scenario=2 ") == 0);
     CHECK(why.find("warp path") != std::string::npos);
@@ -489,13 +498,16 @@ TEST_SUITE("sweep") {
     const SweepParseResult r =
         parse_sweep({"--scenarios", "0,2", "--fix", "off,on,all,3+1", "--dtypes", "bf16,fp32", "--precisions",
                      "upcast,native", "--shapes", "2x8x128x1152x64,1x24x4608x4608x128", "--allocs", "managed,device",
-                     "--streams", "non-blocking,legacy", "--iters", "3", "--repeats", "2", "--json", "out/s.json"});
+                     "--streams", "non-blocking,legacy", "--iters", "3", "--repeats", "2", "--json", "out/s.json",
+                     "--keep-waived"});
     REQUIRE_MESSAGE(r.run, r.message);
     const SweepOptions& o = r.options;
     CHECK(o.axes.fixes == std::vector<std::string>{"off", "on", "all", "1+3"});
     CHECK(o.json_path == "out/s.json");
     CHECK(o.jsonl_path == "out/s.jsonl");
     CHECK(o.svg_path == "out/s.svg");
+    CHECK(o.axes.keep_waived);
+    CHECK_FALSE(parse_sweep({}).options.axes.keep_waived);
     const auto cells = expand_matrix(o.axes);
     CHECK(cells.size() == 2 * 4 * 2 * 2 * 2 * 2 * 2 * 2);
     CHECK(keys_of(cells).size() == cells.size());
@@ -522,11 +534,12 @@ TEST_SUITE("sweep") {
     TempDir dir;
     write_text(dir / "m.json",
                R"({"scenarios": [1, 2], "fix": ["off", "1,3"], "dtypes": ["fp16"], "shapes": ["2x8x128x1152x64"],
-                   "allocs": ["managed", "async"], "iters": 2, "repeats": 3})");
+                   "allocs": ["managed", "async"], "keep_waived": true, "iters": 2, "repeats": 3})");
     const SweepParseResult file = parse_sweep({"--matrix", dir / "m.json"});
     REQUIRE_MESSAGE(file.run, file.message);
     const SweepParseResult cli = parse_sweep({"--scenarios", "1,2", "--fix", "off,1+3", "--dtypes", "fp16", "--shapes",
-                                              "2x8x128x1152x64", "--allocs", "managed,async", "--iters", "2", "--repeats", "3"});
+                                              "2x8x128x1152x64", "--allocs", "managed,async", "--iters", "2", "--repeats", "3",
+                                              "--keep-waived"});
     REQUIRE(cli.run);
     const auto from_file = expand_matrix(file.options.axes);
     CHECK(from_file.size() == 2 * 2 * 1 * 1 * 1 * 2 * 1 * 3);
@@ -619,17 +632,18 @@ TEST_SUITE("sweep") {
     check_valid(doc);
     CHECK(doc["meta"]["dry_run"] == true);
     CHECK(doc["meta"]["command_line"] == json({"repro", "sweep", "--dry-run", "--repro-binary", SWEEP_TEST_FAKE_CHILD, "--gpus", "1"}));
-    CHECK(doc["matrix"]["cells"] == 306);
-    CHECK(doc["matrix"]["left_out"]["count"] == 18);
+    CHECK(doc["matrix"]["cells"] == 138);
+    CHECK(doc["matrix"]["left_out"]["count"] == 18 + 168);
+    CHECK(doc["matrix"]["keep_waived"] == false);
     CHECK(doc["summary"]["result"] == "PLANNED");
-    REQUIRE(doc["cells"].size() == 306);
+    REQUIRE(doc["cells"].size() == 138);
     for (const auto& c : doc["cells"]) {
       CHECK(c["outcome"] == "planned");
       CHECK(c["command_line"][0] == "repro");
       check_valid(c, "#/$defs/cell");
     }
-    CHECK(doc["cells"][305]["key"] ==
-          "scenario=5 fix=on dtype=fp32 precision=upcast shape=1x8x256x2048x64 alloc=async stream=default iters=5 repeat=0");
+    CHECK(doc["cells"][137]["key"] ==
+          "scenario=5 fix=on dtype=fp32 precision=upcast shape=1x8x256x2048x64 alloc=managed stream=default iters=5 repeat=0");
     CHECK_FALSE(fs::exists(dir / "fake.log"));
     CHECK_FALSE(fs::exists(dir / "sweep-results"));
   }
@@ -1125,6 +1139,7 @@ TEST_SUITE("sweep") {
 
   TEST_CASE("a cell's record from how its process ended and what it wrote") {
     SweepAxes axes;
+    axes.keep_waived = true;
     axes.scenarios = {2};
     axes.fixes = {"on"};
     axes.dtypes = {"bf16"};
@@ -1245,7 +1260,7 @@ TEST_SUITE("sweep") {
     for (const auto& c : expand_matrix(SweepAxes{})) planned.push_back(planned_cell_json(c, 10));
     const std::string full = sweep_svg(planned, "default", "");
     CHECK(xml_problem(full) == "");
-    CHECK(count_of(full, "class=\"cell\"") == 306);
+    CHECK(count_of(full, "class=\"cell\"") == 138);
     CHECK(count_of(full, ">shape 2x8x") == 2);
     CHECK(count_of(full, ">shape 1x8x256x2048x64") == 1);
   }
@@ -1513,7 +1528,8 @@ TEST_SUITE("sweep") {
   TEST_CASE("sharded dry runs, each its own process, merge into exactly the unsharded plan") {
     TempDir dir;
     const std::vector<std::string> matrix{"--scenarios", "0,1,2", "--fix", "off,on", "--dtypes", "bf16,fp32", "--shapes",
-                                          "2x8x128x1152x64,1x8x256x2048x64", "--allocs", "managed,device,async", "--repeats", "2"};
+                                          "2x8x128x1152x64,1x8x256x2048x64", "--allocs", "managed,device,async", "--repeats", "2",
+                                          "--keep-waived"};
     const Ran whole = run_repro(joined({"sweep", "--dry-run", "--gpus", "1"}, matrix), {}, dir.path);
     REQUIRE(whole.exit_code == 0);
     const json plan = json::parse(whole.out);

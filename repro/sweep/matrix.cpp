@@ -240,15 +240,20 @@ std::vector<SweepCell> expand_matrix(SweepAxes a, int* left_out, std::string* le
                   c.iters = a.iters;
                   c.repeat = repeat;
                   const RunOptions options = parse_as_repro("cell " + c.key(), c.run_args());
-                  if (!options.caveats.empty()) {
-                    if (why.empty()) why = c.key() + ": " + options.caveats.front();
+                  const std::string not_a_cell = !options.caveats.empty() ? options.caveats.front()
+                                                 : !a.keep_waived             ? options.waiver
+                                                                              : "";
+                  if (!not_a_cell.empty()) {
+                    if (why.empty()) why = c.key() + ": " + not_a_cell;
                     ++skipped;
                     continue;
                   }
                   c.fix_list = options.fixes.str();
                   cells.push_back(c);
                 }
-  if (cells.empty() && skipped) throw InputError("no cell of the matrix can show its scenario's hypothesis: " + why);
+  if (cells.empty() && skipped) {
+    throw InputError("no cell of the matrix can show its scenario's hypothesis (--keep-waived keeps the waived ones): " + why);
+  }
   if (left_out) *left_out = skipped;
   if (left_out_why) *left_out_why = why;
   return cells;
@@ -285,12 +290,13 @@ SweepAxes parse_matrix(const std::string& text, const std::string& path) {
     }
     out = v.get<int>();
   };
-  const std::vector<std::string> keys{"scenarios", "fix",     "dtypes",   "precisions", "shapes",
-                                      "allocs",    "streams", "contexts", "iters",      "repeats"};
+  const std::vector<std::string> keys{"scenarios", "fix",      "dtypes",      "precisions", "shapes", "allocs",
+                                      "streams",   "contexts", "keep_waived", "iters",      "repeats"};
   for (const auto& item : j.items()) {
     if (std::find(keys.begin(), keys.end(), item.key()) == keys.end()) {
       throw InputError(where + "unknown key \"" + item.key() +
-                       "\" (expected scenarios, fix, dtypes, precisions, shapes, allocs, streams, contexts, iters, repeats)");
+                       "\" (expected scenarios, fix, dtypes, precisions, shapes, allocs, streams, contexts, keep_waived, iters, "
+                       "repeats)");
     }
   }
   if (j.contains("scenarios")) {
@@ -315,6 +321,10 @@ SweepAxes parse_matrix(const std::string& text, const std::string& path) {
   strings("contexts", a.contexts);
   count("iters", a.iters);
   count("repeats", a.repeats);
+  if (j.contains("keep_waived")) {
+    if (!j.at("keep_waived").is_boolean()) throw InputError(where + "\"keep_waived\" must be true or false");
+    a.keep_waived = j.at("keep_waived").get<bool>();
+  }
   try {
     canonicalise_axes(a);
   } catch (const InputError& e) {
@@ -392,7 +402,7 @@ std::vector<SweepCell> shard_cells(const std::vector<SweepCell>& cells, SweepSha
 nlohmann::json axes_to_json(const SweepAxes& a) {
   return {{"scenarios", a.scenarios}, {"fix", a.fixes},   {"dtypes", a.dtypes}, {"precisions", a.precisions},
           {"shapes", a.shapes},       {"allocs", a.allocs}, {"streams", a.streams}, {"contexts", a.contexts},
-          {"iters", a.iters},         {"repeats", a.repeats}};
+          {"keep_waived", a.keep_waived}, {"iters", a.iters}, {"repeats", a.repeats}};
 }
 
 nlohmann::json cell_axes_to_json(const SweepCell& c) {
@@ -419,6 +429,10 @@ SweepAxes axes_from_document_matrix(const nlohmann::json& matrix, const std::str
   const nlohmann::json names = axes_to_json(SweepAxes{});  // named, so it outlives the loop
   for (const auto& [key, value] : names.items()) {
     if (!matrix.contains(key) && key == "contexts") continue;  // a sweep from before the axis: the isolated call
+    if (!matrix.contains(key) && key == "keep_waived") {       // from before: its waived cells were cells
+      axes[key] = true;
+      continue;
+    }
     if (!matrix.contains(key)) throw InputError(path + ": its matrix has no \"" + key + "\"");
     axes[key] = matrix.at(key);
   }

@@ -37,6 +37,9 @@ struct SweepAxes {
   // Rungs of the context ladder (math_sdpa/context.h): the call alone, or with the training
   // process's conditions up to that rung (the steps rung counts --iters as steps).
   std::vector<std::string> contexts{"isolated"};
+  // Whether combinations that a waiver rules out (scenarios 1-5 on memory that cannot migrate)
+  // are cells that end waived, or are left out of the matrix (the default: every cell runs).
+  bool keep_waived = false;
   int iters = 5;    // calls of the path per run (timings are medians over them)
   int repeats = 1;  // runs of each configuration (a hang may not come every time)
 };
@@ -67,9 +70,9 @@ constexpr int kMaxSweepCells = 100000;
 
 // Every combination, in axis order (scenario slowest, repeat fastest). Canonicalises first and
 // checks each cell's run options as `repro` would. A combination whose run could not show its
-// scenario's hypothesis (scenario_caveats: scenario 2 on rows the warp softmax reduces) is not a
-// cell: it is counted in *left_out and named in *left_out_why (one example); a matrix left with no
-// cell at all is an InputError saying why.
+// scenario's hypothesis (scenario_caveats: scenario 2 on rows the warp softmax reduces), or that a
+// waiver rules out (unless keep_waived), is not a cell: it is counted in *left_out and named in
+// *left_out_why (one example); a matrix left with no cell at all is an InputError saying why.
 std::vector<SweepCell> expand_matrix(SweepAxes axes, int* left_out = nullptr, std::string* left_out_why = nullptr);
 
 // A matrix file: a JSON object with any of the keys scenarios (integers), fix, dtypes,

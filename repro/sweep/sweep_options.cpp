@@ -73,6 +73,9 @@ SweepParseResult parse_sweep_command_line(int argc, const char* const* argv) {
           ->default_str(joined(defaults.contexts)),
       app.add_option("--iters", o.axes.iters, "calls of the path in each run")->default_str(std::to_string(defaults.iters)),
       app.add_option("--repeats", o.axes.repeats, "runs of each configuration")->default_str(std::to_string(defaults.repeats)),
+      app.add_flag("--keep-waived", o.axes.keep_waived,
+                   "also the combinations a waiver rules out (scenarios 1-5 on memory that cannot migrate): cells that "
+                   "end waived"),
   };
   auto* matrix_opt = app.add_option("--matrix", matrix,
                                     "the axes from a JSON file: {\"scenarios\": [0, 1], \"fix\": [\"off\", \"on\"], \"dtypes\": "
