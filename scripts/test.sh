@@ -3,6 +3,7 @@
 #
 #   scripts/test.sh                 # all tests; GPU tests report "skipped" without a GPU
 #   scripts/test.sh -L cpu          # extra arguments go to ctest (here: only the CPU tests)
+#   scripts/test.sh -j 1            # one test at a time (the last -j wins)
 #
 # Environment: PRESET, a configure/build/test preset of CMakePresets.json: dev (default: sm_90 and
 # sm_121, folder build), ci (sm_90 only, build-ci; CI uses it to build faster), asan (host code
@@ -17,4 +18,5 @@ arch_args=()
 [[ -n ${CUDA_ARCHS:-} ]] && arch_args=(-DCMAKE_CUDA_ARCHITECTURES="$CUDA_ARCHS")
 cmake --preset "$preset" "${arch_args[@]}"
 cmake --build --preset "$preset" -j "$(nproc)"
-ctest --preset "$preset" "$@"
+# Every core: the GPU tests take turns on the GPU, the CPU tests share the rest (tests/CMakeLists.txt).
+ctest --preset "$preset" -j "$(nproc)" "$@"
