@@ -223,6 +223,10 @@ TEST_SUITE("scenarios") {
     CHECK(run_settings({"--scenario", "0", "--graph"}).stream == StreamMode::non_blocking);
     CHECK(run_settings({"--scenario", "4"}).stream == StreamMode::legacy);
     CHECK(test_util::run_options({"--launch-blocking"}).launch_blocking);
+    // Stalls: 1 s under the 20 s deadline; none judged where the deadline leaves no room, unless asked.
+    CHECK(test_util::run_options({}).stall_threshold_s == 1.0);
+    CHECK(test_util::run_options({"--stage-timeout", "1"}).stall_threshold_s == 0);
+    CHECK(test_util::run_options({"--stage-timeout", "1", "--stall-threshold", "0.5"}).stall_threshold_s == 0.5);
     CHECK_FALSE(test_util::run_options({}).launch_blocking);
     CHECK(run_settings({"--scenario", "1", "--gemm-stream", "aux"}).qk_gemm_stream == GemmStream::aux);
     CHECK(run_settings({"--scenario", "1", "--gemm-stream", "aux", "--fix", "on"}).qk_gemm_stream == GemmStream::same);
