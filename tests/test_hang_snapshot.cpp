@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -89,6 +90,7 @@ struct Sleeper {
       signal(SIGTERM, SIG_DFL);
       while (true) pause();
     }
+    wait_asleep();  // every test reads a sleeping process: the state it needs, waited for
   }
   ~Sleeper() {
     kill(pid, SIGKILL);
@@ -99,6 +101,13 @@ struct Sleeper {
     const std::string stat = test_util::file_text("/proc/" + std::to_string(pid) + "/stat");
     const size_t paren = stat.rfind(')');
     return paren == std::string::npos || paren + 2 >= stat.size() ? '?' : stat[paren + 2];
+  }
+  // Waits, up to `bound_s`, until the child sleeps in pause(): right after fork() it may still be
+  // running (R), on a loaded machine for a while. True when it sleeps.
+  bool wait_asleep(double bound_s = 5) const {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(bound_s);
+    while (state() != 'S' && std::chrono::steady_clock::now() < until) usleep(1000);
+    return state() == 'S';
   }
 };
 
@@ -571,6 +580,7 @@ TEST_SUITE("hang_snapshot") {
 
   TEST_CASE("a process that did not die after SIGKILL: its kernel stacks are read within a bound and reported") {
     Sleeper target;
+    REQUIRE(target.wait_asleep());  // its state is read below: a condition, not a sleep
     const double start = now_s();
     const auto stacks = kernel_stacks_of(target.pid, 2);
     CHECK(now_s() - start < 2.5);
