@@ -10,7 +10,7 @@ own kernels:
     order and with its dtype rules (boolean mask to additive, upcast, sqrt(scale) on Q and on
     K^T, repeat_interleave for GQA, at::matmul's reshape and bmm, _safe_softmax, dropout,
     matmul, the cast back), with a device synchronisation after each and the log lines of
-    `repro --log sync --log-format sdpa-debug` (docs/LOG_FORMAT.md): the same tags in the same order,
+    `repro --log-format sdpa-debug` (docs/LOG_FORMAT.md): the same tags in the same order,
     so `scripts/compare_logs.py` diffs the two logs tag by tag;
   whole mode (--mode whole): F.scaled_dot_product_attention under sdpa_kernel(SDPBackend.MATH),
     synchronised before and after, for the plain symptom.
@@ -25,7 +25,7 @@ repro does. Exit codes are repro's (math_sdpa/errors.h): 0 pass, 1 non-finite re
 call without PyTorch. docs/TORCH_STAGES.md has the details; from the source folder:
 
     python3 scripts/torch_stages.py --memory managed --json torch_stages.json 2> torch.log
-    ./build/repro --log sync --log-format sdpa-debug 2> repro.log
+    ./build/repro --log-format sdpa-debug 2> repro.log
     python3 scripts/compare_logs.py repro.log torch.log
 """
 import argparse
