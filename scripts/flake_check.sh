@@ -8,7 +8,8 @@
 # The load: stress-ng's CPU workers where it is installed, else a busy loop per core, for as long
 # as the runs last. Each run is `ctest -L cpu` with a job per core, as scripts/test.sh runs it.
 # Prints one line per run and, last, every test that failed with its count; exit 1 if any did.
-# Logs go to BUILD_DIR/flake_check/.
+# Logs go to BUILD_DIR/flake_check/. FLAKE_CTEST_ARGS adds ctest arguments (e.g. "-E cpu.report_nvcc":
+# that suite spends its minute and a half in nvcc, whatever the load).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 runs=${1:-20}
@@ -40,7 +41,8 @@ failed_tests() { grep -hE '^[[:space:]]*[0-9]+ - [^ ]+ \((Failed|Timeout|SEGFAUL
 start=$SECONDS
 for ((run = 1; run <= runs; run++)); do
   t0=$SECONDS
-  ctest --test-dir "$build" -L cpu -j "$cores" --output-on-failure >"$logs/run-$run.log" 2>&1
+  # shellcheck disable=SC2086  # FLAKE_CTEST_ARGS is a list of words
+  ctest --test-dir "$build" -L cpu -j "$cores" --output-on-failure ${FLAKE_CTEST_ARGS:-} >"$logs/run-$run.log" 2>&1
   failed=$(failed_tests "$logs/run-$run.log" | tr '\n' ' ')
   echo "flake_check: run $run of $runs under $load: $((SECONDS - t0)) s${failed:+, failed: $failed}"
 done
