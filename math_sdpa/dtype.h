@@ -37,6 +37,17 @@ inline const char* torch_dtype_name(DType t) {
   return "?";
 }
 
+// What PyTorch's C++ prints for a tensor's dtype() (caffe2::TypeMeta's operator<<: the C++ type's
+// name), as the debug instrumentation's macros streamed it.
+inline const char* type_meta_name(DType t) {
+  switch (t) {
+    case DType::bf16: return "c10::BFloat16";
+    case DType::fp16: return "c10::Half";
+    case DType::fp32: return "float";
+  }
+  return "?";
+}
+
 inline size_t dtype_size(DType t) { return t == DType::fp32 ? 4 : 2; }
 
 inline uint32_t float_bits(float f) {

@@ -221,18 +221,8 @@ std::string summary_fields(const std::string& summary, std::initializer_list<con
   return out;
 }
 
-// What the instrumentation's macros stream, as std::ostream prints it: a bool as 0 or 1 (no
-// std::boolalpha), a dtype as caffe2::TypeMeta's operator<< prints it (the C++ type's name).
+// A bool as the instrumentation's macros stream it: 0 or 1 (no std::boolalpha).
 const char* ostream_bool(bool b) { return b ? "1" : "0"; }
-
-const char* type_meta_name(DType t) {
-  switch (t) {
-    case DType::bf16: return "c10::BFloat16";
-    case DType::fp16: return "c10::Half";
-    case DType::fp32: return "float";
-  }
-  return "?";
-}
 
 // The --log values fields `keys` as the instrumentation printed them: numbers as they are (the
 // summary has them as %.6g, which is how std::ostream prints a float), true/false as 1/0.

@@ -6,10 +6,7 @@
 set -uo pipefail
 source "$(dirname "$0")/device_lib.sh"
 device_setup
-nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee -a "$summary"
-start=$SECONDS
 device_build_ci
-say "build: $((SECONDS - start)) s"
 repro=./build-ci/repro
 t0=$SECONDS
 timeout 300 ./build-ci/tests/gpu_tests --test-suite=gpu_backward >"$out/test_gpu_backward.log" 2>&1

@@ -24,10 +24,7 @@ device_setup
 sections=("$@")
 ((${#sections[@]})) || sections=(tests)
 want() { [[ " ${sections[*]} " == *" $1 "* ]]; }
-nvidia-smi --query-gpu=name,driver_version,memory.total,memory.used --format=csv,noheader | tee "$out/gpu.txt"
-start=$SECONDS
 device_build_ci
-say "build: $((SECONDS - start)) s"
 repro=./build-ci/repro
 
 if want plan; then

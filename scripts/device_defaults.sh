@@ -9,10 +9,7 @@
 set -uo pipefail
 source "$(dirname "$0")/device_lib.sh"
 device_setup
-nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee -a "$summary"
-start=$SECONDS
 device_build_ci
-say "build: $((SECONDS - start)) s"
 repro=./build-ci/repro
 for s in 0 1 2 3 4 5; do
   for fix in off on; do

@@ -1,6 +1,8 @@
 # device_lib.sh: what every scripts/device_*.sh does on a lent GPU machine, sourced by them.
-#   device_setup [DEFAULT_OUT]   cd to the source root; $out (= $OUT or DEFAULT_OUT), $summary, say()
-#   device_build_ci              configure and build preset ci (logs in $out); exits on failure
+#   device_setup [DEFAULT_OUT]   cd to the source root; $out (= $OUT or DEFAULT_OUT), $summary, say(),
+#                                $start (for a "total" line); the GPU's name, driver and memory first in
+#                                the summary and in $out/gpu.txt (every figure after it is that GPU's)
+#   device_build_ci              configure and build preset ci (logs in $out), say how long; exits on failure
 #   device_pack [KEEP ...]       everything under $out into $out/logs.tar.gz but summary.txt and KEEP
 #                                (a call brings back a few files only)
 device_setup() {
@@ -10,13 +12,18 @@ device_setup() {
   export PATH="$PATH:/usr/local/cuda/bin"
   summary="$out/summary.txt"
   : >"$summary"
+  start=$SECONDS
+  nvidia-smi --query-gpu=name,driver_version,memory.total,memory.used --format=csv,noheader | tee "$out/gpu.txt" |
+    tee -a "$summary"
 }
 
 say() { echo "$@" | tee -a "$summary"; }
 
 device_build_ci() {
+  local t0=$SECONDS
   cmake --preset ci >"$out/cmake.log" 2>&1 && cmake --build --preset ci -j 16 >"$out/build.log" 2>&1 ||
     { tail -40 "$out/build.log" "$out/cmake.log"; exit 1; }
+  say "build: $((SECONDS - t0)) s"
 }
 
 device_pack() {

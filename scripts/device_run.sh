@@ -31,7 +31,6 @@ sections=("$@")
 # The release presets build their own trees; the other sections use build-ci.
 want() { [[ " ${sections[*]} " == *" $1 "* ]]; }
 
-nvidia-smi --query-gpu=name,driver_version,memory.total,memory.used --format=csv,noheader | tee "$out/gpu.txt"
 if [[ " ${sections[*]} " != " release " ]]; then
   device_build_ci
 fi

@@ -356,12 +356,10 @@ int write_report(CLI::App& app, const RunOptionParser& parser, int argc, char** 
       rung.outcomes = outcome_counts(in);
       in.ladder.push_back(rung);
       std::cout << "repro report: rung " << rung.name << ": " << rung.finding << " (" << rung.outcomes << ")\n";
-      // The climb stops at the first rung that hangs or fails: the report is about it. A rung the
-      // memory guard refuses stops it too: every rung above keeps its layers.
-      if (rung.finding == "hang" || rung.finding == "stalled" || rung.finding == "failure" || rung.finding == "no_gpu" ||
-          rung.finding == "refused") {
-        break;
-      }
+      // The climb stops at the first rung that hangs, stalls or fails: the report is about it. A
+      // rung the memory guard refuses stops it too (every rung above keeps its layers), and so does
+      // a machine without a GPU.
+      if (finding_ends_climb(rung.finding) || rung.finding == "no_gpu") break;
     }
     if (ladder) reproducer = reproducer_of(in);
   }

@@ -312,10 +312,11 @@ std::string how_often_section(const ReportInput& in, const std::vector<RunView>&
 std::string stalls_section(const ReportInput& in) {
   std::ostringstream rows;
   for (const auto& v : views(in)) {
-    if (!v.record || !v.record->stall) continue;
-    const RunRecord::Stall& st = *v.record->stall;
+    if (!v.record || !v.record->stalls) continue;
+    const Stalls& st = *v.record->stalls;
     rows << "| " << v.index << " | " << (v.run->fix_on ? "on" : "off") << " | " << outcome_name(v.outcome) << " | `"
-         << st.stage << "` | " << format_number("%.1f", st.ms) << " | " << st.calls_stalled << " of " << st.calls << " |\n";
+         << st.longest.stage << "` | " << format_number("%.1f", st.longest.ms) << " | " << st.calls_stalled << " of "
+         << st.calls << " |\n";
   }
   if (rows.str().empty()) return "";
   std::ostringstream s;
@@ -495,6 +496,10 @@ std::string report_finding(const ReportInput& in) {
   return w && w->outcome == Outcome::hang ? "hang" : "failure";
 }
 
+bool finding_ends_climb(const std::string& finding) {
+  return finding == "hang" || finding == "stalled" || finding == "failure" || finding == "refused";
+}
+
 std::vector<LadderRung> ladder_rungs(const LadderValues& v) {
   std::vector<LadderRung> rungs;
   for (const ContextRung& r : context_ladder(v)) rungs.push_back({r.name, r.options, "", ""});
@@ -514,7 +519,7 @@ std::string report_title(const ReportInput& in) {
   const LadderRung& last = in.ladder.back();
   std::string below;
   for (size_t i = 0; i + 1 < in.ladder.size(); ++i) below += (below.empty() ? "" : ", ") + in.ladder[i].name;
-  if (last.finding == "hang" || last.finding == "stalled" || last.finding == "failure" || last.finding == "refused") {
+  if (finding_ends_climb(last.finding)) {
     return title + ", at rung " + last.name + " of the context ladder" +
            (below.empty() ? std::string(" (its first)") : " (rungs below it pass: " + below + ")");
   }

@@ -71,6 +71,9 @@ std::vector<LadderRung> ladder_rungs(const LadderValues& values);
 // "fix_fails" (pass with the fix off, failures with it on), "no_gpu" or "waived" (every run),
 // "not_run".
 std::string report_finding(const ReportInput& in);
+// Whether a finding is one the report is about (a hang, a stall, a failure, a refusal): the
+// ladder stops climbing at a rung with one, and the title names that rung.
+bool finding_ends_climb(const std::string& finding);
 // One line: "Scenario 2 hangs in softmax on managed memory; fix 2 clears it".
 std::string report_title(const ReportInput& in);
 

@@ -471,10 +471,15 @@ RunRecord read_run_record(const nlohmann::json& j) {
   if (watchdog.is_object()) r.watchdog = watchdog_from_json(watchdog);
   const json& stalls = key_or_null(j, "stalls");
   if (stalls.is_object() && stalls.at("longest").is_object()) {
-    const json& longest = stalls.at("longest");
-    r.stall = RunRecord::Stall{longest.at("stage").get<std::string>(), stalls.at("summary").get<std::string>(),
-                               longest.at("ms").get<double>(), stalls.at("calls_stalled").get<int>(),
-                               stalls.at("calls").get<int>()};
+    auto record = [](const json& s) {
+      return StallRecord{s.at("call").get<int>(), s.at("stage").get<std::string>(), s.at("ms").get<double>()};
+    };
+    Stalls& s = r.stalls.emplace();
+    s.threshold_s = stalls.at("threshold_s").get<double>();
+    s.calls = stalls.at("calls").get<int>();
+    s.calls_stalled = stalls.at("calls_stalled").get<int>();
+    s.longest = record(stalls.at("longest"));
+    for (const json& one : stalls.at("records")) s.records.push_back(record(one));
   }
   return r;
 }

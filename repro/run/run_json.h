@@ -73,14 +73,9 @@ struct RunRecord {
   std::vector<StageMedian> stages, first_call_stages, steady_stages;  // every call; the first; calls 2..N
   nlohmann::json device;  // the device object as the run wrote it, or null
   std::optional<WatchdogFindings> watchdog;
-  // The longest stall when any call stalled (repro/run/stalls.h): what a sweep's square and a
-  // report's runs show of it.
-  struct Stall {
-    std::string stage, summary;
-    double ms = 0;
-    int calls_stalled = 0, calls = 0;
-  };
-  std::optional<Stall> stall;
+  // The run's stalls when any call stalled (repro/run/stalls.h; records as the JSON holds them):
+  // what a sweep's square and a report's runs show of them.
+  std::optional<Stalls> stalls;
 
   // The stage the watchdog saw it stop in when it hung or crashed, else the stage of its error.
   std::optional<std::string> failing_stage() const;

@@ -154,12 +154,12 @@ void fill_from_run(const RunRecord& r, nlohmann::json& cell) {
     cell["snapshot"] = {{"path", *r.watchdog->snapshot_path}, {"evidence", r.watchdog->evidence}};
   }
   cell["stuck_after_kill"] = r.watchdog && r.watchdog->survived_kill;
-  cell["stall"] = r.stall ? json{{"stage", r.stall->stage},
-                                 {"ms", r.stall->ms},
-                                 {"calls_stalled", r.stall->calls_stalled},
-                                 {"calls", r.stall->calls},
-                                 {"summary", r.stall->summary}}
-                          : json(nullptr);
+  cell["stall"] = r.stalls ? json{{"stage", r.stalls->longest.stage},
+                                  {"ms", r.stalls->longest.ms},
+                                  {"calls_stalled", r.stalls->calls_stalled},
+                                  {"calls", r.stalls->calls},
+                                  {"summary", r.stalls->summary()}}
+                           : json(nullptr);
 }
 
 }  // namespace
