@@ -2,13 +2,17 @@
 //
 // Hypothesis it answers (scenario 2): the softmax reduction deadlocks while the scores' pages
 // migrate between CPU and GPU. The proposed patch: prefetch the input to the GPU and synchronise
-// before the softmax kernel, synchronise the device after it. Its three parts (docs/FIXES.md):
+// before the softmax kernel, synchronise the device after it. Its parts (docs/FIXES.md):
 //   prefetch     cudaMemPrefetchAsync(ptr, bytes, cudaMemLocation, flags, stream) of the scores
 //                to the GPU on the softmax's stream, so the kernel starts after the pages are
-//                resident, in stream order: the lean form;
+//                resident, in stream order;
 //   host-sync    cudaStreamSynchronize before the kernel (the host waits for the prefetch);
-//   device-sync  cudaDeviceSynchronize after it.
-// Memory that does not migrate (device, async, pinned host) takes no prefetch.
+//   device-sync  cudaDeviceSynchronize after it;
+//   read-mostly  the lean form, not in the patch as proposed: cudaMemAdviseSetReadMostly on what
+//                softmax reduces over, once where it is allocated (the path applies it: a
+//                setting), so that a host read copies a page instead of moving it. It costs
+//                nothing per call, where the prefetch walks every page of the scores every call.
+// Memory that does not migrate (device, async, pinned host) takes no prefetch and no advice.
 #include <cstdio>
 
 #include "fix.h"
@@ -22,8 +26,12 @@ class PrefetchScores : public Fix {
   explicit PrefetchScores(const FixSet& set)
       : prefetch_(set.has(FixPart::prefetch)),
         host_sync_(set.has(FixPart::softmax_host_sync)),
-        device_sync_(set.has(FixPart::device_sync)) {}
+        device_sync_(set.has(FixPart::device_sync)),
+        read_mostly_(set.has(FixPart::read_mostly)) {}
   int number() const override { return 2; }
+  void configure(PathSettings& s) const override {
+    if (read_mostly_) s.reduced_read_mostly = true;
+  }
   // The softmax's reduction and, with --backward, its backward's: the same hypothesis, the same patch.
   static bool reduction(Stage s) { return s == Stage::softmax || s == Stage::softmax_backward; }
   void before_stage(HookContext& c) override {
@@ -52,7 +60,7 @@ class PrefetchScores : public Fix {
   }
 
  private:
-  bool prefetch_, host_sync_, device_sync_;
+  bool prefetch_, host_sync_, device_sync_, read_mostly_;
 };
 
 }  // namespace

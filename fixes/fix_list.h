@@ -5,8 +5,8 @@
 //
 // Each fix is made of parts, each one mechanism that can be switched on alone, so that a cure can
 // be attributed to one mechanism and its cost measured apart (docs/FIXES.md). A fix's design form
-// is every part as the fix was written (`--fixes 1`); its lean form keeps the part that gives the
-// ordering guarantee by stream-ordered means and drops the host round trips (`--fixes 1:lean`).
+// is every part as the fix was written (`--fixes 1`); its lean form keeps the guarantee the fix is
+// for at the least cost per call, without host round trips (`--fixes 1:lean`).
 #pragma once
 
 #include <cstdint>
@@ -32,6 +32,7 @@ enum class FixPart : uint8_t {
   prefetch,           // fix 2: cudaMemPrefetchAsync of the scores to the GPU, on the stream, before softmax
   softmax_host_sync,  // fix 2: cudaStreamSynchronize before softmax
   device_sync,        // fix 2: cudaDeviceSynchronize after softmax
+  read_mostly,        // fix 2: cudaMemAdviseSetReadMostly on what softmax reduces over, once at allocation
   contiguous_kt,      // fix 3: K^T copied contiguous before the GEMM
   stream_pool,        // fix 4: cudaMallocAsync from the device's pool, ordered on the path's stream
   private_pool,       // fix 4: a pool of our own, each allocation synchronised on the pool's stream
@@ -39,7 +40,7 @@ enum class FixPart : uint8_t {
   recompute,          // fix 5: each layer keeps nothing for the backward pass (it recomputes)
   chunk,              // fix 5: the scores in chunks of query rows, each at most a set size
 };
-constexpr int kFixPartCount = 11;
+constexpr int kFixPartCount = 12;
 
 struct FixPartInfo {
   FixPart part;

@@ -129,6 +129,23 @@ void MathSdpa::check_conditions_expressible() const {
   }
 }
 
+// Set once per allocation, never per call: a hint to the driver, not an operation in stream order.
+// What it buys under a host that reads the pages (scenario 2): the read makes a read-only copy on
+// the host and the GPU keeps its own, so the pages the GEMM wrote are still on the GPU when softmax
+// reads them. What it does not: a host *write* (or preferred-location advice and eviction) still
+// moves a page, and each copy takes memory of its own (on a unified-memory machine, the same pool).
+std::string MathSdpa::advise_read_mostly(const TensorSpec& t, const DeviceBuffer& b) {
+  if (!settings_.reduced_read_mostly || !migratable(settings_.alloc)) return "";
+  const bool backward = runs(Stage::softmax_backward);
+  const bool reduced = t.id == TensorId::scores ||
+                       (backward && (t.id == TensorId::probs || t.id == TensorId::grad_probs ||
+                                     t.id == TensorId::grad_attn_dropped));
+  if (!reduced) return "";
+  CUDA_CHECK(cudaMemAdvise(b.get(), b.bytes(), cudaMemAdviseSetReadMostly, device_location(device_)));
+  return "[FIX_2] read-mostly: cudaMemAdviseSetReadMostly on " + std::string(t.name) + " (" + std::to_string(b.bytes()) +
+         " bytes) where it is allocated";
+}
+
 // Up front for every tensor (the notes go to the stage log before the first call); per call for
 // each tensor as it is allocated.
 void MathSdpa::apply_memory_advice(const std::vector<std::pair<void*, size_t>>& buffers, bool at_setup) {

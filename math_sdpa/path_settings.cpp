@@ -155,7 +155,8 @@ std::map<std::string, std::string> settings_fields(const PathSettings& s) {
           {"layers", std::to_string(s.layers)},
           {"retain", retain_name(s.retain)},
           {"chunk_bytes", std::to_string(s.chunk_bytes)},
-          {"backward", s.backward ? "true" : "false"}};
+          {"backward", s.backward ? "true" : "false"},
+          {"reduced_read_mostly", s.reduced_read_mostly ? "on" : "off"}};
 }
 
 bool kt_copy_needed(const SdpaProblem& p, const PathSettings& ps) {

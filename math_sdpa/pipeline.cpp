@@ -81,13 +81,18 @@ void MathSdpa::allocate_run_tensors() {
   for (const TensorSpec& t : tensors_) {
     if (t.lifetime != Lifetime::run) continue;
     const size_t bytes = static_cast<size_t>(t.bytes * t.chunks);  // up front one buffer holds every chunk
-    if (!t.per_layer) {
-      shared_[static_cast<int>(t.id)].emplace_back(allocator_, bytes, t.name);
-      continue;
+    std::vector<std::vector<DeviceBuffer>*> slots;
+    if (!t.per_layer) slots.push_back(&shared_[static_cast<int>(t.id)]);
+    for (int l = 1; t.per_layer && l <= settings_.layers; ++l) slots.push_back(&layer_[static_cast<size_t>(l - 1)][static_cast<int>(t.id)]);
+    for (std::vector<DeviceBuffer>* buffers : slots) {
+      buffers->emplace_back(allocator_, bytes, t.name);
+      const std::string advised = advise_read_mostly(t, buffers->back());
+      if (!advised.empty()) setup_notes_.push_back(advised);
     }
-    for (int l = 1; l <= settings_.layers; ++l) {
-      layer_[static_cast<size_t>(l - 1)][static_cast<int>(t.id)].emplace_back(allocator_, bytes, t.name);
-    }
+  }
+  if (settings_.reduced_read_mostly && !migratable(settings_.alloc)) {
+    setup_notes_.push_back(std::string("[FIX_2] read-mostly skipped (") + alloc_kind_name(settings_.alloc) +
+                           " memory does not migrate)");
   }
 }
 
@@ -311,6 +316,8 @@ void MathSdpa::allocate_in_call(Stage s, int chunk) {
     // pages are written as PyTorch's are, so that they take the memory PyTorch's take.
     if (t.id == TensorId::softmax_neginf) CUDA_CHECK(cudaMemsetAsync(b.get(), 0, b.bytes(), stream_));
     poison(b.get(), t);
+    const std::string advised = advise_read_mostly(t, b);
+    if (!advised.empty()) note(s, advised);
   }
   apply_memory_advice(fresh, false);
 }

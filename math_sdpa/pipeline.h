@@ -130,6 +130,9 @@ class MathSdpa {
   void destroy_streams();
   void check_conditions_expressible() const;
   void apply_memory_advice(const std::vector<std::pair<void*, size_t>>& buffers, bool at_setup);
+  // Fix 2's read-mostly part on a tensor as it is allocated, if softmax or its backward reduces
+  // over it; returns the stage log's line ("" for any other tensor).
+  std::string advise_read_mostly(const TensorSpec& t, const DeviceBuffer& b);
   void enter_with_page_fault_storm();         // scenario 4, the entry synchronisation
   void move_scores_to_host();                 // scenario 2, before softmax
   // Scenario 2's host access (advice and/or a read of every page) to `operands`, stage `s`'s, with

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <mutex>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -53,12 +54,16 @@ inline std::string temp_dir(const char* what) {
 inline void remove_tree(const std::string& dir) { std::system(("rm -rf '" + dir + "'").c_str()); }
 
 // Runs args[0] with `args` (no shell; a name without a slash is looked up in PATH), stdin from
-// /dev/null, and returns its exit code, stdout and stderr.
+// /dev/null, and returns its exit code, stdout and stderr. Threads may run programs at once: the
+// flush and the fork are taken one thread at a time, so that no child is forked while another
+// thread holds a stdio lock its freopen would wait on for ever.
 inline ProgramRun run_program(const std::vector<std::string>& args, const ProgramOptions& options = {}) {
   const std::string dir = temp_dir("run");
   const std::string out = dir + "/out", err = dir + "/err";
   const auto start = std::chrono::steady_clock::now();
   auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
+  static std::mutex fork_mutex;
+  std::unique_lock<std::mutex> forking(fork_mutex);
   std::fflush(nullptr);  // or the child would write this process's buffered output again
   const pid_t pid = fork();
   if (pid == 0) {
@@ -73,6 +78,7 @@ inline ProgramRun run_program(const std::vector<std::string>& args, const Progra
     execvp(argv[0], argv.data());
     _exit(127);
   }
+  forking.unlock();
   ProgramRun r;
   int status = 0;
   if (options.timeout_s > 0) {

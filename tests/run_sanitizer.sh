@@ -8,6 +8,10 @@
 # GPU test binary; every run must finish with its own exit code 0 (or 6, waived) and "0 errors".
 # Deliberately hanging cases (fault injection) are not run. Exits 77 (skipped, with a message)
 # where compute-sanitizer or a GPU is missing.
+#
+# SANITIZER_JOBS (default 4) runs go at once: the tools' cost is host-side instrumentation, no
+# case checks a time, and each run is its own process with its own report. The results print in
+# the cases' order once all have ended.
 set -uo pipefail
 tool=$1 repro=$2 gpu_tests=${3:-}
 sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
@@ -22,14 +26,20 @@ if [[ $? -eq 7 ]]; then
 fi
 args=(--tool "$tool" --error-exitcode 99)
 [[ $tool == memcheck ]] && args+=(--leak-check full)
-log=$(mktemp)
-trap 'rm -f "$log"' EXIT
-failed=0 runs=0
-check() {  # label, command...
-  local label=$1
+logs=$(mktemp -d)
+trap 'rm -rf "$logs"' EXIT
+jobs_max=${SANITIZER_JOBS:-4}
+labels=()
+check() {  # label, command...: started in the background, judged by judge() at the end
+  local n=${#labels[@]}
+  labels+=("$1")
   shift
-  "$sanitizer" "${args[@]}" "$@" >"$log" 2>&1
-  local rc=$?
+  ( "$sanitizer" "${args[@]}" "$@" >"$logs/$n.log" 2>&1; echo $? >"$logs/$n.rc" ) &
+  while (($(jobs -rp | wc -l) >= jobs_max)); do wait -n; done
+}
+failed=0 runs=0
+judge() {  # label, exit code, log
+  local label=$1 rc=$2 log=$3
   local summary
   summary=$(grep -E "(ERROR|LEAK|RACECHECK) SUMMARY" "$log" | tr '\n' ' ')
   runs=$((runs + 1))
@@ -57,5 +67,7 @@ if [[ $tool == memcheck && -n $gpu_tests ]]; then
   check "gpu_tests: back-to-back calls, allocators" "$gpu_tests" --test-suite=gpu \
     --test-case='*back-to-back*,*bitwise-identical output*'
 fi
+wait
+for n in "${!labels[@]}"; do judge "${labels[n]}" "$(cat "$logs/$n.rc" 2>/dev/null || echo 98)" "$logs/$n.log"; done
 echo "$tool: $runs runs, $([[ $failed -eq 0 ]] && echo "0 with errors" || echo "FAILED")"
 exit $failed

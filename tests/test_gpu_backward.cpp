@@ -114,7 +114,7 @@ TEST_SUITE("gpu_backward") {
       CAPTURE(stage);
       const test_util::JsonRun run =
           run_binary({"--backward", "--layers", "2", "--dropout", "0.1", "--alloc-timing", "per-call", "--inject",
-                      std::string("hang:") + stage + "@layer=1", "--stage-timeout", "1.5"});
+                      std::string("hang:") + stage + "@layer=1", "--stage-timeout", "1.5", "--on-hang", "kill"});
       INFO(run.out.substr(0, 2000), run.err.substr(0, 2000));
       CHECK(run.exit_code == kExitHang);
       REQUIRE(run.result.is_object());

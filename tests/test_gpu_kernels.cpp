@@ -500,7 +500,8 @@ TEST_SUITE("gpu_kernels") {
     }
     CHECK(fix.result["fix_overhead"][1]["b"]["settings"]["alloc"] == "async");
 
-    const test_util::JsonRun hang = run_repro({"bench", "-w", "0", "-n", "3", "-L", "64", "--inject", "hang:softmax", "--stage-timeout", "1"});
+    const test_util::JsonRun hang = run_repro({"bench", "-w", "0", "-n", "3", "-L", "64", "--inject", "hang:softmax", "--stage-timeout", "1",
+                                               "--on-hang", "kill"});
     CHECK(hang.exit_code == kExitHang);
     REQUIRE(hang.result.is_object());
     CHECK(hang.result["outcome"] == "hang");

@@ -203,13 +203,15 @@ TEST_SUITE("options") {
     check_accepted({"--graph", "--inject", "hang:graph_launch"});
     check_refused({"--graph", "--inject", "hang:graph_capture"}, "waits for nothing on the GPU");
     check_refused({"--graph", "--inject", "slow:graph_instantiate:50"}, "waits for nothing on the GPU");
-    // A graph holds the stream-ordered parts of the fixes, not the host's synchronisations nor a prefetch.
+    // A graph holds the stream-ordered parts of the fixes and advice given at allocation, not the
+    // host's synchronisations nor a prefetch.
     check_accepted({"--graph", "--fixes", "1:lean,3,4"});
+    check_accepted({"--graph", "--fixes", "2:lean"});
+    check_accepted({"--graph", "--fixes", "all:lean"});
     check_accepted({"--scenario", "5", "--fix", "on"});
     check_refused({"--graph", "--fixes", "1"}, "--fixes 1:lean keeps its stream-ordered part");
-    check_refused({"--graph", "--fixes", "2"}, "no part of fix 2 can be captured");
-    check_refused({"--graph", "--fixes", "2:lean"}, "cudaErrorStreamCaptureUnsupported");
-    check_refused({"--graph", "--fixes", "all:lean"}, "cudaErrorStreamCaptureUnsupported");
+    check_refused({"--graph", "--fixes", "2"}, "--fixes 2:lean, advice given at allocation, needs no capture");
+    check_refused({"--graph", "--fixes", "2:prefetch"}, "cudaErrorStreamCaptureUnsupported");
     check_refused({"--scenario", "5", "--fixes", "2:prefetch"}, "cudaErrorStreamCaptureUnsupported");
   }
 
