@@ -24,7 +24,7 @@ for o in d["fix_overhead"]:
     w, g = o["ratio_wall"], o["ratio_gpu"]
     print("  %-11s wall %.3f [%.3f, %.3f]  gpu %.3f [%.3f, %.3f]  A median %.4f ms  %s" % (
         o["fix"], w["ratio"], w["ci95"][0], w["ci95"][1], g["ratio"], g["ci95"][0], g["ci95"][1],
-        o["a"]["summaries"]["wall"]["median"], o["verdict"]))
+        o["a"]["summaries"]["wall"]["median_ms"], o["verdict"]))
 EOF
 done
 for fix in off lean; do
