@@ -8,11 +8,11 @@
 //                resident, in stream order;
 //   host-sync    cudaStreamSynchronize before the kernel (the host waits for the prefetch);
 //   device-sync  cudaDeviceSynchronize after it;
-//   read-mostly  the lean form, not in the patch as proposed: cudaMemAdviseSetReadMostly on what
-//                softmax reduces over, once where it is allocated (the path applies it: a
-//                setting), so that a host read copies a page instead of moving it. It costs
+//   device-scores  the lean form, not in the patch as proposed: what softmax reduces over is
+//                allocated in device memory (cudaMalloc) whatever --alloc says (the path does it:
+//                a setting), so its pages never migrate and the host cannot touch them. It costs
 //                nothing per call, where the prefetch walks every page of the scores every call.
-// Memory that does not migrate (device, async, pinned host) takes no prefetch and no advice.
+// Memory that does not migrate (device, async, pinned host) takes no prefetch.
 #include <cstdio>
 
 #include "fix.h"
@@ -27,17 +27,17 @@ class PrefetchScores : public Fix {
       : prefetch_(set.has(FixPart::prefetch)),
         host_sync_(set.has(FixPart::softmax_host_sync)),
         device_sync_(set.has(FixPart::device_sync)),
-        read_mostly_(set.has(FixPart::read_mostly)) {}
+        device_scores_(set.has(FixPart::device_scores)) {}
   int number() const override { return 2; }
   void configure(PathSettings& s) const override {
-    if (read_mostly_) s.reduced_read_mostly = true;
+    if (device_scores_) s.reduced_on_device = true;
   }
   // The softmax's reduction and, with --backward, its backward's: the same hypothesis, the same patch.
   static bool reduction(Stage s) { return s == Stage::softmax || s == Stage::softmax_backward; }
   void before_stage(HookContext& c) override {
     if (!reduction(c.stage)) return;
     char buf[200];
-    if (prefetch_ && migratable(c.kind)) {
+    if (prefetch_ && migratable(c.kind)) {  // c.kind: the memory of what is reduced (device under device-scores)
       for (const HookContext::Operand& o : c.reduced) {
         c.gpu->prefetch_to_device(o.data, o.bytes, c.device, c.stream);
         std::snprintf(buf, sizeof buf, "[FIX_2] prefetch: cudaMemPrefetchAsync(%s, %zu bytes, device %d) on the stream", o.name,
@@ -60,7 +60,7 @@ class PrefetchScores : public Fix {
   }
 
  private:
-  bool prefetch_, host_sync_, device_sync_, read_mostly_;
+  bool prefetch_, host_sync_, device_sync_, device_scores_;
 };
 
 }  // namespace

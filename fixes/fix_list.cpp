@@ -42,9 +42,9 @@ const std::vector<FixPartInfo>& fix_part_table() {
        "cudaMemPrefetchAsync of the scores to the GPU on the softmax's stream, ordered before the kernel", true, false},
       {FixPart::softmax_host_sync, 2, "host-sync", "cudaStreamSynchronize before softmax", true, false},
       {FixPart::device_sync, 2, "device-sync", "cudaDeviceSynchronize after softmax", true, false},
-      {FixPart::read_mostly, 2, "read-mostly",
-       "cudaMemAdviseSetReadMostly on the scores (and, backward, the probabilities and their gradient) once where "
-       "they are allocated: a host read copies a page instead of moving it, so the GPU's copy stays",
+      {FixPart::device_scores, 2, "device-scores",
+       "the scores (and, backward, the probabilities and their gradient) in device memory (cudaMalloc), which never "
+       "migrates: the host cannot touch their pages, so none moves",
        false, true},
       {FixPart::contiguous_kt, 3, "contiguous-kt", "K^T copied to a contiguous [B*H, E, S] buffer before the GEMM",
        true, true},

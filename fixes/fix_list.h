@@ -32,7 +32,7 @@ enum class FixPart : uint8_t {
   prefetch,           // fix 2: cudaMemPrefetchAsync of the scores to the GPU, on the stream, before softmax
   softmax_host_sync,  // fix 2: cudaStreamSynchronize before softmax
   device_sync,        // fix 2: cudaDeviceSynchronize after softmax
-  read_mostly,        // fix 2: cudaMemAdviseSetReadMostly on what softmax reduces over, once at allocation
+  device_scores,      // fix 2: what softmax reduces over in device memory, which never migrates
   contiguous_kt,      // fix 3: K^T copied contiguous before the GEMM
   stream_pool,        // fix 4: cudaMallocAsync from the device's pool, ordered on the path's stream
   private_pool,       // fix 4: a pool of our own, each allocation synchronised on the pool's stream

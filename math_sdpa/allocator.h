@@ -140,6 +140,7 @@ class DeviceBuffer {
   }
   void* get() const { return ptr_; }
   size_t bytes() const { return bytes_; }
+  bool from(const Allocator& a) const { return allocator_ == &a; }
   explicit operator bool() const { return ptr_ != nullptr; }
 
  private:

@@ -64,11 +64,13 @@ double ms_since(std::chrono::steady_clock::time_point t0) {
 
 }  // namespace
 
-std::vector<std::pair<void*, size_t>> MathSdpa::all_buffers() const {
+std::vector<std::pair<void*, size_t>> MathSdpa::all_buffers(bool with_device_scores) const {
   std::vector<std::pair<void*, size_t>> out;
   for (const Slots* slots : {&shared_, &layer_[static_cast<size_t>(layer_now_ - 1)], &call_}) {
     for (const auto& buffers : *slots) {
-      for (const DeviceBuffer& b : buffers) out.emplace_back(b.get(), b.bytes());
+      for (const DeviceBuffer& b : buffers) {
+        if (with_device_scores || b.from(allocator_)) out.emplace_back(b.get(), b.bytes());
+      }
     }
   }
   return out;
@@ -129,21 +131,25 @@ void MathSdpa::check_conditions_expressible() const {
   }
 }
 
-// Set once per allocation, never per call: a hint to the driver, not an operation in stream order.
-// What it buys under a host that reads the pages (scenario 2): the read makes a read-only copy on
-// the host and the GPU keeps its own, so the pages the GEMM wrote are still on the GPU when softmax
-// reads them. What it does not: a host *write* (or preferred-location advice and eviction) still
-// moves a page, and each copy takes memory of its own (on a unified-memory machine, the same pool).
-std::string MathSdpa::advise_read_mostly(const TensorSpec& t, const DeviceBuffer& b) {
-  if (!settings_.reduced_read_mostly || !migratable(settings_.alloc)) return "";
+// Fix 2's device-scores part. What it buys under scenario 2: the pages softmax reduces over are
+// device memory, which the driver never migrates and the host cannot reach, so they are on the GPU
+// when softmax starts and while it runs, whatever the host does; it costs no operation per call.
+// What it does not: Q, K, V and the output stay where --alloc puts them; a host that needs the
+// scores must copy them (the scenario's host access is skipped, and says so); on a discrete GPU the
+// memory comes from the device's own, and on a unified-memory machine (GB10) from the same pool.
+Allocator& MathSdpa::allocator_for(const TensorSpec& t) {
+  if (!device_scores_allocator_) return allocator_;
   const bool backward = runs(Stage::softmax_backward);
   const bool reduced = t.id == TensorId::scores ||
                        (backward && (t.id == TensorId::probs || t.id == TensorId::grad_probs ||
                                      t.id == TensorId::grad_attn_dropped));
-  if (!reduced) return "";
-  CUDA_CHECK(cudaMemAdvise(b.get(), b.bytes(), cudaMemAdviseSetReadMostly, device_location(device_)));
-  return "[FIX_2] read-mostly: cudaMemAdviseSetReadMostly on " + std::string(t.name) + " (" + std::to_string(b.bytes()) +
-         " bytes) where it is allocated";
+  return reduced ? *device_scores_allocator_ : allocator_;
+}
+
+std::string MathSdpa::device_scores_note(const TensorSpec& t, const DeviceBuffer& b) const {
+  if (!device_scores_allocator_ || !b.from(*device_scores_allocator_)) return "";
+  return "[FIX_2] device-scores: " + std::string(t.name) + " (" + std::to_string(b.bytes()) + " bytes) in device memory, not " +
+         alloc_kind_name(settings_.alloc);
 }
 
 // Up front for every tensor (the notes go to the stage log before the first call); per call for
@@ -227,6 +233,7 @@ void MathSdpa::enter_with_page_fault_storm() {
 // one value, which moves no pages. The harness touches the pages on purpose instead, because page
 // migration during the softmax is the hypothesis.)
 void MathSdpa::move_scores_to_host() {
+  if (device_scores_skip(Stage::scores_to_host)) return;
   const ScoresToHost mode = settings_.scores_to_host;
   const bool reads = mode == ScoresToHost::read || mode == ScoresToHost::both;
   if (settings_.scores_host_phase == ScoresHostPhase::during) {
@@ -244,7 +251,17 @@ void MathSdpa::move_scores_to_host() {
   move_to_host(Stage::scores_to_host, reduced_by(Stage::softmax));
 }
 
+// Under fix 2's device-scores part the host cannot touch what softmax reduces over: the
+// scenario's host access is skipped, and the log says so.
+bool MathSdpa::device_scores_skip(Stage s) {
+  if (!device_scores_allocator_) return false;
+  note(s, "[SCENARIO_2] host access skipped: fix 2's device-scores keeps what softmax reduces over in device memory, "
+          "which the host cannot touch and the driver never migrates");
+  return true;
+}
+
 void MathSdpa::move_to_host(Stage s, const std::vector<HookContext::Operand>& operands) {
+  if (device_scores_skip(s)) return;
   CUDA_CHECK(cudaStreamSynchronize(stream_));
   const ScoresToHost mode = settings_.scores_to_host;
   const bool reads = mode == ScoresToHost::read || mode == ScoresToHost::both;
@@ -341,6 +358,7 @@ void MathSdpa::release_scores_advice() { release_host_advice(reduced_by(Stage::s
 
 void MathSdpa::release_host_advice(const std::vector<HookContext::Operand>& operands) {
   if (settings_.scores_to_host != ScoresToHost::advise && settings_.scores_to_host != ScoresToHost::both) return;
+  if (device_scores_allocator_) return;  // none was given
   // The advice is for the softmax stage only; the next GEMM writes its operands on the GPU again.
   for (const HookContext::Operand& o : operands) {
     CUDA_CHECK(cudaMemAdvise(o.data, o.bytes, cudaMemAdviseUnsetPreferredLocation, host_location()));

@@ -156,7 +156,7 @@ std::map<std::string, std::string> settings_fields(const PathSettings& s) {
           {"retain", retain_name(s.retain)},
           {"chunk_bytes", std::to_string(s.chunk_bytes)},
           {"backward", s.backward ? "true" : "false"},
-          {"reduced_read_mostly", s.reduced_read_mostly ? "on" : "off"}};
+          {"reduced_on_device", s.reduced_on_device ? "on" : "off"}};
 }
 
 bool kt_copy_needed(const SdpaProblem& p, const PathSettings& ps) {

@@ -122,9 +122,9 @@ struct PathSettings {
   // as autograd runs it for a seeded random gradient of the output. Its layers keep what autograd
   // keeps (retain is autograd), and the call runs the whole forward path.
   bool backward = false;
-  // Fix 2's read-mostly part: cudaMemAdviseSetReadMostly on what softmax and its backward reduce
-  // over (the scores; the probabilities and their gradient), once where each is allocated.
-  bool reduced_read_mostly = false;
+  // Fix 2's device-scores part: what softmax and its backward reduce over (the scores; the
+  // probabilities and their gradient) allocated in device memory, whatever `alloc` is.
+  bool reduced_on_device = false;
 };
 
 const char* stream_mode_name(StreamMode m);

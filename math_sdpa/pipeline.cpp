@@ -38,6 +38,12 @@ MathSdpa::MathSdpa(const SdpaProblem& problem, const PathSettings& settings, All
   // The streams first: a stream-ordered allocator (fix 4) orders the workspace on the path's stream.
   create_streams();
   allocator_.order_on(stream_);
+  if (settings_.reduced_on_device && migratable(settings_.alloc)) {
+    device_scores_allocator_ = make_allocator(AllocKind::device, allocator_options(settings_, false));
+  } else if (settings_.reduced_on_device) {
+    setup_notes_.push_back(std::string("[FIX_2] device-scores: nothing to do (") + alloc_kind_name(settings_.alloc) +
+                           " memory does not migrate)");
+  }
   try {
     build_workspace();
   } catch (...) {  // the destructor will not run: release what it would (the buffers go after this)
@@ -85,14 +91,10 @@ void MathSdpa::allocate_run_tensors() {
     if (!t.per_layer) slots.push_back(&shared_[static_cast<int>(t.id)]);
     for (int l = 1; t.per_layer && l <= settings_.layers; ++l) slots.push_back(&layer_[static_cast<size_t>(l - 1)][static_cast<int>(t.id)]);
     for (std::vector<DeviceBuffer>* buffers : slots) {
-      buffers->emplace_back(allocator_, bytes, t.name);
-      const std::string advised = advise_read_mostly(t, buffers->back());
-      if (!advised.empty()) setup_notes_.push_back(advised);
+      buffers->emplace_back(allocator_for(t), bytes, t.name);
+      const std::string placed = device_scores_note(t, buffers->back());
+      if (!placed.empty()) setup_notes_.push_back(placed);
     }
-  }
-  if (settings_.reduced_read_mostly && !migratable(settings_.alloc)) {
-    setup_notes_.push_back(std::string("[FIX_2] read-mostly skipped (") + alloc_kind_name(settings_.alloc) +
-                           " memory does not migrate)");
   }
 }
 
@@ -106,8 +108,8 @@ void MathSdpa::build_workspace() {
   // Every byte of what exists before the first call is defined: scenario 4 reads every page of
   // every tensor at entry, and compute-sanitizer's initcheck must find no read of memory nothing
   // wrote. (The result tensor is still poisoned with NaN before each call.)
+  for (const auto& [ptr, bytes] : all_buffers(true)) CUDA_CHECK(cudaMemsetAsync(ptr, 0, bytes, stream_));
   const auto buffers = all_buffers();
-  for (const auto& [ptr, bytes] : buffers) CUDA_CHECK(cudaMemsetAsync(ptr, 0, bytes, stream_));
   CUDA_CHECK(cudaStreamSynchronize(stream_));
   CUDA_CHECK(cublasCreate(&cublas_));
   bind_cublas(stream_);
@@ -298,7 +300,8 @@ uint64_t MathSdpa::result_digest(int layer) {
 // ------------------------------------------------------------------------ memory inside a call
 
 void MathSdpa::tell_memory(const DeviceBuffer& buffer, const std::string& what, bool freed) {
-  const AllocationRecord record{what, buffer.bytes(), reinterpret_cast<uintptr_t>(buffer.get()), allocator_.kind()};
+  const AllocKind kind = buffer.from(allocator_) ? allocator_.kind() : AllocKind::device;  // fix 2's device-scores
+  const AllocationRecord record{what, buffer.bytes(), reinterpret_cast<uintptr_t>(buffer.get()), kind};
   for (auto* o : observers_) o->memory_event(record, freed);
 }
 
@@ -308,7 +311,7 @@ void MathSdpa::allocate_in_call(Stage s, int chunk) {
   for (const TensorSpec& t : tensors_) {
     if (t.lifetime == Lifetime::run || t.alloc_stage != s || (chunk > 0 && t.chunks == 1)) continue;
     std::vector<DeviceBuffer>& buffers = slots_of(t, layer_now_)[static_cast<int>(t.id)];
-    buffers.emplace_back(allocator_, static_cast<size_t>(t.bytes), t.name);
+    buffers.emplace_back(allocator_for(t), static_cast<size_t>(t.bytes), t.name);
     const DeviceBuffer& b = buffers.back();
     tell_memory(b, t.name, false);
     fresh.emplace_back(b.get(), b.bytes());
@@ -316,8 +319,8 @@ void MathSdpa::allocate_in_call(Stage s, int chunk) {
     // pages are written as PyTorch's are, so that they take the memory PyTorch's take.
     if (t.id == TensorId::softmax_neginf) CUDA_CHECK(cudaMemsetAsync(b.get(), 0, b.bytes(), stream_));
     poison(b.get(), t);
-    const std::string advised = advise_read_mostly(t, b);
-    if (!advised.empty()) note(s, advised);
+    const std::string placed = device_scores_note(t, b);
+    if (!placed.empty()) note(s, placed);
   }
   apply_memory_advice(fresh, false);
 }
@@ -406,7 +409,8 @@ void MathSdpa::stage(Stage s, const std::string& detail, const std::function<voi
   for (auto* o : observers_) {
     if (watching(o)) o->stage_begin(s, detail, stream);
   }
-  HookContext ctx{s, stream, stream_, device_, reduced_by(s), allocator_.kind(), [this, s](const std::string& text) { note(s, text); },
+  const AllocKind reduced_kind = device_scores_allocator_ ? AllocKind::device : allocator_.kind();
+  HookContext ctx{s, stream, stream_, device_, reduced_by(s), reduced_kind, [this, s](const std::string& text) { note(s, text); },
                   &hook_actions_};
   for (auto* h : hooks_) h->before_stage(ctx);
   body();

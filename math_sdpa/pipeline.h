@@ -130,11 +130,13 @@ class MathSdpa {
   void destroy_streams();
   void check_conditions_expressible() const;
   void apply_memory_advice(const std::vector<std::pair<void*, size_t>>& buffers, bool at_setup);
-  // Fix 2's read-mostly part on a tensor as it is allocated, if softmax or its backward reduces
-  // over it; returns the stage log's line ("" for any other tensor).
-  std::string advise_read_mostly(const TensorSpec& t, const DeviceBuffer& b);
+  // Where tensor `t` is allocated: the path's allocator, or device memory for what softmax and its
+  // backward reduce over under fix 2's device-scores part.
+  Allocator& allocator_for(const TensorSpec& t);
+  std::string device_scores_note(const TensorSpec& t, const DeviceBuffer& b) const;  // "" if not there
   void enter_with_page_fault_storm();         // scenario 4, the entry synchronisation
   void move_scores_to_host();                 // scenario 2, before softmax
+  bool device_scores_skip(Stage s);           // true (and a note) when fix 2 keeps the scores from the host
   // Scenario 2's host access (advice and/or a read of every page) to `operands`, stage `s`'s, with
   // the stream synchronised first; release_host_advice takes the advice back.
   void move_to_host(Stage s, const std::vector<HookContext::Operand>& operands);
@@ -148,8 +150,10 @@ class MathSdpa {
   void order_gemm_after_producers(Stage gemm = Stage::qk_gemm);
   void order_path_after_gemm();               // ...and the path's stream for the GEMM
   void synchronize_all_streams();
-  // Every buffer the current call can touch: the run's, the current layer's and the call's.
-  std::vector<std::pair<void*, size_t>> all_buffers() const;
+  // Every buffer the current call can touch: the run's, the current layer's and the call's; by
+  // default only the path allocator's (what the host may touch and the driver may advise), not
+  // fix 2's device memory.
+  std::vector<std::pair<void*, size_t>> all_buffers(bool with_device_scores = false) const;
 
   SdpaProblem problem_;
   PathSettings settings_;
@@ -199,6 +203,9 @@ class MathSdpa {
   // The tensors (memory_plan.h), named after the tensors of PyTorch's math path.
   std::vector<TensorSpec> tensors_;
   std::array<int, kTensorCount> spec_index_{};  // into tensors_, -1 for a tensor this problem has not
+  // Fix 2's device-scores part: device memory for what softmax reduces over (null without it, or
+  // where the path's memory does not migrate anyway). Declared before the slots: outlives them.
+  std::unique_ptr<Allocator> device_scores_allocator_;
   Slots shared_;              // the run's tensors the layers share
   std::vector<Slots> layer_;  // each layer's: its inputs, what it keeps, its result
   Slots call_;                // per call: the current call's tensors that die with it

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# device_fix2.sh: the GPU evidence of fix 2's lean form (read-mostly advice at allocation) in one
+# device_fix2.sh: the GPU evidence of fix 2's lean form (the scores in device memory) in one
 # call on a GPU machine: builds preset ci; its cost against no fix (and the prefetch's, in the same
 # process) at the three benchmark shapes; scenario 2 at its workload fix off and lean, with the
 # driver's migration counters; the GPU test of what it guarantees; the report's reproducer with it;
@@ -29,9 +29,9 @@ EOF
 done
 for fix in off lean; do
   t0=$SECONDS
-  $repro --scenario 2 --fix $fix --check --iters 3 --uvm-counters --log stages --json "$out/s2_$fix.json" \
+  $repro --scenario 2 --fix $fix --check --uvm-counters --log stages --json "$out/s2_$fix.json" \
     >"$out/s2_$fix.txt" 2>"$out/s2_$fix.err"
-  say "scenario 2 (its workload) --fix $fix --iters 3 --uvm-counters: exit $?, $((SECONDS - t0)) s"
+  say "scenario 2 (its workload) --fix $fix --uvm-counters: exit $?, $((SECONDS - t0)) s"
   python3 - "$out/s2_$fix.json" <<'EOF' | tee -a "$summary"
 import json, sys
 j = json.load(open(sys.argv[1]))
@@ -47,9 +47,9 @@ EOF
   grep -m2 -E "FIX_2|touched the scores" "$out/s2_$fix.err" | cut -c1-200 | sed 's/^/  /' | tee -a "$summary"
 done
 t0=$SECONDS
-timeout 200 ./build-ci/tests/gpu_tests --test-suite=gpu_hypotheses --test-case="*read-mostly*" --success=false \
+timeout 200 ./build-ci/tests/gpu_tests --test-suite=gpu_hypotheses --test-case="*device-scores*" --success=false \
   >"$out/test_read_mostly.log" 2>&1
-say "test fix 2 read-mostly: exit $?, $((SECONDS - t0)) s, $(grep -E '^\[doctest\] test cases' "$out/test_read_mostly.log")"
+say "test fix 2 device-scores: exit $?, $((SECONDS - t0)) s, $(grep -E '^\[doctest\] test cases' "$out/test_read_mostly.log")"
 grep -E "MESSAGE|migration" -A2 "$out/test_read_mostly.log" | head -6 | tee -a "$summary"
 grep -E "ERROR" -A6 "$out/test_read_mostly.log" | head -20
 t0=$SECONDS

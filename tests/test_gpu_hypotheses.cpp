@@ -98,21 +98,22 @@ TEST_SUITE("gpu_hypotheses") {
     CHECK(run.out.find("first call ") != std::string::npos);
   }
 
-  TEST_CASE("fix 2's lean form (read-mostly) keeps the scores on the GPU while scenario 2's host thread reads them") {
+  TEST_CASE("fix 2's lean form (device-scores) keeps the scores on the GPU under scenario 2, and its result") {
     // What fix 2 is for, as the driver counts it: without it the host's reads move the scores'
     // pages to the host and softmax faults them back (host-to-device migration of the path's
-    // memory, every call); with read-mostly a host read copies a page and the GPU keeps its own.
-    const std::string dir = test_util::temp_dir("fix2_read_mostly");
+    // memory, every call); with the scores in device memory no page of them can move.
+    const std::string dir = test_util::temp_dir("fix2_device_scores");
     int64_t htod[2] = {0, 0}, gpu_faults[2] = {0, 0};
     const char* fixes[2] = {"none", "2:lean"};
     for (int i = 0; i < 2; ++i) {
       CAPTURE(fixes[i]);
       const std::string json_path = dir + "/" + std::to_string(i) + ".json";
       const auto run = repro({"--scenario", "2", "-b", "1", "--heads", "4", "-L", "128", "-S", "4608", "-E", "128", "--check",
-                              "--iters", "4", "--uvm-counters", "--fixes", fixes[i], "--json", json_path});
+                              "--iters", "4", "--uvm-counters", "--log", "stages", "--fixes", fixes[i], "--json", json_path});
       INFO(run.err.substr(0, 3000));
       REQUIRE(run.exit_code == 0);
-      CHECK((run.err.find("[FIX_2] read-mostly: cudaMemAdviseSetReadMostly on scores") != std::string::npos) == (i == 1));
+      CHECK((run.err.find("[FIX_2] device-scores: scores (") != std::string::npos) == (i == 1));
+      CHECK((run.err.find("[SCENARIO_2] host access skipped") != std::string::npos) == (i == 1));
       const auto j = nlohmann::json::parse(test_util::file_text(json_path));
       const auto& uvm = j["uvm"];
       if (!uvm["available"].get<bool>()) {
@@ -126,7 +127,7 @@ TEST_SUITE("gpu_hypotheses") {
       }
     }
     MESSAGE("path's host-to-device migration over 4 calls: ", htod[0], " bytes without fix 2, ", htod[1],
-            " with its read-mostly form; GPU page faults ", gpu_faults[0], " and ", gpu_faults[1]);
+            " with its device-scores form; GPU page faults ", gpu_faults[0], " and ", gpu_faults[1]);
     const int64_t scores_bytes = int64_t{1} * 4 * 128 * 4608 * 4;
     CHECK(htod[0] >= scores_bytes);  // the hypothesis's condition happened: the scores came back from the host
     CHECK(htod[1] * 4 <= htod[0]);   // and with the fix they (mostly) never left

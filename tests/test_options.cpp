@@ -203,14 +203,14 @@ TEST_SUITE("options") {
     check_accepted({"--graph", "--inject", "hang:graph_launch"});
     check_refused({"--graph", "--inject", "hang:graph_capture"}, "waits for nothing on the GPU");
     check_refused({"--graph", "--inject", "slow:graph_instantiate:50"}, "waits for nothing on the GPU");
-    // A graph holds the stream-ordered parts of the fixes and advice given at allocation, not the
+    // A graph holds the stream-ordered parts of the fixes and where tensors are allocated, not the
     // host's synchronisations nor a prefetch.
     check_accepted({"--graph", "--fixes", "1:lean,3,4"});
     check_accepted({"--graph", "--fixes", "2:lean"});
     check_accepted({"--graph", "--fixes", "all:lean"});
     check_accepted({"--scenario", "5", "--fix", "on"});
     check_refused({"--graph", "--fixes", "1"}, "--fixes 1:lean keeps its stream-ordered part");
-    check_refused({"--graph", "--fixes", "2"}, "--fixes 2:lean, advice given at allocation, needs no capture");
+    check_refused({"--graph", "--fixes", "2"}, "--fixes 2:lean, the scores in device memory, needs no capture");
     check_refused({"--graph", "--fixes", "2:prefetch"}, "cudaErrorStreamCaptureUnsupported");
     check_refused({"--scenario", "5", "--fixes", "2:prefetch"}, "cudaErrorStreamCaptureUnsupported");
   }

@@ -295,7 +295,7 @@ TEST_SUITE("scenarios") {
     const FixSet lean = parse_fix_list("1:lean,2:lean");
     CHECK(lean.has(FixPart::set_stream));
     CHECK_FALSE(lean.has(FixPart::gemm_host_sync));
-    CHECK(lean.has(FixPart::read_mostly));  // advice once at allocation, not a prefetch every call
+    CHECK(lean.has(FixPart::device_scores));  // where the scores live, not a prefetch every call
     CHECK_FALSE(lean.has(FixPart::prefetch));
     CHECK_FALSE(lean.has(FixPart::softmax_host_sync));
     CHECK_FALSE(lean.has(FixPart::device_sync));
@@ -305,8 +305,8 @@ TEST_SUITE("scenarios") {
     CHECK(parts.str() == "2:prefetch/device-sync,4:private-pool");
     CHECK(parse_fix_list(parts.str()) == parts);  // printed as it is parsed
     CHECK(parse_fix_list("2:prefetch/host-sync/device-sync").str() == "2");  // every design part: the fix
-    CHECK(parse_fix_list("2:read-mostly").str() == "2:lean");
-    CHECK(parse_fix_list("2:lean").parts(2) == std::vector<FixPart>{FixPart::read_mostly});
+    CHECK(parse_fix_list("2:device-scores").str() == "2:lean");
+    CHECK(parse_fix_list("2:lean").parts(2) == std::vector<FixPart>{FixPart::device_scores});
     CHECK(parse_fix_list("all:lean") == FixSet::lean());
     CHECK(FixSet::lean().str() == "all:lean");
     CHECK(parse_fix_list("3:lean").str() == "3");  // fix 3's lean form is its design form
@@ -330,18 +330,18 @@ TEST_SUITE("scenarios") {
     CHECK(s4.async_pool == AsyncPool::private_pool);
     PathSettings s2;
     for (const auto& f : make_fixes(parse_fix_list("2:prefetch/host-sync/device-sync"))) f->configure(s2);
-    CHECK_FALSE(s2.reduced_read_mostly);  // the patch as proposed gives no advice
-    for (const auto& f : make_fixes(parse_fix_list("2:read-mostly"))) f->configure(s2);
-    CHECK(s2.reduced_read_mostly);
+    CHECK_FALSE(s2.reduced_on_device);  // the patch as proposed leaves the scores where --alloc puts them
+    for (const auto& f : make_fixes(parse_fix_list("2:device-scores"))) f->configure(s2);
+    CHECK(s2.reduced_on_device);
     // The command line names the parts in the run's settings and fix list.
     const char* argv[] = {"repro", "--scenario", "2", "-L", "64", "--fixes", "2:prefetch"};
     const ParseResult r = parse_command_line(7, argv);
     REQUIRE(r.run);
     CHECK(r.options.fixes.str() == "2:prefetch");
-    CHECK_FALSE(r.options.settings.reduced_read_mostly);
+    CHECK_FALSE(r.options.settings.reduced_on_device);
     const char* argv_lean[] = {"repro", "--scenario", "2", "-L", "64", "--fixes", "2:lean"};
     const ParseResult lean_run = parse_command_line(7, argv_lean);
     REQUIRE(lean_run.run);
-    CHECK(lean_run.options.settings.reduced_read_mostly);  // the run's settings show what the fix configures
+    CHECK(lean_run.options.settings.reduced_on_device);  // the run's settings show what the fix configures
   }
 }

@@ -115,8 +115,8 @@ std::string listed(const std::set<std::string>& keys) {
 // schema, so every one of them is a key the schema does not pin down.
 const char* const kKeysAddedLater[] = {"/config/conditions/backward", "/config/settings/backward", "/nonfinite_gradients",
                                        "/caveats", "/stalls", "/config/launch_blocking", "/launch_blocking_probe_ms",
-                                       "/config/log_extras", "/config/conditions/reduced_read_mostly",
-                                       "/config/settings/reduced_read_mostly"};
+                                       "/config/log_extras", "/config/conditions/reduced_on_device",
+                                       "/config/settings/reduced_on_device"};
 
 // unpinned_keys() of `doc` must be exactly `free` (with the keys, when it is not, in the failure).
 void check_unpinned(const std::string& schema, const json& doc, const std::set<std::string>& free, const std::string& what) {
@@ -406,9 +406,9 @@ TEST_SUITE("schemas") {
     check_unpinned("bench.schema.json", with_short_arrays(printed),
                    {"/benchmarks/0/settings/backward", "/config/conditions/backward", "/config/settings/backward",
                     "/fix_overhead/0/a/settings/backward", "/fix_overhead/0/b/settings/backward",
-                    "/benchmarks/0/settings/reduced_read_mostly", "/config/conditions/reduced_read_mostly",
-                    "/config/settings/reduced_read_mostly", "/fix_overhead/0/a/settings/reduced_read_mostly",
-                    "/fix_overhead/0/b/settings/reduced_read_mostly"},
+                    "/benchmarks/0/settings/reduced_on_device", "/config/conditions/reduced_on_device",
+                    "/config/settings/reduced_on_device", "/fix_overhead/0/a/settings/reduced_on_device",
+                    "/fix_overhead/0/b/settings/reduced_on_device"},
                    "bench_to_json");
     check_unpinned("bench.schema.json", with_short_arrays(committed("h100-2026-11-25/context/bench_layers60.json")), {},
                    "context/bench_layers60.json");

@@ -115,8 +115,8 @@ void parse_text_padding(const std::string& text, int64_t& tokens, int64_t& valid
 void check_graph_capturable(const RunOptions& o) {
   const std::string conflict = graph_conflict(o.settings);
   if (!conflict.empty()) throw InputError("--graph: " + conflict);
-  // Fix 1's lean form (set-stream) is stream order and is captured; fix 2's (read-mostly) is advice
-  // given at allocation, before the capture. Its other parts cannot be: its synchronisations are
+  // Fix 1's lean form (set-stream) is stream order and is captured; fix 2's (device-scores) is where
+  // the scores are allocated, before the capture. Its other parts cannot be: its synchronisations are
   // host work, and a prefetch in a capture fails with cudaErrorStreamCaptureUnsupported (CUDA 13.0,
   // H100).
   for (FixPart part : {FixPart::gemm_host_sync, FixPart::softmax_host_sync, FixPart::device_sync}) {
@@ -124,7 +124,7 @@ void check_graph_capturable(const RunOptions& o) {
     const FixPartInfo& info = fix_part_info(part);
     throw InputError("--graph: fix " + std::to_string(info.fix) + "'s " + info.name + " part synchronises the host inside "
                      "the call, which a graph cannot hold (" +
-                     (info.fix == 1 ? "--fixes 1:lean keeps its stream-ordered part" : "--fixes 2:lean, advice given at allocation, needs no capture") +
+                     (info.fix == 1 ? "--fixes 1:lean keeps its stream-ordered part" : "--fixes 2:lean, the scores in device memory, needs no capture") +
                      ")");
   }
   if (o.fixes.has(FixPart::prefetch)) {

@@ -88,8 +88,8 @@ std::string config_literal(const SdpaProblem& p, const PathSettings& s, const Fi
   if (flags.at("fix2_device_sync")) {
     fields.push_back(std::string("/*softmax_device_sync=*/") + yes(fixes.has(FixPart::device_sync)));
   }
-  if (flags.at("fix2_read_mostly")) {
-    fields.push_back(std::string("/*read_mostly_scores=*/") + yes(fixes.has(FixPart::read_mostly)));
+  if (flags.at("fix2_device_scores")) {
+    fields.push_back(std::string("/*device_scores=*/") + yes(fixes.has(FixPart::device_scores)));
   }
   if (flags.at("kt_copy_varies")) {
     fields.push_back(std::string("/*kt_copy=*/") + yes(stage_runs(Stage::kt_contiguous, p, s)));
@@ -222,7 +222,7 @@ void require_same_plan(const SdpaProblem& p, const PathSettings& off, const Path
     }
   }
   // What the fixes set, and the template's Config holds: everything else is the same on both sides.
-  const std::set<std::string> fix_settings = {"alloc", "async_pool", "qk_gemm_stream", "kt_contiguous", "reduced_read_mostly"};
+  const std::set<std::string> fix_settings = {"alloc", "async_pool", "qk_gemm_stream", "kt_contiguous", "reduced_on_device"};
   const auto a = settings_fields(off), b = settings_fields(on);
   for (const auto& [name, value] : a) {
     if (!fix_settings.count(name) && b.at(name) != value) {
@@ -359,11 +359,10 @@ std::string generate_reproducer(const RunOptions& off, const RunOptions& on, con
       {"fix2_prefetch_migrates", either(FixPart::prefetch) && migratable(alloc)},
       {"fix2_host_sync", either(FixPart::softmax_host_sync)},
       {"fix2_device_sync", either(FixPart::device_sync)},
-      {"fix2_read_mostly", either(FixPart::read_mostly)},
-      {"fix2_read_mostly_migrates", either(FixPart::read_mostly) && migratable(alloc)},
+      {"fix2_device_scores", either(FixPart::device_scores) && migratable(alloc)},
       {"migrates", migratable(alloc)},
       {"host_location", advice || scores_advise},
-      {"device_location", advice || ((either(FixPart::prefetch) || either(FixPart::read_mostly)) && migratable(alloc))},
+      {"device_location", advice || (either(FixPart::prefetch) && migratable(alloc))},
       {"pool_varies", pool_varies},
       {"pool_private", pool_varies && sn.async_pool == AsyncPool::private_pool},
       {"pool_stream", pool_varies && sn.async_pool == AsyncPool::stream},
