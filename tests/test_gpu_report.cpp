@@ -13,12 +13,16 @@
 // of l2 below it, and the sums within tolerance * l2 * sqrt(elements), the most a result within
 // that relative error can move its sum (Cauchy-Schwarz). Where the harness run hung (the bug
 // itself, on an affected machine), the reproducer must time out in the same stage instead.
-// Prints the comparison table and the first 40 lines of scenario 2's REPORT.md.
+// Prints the comparison table and the first 40 lines of scenario 2's REPORT.md. The cases' reports
+// and nvcc builds go three at a time (none is timed: each compares values), their checks and the
+// reproducers' runs one at a time after.
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
 
+#include <atomic>
 #include <cmath>
 #include <cstdio>
+#include <thread>
 
 #include "math_sdpa/reference.h"
 #include "report_test_util.h"
@@ -63,16 +67,33 @@ TEST_SUITE("gpu_report") {
     scenario2.insert(scenario2.begin(), {"--repeat", "2"});
     const std::vector<Case> cases = {{1, {}}, {2, scenario2}, {2, padded}, {3, {}}, {4, {}}, {4, {"--dropout", "0.1"}, true},
                                      {5, {}}};
+    auto out_of = [&](size_t c) { return dir + "/case" + std::to_string(c); };
+    auto cu_of = [&](size_t c) { return out_of(c) + "/repro_scenario" + std::to_string(cases[c].scenario); };
+    std::vector<Ran> reports(cases.size()), builds(cases.size());
+    std::atomic<size_t> next{0};
+    std::vector<std::thread> workers;
+    for (int w = 0; w < 3; ++w) {
+      workers.emplace_back([&] {
+        for (size_t c; (c = next++) < cases.size();) {
+          std::vector<std::string> args = {"report", "--scenario", std::to_string(cases[c].scenario), "--out", out_of(c)};
+          args.insert(args.end(), cases[c].options.begin(), cases[c].options.end());
+          reports[c] = run_repro(args);
+          // The reproducer, built as its first comment says.
+          if (reports[c].exit_code == 0) {
+            builds[c] = run({nvcc, "-O2", "-std=c++17", "-arch=native", cu_of(c) + ".cu", "-lcublas", "-o", cu_of(c)});
+          }
+        }
+      });
+    }
+    for (std::thread& t : workers) t.join();
     for (size_t c = 0; c < cases.size(); ++c) {
       const int scenario = cases[c].scenario;
       CAPTURE(scenario);
       CAPTURE(cases[c].options.size());
-      const std::string n = std::to_string(scenario), out = dir + "/case" + std::to_string(c);
+      const std::string n = std::to_string(scenario), out = out_of(c);
       const int repeat = cases[c].options.size() > 1 && cases[c].options[0] == "--repeat" ? 2 : 1;
       const std::string label = cases[c].dropout ? n + "+drop" : cases[c].options.size() > 1 && cases[c].options[0] == "--text-padding" ? n + "+pad" : n;
-      std::vector<std::string> args = {"report", "--scenario", n, "--out", out};
-      args.insert(args.end(), cases[c].options.begin(), cases[c].options.end());
-      const Ran report = run_repro(args);
+      const Ran& report = reports[c];
       INFO("repro report stderr: ", report.err);
       REQUIRE(report.exit_code == 0);
 
@@ -99,10 +120,9 @@ TEST_SUITE("gpu_report") {
         std::printf("---\n");
       }
 
-      // The reproducer, built as its first comment says, against the harness runs.
-      const std::string cu = out + "/repro_scenario" + n + ".cu", binary = out + "/repro_scenario" + n;
-      const Ran built = run({nvcc, "-O2", "-std=c++17", "-arch=native", cu, "-lcublas", "-o", binary});
-      REQUIRE_MESSAGE(built.exit_code == 0, built.err);
+      // The reproducer against the harness runs.
+      const std::string binary = cu_of(c);
+      REQUIRE_MESSAGE(builds[c].exit_code == 0, builds[c].err);
       for (const std::string fix : {"off", "on"}) {
         CAPTURE(fix);
         const nlohmann::json* h = harness_run(j, fix);

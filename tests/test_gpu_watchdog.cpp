@@ -59,6 +59,30 @@ std::vector<std::string> args_running(const std::string& stage) {
   return {"--mask", "causal", "--heads", "8", "--kv-heads", "4", "--dropout", "0.1", "--fixes", "3", "--graph"};
 }
 
+// The runs of `args_of`, four at a time (the suite reserves four CPUs): each is its own process
+// on the GPU, which time-slices one run's stuck or failing stage with the others' short ones; the
+// deadlines are the host's clock, so what these runs test (a hang or an error detected, named and
+// timed) does not depend on having the GPU alone. Results in the order of `args_of`.
+std::vector<test_util::JsonRun> run_four_at_a_time(const std::vector<std::vector<std::string>>& args_of) {
+  std::vector<test_util::JsonRun> runs(args_of.size());
+  std::atomic<size_t> next{0};
+  std::vector<std::thread> workers;
+  for (int w = 0; w < 4; ++w) {
+    workers.emplace_back([&] {
+      for (size_t i; (i = next++) < args_of.size();) runs[i] = run_binary(args_of[i]);
+    });
+  }
+  for (std::thread& t : workers) t.join();
+  return runs;
+}
+
+// Every stage's name, in the stages' order.
+std::vector<std::string> all_stage_names() {
+  std::vector<std::string> stages;
+  for (int i = 0; i < kStageCount; ++i) stages.push_back(stage_name(static_cast<Stage>(i)));
+  return stages;
+}
+
 bool host_graph_stage(const std::string& stage) { return stage == "graph_capture" || stage == "graph_instantiate"; }
 
 double now_s() { return monotonic_us() / 1e6; }
@@ -81,28 +105,15 @@ bool alive(int pid) {
 TEST_SUITE("gpu_watchdog") {
   TEST_CASE("an injected hang in every stage is detected, named and classified within the deadline + 1 s") {
     const double deadline = 1.5;
-    // Four runs at a time (the test reserves four CPUs): each hangs its own process on a spinning
-    // kernel, which the GPU time-slices with the others' short stages, and the deadline is the
-    // host's clock, so what is tested (detection, naming, the time to both) does not depend on
-    // having the GPU alone. The 46 runs, about 2 s each, take a quarter of the time.
-    std::vector<std::string> stages;
-    for (int i = 0; i < kStageCount; ++i) stages.push_back(stage_name(static_cast<Stage>(i)));
-    std::vector<test_util::JsonRun> runs(stages.size());
+    const std::vector<std::string> stages = all_stage_names();
     std::vector<std::vector<std::string>> args_of(stages.size());
     for (size_t i = 0; i < stages.size(); ++i) {
-      args_of[i] = args_running(stages[i]);  // REQUIREs: on this thread
+      args_of[i] = args_running(stages[i]);
       // --on-hang kill: this is the deadline's test; the snapshot has its own below.
       args_of[i].insert(args_of[i].end(),
                         {"--inject", "hang:" + stages[i], "--stage-timeout", "1.5", "--log", "stages", "--on-hang", "kill"});
     }
-    std::atomic<size_t> next{0};
-    std::vector<std::thread> workers;
-    for (int w = 0; w < 4; ++w) {
-      workers.emplace_back([&] {
-        for (size_t i; (i = next++) < stages.size();) runs[i] = run_binary(args_of[i]);
-      });
-    }
-    for (std::thread& t : workers) t.join();
+    const std::vector<test_util::JsonRun> runs = run_four_at_a_time(args_of);
     std::printf("%-13s %4s  %-13s %-14s %9s %7s\n", "injected", "exit", "reported", "classification", "running_s",
                 "wall_s");
     for (int i = 0; i < kStageCount; ++i) {
@@ -138,11 +149,16 @@ TEST_SUITE("gpu_watchdog") {
   }
 
   TEST_CASE("an injected CUDA error in every stage is reported with its stage, exit 4") {
-    for (int i = 0; i < kStageCount; ++i) {
-      const std::string stage = stage_name(static_cast<Stage>(i));
-      std::vector<std::string> args = args_running(stage);
-      args.insert(args.end(), {"--inject", "error:" + stage});
-      const test_util::JsonRun run = run_binary(args);
+    const std::vector<std::string> stages = all_stage_names();
+    std::vector<std::vector<std::string>> args_of(stages.size());
+    for (size_t i = 0; i < stages.size(); ++i) {
+      args_of[i] = args_running(stages[i]);
+      args_of[i].insert(args_of[i].end(), {"--inject", "error:" + stages[i]});
+    }
+    const std::vector<test_util::JsonRun> runs = run_four_at_a_time(args_of);
+    for (size_t i = 0; i < stages.size(); ++i) {
+      const std::string& stage = stages[i];
+      const test_util::JsonRun& run = runs[i];
       INFO("stage ", stage, " stderr: ", run.err.substr(0, 2000));
       CHECK(run.exit_code == kExitCudaError);
       REQUIRE(run.result.is_object());
