@@ -51,8 +51,9 @@ def run(cmd, cwd, log, env=None, timeout=None):
 
 def build_env():
     env = dict(os.environ)
-    env.setdefault("CMAKE_CXX_COMPILER_LAUNCHER", "ccache")
-    env.setdefault("CMAKE_CUDA_COMPILER_LAUNCHER", "ccache")
+    if shutil.which("ccache"):  # scripts/setup_deps.sh --mutation installs it
+        env.setdefault("CMAKE_CXX_COMPILER_LAUNCHER", "ccache")
+        env.setdefault("CMAKE_CUDA_COMPILER_LAUNCHER", "ccache")
     env.setdefault("CCACHE_BASEDIR", os.path.dirname(ROOT))
     env["PATH"] = env.get("PATH", "") + ":/usr/local/cuda/bin"
     return env

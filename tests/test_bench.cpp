@@ -139,6 +139,8 @@ TEST_SUITE("bench") {
     CHECK(overhead_budget("all").empty());
     CHECK(overhead_budget("all:lean").empty());
     CHECK(overhead_budget("12").empty());
+    CHECK(overhead_budget("5").empty());  // fix 5's price is paid in the backward pass
+    CHECK(overhead_budget("5:recompute").empty());
   }
 
   TEST_CASE("summaries come from the samples: medians, the original benchmark's iter/s and ms, per stage") {
@@ -177,6 +179,24 @@ TEST_SUITE("bench") {
     skipped.skip_reason = "why";
     summarize_comparison(skipped);
     CHECK(skipped.verdict == "skipped");
+    // The host clock decides: a fix whose host round trips cost 15% while the GPU's time is the
+    // same is "acceptable", not "ideal" (its GPU ratio is 1).
+    OverheadComparison host_only;
+    host_only.label = "1";
+    host_only.a = series("A", 1.0);
+    host_only.b = series("B", 1.0);
+    for (double& w : host_only.b.samples.wall_ms) w *= 1.15;
+    summarize_comparison(host_only);
+    CHECK(host_only.gpu_ratio.ratio == doctest::Approx(1.0));
+    CHECK(host_only.wall_ratio.ratio == doctest::Approx(1.15));
+    CHECK(host_only.verdict == "acceptable (< 20%)");
+    // Hedges' g of B against A: positive when B is slower, on each clock.
+    CHECK(host_only.wall_g > 0);
+    OverheadComparison faster = host_only;
+    for (double& w : faster.b.samples.wall_ms) w /= 1.3225;  // 1.15 / 1.3225 = 0.87 of A
+    summarize_comparison(faster);
+    CHECK(faster.wall_g < 0);
+    CHECK(faster.wall_ratio.ratio == doctest::Approx(1.15 / 1.3225));
   }
 
   TEST_CASE("JSON result: meta, devices, config, benchmarks, fix_overhead") {

@@ -46,6 +46,10 @@ TEST_SUITE("hypotheses") {
         const RunOptions o = run_options({"--scenario", std::to_string(n), "--alloc", alloc});
         CHECK(o.waiver.find("scenario " + std::to_string(n)) == 0);
         CHECK(o.waiver.find(std::string(alloc) + " memory") != std::string::npos);
+        // Why that memory cannot show the hypothesis, in its own words.
+        const std::string why = std::string(alloc) == "host" ? "host memory is pinned in host memory and never migrates"
+                                                             : std::string(alloc) + " memory never leaves the GPU";
+        CHECK(o.waiver.find(why) != std::string::npos);
       }
       CHECK(run_options({"--scenario", std::to_string(n)}).waiver.empty());
       CHECK(run_options({"--scenario", std::to_string(n), "--alloc", "system"}).waiver.empty());
@@ -210,6 +214,42 @@ TEST_SUITE("hypotheses") {
     CHECK(none.candidates.empty());
     CHECK(none.scenario() == 0);
     CHECK(none.summary().find("unclassified (hung in stage cast_output): none, because cast_output is an elementwise") == 0);
+    // Conditions against a scenario count: with fix 1 on, the GEMM on the path's own stream has as
+    // much for scenario 1 as against it, and scenario 3's transposed view of K leads.
+    const RunOptions s1fix = run_options({"--scenario", "1", "--fix", "on", "--k-layout", "bshe", "--gemm-api", "batched"});
+    const HangClassification h1fix = classify_hang(Stage::qk_gemm, s1fix.problem, s1fix.settings);
+    REQUIRE(h1fix.candidates.size() == 2);
+    CHECK(h1fix.scenario() == 3);
+    CHECK(mentions(h1fix.candidates[1].against, "path's own stream"));
+    // A condition against a candidate cancels one for it. Fix 3 copied K^T contiguous (against 3) and
+    // the snapshot found the copy kernel resident (for 3): scenario 3 has 4 for and 1 against, the
+    // unordered GEMM stream's scenario 1 has 3 for and none against; a tie, which the likelier
+    // (lower) number wins. Counting only the conditions for would put 3 first.
+    const RunOptions s3copied = run_options({"--scenario", "3", "--fix", "on", "--gemm-stream", "aux"});
+    HangEvidence copy_resident;
+    copy_resident.resident_kernels = {"transpose_heads_kernel"};
+    const HangClassification tie = classify_hang(Stage::qk_gemm, s3copied.problem, s3copied.settings, copy_resident);
+    REQUIRE(tie.candidates.size() == 2);
+    CHECK(tie.candidates[1].evidence.size() == 4);
+    CHECK(tie.candidates[1].against.size() == 1);
+    CHECK(tie.candidates[0].evidence.size() == 3);
+    CHECK(tie.scenario() == 1);
+
+    // A pass of many layers (the training context, even allocated up front) can exhaust memory in
+    // any stage: scenario 6 is a candidate beside the stage's own, ranked by its conditions.
+    for (const std::vector<std::string>& context : std::vector<std::vector<std::string>>{
+             {"--layers", "4"}, {"--alloc-timing", "per-call"}, {"--retain", "autograd"}}) {
+      std::vector<std::string> args = {"--scenario", "2"};
+      args.insert(args.end(), context.begin(), context.end());
+      CAPTURE(context[0]);
+      const RunOptions layered = run_options(args);
+      const HangClassification h = classify_hang(Stage::softmax, layered.problem, layered.settings);
+      REQUIRE(h.candidates.size() == 2);
+      CHECK(h.candidates[0].scenario == 2);
+      CHECK(h.candidates[1].scenario == 6);
+    }
+    CHECK(classify_hang(Stage::softmax, s2.problem, s2.settings).candidates.size() == 1);  // one layer, up front: no 6
+
     // The P.V GEMM is a batched GEMM like Q.K^T: scenario 1's, with the stream against it.
     const HangClassification pv = classify_hang(Stage::pv_gemm, s1.problem, s1.settings);
     REQUIRE(pv.candidates.size() == 1);
@@ -232,6 +272,13 @@ TEST_SUITE("hypotheses") {
     CHECK(py2.find("scale=0.5") != std::string::npos);
     CHECK(py2.find("allow_fp16_bf16_reduction_math_sdp(True)") != std::string::npos);
     CHECK(py2.find("v = torch.randn(2, 2, 128, 64,") != std::string::npos);
+    // A mask per batch and query head, for 8 query heads over 2 key heads; a boolean mask's True attends.
+    const RunOptions per_head = run_options({"-b", "2", "--heads", "8", "--kv-heads", "2", "-L", "128", "--mask", "float",
+                                             "--mask-dims", "BxH"});
+    CHECK(pytorch_sdpa_snippet(per_head).find("attn_mask = torch.randn(2, 8, 128, 128, device=\"cuda\"") != std::string::npos);
+    const RunOptions bool_mask = run_options({"-L", "128", "--mask", "bool"});
+    CHECK(pytorch_sdpa_snippet(bool_mask).find("attn_mask = torch.rand(1, 1, 128, 128, device=\"cuda\") >= 0.25  # True = attend") !=
+          std::string::npos);
     // Python parses it (no PyTorch needed for that).
     const std::string dir = test_util::temp_dir("pysnippet");
     for (const std::string& code : {py, py2}) {

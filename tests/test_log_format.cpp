@@ -236,6 +236,50 @@ TEST_SUITE("log_format") {
     CHECK(log.find("[MATH_SOFTMAX_DONE] Output shape=[2, 8, 128, 128] sum=-605.655 [") != std::string::npos);
     CHECK(log.find("[MATH_FINAL_BMM_DONE] output shape=[2, 8, 128, 64] [") != std::string::npos);
     CHECK(log.find("rows=") == std::string::npos);
+    // A field is the whole key: max= is not the tail of another key's name.
+    const std::string tricky = one_call(LogFormat::sdpa_debug, SdpaProblem{}, PathSettings{},
+                                        "row_max=9 min=-1 max=4 isnan=false isinf=false sum=3");
+    CHECK(tricky.find("[MATH_QK_DONE] scores shape=[2, 8, 128, 128] min=-1 max=4 isnan=0 isinf=0 [") != std::string::npos);
+  }
+
+  TEST_CASE("allocations and frees in both formats: every kind, the stage's tag, the unified-memory flag") {
+    for (const AllocKind kind : {AllocKind::managed, AllocKind::device, AllocKind::async, AllocKind::host, AllocKind::system,
+                                 AllocKind::vmm}) {
+      CAPTURE(alloc_kind_name(kind));
+      for (const LogFormat format : {LogFormat::harness, LogFormat::sdpa_debug}) {
+        char* buffer = nullptr;
+        size_t size = 0;
+        std::FILE* mem = open_memstream(&buffer, &size);
+        {
+          StageLogger logger(SdpaProblem{}, PathSettings{}, format, mem, false);
+          AllocationRecord r;
+          r.what = "scores", r.bytes = 4096, r.address = 0x7f2870000000, r.kind = kind;
+          logger.stage_begin(Stage::alloc_scores, "", nullptr);
+          logger.memory_event(r, false);
+          logger.stage_end(Stage::alloc_scores, "", nullptr);
+          logger.stage_begin(Stage::free_scores, "", nullptr);
+          logger.memory_event(r, true);
+          logger.stage_end(Stage::free_scores, "", nullptr);
+        }
+        std::fclose(mem);
+        const std::string log(buffer, size);
+        std::free(buffer);
+        // Pages the host and the GPU share: managed and system memory (the instrumentation's flag).
+        const bool unified = kind == AllocKind::managed || kind == AllocKind::system;
+        if (format == LogFormat::harness) {
+          CHECK(log.find("[MATH_ALLOC] alloc_scores t_us=") != std::string::npos);
+          CHECK(log.find("[MATH_ALLOC_DONE] alloc_scores duration_us=") != std::string::npos);
+          CHECK(log.find("[ALLOC_DEBUG] tensor=scores size=4096 ptr=0x7f2870000000 kind=" + std::string(alloc_kind_name(kind)) +
+                         " t_us=") != std::string::npos);
+          CHECK(log.find("[MATH_FREE] free_scores t_us=") != std::string::npos);
+          CHECK(log.find("[FREE_DEBUG] tensor=scores size=4096 ptr=0x7f2870000000 t_us=") != std::string::npos);
+        } else {
+          CHECK(log.find(std::string("[CUDA_MALLOC] size=4096 stream=0 device=0 unified_memory=") + (unified ? "1" : "0") + " [") !=
+                std::string::npos);
+          CHECK(log.find("FREE") == std::string::npos);  // the instrumentation logged no frees
+        }
+      }
+    }
   }
 
   TEST_CASE("harness format: GPU marks, and every line stamped") {

@@ -230,6 +230,7 @@ TEST_SUITE("memory_plan") {
         {{"--ballast-alloc", "managed"}, "--ballast"},
         {{"--ballast", "1G", "--ballast-alloc", "vmm"}, "path's"},
         {{"--ballast", "1G", "--ballast-touch", "host"}, "cannot touch"},
+        {{"--ballast", "1G", "--ballast-touch", "both"}, "cannot touch"},
         {{"--host-load", "-1"}, "host-load"},
         {{"--chunk-size", "64M"}, "chunk part"},
         {{"--graph", "--layers", "2"}, "--graph"},
@@ -239,6 +240,8 @@ TEST_SUITE("memory_plan") {
         {{"--inject", "hang:softmax@step=2"}, "step(s)"},
         {{"--inject", "hang:softmax@gpu"}, "condition"},
         {{"--plan", "--json", "x.json"}, "--plan"},
+        {{"--plan", "--check"}, "--plan"},
+        {{"--plan", "--save-output", "o.npy"}, "--plan"},
     };
     for (const auto& [args, needle] : bad) {
       const ParseResult r = parse(args);

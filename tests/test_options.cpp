@@ -222,7 +222,10 @@ TEST_SUITE("options") {
     check_refused({"--json", file + "/r.json"}, "--json: cannot write " + file + "/r.json: " + file + " is not a directory");
     check_refused({"--json", missing + "/r.json"}, "directory " + missing + " does not exist");
     check_refused({"--json", dir}, "it is a directory");
-    check_refused({"--save-output", missing + "/o.npy"}, "--save-output");
+    check_refused({"--save-output", missing + "/o.npy"}, "--save-output: cannot write " + missing + "/o.npy");
+    // Each option's own path is checked, whatever the other's is.
+    check_refused({"--json", dir + "/r.json", "--save-output", missing + "/o.npy"}, "--save-output: cannot write " + missing);
+    check_refused({"--save-output", dir + "/o.npy", "--json", missing + "/r.json"}, "--json: cannot write " + missing);
     check_refused({"--log-file", file + "/run.log"}, "--log-file");
     check_refused({"--snapshot-dir", file + "/snap"}, "--snapshot-dir: cannot create");
     check_refused({"--snapshot-dir", file}, "is not a directory");

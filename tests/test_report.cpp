@@ -610,6 +610,20 @@ TEST_SUITE("report") {
     ReportInput warp_rows_hang = made_up_report(2, {"hang"}, {"pass"});
     warp_rows_hang.fix_off.caveats = warp_rows.fix_off.caveats;
     CHECK(report_finding(warp_rows_hang) == "hang");  // a hang is a finding whatever the caveat
+    ReportInput warp_rows_fix_hangs = made_up_report(2, {"pass", "pass"}, {"pass", "hang"});
+    warp_rows_fix_hangs.fix_off.caveats = warp_rows.fix_off.caveats;
+    CHECK(report_finding(warp_rows_fix_hangs) == "fix_fails");  // the fix broke a passing call: that is said
+    // Among the fix-off runs the hang leads, wherever it stands: a stall before it does not hide it.
+    const ReportInput stall_then_hang = made_up_report(2, {"stalled", "hang"}, {"pass", "pass"});
+    CHECK(report_finding(stall_then_hang) == "hang");
+    CHECK(report_title(stall_then_hang).rfind("Scenario 2 hangs in softmax on managed memory; fix 2 clears it", 0) == 0);
+    // The context ladder stops at a rung that stalled, as at one that hung, and the title says where.
+    ReportInput laddered = made_up_report(2, {"stalled"}, {"pass"});
+    laddered.ladder = {{"call", {}, "not_reproduced", "pass 1 of 1"}, {"layers", {"--layers", "4"}, "stalled", "stalled 1 of 1"}};
+    CHECK(report_title(laddered) == report_title(made_up_report(2, {"stalled"}, {"pass"})) +
+                                        ", at rung layers of the context ladder (rungs below it pass: call)");
+    for (const char* finding : {"hang", "stalled", "failure", "refused"}) CHECK(finding_ends_climb(finding));
+    for (const char* finding : {"not_reproduced", "not_exercised", "fix_fails", "waived"}) CHECK_FALSE(finding_ends_climb(finding));
     // A run whose every call stalled is a finding; a pass with a stalled call is listed, not a finding.
     const ReportInput stalled = made_up_report(2, {"stalled", "pass"}, {"pass", "pass"});
     CHECK(report_finding(stalled) == "stalled");

@@ -5,9 +5,11 @@
 
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -17,7 +19,9 @@
 #include "math_sdpa/fault_spec.h"
 #include "math_sdpa/stage_log.h"
 #include "repro/run/outcome.h"
+#include "repro/common/text.h"
 #include "repro/run/stalls.h"
+#include "repro/supervise/durable_log.h"
 #include "repro/supervise/supervisor.h"
 #include "scenarios/hang_classification.h"
 
@@ -423,5 +427,37 @@ TEST_SUITE("watchdog") {
     }
     CHECK(lines > 20);
     CHECK(stamped == lines);
+  }
+
+  TEST_CASE("the durable log: one line per record, whatever the text holds; never past its limit") {
+    char pattern[] = "/tmp/sdpa_durable_XXXXXX";
+    const std::string dir = mkdtemp(pattern), path = dir + "/run.log";
+    {
+      DurableLog log(path, monotonic_us());
+      log.record("log", "first\rsecond\nthird");  // a terminal would show "first" overwritten
+    }
+    const std::string text = read_file(path).value_or("");
+    CHECK(text.find('\r') == std::string::npos);
+    CHECK(std::count(text.begin(), text.end(), '\n') == 1);
+    CHECK(text.find("\tlog\tfirst second third\n") != std::string::npos);
+    // At the limit the file starts again rather than grow: no record takes it past.
+    {
+      DurableLog log(path, monotonic_us());
+      const std::string chunk(3u << 20, 'x');
+      bool restarted = false;
+      size_t previous = 0;
+      for (int i = 0; i < 30; ++i) {
+        log.write("log", chunk);
+        struct stat st {};
+        REQUIRE(::stat(path.c_str(), &st) == 0);
+        CHECK(static_cast<size_t>(st.st_size) <= kDurableLogLimit);
+        restarted = restarted || static_cast<size_t>(st.st_size) < previous;
+        previous = static_cast<size_t>(st.st_size);
+      }
+      CHECK(restarted);
+    }
+    CHECK(read_file(path).value_or("").find("\trestart\tthe log reached its limit") != std::string::npos);
+    std::remove(path.c_str());
+    ::rmdir(dir.c_str());
   }
 }
