@@ -76,7 +76,10 @@ def sync_tree(tree):
                 if f.read() == data:
                     continue
         os.makedirs(os.path.dirname(dst), exist_ok=True)
-        shutil.copy2(src, dst)
+        # A fresh modification time, not the source's: an object built from the copy's previous
+        # bytes after the source was edited is newer than the source, and would count as up to date.
+        shutil.copyfile(src, dst)
+        shutil.copymode(src, dst)
         copied += 1
     return copied
 
