@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -100,6 +101,24 @@ inline ProgramRun run_program(const std::vector<std::string>& args, const Progra
   r.err = file_text(err);
   remove_tree(dir);
   return r;
+}
+
+// run(i) for every i in [0, n), `at_once` at a time on threads of their own; the results in the
+// order of i. For runs that each are their own process and check values, not times: their GPU
+// work shares the device. `run` must not use doctest's assertions (they are not thread-safe):
+// check the results after.
+template <typename Run>
+auto in_parallel(size_t n, int at_once, Run run) -> std::vector<decltype(run(size_t{}))> {
+  std::vector<decltype(run(size_t{}))> results(n);
+  std::atomic<size_t> next{0};
+  std::vector<std::thread> workers;
+  for (int w = 0; w < at_once; ++w) {
+    workers.emplace_back([&] {
+      for (size_t i; (i = next++) < n;) results[i] = run(i);
+    });
+  }
+  for (std::thread& t : workers) t.join();
+  return results;
 }
 
 // A run of the repro binary `binary args... --json <file>`, with that file parsed (a discarded

@@ -21,10 +21,13 @@ test_util::JsonRun run_binary(std::vector<std::string> args) {
   return test_util::run_with_json(SDPA_REPRO_BINARY, std::move(args));
 }
 
-// A --backward --check run that must pass with every gradient checked.
-json passing_backward(std::vector<std::string> args) {
+std::vector<std::string> backward_args(std::vector<std::string> args) {
   args.insert(args.begin(), {"--backward", "--check"});
-  const test_util::JsonRun run = run_binary(args);
+  return args;
+}
+
+// A --backward --check run (of backward_args) that must pass with every gradient checked.
+json passing_backward(const test_util::JsonRun& run, const std::vector<std::string>& args) {
   std::string shown;
   for (const std::string& a : args) shown += a + " ";
   INFO("repro ", shown, ": exit ", run.exit_code, "\n", run.out.substr(0, 3000), run.err.substr(0, 3000));
@@ -40,6 +43,10 @@ json passing_backward(std::vector<std::string> args) {
   }
   CHECK(run.result["nonfinite_gradients"] == 0);
   return run.result;
+}
+json passing_backward(const std::vector<std::string>& args) {
+  const std::vector<std::string> full = backward_args(args);
+  return passing_backward(run_binary(full), full);
 }
 
 }  // namespace
@@ -75,11 +82,21 @@ TEST_SUITE("gpu_backward") {
   }
 
   TEST_CASE("every scenario passes with its fix off and on through the backward pass") {
-    for (int scenario = 1; scenario <= 5; ++scenario) {  // 5: one graph holds the forward and backward calls
+    // Scenarios 1-5 (5: one graph holds the forward and backward calls), fix off and on, three
+    // runs at a time: each checks values, none a time.
+    std::vector<std::vector<std::string>> args_of;
+    for (int scenario = 1; scenario <= 5; ++scenario) {
       for (const char* fix : {"off", "on"}) {
+        args_of.push_back(backward_args({"--scenario", std::to_string(scenario), "--fix", fix, "-L", "256", "-S", "256"}));
+      }
+    }
+    const auto runs = test_util::in_parallel(args_of.size(), 3, [&](size_t i) { return run_binary(args_of[i]); });
+    for (size_t i = 0; i < runs.size(); ++i) {
+      const int scenario = static_cast<int>(i / 2) + 1;
+      {
         CAPTURE(scenario);
-        CAPTURE(fix);
-        const json r = passing_backward({"--scenario", std::to_string(scenario), "--fix", fix, "-L", "256", "-S", "256"});
+        CAPTURE(args_of[i][5]);
+        const json r = passing_backward(runs[i], args_of[i]);
         if (scenario == 2) {  // its host access carried into the backward pass, and fix 2 with it
           bool touched = false, timed = false;
           for (const json& st : r["stages"]) {

@@ -26,13 +26,13 @@ test_util::JsonRun run_binary(std::vector<std::string> args) {
 }
 
 // A run that must pass, with its output shown when it does not.
-json passing(const std::vector<std::string>& args) {
-  const test_util::JsonRun run = run_binary(args);
+json passing(const test_util::JsonRun& run, const std::vector<std::string>& args) {
   INFO("repro ", args.size() ? args[0] : "", " ...: exit ", run.exit_code, "\n", run.out.substr(0, 3000), run.err.substr(0, 3000));
   REQUIRE(run.exit_code == kExitPass);
   REQUIRE(run.result.is_object());
   return run.result;
 }
+json passing(const std::vector<std::string>& args) { return passing(run_binary(args), args); }
 
 int64_t gpu_free_now() {
   size_t free_bytes = 0, total = 0;
@@ -55,13 +55,22 @@ TEST_SUITE("gpu_context") {
         {"--alloc-timing", "per-call", "--layers", "4", "--retain", "autograd", "--ballast", "256M", "--ballast-alloc",
          "managed", "--ballast-touch", "both", "--host-load", "2", "--steps", "3"},
     };
+    // Four runs at a time (the suite reserves four CPUs): each checks values, none a time.
+    const std::vector<const char*> allocs = {"managed", "device", "vmm", "async"};
+    std::vector<std::vector<std::string>> args_of;
     for (const auto& rung : rungs) {
-      for (const char* alloc : {"managed", "device", "vmm", "async"}) {
-        std::vector<std::string> args = {"--check", "--mask", "bool", "--dropout", "0.1", "--kv-heads", "4", "--alloc", alloc};
-        args.insert(args.end(), rung.begin(), rung.end());
-        CAPTURE(alloc);
+      for (const char* alloc : allocs) {
+        args_of.push_back({"--check", "--mask", "bool", "--dropout", "0.1", "--kv-heads", "4", "--alloc", alloc});
+        args_of.back().insert(args_of.back().end(), rung.begin(), rung.end());
+      }
+    }
+    const auto runs = test_util::in_parallel(args_of.size(), 4, [&](size_t i) { return run_binary(args_of[i]); });
+    for (size_t i = 0; i < runs.size(); ++i) {
+      const auto& rung = rungs[i / allocs.size()];
+      {
+        CAPTURE(allocs[i % allocs.size()]);
         CAPTURE(rung.size());
-        const json r = passing(args);
+        const json r = passing(runs[i], args_of[i]);
         CHECK(r["check"]["passed"] == true);
         const int layers = r["config"]["settings"]["layers"] == "4" ? 4 : 1;
         CHECK(r["check"]["layers_checked"] == layers);

@@ -19,10 +19,8 @@
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
 
-#include <atomic>
 #include <cmath>
 #include <cstdio>
-#include <thread>
 
 #include "math_sdpa/reference.h"
 #include "report_test_util.h"
@@ -69,23 +67,16 @@ TEST_SUITE("gpu_report") {
                                      {5, {}}};
     auto out_of = [&](size_t c) { return dir + "/case" + std::to_string(c); };
     auto cu_of = [&](size_t c) { return out_of(c) + "/repro_scenario" + std::to_string(cases[c].scenario); };
-    std::vector<Ran> reports(cases.size()), builds(cases.size());
-    std::atomic<size_t> next{0};
-    std::vector<std::thread> workers;
-    for (int w = 0; w < 3; ++w) {
-      workers.emplace_back([&] {
-        for (size_t c; (c = next++) < cases.size();) {
-          std::vector<std::string> args = {"report", "--scenario", std::to_string(cases[c].scenario), "--out", out_of(c)};
-          args.insert(args.end(), cases[c].options.begin(), cases[c].options.end());
-          reports[c] = run_repro(args);
-          // The reproducer, built as its first comment says.
-          if (reports[c].exit_code == 0) {
-            builds[c] = run({nvcc, "-O2", "-std=c++17", "-arch=native", cu_of(c) + ".cu", "-lcublas", "-o", cu_of(c)});
-          }
-        }
-      });
-    }
-    for (std::thread& t : workers) t.join();
+    // Each case's report, then its reproducer built as its first comment says.
+    const auto made = test_util::in_parallel(cases.size(), 3, [&](size_t c) {
+      std::vector<std::string> args = {"report", "--scenario", std::to_string(cases[c].scenario), "--out", out_of(c)};
+      args.insert(args.end(), cases[c].options.begin(), cases[c].options.end());
+      std::pair<Ran, Ran> report_and_build{run_repro(args), Ran{}};
+      if (report_and_build.first.exit_code == 0) {
+        report_and_build.second = run({nvcc, "-O2", "-std=c++17", "-arch=native", cu_of(c) + ".cu", "-lcublas", "-o", cu_of(c)});
+      }
+      return report_and_build;
+    });
     for (size_t c = 0; c < cases.size(); ++c) {
       const int scenario = cases[c].scenario;
       CAPTURE(scenario);
@@ -93,7 +84,7 @@ TEST_SUITE("gpu_report") {
       const std::string n = std::to_string(scenario), out = out_of(c);
       const int repeat = cases[c].options.size() > 1 && cases[c].options[0] == "--repeat" ? 2 : 1;
       const std::string label = cases[c].dropout ? n + "+drop" : cases[c].options.size() > 1 && cases[c].options[0] == "--text-padding" ? n + "+pad" : n;
-      const Ran& report = reports[c];
+      const Ran& report = made[c].first;
       INFO("repro report stderr: ", report.err);
       REQUIRE(report.exit_code == 0);
 
@@ -122,7 +113,7 @@ TEST_SUITE("gpu_report") {
 
       // The reproducer against the harness runs.
       const std::string binary = cu_of(c);
-      REQUIRE_MESSAGE(builds[c].exit_code == 0, builds[c].err);
+      REQUIRE_MESSAGE(made[c].second.exit_code == 0, made[c].second.err);
       for (const std::string fix : {"off", "on"}) {
         CAPTURE(fix);
         const nlohmann::json* h = harness_run(j, fix);

@@ -14,12 +14,10 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "math_sdpa/errors.h"
@@ -64,16 +62,7 @@ std::vector<std::string> args_running(const std::string& stage) {
 // deadlines are the host's clock, so what these runs test (a hang or an error detected, named and
 // timed) does not depend on having the GPU alone. Results in the order of `args_of`.
 std::vector<test_util::JsonRun> run_four_at_a_time(const std::vector<std::vector<std::string>>& args_of) {
-  std::vector<test_util::JsonRun> runs(args_of.size());
-  std::atomic<size_t> next{0};
-  std::vector<std::thread> workers;
-  for (int w = 0; w < 4; ++w) {
-    workers.emplace_back([&] {
-      for (size_t i; (i = next++) < args_of.size();) runs[i] = run_binary(args_of[i]);
-    });
-  }
-  for (std::thread& t : workers) t.join();
-  return runs;
+  return test_util::in_parallel(args_of.size(), 4, [&](size_t i) { return run_binary(args_of[i]); });
 }
 
 // Every stage's name, in the stages' order.
