@@ -15,6 +15,11 @@ own kernels:
   whole mode (--mode whole): F.scaled_dot_product_attention under sdpa_kernel(SDPBackend.MATH),
     synchronised before and after, for the plain symptom.
 
+--backward (stages mode) follows each call with its backward as autograd runs it through the math
+path, one op a stage with repro --backward's stage names and lines: dO to fp32, bmm's gradients
+dO.V^T and P^T.dO, native_dropout_backward, _softmax_backward_data, bmm's gradients dS.K and
+Q^T.dS, then the scales, the GQA sums and the casts back, for repro's own seeded dO.
+
 Memory (--memory): PyTorch's caching allocator (default), its cudaMallocAsync backend (async,
 fix 4), or managed memory (managed): every tensor PyTorch allocates comes from
 cudaMallocManaged, through torch.cuda.memory.CUDAPluggableAllocator and a small library
@@ -78,8 +83,13 @@ def usage_error(message):
 # The stages of one call, in order (math_sdpa/stage.h).
 STAGES = ("entry_sync", "mask_prepare", "upcast", "scale_q", "gqa_expand", "scale_k", "kt_contiguous", "qk_gemm",
           "mask_add", "scores_to_host", "softmax", "dropout", "pv_gemm", "cast_output", "stream_sync")
+# --backward: the backward call's stages, in autograd's order (stage.h, grad_upcast .. backward_sync; the
+# harness's alloc_*/free_* stages of --alloc-timing per-call are not here: PyTorch allocates inside its ops).
+BACKWARD_STAGES = ("grad_upcast", "dp_gemm", "dv_gemm", "dropout_backward", "grads_to_host", "softmax_backward",
+                   "dq_gemm", "dk_gemm", "grad_inputs", "backward_sync")
+ALL_STAGES = STAGES + BACKWARD_STAGES
 # Stages whose work the host does or waits for itself; every other one is GPU work.
-HOST_STAGES = ("entry_sync", "scores_to_host", "stream_sync")
+HOST_STAGES = ("entry_sync", "scores_to_host", "stream_sync", "grads_to_host", "backward_sync")
 
 
 class DType:
@@ -214,6 +224,7 @@ class Settings:
         self.entry_touch_streams = 0
         self.entry_host_touch = False
         self.last_stage = "stream_sync"
+        self.backward = False  # --backward: the backward call after each forward call
 
     def fields(self):  # path_settings.cpp settings_fields, in repro's words
         return {"alloc": ALLOC_OF_MEMORY[self.memory], "memory": self.memory, "stream": "legacy",
@@ -222,7 +233,8 @@ class Settings:
                 "kt_contiguous": "on" if self.kt_contiguous else "off",
                 "scores_to_host": self.scores_to_host, "scores_host_phase": self.scores_host_phase,
                 "entry_touch_streams": str(self.entry_touch_streams),
-                "entry_host_touch": "on" if self.entry_host_touch else "off", "last_stage": self.last_stage}
+                "entry_host_touch": "on" if self.entry_host_touch else "off", "last_stage": self.last_stage,
+                "backward": "true" if self.backward else "false"}
 
 
 def apply_scenario(number, s):
@@ -280,6 +292,16 @@ def kt_copy_needed(p, s):
 def stage_runs(stage, p, s):
     """Whether `stage` runs in a call of `p` under `s` (path_settings.cpp stage_runs)."""
     if stage == "stream_sync":
+        return True
+    if stage in BACKWARD_STAGES:
+        if not s.backward:
+            return False
+        if stage == "grad_upcast":
+            return p.compute_dtype() != p.dtype
+        if stage == "dropout_backward":
+            return p.dropout > 0
+        if stage == "grads_to_host":  # scenario 2's host access, before softmax's backward
+            return s.scores_to_host != "none"
         return True
     if STAGES.index(stage) > STAGES.index(s.last_stage):
         return False
@@ -433,6 +455,32 @@ def begin_lines(stage, p, s, stream=0):
         return [debug_line("SDPA_DEBUG", "[MATH_CAST_OUTPUT] fp32->%s" % p.dtype)]
     if stage == "stream_sync":
         return [debug_line("CUDA_DEBUG", "[STREAM_SYNC] stream=%s device=0" % pointer_text(stream))]
+    # --backward (stage_log.cpp debug_begin_lines): the stage's name as its tag, no parameters; a
+    # GEMM's [CUBLAS_GEMM_START] with M, N, K of its row-major result (gemm.cpp backward_gemm_calls).
+    if stage == "grad_upcast":
+        return [debug_line("SDPA_DEBUG", "[MATH_GRAD_UPCAST]")]
+    if stage == "dp_gemm":  # dPd = dO . V^T: M = L, N = S, K = E
+        return [debug_line("SDPA_DEBUG", "[MATH_DP_GEMM]"),
+                debug_line("SDPA_DEBUG", "[CUBLAS_GEMM_START] M=%d N=%d K=%d" % (p.q_len, p.kv_len, p.head_dim))]
+    if stage == "dv_gemm":  # dV = Pd^T . dO: M = S, N = E, K = L
+        return [debug_line("SDPA_DEBUG", "[MATH_DV_GEMM]"),
+                debug_line("SDPA_DEBUG", "[CUBLAS_GEMM_START] M=%d N=%d K=%d" % (p.kv_len, p.head_dim, p.q_len))]
+    if stage == "dropout_backward":
+        return [debug_line("SDPA_DEBUG", "[MATH_DROPOUT_BACKWARD]")]
+    if stage == "grads_to_host":
+        return [debug_line("SDPA_DEBUG", "[MATH_GRADS_TO_HOST]")]
+    if stage == "softmax_backward":
+        return [debug_line("SDPA_DEBUG", "[MATH_SOFTMAX_BACKWARD]")]
+    if stage == "dq_gemm":  # dQs = dS . Ks: M = L, N = E, K = S
+        return [debug_line("SDPA_DEBUG", "[MATH_DQ_GEMM]"),
+                debug_line("SDPA_DEBUG", "[CUBLAS_GEMM_START] M=%d N=%d K=%d" % (p.q_len, p.head_dim, p.kv_len))]
+    if stage == "dk_gemm":  # dKs = dS^T . Qs: M = S, N = E, K = L
+        return [debug_line("SDPA_DEBUG", "[MATH_DK_GEMM]"),
+                debug_line("SDPA_DEBUG", "[CUBLAS_GEMM_START] M=%d N=%d K=%d" % (p.kv_len, p.head_dim, p.q_len))]
+    if stage == "grad_inputs":
+        return [debug_line("SDPA_DEBUG", "[MATH_GRAD_INPUTS]")]
+    if stage == "backward_sync":
+        return [debug_line("CUDA_DEBUG", "[BACKWARD_SYNC] stream=%s device=0" % pointer_text(stream))]
     raise AssertionError(stage)
 
 
@@ -482,6 +530,26 @@ def end_lines(stage, p, s, values, duration_us, now_epoch_us):
         # cudaGetErrorString(cudaSuccess): the call returned, or this line would not be written.
         return [debug_line("CUDA_DEBUG", "[STREAM_SYNC_DONE] result=no error duration_ms=%d" % (duration_us // 1000)),
                 debug_line("CUDA_EVENT", "math_sdpa_complete" + at)]
+    if stage == "grad_upcast":
+        return [debug_line("SDPA_DEBUG", "[MATH_GRAD_UPCAST_DONE]")]
+    if stage == "dp_gemm":
+        return [debug_line("SDPA_DEBUG", "[CUBLAS_GEMM_DONE]"), debug_line("SDPA_DEBUG", "[MATH_DP_GEMM_DONE]")]
+    if stage == "dv_gemm":
+        return [debug_line("SDPA_DEBUG", "[CUBLAS_GEMM_DONE]"), debug_line("SDPA_DEBUG", "[MATH_DV_GEMM_DONE]")]
+    if stage == "dropout_backward":
+        return [debug_line("SDPA_DEBUG", "[MATH_DROPOUT_BACKWARD_DONE]")]
+    if stage == "grads_to_host":
+        return [debug_line("SDPA_DEBUG", "[MATH_GRADS_TO_HOST_DONE]")]
+    if stage == "softmax_backward":
+        return [debug_line("SDPA_DEBUG", "[MATH_SOFTMAX_BACKWARD_DONE]")]
+    if stage == "dq_gemm":
+        return [debug_line("SDPA_DEBUG", "[CUBLAS_GEMM_DONE]"), debug_line("SDPA_DEBUG", "[MATH_DQ_GEMM_DONE]")]
+    if stage == "dk_gemm":
+        return [debug_line("SDPA_DEBUG", "[CUBLAS_GEMM_DONE]"), debug_line("SDPA_DEBUG", "[MATH_DK_GEMM_DONE]")]
+    if stage == "grad_inputs":
+        return [debug_line("SDPA_DEBUG", "[MATH_GRAD_INPUTS_DONE]")]
+    if stage == "backward_sync":
+        return [debug_line("CUDA_DEBUG", "[BACKWARD_SYNC_DONE] result=no error duration_ms=%d" % (duration_us // 1000))]
     raise AssertionError(stage)
 
 
@@ -493,6 +561,11 @@ def allocation_lines(nbytes, address, unified_memory):
 
 def note_line(text):
     return debug_line("SDPA_DEBUG", text)
+
+
+def layer_line(step):
+    """Before each call of a step after the first (stage_log.cpp StageLogger::call_position): one layer here."""
+    return debug_line("SDPA_DEBUG", "[LAYER] step=%d layer=1/1" % step)
 
 
 def memory_line(memory, detail):
@@ -615,8 +688,10 @@ class StagedCall:
         if self.watchdog:
             self.watchdog.disarm()
 
-    def run(self):
+    def run(self, step=1):
         be = self.backend
+        if step > 1:
+            self.log.write([layer_line(step)])
         be.start_call()
         self.stage("entry_sync", be.entry_sync)
         for name in ("mask_prepare", "upcast"):
@@ -628,13 +703,40 @@ class StagedCall:
         self.stage("scale_k", be.scale_k)
         if self.runs("kt_contiguous"):
             self.stage("kt_contiguous", be.kt_contiguous)
-        be.order_gemm_after_producers()
-        self.stage("qk_gemm", be.qk_gemm)
-        be.order_path_after_gemm()
+        self.gemm_stage("qk_gemm")
         for name in ("mask_add", "scores_to_host", "softmax", "dropout", "pv_gemm", "cast_output"):
             if self.runs(name):
                 self.stage(name, getattr(be, name))
         self.stage("stream_sync", be.stream_sync)
+        if self.s.backward:
+            self.run_backward(step)
+
+    def gemm_stage(self, name):
+        """A GEMM on the Q.K^T GEMM's stream (scenario 1's side stream, ordered or not), as repro's."""
+        self.backend.order_gemm_after_producers(name)
+        self.stage(name, getattr(self.backend, name))
+        self.backend.order_path_after_gemm()
+
+    def run_backward(self, step):
+        """--backward: the call's backward as autograd runs _scaled_dot_product_attention_math's graph
+        for dO (repro's MathSdpa::run_backward and issue_backward_stages, one layer): the output's
+        cast back, bmm(P, V)'s two gradients, dropout's, softmax's, bmm(Q, K^T)'s two, the inputs'."""
+        be = self.backend
+        if step > 1:
+            self.log.write([layer_line(step)])
+        be.start_backward()
+        if self.runs("grad_upcast"):
+            self.stage("grad_upcast", be.grad_upcast)
+        self.gemm_stage("dp_gemm")
+        self.gemm_stage("dv_gemm")
+        for name in ("dropout_backward", "grads_to_host"):
+            if self.runs(name):
+                self.stage(name, getattr(be, name))
+        self.stage("softmax_backward", be.softmax_backward)
+        self.gemm_stage("dq_gemm")
+        self.gemm_stage("dk_gemm")
+        self.stage("grad_inputs", be.grad_inputs)
+        self.stage("backward_sync", be.backward_sync)
 
 
 # The notes of the scenario conditions and fixes, in repro's words (math_sdpa/conditions.cpp, fixes/).
@@ -642,9 +744,11 @@ def pages_of(nbytes):
     return (nbytes + TOUCH_PAGE_BYTES - 1) // TOUCH_PAGE_BYTES
 
 
-def scenario1_note(gemm_stream, path_stream, ordered):
+def scenario1_note(gemm_stream, path_stream, ordered, gemm="qk_gemm"):
+    """conditions.cpp order_gemm_after_producers: the Q.K^T GEMM, or a backward GEMM by its stage's name."""
     how = "ordered after stream %s by an event" if ordered else "NOT ordered after stream %s: a deliberate race"
-    return "[SCENARIO_1] Q.K^T GEMM on stream %s (aux), " % pointer_p(gemm_stream) + how % pointer_p(path_stream)
+    what = "Q.K^T" if gemm == "qk_gemm" else gemm
+    return "[SCENARIO_1] %s GEMM on stream %s (aux), " % (what, pointer_p(gemm_stream)) + how % pointer_p(path_stream)
 
 
 def scenario2_toucher_note(nbytes):
@@ -699,6 +803,28 @@ def fix2_prefetch_note(nbytes, device, memory):
 
 FIX2_AFTER = "[FIX_2] cudaDeviceSynchronize after softmax"
 
+# --backward: scenario 2's host access and fix 2 around softmax's backward, in the words of the
+# harness's conditions.cpp move_to_host and fixes/fix2_prefetch_scores.cpp (its parts prefetch,
+# host-sync and device-sync; the operands named as reduced_by names them).
+SCENARIO2_BACKWARD_BEFORE = "[SCENARIO_2] the host touches the backward's operands before its softmax, not during it"
+
+
+def scenario2_backward_read_note(name, nbytes, lo, hi, ms):
+    return "[SCENARIO_2] host read %s: %d bytes, %d pages, min=%.6g max=%.6g (%.3f ms)" % (
+        name, nbytes, pages_of(nbytes), lo, hi, ms)
+
+
+def fix2_backward_prefetch_note(name, nbytes, device):
+    return "[FIX_2] prefetch: cudaMemPrefetchAsync(%s, %d bytes, device %d) on the stream" % (name, nbytes, device)
+
+
+def fix2_backward_skipped_note(memory):
+    return "[FIX_2] prefetch skipped (%s memory does not migrate)" % ALLOC_OF_MEMORY[memory]
+
+
+FIX2_BACKWARD_HOST_SYNC = "[FIX_2] host-sync: cudaStreamSynchronize before softmax_backward"
+FIX2_BACKWARD_DEVICE_SYNC = "[FIX_2] device-sync: cudaDeviceSynchronize after softmax_backward"
+
 
 class DryBackend:
     """--dry-run: no PyTorch, no GPU; the stages do nothing but their notes (as on a device with
@@ -740,9 +866,9 @@ class DryBackend:
             self.note(fix1_note(0, "before"))
             self.note(fix1_note(0, "after"))
 
-    def order_gemm_after_producers(self):
+    def order_gemm_after_producers(self, gemm):
         if self.s.qk_gemm_stream == "aux":
-            self.note(scenario1_note(0, 0, self.s.qk_gemm_order == "event"))
+            self.note(scenario1_note(0, 0, self.s.qk_gemm_order == "event", gemm))
 
     def scores_to_host(self):
         nbytes = self.p.score_elems() * DTYPES[self.p.compute_dtype()].size
@@ -761,9 +887,28 @@ class DryBackend:
                 "scores_to_host", self.p, self.s):
             self.note(scenario2_touched_note(0, 0.0))
 
+    def grads_to_host(self):
+        nbytes = self.p.score_elems() * DTYPES[self.p.compute_dtype()].size
+        if self.s.scores_host_phase == "during":
+            self.note(SCENARIO2_BACKWARD_BEFORE)
+        for name in ("probs", "grad_probs"):
+            self.note(scenario2_backward_read_note(name, nbytes, 0.0, 0.0, 0.0))
+
+    def softmax_backward(self):
+        if 2 in self.fixes:
+            if self.s.memory == "managed":
+                for name in ("probs", "grad_probs"):
+                    self.note(fix2_backward_prefetch_note(name, 0, 0))
+            else:
+                self.note(fix2_backward_skipped_note(self.s.memory))
+            self.note(FIX2_BACKWARD_HOST_SYNC)
+            self.note(FIX2_BACKWARD_DEVICE_SYNC)
+
     qk_gemm = pv_gemm = _gemm
     mask_prepare = upcast = scale_q = gqa_expand = scale_k = kt_contiguous = start_call
     order_path_after_gemm = mask_add = dropout = cast_output = start_call
+    start_backward = grad_upcast = dp_gemm = dv_gemm = dropout_backward = start_call
+    dq_gemm = dk_gemm = grad_inputs = backward_sync = start_call
 
 
 # --------------------------------------------------------------------------------- options
@@ -782,6 +927,9 @@ def build_parser():
     a("--fix", default="off", choices=("on", "off"), help="on: apply the scenario's own fix")
     a("--fixes", default="none", help="fixes to apply, any scenario: a list of 1-4, all or none")
     a("--full", action="store_true", help="run the whole path under the scenario's conditions")
+    a("--backward", action="store_true",
+      help="after each call, its backward pass as autograd runs it, stage by stage, for a seeded dO (repro's "
+           "--backward; implies --full; dout.npy of --inputs gives dO)")
     a("--workload", choices=sorted(WORKLOADS), help="a layer of the failing workload as the problem")
     a("--dtype", choices=sorted(DTYPES), help="element type (default bf16)")
     a("--precision", default="upcast", choices=PRECISIONS, help="upcast (PyTorch's default) or native")
@@ -903,6 +1051,11 @@ def resolve(args, argv):
     apply_scenario(args.scenario, c)
     if args.full:
         c.last_stage = "stream_sync"
+    if args.backward:  # repro: the backward reads what autograd saved from the whole forward path
+        if args.mode == "whole":
+            raise usage_error("--backward runs the backward's operations stage by stage (--mode stages): --mode whole "
+                              "is F.scaled_dot_product_attention's forward call alone")
+        c.backward, c.last_stage = True, "stream_sync"
     if args.gemm_stream is not None:
         c.qk_gemm_stream = args.gemm_stream
     if args.gemm_order is not None:
@@ -953,8 +1106,8 @@ def resolve(args, argv):
         raise usage_error("--stage-timeout: %g is not in [0.01, 86400]" % args.stage_timeout)
     if args.inject is not None:
         kind, _, stage = args.inject.partition(":")
-        if kind != "hang" or stage not in STAGES:
-            raise usage_error("--inject: '%s' is not hang:STAGE (stages: %s)" % (args.inject[:40], " ".join(STAGES)))
+        if kind != "hang" or stage not in ALL_STAGES:
+            raise usage_error("--inject: '%s' is not hang:STAGE (stages: %s)" % (args.inject[:40], " ".join(ALL_STAGES)))
         o.inject = stage
     if args.mode == "whole":
         check_whole_mode(o)
@@ -975,7 +1128,9 @@ def check_inject(o):
         raise usage_error("--inject: stage %s does not run in this configuration (mask_prepare needs --mask "
                           "bool|causal, upcast and cast_output fp16/bf16 with --precision upcast, gqa_expand "
                           "--kv-heads < --heads, kt_contiguous a K^T copy, mask_add a mask, scores_to_host scenario 2, "
-                          "dropout --dropout > 0, and scenarios 1-3 stop early unless --full)" % o.inject)
+                          "dropout --dropout > 0, and scenarios 1-3 stop early unless --full; the backward's "
+                          "stages need --backward, grad_upcast as upcast, dropout_backward as dropout, grads_to_host "
+                          "scenario 2)" % o.inject)
 
 
 # Whole mode's stages: the entry synchronisation, the one call, the end synchronisation.
@@ -1129,8 +1284,9 @@ class HostInputs:
     """Q, K, V [B, H, len, E] float32 already rounded to the dtype, and the mask (bool or float)
     as [B|1, H|1, L, S]; where they came from, for the JSON."""
 
-    def __init__(self, q, k, v, mask, source):
+    def __init__(self, q, k, v, mask, source, dout=None):
         self.q, self.k, self.v, self.mask, self.source = q, k, v, mask, source
+        self.dout = dout  # --backward: dO [B, H, L, E], from dout.npy (else made by make_grad_output)
 
 
 def make_random_inputs(p):
@@ -1154,6 +1310,18 @@ def make_random_inputs(p):
                       mask, "random (math_sdpa/random_inputs.h's generator, seed %d)" % p.seed)
 
 
+# math_sdpa/problem.cpp make_grad_output: dO of layer 1, N(0, 1) rounded to the dtype, from the
+# seed mixed with this constant (the harness's layer l adds (l - 1) * GOLDEN to the seed first).
+GRAD_OUTPUT_SEED_MIX = 0x6A09E667F3BCC909
+
+
+def make_grad_output(p):
+    """repro --backward's seeded dO, bit for bit (the same generator as the inputs)."""
+    rng = InputRng((p.seed ^ GRAD_OUTPUT_SEED_MIX) & MASK64)
+    return random_normal(rng, p.batch * p.q_heads * p.q_len * p.head_dim, p.dtype).reshape(
+        p.batch, p.q_heads, p.q_len, p.head_dim)
+
+
 NPY_DTYPES = {"<f4": "fp32", "<f2": "fp16", "<u2": "bf16"}  # bf16 travels as uint16 (repro/cli/inputs.cpp)
 
 
@@ -1175,8 +1343,9 @@ def npy_as_float32(a, what):
     return a.astype(np.float32), NPY_DTYPES[descr]
 
 
-def load_npy_inputs(directory, p, dtype_given):
-    """q.npy, k.npy, v.npy and an optional mask.npy, checked as repro/cli/inputs.cpp checks them."""
+def load_npy_inputs(directory, p, dtype_given, backward=False):
+    """q.npy, k.npy, v.npy, an optional mask.npy and, with --backward, an optional dout.npy, checked
+    as repro/cli/inputs.cpp checks them."""
     np = numpy()
     arrays = {name: load_npy(os.path.join(directory, name + ".npy")) for name in ("q", "k", "v")}
     for name, a in arrays.items():
@@ -1221,7 +1390,15 @@ def load_npy_inputs(directory, p, dtype_given):
         raise usage_error("--mask %s needs %s" % (p.mask, mask_path))
     p.validate()
     rounded = [round_to_dtype(np.ascontiguousarray(x).reshape(-1), p.dtype).reshape(x.shape) for x in (q, k, v)]
-    return HostInputs(rounded[0], rounded[1], rounded[2], mask, "--inputs " + directory)
+    dout = None
+    dout_path = os.path.join(directory, "dout.npy")
+    if backward and os.path.exists(dout_path):
+        d = load_npy(dout_path)
+        if d.shape != arrays["q"].shape or d.dtype != arrays["q"].dtype:
+            raise usage_error("dout.npy %s: the gradient of the output has q.npy's shape %s and dtype"
+                              % (dims(d.shape), dims(arrays["q"].shape)))
+        dout = round_to_dtype(np.ascontiguousarray(npy_as_float32(d, "dout.npy")[0]).reshape(-1), p.dtype).reshape(d.shape)
+    return HostInputs(rounded[0], rounded[1], rounded[2], mask, "--inputs " + directory, dout)
 
 
 def write_npy_atomically(path, array):
@@ -1409,12 +1586,13 @@ def device_info(torch, helper):
 
 
 class DeviceInputs:
-    def __init__(self, q, k, k_buffer, v, mask):
+    def __init__(self, q, k, k_buffer, v, mask, dout=None):
         # k_buffer: the storage K is a view of (a [B, S, H, E] tensor for --k-layout bshe)
         self.q, self.k, self.k_buffer, self.v, self.mask = q, k, k_buffer, v, mask
+        self.dout = dout  # --backward's dO, in the input dtype
 
     def tensors(self):
-        return [t for t in (self.q, self.k_buffer, self.v, self.mask) if t is not None]
+        return [t for t in (self.q, self.k_buffer, self.v, self.mask, self.dout) if t is not None]
 
 
 def upload(torch, p, s, host, device):
@@ -1431,7 +1609,8 @@ def upload(torch, p, s, host, device):
     mask = None
     if host.mask is not None:
         mask = torch.from_numpy(host.mask).to(device) if p.mask == "bool" else to(host.mask)
-    return DeviceInputs(q, k, k_buffer, v, mask)
+    dout = to(host.dout) if host.dout is not None else None
+    return DeviceInputs(q, k, k_buffer, v, mask, dout)
 
 
 def convert_boolean_attn_mask(torch, mask, dtype):
@@ -1549,14 +1728,14 @@ class TorchBackend:
             self.findings.append("kt_contiguous: at::matmul's reshape of K^T returned a view, where the plan "
                                  "expected a copy")
 
-    def order_gemm_after_producers(self):
+    def order_gemm_after_producers(self, gemm):
         side = self.side_stream
         if side is None:
             return
         ordered = self.s.qk_gemm_order == "event"
         if ordered:
             side.wait_stream(self.path_stream)  # an event recorded on the path's stream, waited on by the side one
-        self.note(scenario1_note(side.cuda_stream, self.path_stream.cuda_stream, ordered))
+        self.note(scenario1_note(side.cuda_stream, self.path_stream.cuda_stream, ordered, gemm))
 
     def qk_gemm(self):
         """at::matmul(query, K^T) for 4-d operands: both reshaped to [B*H, ., .], at::bmm, a view back."""
@@ -1579,6 +1758,7 @@ class TorchBackend:
         else:
             scores3 = t.bmm(q3, kt3)
         self.fix1("after")
+        self.q3, self.kt_operand = q3, kt3  # what bmm saves for its backward (--backward)
         self.scores = scores3.view(p.batch, p.q_heads, p.q_len, p.kv_len)
         self.attn = self.scores
 
@@ -1639,7 +1819,7 @@ class TorchBackend:
                                                self.path_stream.cuda_stream)
             self.path_stream.synchronize()
             self.note(fix2_prefetch_note(nbytes, self.device, self.s.memory))
-        self.attn = safe_softmax(t, self.scores)
+        self.attn = self.probs = safe_softmax(t, self.scores)
         if self.toucher is not None:
             event = t.cuda.Event()
             event.record(self.path_stream)
@@ -1649,7 +1829,9 @@ class TorchBackend:
             self.note(FIX2_AFTER)
 
     def dropout(self):
-        self.attn = self.t.nn.functional.dropout(self.attn, self.p.dropout, training=True)
+        # What F.dropout(attn, p, training=True) runs on a CUDA tensor (at::dropout's fused kernel),
+        # called by its name so that the mask its backward reads is at hand.
+        self.attn, self.dropout_mask = self.t.ops.aten.native_dropout(self.attn, self.p.dropout, True)
 
     def pv_gemm(self):
         self.fix1("before")
@@ -1669,6 +1851,101 @@ class TorchBackend:
             self.toucher = None
             self.touch_log.append((state["passes"], state["ms"]))
             self.note(scenario2_touched_note(state["passes"], state["ms"]))
+
+    # --- the backward call's stages (--backward), in autograd's order
+    def start_backward(self):
+        self.grad_out = self.inputs.dout
+
+    def _bmm(self, a, b):
+        """at::bmm on the Q.K^T GEMM's stream, as repro runs the backward's GEMMs (scenario 1)."""
+        if self.side_stream is None:
+            return self.t.bmm(a, b)
+        with self.t.cuda.stream(self.side_stream):
+            c = self.t.bmm(a, b)
+        a.record_stream(self.side_stream)
+        b.record_stream(self.side_stream)
+        c.record_stream(self.path_stream)
+        return c
+
+    def grad_upcast(self):  # ToCopyBackward of the output's cast back: dO to fp32
+        self.grad_out = self.grad_out.to(self.t.float32)
+
+    def dp_gemm(self):  # BmmBackward of bmm(P, V) for P: dPd = dO . V^T
+        p = self.p
+        bh = p.batch * p.q_heads
+        self.grad_out3 = self.grad_out.reshape(bh, p.q_len, p.head_dim)
+        v3 = self.v.reshape(bh, p.kv_len, p.head_dim)
+        self.grad_attn = self._bmm(self.grad_out3, v3.transpose(1, 2)).view(p.batch, p.q_heads, p.q_len, p.kv_len)
+        self.grad_probs = self.grad_attn
+
+    def dv_gemm(self):  # ...and for V: dV = Pd^T . dO (in the expanded heads)
+        p = self.p
+        pd3 = self.attn.reshape(p.batch * p.q_heads, p.q_len, p.kv_len)
+        self.grad_value3 = self._bmm(pd3.transpose(1, 2), self.grad_out3)
+
+    def dropout_backward(self):  # NativeDropoutBackward: dP = dPd . mask / (1 - p)
+        self.grad_probs = self.t.ops.aten.native_dropout_backward(self.grad_attn, self.dropout_mask,
+                                                                  1.0 / (1.0 - self.p.dropout))
+
+    def grads_to_host(self):
+        """Scenario 2 in the backward (conditions.cpp move_to_host): once they are final, the host
+        reads every value of the probabilities and of dP, the operands of softmax's backward."""
+        self.path_stream.synchronize()
+        if self.s.scores_host_phase == "during":
+            self.note(SCENARIO2_BACKWARD_BEFORE)
+        for name, x in (("probs", self.probs), ("grad_probs", self.grad_probs)):
+            t0 = time.monotonic()
+            lo, hi = self.helper.host_min_max(x.data_ptr(), x.numel(), self.p.compute_dtype())
+            self.note(scenario2_backward_read_note(name, x.numel() * x.element_size(), lo, hi,
+                                                   (time.monotonic() - t0) * 1e3))
+
+    def softmax_backward(self):  # _safe_softmax's backward: dS = P . (dP - sum(dP . P))
+        t = self.t
+        if 2 in self.fixes:
+            if self.s.memory == "managed":
+                for name, x in (("probs", self.probs), ("grad_probs", self.grad_probs)):
+                    nbytes = x.numel() * x.element_size()
+                    self.helper.prefetch_to_device(x.data_ptr(), nbytes, self.device, self.path_stream.cuda_stream)
+                    self.note(fix2_backward_prefetch_note(name, nbytes, self.device))
+            else:
+                self.note(fix2_backward_skipped_note(self.s.memory))
+            self.path_stream.synchronize()
+            self.note(FIX2_BACKWARD_HOST_SYNC)
+        self.grad_scores = t.ops.aten._softmax_backward_data(self.grad_probs, self.probs, -1, self.probs.dtype)
+        if 2 in self.fixes:
+            t.cuda.synchronize()
+            self.note(FIX2_BACKWARD_DEVICE_SYNC)
+
+    def dq_gemm(self):  # BmmBackward of bmm(Q, K^T) for Q: dQs = dS . (K^T)^T, the K^T operand the GEMM read
+        p = self.p
+        self.grad_scores3 = self.grad_scores.reshape(p.batch * p.q_heads, p.q_len, p.kv_len)
+        self.grad_query3 = self._bmm(self.grad_scores3, self.kt_operand.transpose(1, 2))
+
+    def dk_gemm(self):  # ...and for K^T: Q^T . dS
+        self.grad_key_t3 = self._bmm(self.q3.transpose(1, 2), self.grad_scores3)
+
+    def grad_inputs(self):
+        """The sqrt(scale) multiplications' backward, K^T's transpose back, repeat_interleave's sum
+        over each GQA group and the upcasts' casts back (ToCopyBackward)."""
+        p = self.p
+        group = p.q_heads // p.kv_heads
+        dq = self.grad_query3.view(p.batch, p.q_heads, p.q_len, p.head_dim) * self.q_factor
+        dk = (self.grad_key_t3.view(p.batch, p.q_heads, p.head_dim, p.kv_len) * self.k_factor).transpose(-2, -1)
+        dv = self.grad_value3.view(p.batch, p.q_heads, p.kv_len, p.head_dim)
+        if group > 1:
+            dk = dk.reshape(p.batch, p.kv_heads, group, p.kv_len, p.head_dim).sum(2)
+            dv = dv.reshape(p.batch, p.kv_heads, group, p.kv_len, p.head_dim).sum(2)
+        self.grad_query, self.grad_key, self.grad_value = (x.to(self.dt) for x in (dq, dk, dv))
+
+    def backward_sync(self):
+        self.path_stream.synchronize()
+        if self.side_stream is not None:
+            self.side_stream.synchronize()
+
+    def gradients(self):
+        """dQ, dK, dV as float32 [B, H, len, E] arrays, as repro --save-output writes them."""
+        return [(name, getattr(self, name).float().contiguous().cpu().numpy())
+                for name in ("grad_query", "grad_key", "grad_value")]
 
     def stop(self):
         """After an error: a host thread still touching the scores stops."""
@@ -1736,8 +2013,10 @@ class WholeCall:
         if self.watchdog:
             self.watchdog.disarm()
 
-    def run(self):
+    def run(self, step=1):
         be, p, t = self.be, self.p, self.be.t
+        if step > 1:
+            self.log.write([layer_line(step)])
         be.start_call()
         s = be.s
         self.stage("entry_sync", begin_lines("entry_sync", p, s), be.entry_sync,
@@ -1788,6 +2067,8 @@ class Run:
         self.iterations_done = 0
         self.result_stats = None
         self.nonfinite = 0
+        self.gradient_stats = None  # --backward: dQ, dK, dV's
+        self.nonfinite_gradients = 0
         self.notes = []
         self.findings = []
         self.inputs_source = None
@@ -1795,7 +2076,7 @@ class Run:
 
     def to_json(self):
         o, a = self.o, self.o.args
-        order = WHOLE_STAGES if a.mode == "whole" else STAGES
+        order = WHOLE_STAGES if a.mode == "whole" else ALL_STAGES
         calls = sorted(self.call_ms)
         return {
             "meta": {"format_version": 1, "harness": "sdpa-repro", "tool": LOG_FILE_NAME,
@@ -1810,11 +2091,12 @@ class Run:
                        "alloc": ALLOC_OF_MEMORY[o.settings.memory], "memory": o.settings.memory,
                        "mode": a.mode, "iters": a.iters, "log": a.log, "log_format": a.log_format,
                        "stage_timeout_s": a.stage_timeout, "inject": "hang:" + o.inject if o.inject else "none",
-                       "inputs": a.inputs, "dry_run": a.dry_run},
+                       "inputs": a.inputs, "dry_run": a.dry_run, "backward": o.settings.backward},
             "outcome": OUTCOMES[self.outcome_code], "exit_code": self.outcome_code,
             "error": self.error, "error_stage": self.error_stage,
             "result_tensor": "output" if a.mode == "whole" else result_tensor_of(o.settings),
             "result_stats": self.result_stats, "nonfinite_outputs": self.nonfinite,
+            "gradient_stats": self.gradient_stats, "nonfinite_gradients": self.nonfinite_gradients,
             "iterations_done": self.iterations_done,
             "timing": {"call_median_ms": statistics.median(calls) if calls else None,
                        "call_p10_ms": quantile(calls, 0.1) if calls else None,
@@ -1840,7 +2122,7 @@ def run_dry(o, run, log, watchdog):
     backend = DryBackend(p, s, o.fixes, o.args.stage_timeout)
     for _ in range(o.args.iters):
         t0 = time.monotonic()
-        StagedCall(p, s, o.args.log, log, backend, watchdog, o.inject, run.timings).run()
+        StagedCall(p, s, o.args.log, log, backend, watchdog, o.inject, run.timings).run(run.iterations_done + 1)
         run.call_ms.append((time.monotonic() - t0) * 1e3)
         run.iterations_done += 1
 
@@ -1882,6 +2164,13 @@ def host_notes(o, helper, device):
     if o.problem.dropout > 0:
         notes.append("dropout: PyTorch's own generator, seeded with torch.manual_seed(%d); its mask differs from "
                      "repro's Philox stream, so the outputs are not comparable" % o.problem.seed)
+    if s.backward:
+        notes.append("backward: after each call its backward as autograd runs it through the math path, one op a stage "
+                     "(ToCopyBackward, bmm's gradients, native_dropout_backward, _softmax_backward_data, bmm's "
+                     "gradients, the scales, the GQA sums and the casts back), for dO %s" % (
+                         "from dout.npy" if o.args.inputs and os.path.exists(os.path.join(o.args.inputs, "dout.npy"))
+                         else "made as repro --backward makes layer 1's (make_grad_output: the input generator, seed "
+                              "%d xor 0x%X), bit for bit" % (o.problem.seed, GRAD_OUTPUT_SEED_MIX)))
     return notes
 
 
@@ -1907,9 +2196,11 @@ def run_torch(o, run, log, watchdog):
     torch.manual_seed(o.problem.seed)
 
     p = o.problem
-    host = load_npy_inputs(a.inputs, p, a.dtype is not None) if a.inputs else make_random_inputs(p)
+    host = load_npy_inputs(a.inputs, p, a.dtype is not None, s.backward) if a.inputs else make_random_inputs(p)
     if a.inputs:
         check_inject(o)
+    if s.backward and host.dout is None:
+        host.dout = make_grad_output(p)
     run.inputs_source = host.source
     inputs = upload(torch, p, s, host, torch.device("cuda", device))
     run.notes.extend(host_notes(o, helper, device))
@@ -1919,7 +2210,8 @@ def run_torch(o, run, log, watchdog):
                  else "pluggable"}
     check_strides(torch, p, s, inputs, run.findings)
     log.write([memory_line(s.memory, describe_memory(o, helper, device))])
-    for name, x in (("query", inputs.q), ("key", inputs.k_buffer), ("value", inputs.v), ("attn_mask", inputs.mask)):
+    for name, x in (("query", inputs.q), ("key", inputs.k_buffer), ("value", inputs.v), ("attn_mask", inputs.mask),
+                    ("grad_output", inputs.dout)):
         if x is not None:
             ptr, nbytes = storage_span(x)
             if log.extras:  # made before the call: the instrumentation's malloc lines are the call's own
@@ -1929,7 +2221,7 @@ def run_torch(o, run, log, watchdog):
     try:
         for _ in range(a.iters):
             t0 = time.monotonic()
-            call.run()
+            call.run(run.iterations_done + 1)
             run.call_ms.append((time.monotonic() - t0) * 1e3)
             run.iterations_done += 1
     except RuntimeError as e:  # PyTorch's CUDA and cuBLAS errors
@@ -1944,13 +2236,28 @@ def run_torch(o, run, log, watchdog):
     values = result[finite].astype(numpy().float64)
     run.result_stats = {"elements": int(result.size), "l2": float(math.sqrt(float((values * values).sum()))),
                         "sum": float(values.sum())}
+    gradients = backend.gradients() if s.backward else []
+    if gradients:
+        run.gradient_stats = {}
+        for name, g in gradients:
+            finite = numpy().isfinite(g)
+            run.nonfinite_gradients += int(g.size - finite.sum())
+            values = g[finite].astype(numpy().float64)
+            run.gradient_stats[name] = {"elements": int(g.size), "l2": float(math.sqrt(float((values * values).sum()))),
+                                        "sum": float(values.sum())}
     if helper is not None:
         run.torch["managed_allocator"] = helper.stats()
     if a.save_output:
         write_npy_atomically(a.save_output, result)
+        # As repro --backward --save-output FILE.npy: FILE.grad_query.npy, FILE.grad_key.npy, FILE.grad_value.npy.
+        stem = a.save_output[:-4] if len(a.save_output) > 4 and a.save_output.endswith(".npy") else a.save_output
+        for name, g in gradients:
+            write_npy_atomically("%s.%s.npy" % (stem, name), g)
     if run.nonfinite:
         raise ScriptError(EXIT_MISMATCH, "%d non-finite values in the %s tensor" % (
             run.nonfinite, run.to_json()["result_tensor"]))
+    if run.nonfinite_gradients:
+        raise ScriptError(EXIT_MISMATCH, "%d non-finite values in the input gradients" % run.nonfinite_gradients)
 
 
 def check_strides(torch, p, s, inputs, findings):
@@ -1972,6 +2279,9 @@ def summary_line(run):
         text += ": " + j["error"]
     if stats:
         text += "; %s l2=%.6g sum=%.6g elements=%d" % (j["result_tensor"], stats["l2"], stats["sum"], stats["elements"])
+    if j["gradient_stats"]:
+        g = j["gradient_stats"]
+        text += "; gradients l2 dQ=%.6g dK=%.6g dV=%.6g" % (g["grad_query"]["l2"], g["grad_key"]["l2"], g["grad_value"]["l2"])
     if j["timing"]["call_median_ms"] is not None and not run.o.args.dry_run:
         text += "; call median %.3f ms over %d call(s)" % (j["timing"]["call_median_ms"], j["iterations_done"])
     return text
@@ -1996,7 +2306,7 @@ def main(argv):
     try:
         if o.args.dry_run:
             if o.args.inputs:
-                load_npy_inputs(o.args.inputs, o.problem, o.args.dtype is not None)
+                load_npy_inputs(o.args.inputs, o.problem, o.args.dtype is not None, o.settings.backward)
                 check_inject(o)
             run_dry(o, run, log, watchdog)
         else:
