@@ -406,6 +406,13 @@ TEST_SUITE("sweep") {
     nlohmann::json matrix = axes_to_json(SweepAxes{});
     matrix.erase("contexts");
     CHECK(axes_from_document_matrix(matrix, "old.json").contexts == std::vector<std::string>{"isolated"});
+    // One from before waived combinations were left out held them as cells: it reads as keeping them,
+    // so that --resume and --merge see the matrix that wrote it.
+    nlohmann::json before_waivers = axes_to_json(SweepAxes{});
+    before_waivers.erase("keep_waived");
+    CHECK(axes_from_document_matrix(before_waivers, "old.json").keep_waived);
+    before_waivers["keep_waived"] = false;
+    CHECK_FALSE(axes_from_document_matrix(before_waivers, "new.json").keep_waived);
   }
   TEST_CASE("the default matrix: scenarios 0-5 x fix off/on x bf16/fp16/fp32 x managed/device/async x three shapes") {
     // 324 combinations: scenario 2's 18 on rows of 128 keys (the warp softmax) are left out, and
@@ -1513,6 +1520,19 @@ TEST_SUITE("sweep") {
           CHECK(scenarios == all_scenarios);
         }
       }
+    }
+    // Longest first: a cell longer than two short ones together gets a shard to itself; dealt
+    // shortest first, it would land on top of one of them.
+    SweepCell short_a = cells.front(), short_b = cells.front(), longest = cells.front();
+    short_b.repeat = 1;
+    longest.shape = "qwen-image-512";
+    short_a.index = 0, short_b.index = 1, longest.index = 2;
+    REQUIRE(expected_cell_cost(longest) > 2 * expected_cell_cost(short_a));
+    for (int k = 1; k <= 2; ++k) {
+      CAPTURE(k);
+      const auto part = shard_cells({short_a, short_b, longest}, SweepShard{k, 2});
+      const bool has_longest = std::any_of(part.begin(), part.end(), [](const SweepCell& c) { return c.shape == "qwen-image-512"; });
+      CHECK(part.size() == (has_longest ? 1u : 2u));
     }
     SweepCell small = cells.front(), long_rows = cells.front(), layer = cells.front();
     long_rows.shape = "1x8x256x2048x64";
