@@ -1144,6 +1144,20 @@ TEST_SUITE("sweep") {
     if (saved) setenv("CUDA_VISIBLE_DEVICES", saved_value.c_str(), 1);
   }
 
+  TEST_CASE("a cell's records, once each: a run replaces one that found no GPU; a second real one is a repeat") {
+    using nlohmann::json;
+    const json no_gpu_a = {{"key", "a"}, {"outcome", "no_gpu"}}, pass_a = {{"key", "a"}, {"outcome", "pass"}},
+               hang_a = {{"key", "a"}, {"outcome", "hang"}}, pass_b = {{"key", "b"}, {"outcome", "pass"}};
+    size_t repeated = 99;
+    const std::vector<json> kept = latest_records({no_gpu_a, pass_b, pass_a, hang_a}, &repeated);
+    REQUIRE(kept.size() == 2);
+    CHECK(kept[0] == pass_a);  // in the place of the record it replaced
+    CHECK(kept[1] == pass_b);
+    CHECK(repeated == 1);  // the hang after the pass: the first real record is kept
+    CHECK(latest_records({pass_a, no_gpu_a}, &repeated) == std::vector<json>{pass_a});
+    CHECK(repeated == 0);  // a later no-GPU record is no repeat: it did not run
+  }
+
   TEST_CASE("a cell's record from how its process ended and what it wrote") {
     SweepAxes axes;
     axes.keep_waived = true;
