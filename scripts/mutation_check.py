@@ -7,7 +7,8 @@
 Takes the list of small plausible bugs in tests/mutants.json (each: a file, the original text,
 the mutant text, what it means), and for each one on its own: puts it into a scratch copy of the
 tree, rebuilds that copy incrementally (the ci preset, in its own build folder, through ccache),
-runs `ctest -L cpu` there (stopping at the first failure) and puts the original back. A mutant
+runs the CPU tests there (the suites likeliest to catch a bug in that file first, then, if none
+failed, `ctest -L cpu` stopping at the first failure) and puts the original back. A mutant
 is killed when a test fails, survives when every test passes; one whose original text is not in
 its file exactly once, or that does not build, is reported as such (the list is stale). The
 working tree itself is never changed.
@@ -89,6 +90,41 @@ def build(tree, jobs, log, env):
     return code == 0
 
 
+# The suites most likely to catch a bug in each place, run first: a mutant they kill needs no full
+# `ctest -L cpu` (most of a run's time goes to the suites before the one that fails). One they
+# do not kill still gets the full run, so the result means the same: some CPU test failed, or none.
+FIRST_SUITES = [
+    ("math_sdpa/stage_log.cpp", "cpu.log_format|cpu.watchdog"),
+    ("math_sdpa/", "cpu.reference|cpu.npy|cpu.philox|cpu.stats|cpu.dtype|cpu.problem"),
+    ("scenarios/", "cpu.hypotheses|cpu.scenarios"),
+    ("repro/report/", "cpu.report|cpu.hypotheses"),
+    ("repro/sweep/", "cpu.sweep"),
+    ("repro/supervise/", "cpu.watchdog|cpu.hang_snapshot"),
+    ("repro/bench/", "cpu.bench"),
+    ("repro/cli/", "cpu.options|cpu.bad_input|cpu.memory_plan"),
+    ("repro/run/", "cpu.schemas|cpu.result_json"),
+]
+
+
+def first_suites(path):
+    for prefix, suites in FIRST_SUITES:
+        if path.startswith(prefix):
+            return suites
+    return None
+
+
+def failed_tests(out):
+    return re.findall(r"Test\s+#\d+:\s+(\S+)\s+\.*\s*\*{0,3}(?:Failed|Timeout|Exception|SEGFAULT|Subprocess aborted|Child aborted)",
+                      out)
+
+
+def likely_tests(tree, jobs, log, env, suites):
+    """The suites matching `suites` (a ctest -R pattern): (passed, the failed tests' names)."""
+    code, out = run(["ctest", "--test-dir", "build-ci", "-L", "cpu", "-R", "^(%s)$" % suites.replace(".", "\\."), "-j",
+                     str(jobs), "--output-on-failure"], tree, log, env)
+    return code == 0, failed_tests(out)
+
+
 def cpu_tests(tree, jobs, log, env):
     """ctest -L cpu, stopping at the first failure: (passed, the failed tests' names). Without
     the times of earlier runs ctest starts the tests in the order they are registered, the short
@@ -98,9 +134,7 @@ def cpu_tests(tree, jobs, log, env):
         os.remove(cost_data)
     code, out = run(["ctest", "--test-dir", "build-ci", "-L", "cpu", "-j", str(jobs), "--stop-on-failure",
                      "--output-on-failure"], tree, log, env)
-    failed = re.findall(r"Test\s+#\d+:\s+(\S+)\s+\.*\s*\*{0,3}(?:Failed|Timeout|Exception|SEGFAULT|Subprocess aborted|Child aborted)",
-                        out)
-    return code == 0, failed
+    return code == 0, failed_tests(out)
 
 
 def git_description():
@@ -170,7 +204,10 @@ def main():
                 if not build(tree, args.jobs, log, env):
                     result, killer = "does not build", ""
                 else:
-                    ok, failed = cpu_tests(tree, args.jobs, log, env)
+                    suites = first_suites(m["file"])
+                    ok, failed = likely_tests(tree, args.jobs, log, env, suites) if suites else (True, [])
+                    if ok:
+                        ok, failed = cpu_tests(tree, args.jobs, log, env)
                     result, killer = ("survived", "") if ok else ("killed", ", ".join(failed) or "(ctest failed)")
             finally:
                 with open(path, "w") as f:
@@ -185,7 +222,8 @@ def main():
         "# Mutation check",
         "",
         "`scripts/mutation_check.py` on commit %s, %s, %s (%d CPUs): each mutant of `%s` put into a copy of "
-        "the tree on its own, the copy rebuilt (`ci` preset, ccache) and `ctest -L cpu` run until its first failure."
+        "the tree on its own, the copy rebuilt (`ci` preset, ccache) and the CPU tests run: the suites likeliest to "
+        "catch a bug in its file first, then, if none failed, `ctest -L cpu` until its first failure."
         % (git_description(), datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
            platform.machine(), os.cpu_count() or 0, os.path.relpath(args.mutants, ROOT)),
         "",
