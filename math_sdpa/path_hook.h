@@ -48,7 +48,8 @@ struct HookContext {
     size_t bytes;
   };
   std::vector<Operand> reduced;
-  AllocKind kind = AllocKind::managed;  // the path's memory
+  AllocKind kind = AllocKind::managed;  // the memory of `reduced` where there is any (device under fix 2's
+                                        // device-scores), else the path's
   std::function<void(const std::string&)> note;  // one line in the stage log, tagged with the fix
   HookActions* gpu = nullptr;                    // the path's GPU operations
 };

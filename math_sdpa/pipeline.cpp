@@ -409,9 +409,9 @@ void MathSdpa::stage(Stage s, const std::string& detail, const std::function<voi
   for (auto* o : observers_) {
     if (watching(o)) o->stage_begin(s, detail, stream);
   }
-  const AllocKind reduced_kind = device_scores_allocator_ ? AllocKind::device : allocator_.kind();
-  HookContext ctx{s, stream, stream_, device_, reduced_by(s), reduced_kind, [this, s](const std::string& text) { note(s, text); },
+  HookContext ctx{s, stream, stream_, device_, reduced_by(s), allocator_.kind(), [this, s](const std::string& text) { note(s, text); },
                   &hook_actions_};
+  if (device_scores_allocator_ && !ctx.reduced.empty()) ctx.kind = AllocKind::device;  // fix 2's device-scores
   for (auto* h : hooks_) h->before_stage(ctx);
   body();
   for (auto* h : hooks_) h->after_stage(ctx);

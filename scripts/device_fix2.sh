@@ -48,10 +48,10 @@ EOF
 done
 t0=$SECONDS
 timeout 200 ./build-ci/tests/gpu_tests --test-suite=gpu_hypotheses --test-case="*device-scores*" --success=false \
-  >"$out/test_read_mostly.log" 2>&1
-say "test fix 2 device-scores: exit $?, $((SECONDS - t0)) s, $(grep -E '^\[doctest\] test cases' "$out/test_read_mostly.log")"
-grep -E "MESSAGE|migration" -A2 "$out/test_read_mostly.log" | head -6 | tee -a "$summary"
-grep -E "ERROR" -A6 "$out/test_read_mostly.log" | head -20
+  >"$out/test_device_scores.log" 2>&1
+say "test fix 2 device-scores: exit $?, $((SECONDS - t0)) s, $(grep -E '^\[doctest\] test cases' "$out/test_device_scores.log")"
+grep -E "MESSAGE|migration" -A2 "$out/test_device_scores.log" | head -6 | tee -a "$summary"
+grep -E "ERROR" -A6 "$out/test_device_scores.log" | head -20
 t0=$SECONDS
 $repro report --scenario 2 -L 256 --fix-form lean --out "$out/report_lean" >"$out/report_lean.txt" 2>&1
 say "report --scenario 2 -L 256 --fix-form lean: exit $?, $((SECONDS - t0)) s; $(grep -m1 -E '^# ' "$out/report_lean/REPORT.md" 2>/dev/null | cut -c1-160)"

@@ -77,6 +77,18 @@ def has_numpy():
     return importlib.util.find_spec("numpy") is not None
 
 
+def assert_refused(test, bad):
+    """Each argument list of `bad` is a usage error: exit 2, one line on stderr, nothing on stdout."""
+    for args in bad:
+        with test.subTest(args=args):
+            r = run_script(args + ["--dry-run"])
+            test.assertEqual(r.returncode, 2, r.stderr)
+            lines = r.stderr.splitlines()
+            test.assertEqual(len(lines), 1, r.stderr)
+            test.assertTrue(lines[0].startswith("torch_stages.py: error: "), lines[0])
+            test.assertEqual(r.stdout, "")
+
+
 class Options(unittest.TestCase):
     def report_commands(self):
         """(repro report options, the torch_stages.py command in its REPORT.md, its Problem line)."""
@@ -152,14 +164,7 @@ class Options(unittest.TestCase):
                ["--gemm-api", "batched"], ["--mode", "whole", "--scenario", "2"], ["--fix", "on"],
                ["--fixes", "5"], ["--scores-to-host", "advise"], ["--stage-timeout", "0"], ["--iters", "0"],
                ["--mem", "managed"], ["--scale", "nan"], ["--text-padding", "8:4", "--mask", "float"]]
-        for args in bad:
-            with self.subTest(args=args):
-                r = run_script(args + ["--dry-run"])
-                self.assertEqual(r.returncode, 2, r.stderr)
-                lines = r.stderr.splitlines()
-                self.assertEqual(len(lines), 1, r.stderr)
-                self.assertTrue(lines[0].startswith("torch_stages.py: error: "), lines[0])
-                self.assertEqual(r.stdout, "")
+        assert_refused(self, bad)
 
     @unittest.skipIf(importlib.util.find_spec("torch") is not None, "PyTorch is installed for this python3")
     def test_without_pytorch_the_run_exits_7_with_one_line(self):
@@ -470,14 +475,7 @@ class Backward(unittest.TestCase):
                ["--backward", "--dtype", "fp32", "--inject", "hang:grad_upcast"],  # nothing to upcast
                ["--backward", "--inject", "hang:alloc_grad_pv"],
                ["--backward", "--inject", "hang:nowhere"]]
-        for args in bad:
-            with self.subTest(args=args):
-                r = run_script(args + ["--dry-run"])
-                self.assertEqual(r.returncode, 2, r.stderr)
-                lines = r.stderr.splitlines()
-                self.assertEqual(len(lines), 1, r.stderr)
-                self.assertTrue(lines[0].startswith("torch_stages.py: error: "), lines[0])
-                self.assertEqual(r.stdout, "")
+        assert_refused(self, bad)
 
     def test_the_json_says_backward_and_times_its_stages(self):
         with tempfile.TemporaryDirectory() as tmp:
