@@ -3,7 +3,9 @@
 
 #include <cstdlib>
 
+#include "allocator.h"
 #include "errors.h"
+#include "path_settings.h"
 
 namespace sdpa {
 
@@ -27,7 +29,7 @@ FaultSpec parse_fault_spec(const std::string& text) {
   const auto bad = [&](const std::string& why) {
     return InputError("--inject " + text + ": " + why +
                       " (expected hang:STAGE, error:STAGE or slow:STAGE:MS, each with any of @layer=K, @step=K, "
-                      "@per-call, @layers, @ballast, @host-load, @steps)");
+                      "@per-call, @layers, @ballast, @host-load, @steps, @B>=N (or H, L, S, E), @alloc=KIND)");
   };
   FaultSpec f;
   const size_t at = text.find('@');
@@ -68,6 +70,25 @@ FaultSpec parse_fault_spec(const std::string& text) {
       slot = value;
       continue;
     }
+    const size_t ge = condition.find(">=");
+    if (ge == 1 && std::string("BHLSE").find(condition[0]) != std::string::npos) {
+      const int value = positive(condition.substr(ge + 2));
+      if (value < 0) throw bad("@" + condition.substr(0, 3) + " needs a positive number");
+      for (const FaultSpec::AtLeast& seen : f.only_sizes) {
+        if (seen.size == condition[0]) throw bad("@" + condition.substr(0, 1) + ">= given twice");
+      }
+      f.only_sizes.push_back({condition[0], value});
+      continue;
+    }
+    if (eq != std::string::npos && name == "alloc") {
+      if (!f.only_alloc.empty()) throw bad("@alloc given twice");
+      try {
+        f.only_alloc = alloc_kind_name(parse_alloc_kind(condition.substr(eq + 1)));
+      } catch (const InputError&) {
+        throw bad("@alloc=" + condition.substr(eq + 1, 40) + " is not an --alloc kind");
+      }
+      continue;
+    }
     bool known = false;
     for (const std::string& word : fault_context_conditions()) known = known || condition == word;
     if (!known) throw bad("unknown condition '@" + condition + "'");
@@ -90,6 +111,8 @@ std::string fault_spec_string(const FaultSpec& f) {
   if (f.only_layer) s += "@layer=" + std::to_string(f.only_layer);
   if (f.only_step) s += "@step=" + std::to_string(f.only_step);
   for (const std::string& c : f.only_with) s += "@" + c;
+  for (const FaultSpec::AtLeast& a : f.only_sizes) s += "@" + std::string(1, a.size) + ">=" + std::to_string(a.min);
+  if (!f.only_alloc.empty()) s += "@alloc=" + f.only_alloc;
   return s;
 }
 

@@ -5,7 +5,11 @@
 // happen only somewhere, so that a test (or a user checking the harness) knows where a ladder or
 // a report must point: @layer=K and @step=K only in that layer or step; @per-call, @layers,
 // @ballast, @host-load, @steps only when the run has that condition of the context ladder
-// (per-call allocation, more than one layer, a ballast, a host load, more than one step).
+// (per-call allocation, more than one layer, a ballast, a host load, more than one step);
+// @B>=N, @H>=N, @L>=N, @S>=N, @E>=N only when that size of the problem is at least N, and
+// @alloc=KIND only on that memory: a fault with a known, conditional answer, which a minimizer
+// must find (`--inject hang:softmax@S>=2048@alloc=managed` hangs only from S = 2048 on managed
+// memory).
 #pragma once
 
 #include <string>
@@ -22,6 +26,12 @@ struct FaultSpec {
   int only_layer = 0;  // 1-based; 0: every layer
   int only_step = 0;   // 1-based; 0: every step
   std::vector<std::string> only_with;  // context conditions, each one of fault_context_conditions()
+  struct AtLeast {
+    char size = 'S';  // B, H (query heads), L, S or E
+    int64_t min = 0;
+  };
+  std::vector<AtLeast> only_sizes;
+  std::string only_alloc;  // an --alloc kind; "": any
 };
 
 // The words of @CONDITION that name a condition of the run's context ("per-call", "layers", ...).

@@ -3,8 +3,10 @@
 function(sdpa_cpu_test_files target fake_child)
   target_compile_definitions(${target} PRIVATE
     SWEEP_TEST_FAKE_CHILD="$<TARGET_FILE:${fake_child}>"
+    MINIMIZE_FAKE_CHILD="$<TARGET_FILE:minimize_fake_child>"
+    WORKLOAD_FIXTURE_DIR="${SDPA_ROOT}/tests/fixtures/capture"
     SWEEP_TEST_SCHEMA="${SDPA_ROOT}/results/sweep.schema.json"
     STATS_FIXTURE="${SDPA_ROOT}/tests/fixtures/stats_known_answers.json"
     SDPA_RESULTS_DIR="${SDPA_ROOT}/results")
-  add_dependencies(${target} ${fake_child})
+  add_dependencies(${target} ${fake_child} minimize_fake_child)
 endfunction()

@@ -115,7 +115,7 @@ BenchParse parse_bench_command_line(int argc, const char* const* argv) {
     return result;
   }
   try {
-    b.run = parser.finish(argc, argv);
+    b.run = parser.finish(parsed.words);
     parse_fix_overhead_list(overhead, b.overhead_labels, b.overhead_fixes);
   } catch (const InputError& e) {
     result.exit_code = kExitUsage;

@@ -11,6 +11,7 @@
 #include "math_sdpa/name_table.h"
 #include "repro/cli/help_format.h"
 #include "repro/cli/inputs.h"
+#include "repro/cli/workload_file.h"
 #include "repro/common/output_paths.h"
 #include "scenarios/scenario.h"
 #include "scenarios/workload.h"
@@ -169,7 +170,9 @@ struct RunOptionParser::Fields {
   RunOptions o;
   // The problem as the command line gives it; finish() lays it over the workload's problem, if any.
   SdpaProblem given;
-  std::string dtype = "bf16", precision = "upcast", mask = "none", mask_dims = "1x1", text_padding, workload;
+  std::string dtype = "bf16", precision = "upcast", mask = "none", mask_dims = "1x1", text_padding, workload, workload_file;
+  int call = 0;
+  bool call_only = false;
   int64_t kv_heads = 0, kv_len = 0;
   double scale = std::nan("");
   std::string log = "off", log_format = "harness", inject;
@@ -196,6 +199,10 @@ void add_problem_options(CLI::App& app, Fields& f, RunCommand command) {
   app.add_option("--workload", f.workload,
                  "a failing workload's layer (shape options override it): " + listed(workload_names()))
       ->option_text("NAME");
+  app.add_option("--workload-file", f.workload_file, "replay a call scripts/sdpa_capture.py captured (docs/CAPTURE.md)")
+      ->option_text("FILE");
+  app.add_option("--call", f.call, "the workload file's call N, and its process's context")->option_text("N")->default_str("0");
+  app.add_flag("--call-only", f.call_only, "the call without its process's context");
   f.dtype_opt = app.add_option("--dtype", f.dtype, "element type")
                     ->check(CLI::IsMember(kDTypes.names()))
                     ->option_text(kDTypes.accepted());
@@ -472,7 +479,12 @@ bool fault_context_holds(const RunOptions& o) {
                                           : false;
     if (!holds) return false;
   }
-  return true;
+  const SdpaProblem& p = o.problem;
+  for (const FaultSpec::AtLeast& a : o.inject.only_sizes) {
+    const int64_t size = a.size == 'B' ? p.batch : a.size == 'H' ? p.q_heads : a.size == 'L' ? p.q_len : a.size == 'S' ? p.kv_len : p.head_dim;
+    if (size < a.min) return false;
+  }
+  return o.inject.only_alloc.empty() || o.inject.only_alloc == alloc_kind_name(o.settings.alloc);
 }
 
 // Context options that cannot act together.
@@ -521,6 +533,62 @@ void refuse_ignored_options(const Fields& f, const RunOptions& o) {
   if (p.scale && *p.scale == 0) throw InputError("--scale: 0 would make every score 0 (give a nonzero scale)");
 }
 
+// --workload-file: the command line with the captured call's derived options in front of it,
+// leaving out those the command line decides itself: an option it gives (with the others of its
+// group: the mask's, the ballast's), the shapes, dtype and mask when --inputs files give them, the
+// memory when a scenario of 1 to 5 sets up its own (managed: its hypothesis is about migration),
+// the whole context with --call-only, and the allocation timing and retention when a report's
+// ladder climbs them.
+std::vector<std::string> with_replayed_call(const CLI::App& app, const std::vector<std::string>& words) {
+  const auto given = [&](const std::string& name) {
+    const CLI::Option* opt = app.get_option_no_throw(name);
+    return opt && opt->count() > 0;
+  };
+  const auto value = [&](const std::string& name) { return app.get_option(name)->as<std::string>(); };
+  const int call = given("--call") ? app.get_option("--call")->as<int>() : 0;
+  const CallReplay replay = replay_call(load_workload_file(value("--workload-file")), call);
+  const int scenario = given("--scenario") ? app.get_option("--scenario")->as<int>() : 0;
+  const std::vector<std::vector<std::string>> groups = {
+      {"--mask", "--mask-dims", "--text-padding"},
+      {"--ballast", "--ballast-alloc", "--ballast-touch"},
+  };
+  const auto decided_here = [&](const std::string& name) {
+    if (given(name)) return true;
+    for (const auto& group : groups) {
+      if (std::find(group.begin(), group.end(), name) == group.end()) continue;
+      for (const std::string& other : group) {
+        if (given(other)) return true;
+      }
+    }
+    return false;
+  };
+  std::vector<std::string> derived;
+  const auto take = [&](const DerivedOption& d) {
+    derived.push_back(d.name);
+    if (!d.value.empty()) derived.push_back(d.value);
+  };
+  const bool inputs = given("--inputs");
+  for (const DerivedOption& d : replay.problem) {
+    const bool from_files = d.name != "--k-layout" && d.name != "--scale" && d.name != "--dropout";
+    if (!decided_here(d.name) && !(inputs && from_files)) take(d);
+  }
+  if (!given("--call-only")) {
+    const bool ladder = given("--ladder");
+    for (const DerivedOption& d : replay.context) {
+      if (decided_here(d.name)) continue;
+      if ((d.name == "--alloc" || d.name == "--alloc-timing") && scenario >= 1 && scenario <= 5) continue;
+      if ((d.name == "--alloc-timing" || d.name == "--retain") && ladder) continue;
+      // Options a command does not take (a bench has no ballast) are the command's to leave out.
+      if (!app.get_option_no_throw(d.name)) continue;
+      take(d);
+    }
+  }
+  std::vector<std::string> out{words.front()};
+  out.insert(out.end(), derived.begin(), derived.end());
+  out.insert(out.end(), words.begin() + 1, words.end());
+  return out;
+}
+
 // Every file the run will write, checked before the GPU is touched.
 void check_output_paths(const RunOptions& o) {
   if (!o.json_path.empty()) check_file_writable("--json", o.json_path);
@@ -552,6 +620,12 @@ RunOptionParser::RunOptionParser(CLI::App& app, RunCommand command) : f_(std::ma
 
 RunOptionParser::~RunOptionParser() = default;
 
+RunOptions RunOptionParser::finish(const std::vector<std::string>& words) const {
+  std::vector<const char*> argv;
+  for (const std::string& w : words) argv.push_back(w.c_str());
+  return finish(static_cast<int>(argv.size()), argv.data());
+}
+
 RunOptions RunOptionParser::finish(int argc, const char* const* argv) const {
   const Fields& f = *f_;
   RunOptions o = f.o;
@@ -563,6 +637,14 @@ RunOptions RunOptionParser::finish(int argc, const char* const* argv) const {
   const bool shape_given = f.batch_opt->count() || f.heads_opt->count() || f.kv_heads_opt->count() || f.q_len_opt->count() ||
                            f.kv_len_opt->count() || f.head_dim_opt->count() || !o.inputs_dir.empty();
   o.workload = f.workload;
+  o.workload_file = f.workload_file;
+  o.call = f.call;
+  if (!o.workload_file.empty()) {
+    if (!o.workload.empty()) throw InputError("--workload and --workload-file: one workload at a time");
+    o.replay_approximations = replay_call(load_workload_file(o.workload_file), o.call).approximations;
+  } else if (f.call != 0 || f.call_only) {
+    throw InputError(std::string(f.call_only ? "--call-only" : "--call") + ": it selects from a --workload-file");
+  }
   if (o.workload.empty() && !shape_given) o.workload = scenario_info(o.scenario).default_workload;
   const Workload* workload = o.workload.empty() ? nullptr : &find_workload(o.workload);
   p = workload ? workload->problem : SdpaProblem{};
@@ -695,9 +777,21 @@ RunOptions RunOptionParser::finish(int argc, const char* const* argv) const {
 
 bool parse_app(CLI::App& app, int argc, const char* const* argv, const std::string& program, ParseResult& result) {
   if (!has_help_format(app)) use_help_format(app);
+  result.words.assign(argv, argv + argc);
   try {
     app.parse(argc, argv);
+    const CLI::Option* workload_file = app.get_option_no_throw("--workload-file");
+    if (workload_file && workload_file->count()) {
+      result.words = with_replayed_call(app, result.words);
+      std::vector<const char*> words;
+      for (const std::string& w : result.words) words.push_back(w.c_str());
+      app.clear();
+      app.parse(static_cast<int>(words.size()), words.data());
+    }
     return true;
+  } catch (const InputError& e) {
+    result.exit_code = kExitUsage;
+    result.message = program + ": error: " + one_line(e.what());
   } catch (const CLI::CallForHelp&) {
     result.message = app.help();
   } catch (const CLI::ParseError& e) {
@@ -715,7 +809,7 @@ ParseResult parse_command_line(int argc, const char* const* argv) {
   RunOptionParser parser(app);
   if (!parse_app(app, argc, argv, "repro", result)) return result;
   try {
-    result.options = parser.finish(argc, argv);
+    result.options = parser.finish(result.words);
   } catch (const InputError& e) {
     result.exit_code = kExitUsage;
     result.message = std::string("repro: error: ") + one_line(e.what());

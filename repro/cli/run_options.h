@@ -81,7 +81,12 @@ struct RunOptions {
   // What makes this run say nothing about its scenario's hypothesis though it runs
   // (scenario_caveats): warned on stderr, listed in the JSON, and a report says "not exercised".
   std::vector<std::string> caveats;
-  std::vector<std::string> argv;  // the command line as given, for results and reports
+  std::vector<std::string> argv;  // the command line as given (with a replay's derived options), for results and reports
+  // --workload-file FILE --call N: the captured call this run replays ("" none), and what of it
+  // the harness replays only approximately (warned at the start of the run).
+  std::string workload_file;
+  int call = 0;
+  std::vector<std::string> replay_approximations;
   // --inputs: the tensors, read and checked while parsing; the problem's shapes, dtype and mask
   // are the files'. Shared, not copied: captured tensors can be gigabytes.
   std::shared_ptr<const HostInputs> inputs;
@@ -110,6 +115,7 @@ class RunOptionParser {
   // --inputs files that do not load or agree, on an output path that cannot be written, and on
   // an option this configuration would ignore.
   RunOptions finish(int argc, const char* const* argv) const;
+  RunOptions finish(const std::vector<std::string>& words) const;
 
   struct Fields;  // what CLI11 parses into (run_options.cpp)
 
@@ -124,6 +130,9 @@ struct ParseResult {
   int exit_code = 0;
   std::string message;
   RunOptions options;
+  // The command line as parsed (parse_app): as given, or with a --workload-file call's derived
+  // options put in front of it (repro/cli/workload_file.h). What finish() and children take.
+  std::vector<std::string> words;
 };
 
 // The plain run: `repro [options]`.
@@ -135,7 +144,9 @@ std::string scenarios_help();
 
 // Parses argv into `app` with the help format of every repro command (help_format.h), turning
 // --help into exit 0 with the help text and every parse error into exit 2 with one line
-// ("<program>: error: ..."); returns true when parsing succeeded.
+// ("<program>: error: ..."); returns true when parsing succeeded. An app with run options given
+// --workload-file is parsed again with the call's derived options in front of the command line's
+// (the command line's win); result.words holds what was parsed.
 bool parse_app(CLI::App& app, int argc, const char* const* argv, const std::string& program, ParseResult& result);
 
 }  // namespace sdpa

@@ -423,8 +423,13 @@ int report_main(int argc, char** argv) {
     (parsed.exit_code == 0 ? std::cout : std::cerr) << parsed.message << "\n";
     return parsed.exit_code;
   }
+  // The command line as parsed: a --workload-file call's derived options are every run's.
+  std::vector<std::string> words = parsed.words;
+  std::vector<char*> word_ptrs;
+  for (std::string& w : words) word_ptrs.push_back(w.data());
   try {
-    return write_report(app, parser, argc, argv, out_dir, repeat, no_run, force, allow_inject, fix_form, ladder, repro_binary);
+    return write_report(app, parser, static_cast<int>(word_ptrs.size()), word_ptrs.data(), out_dir, repeat, no_run, force,
+                        allow_inject, fix_form, ladder, repro_binary);
   } catch (const std::exception& e) {  // InputError; a generator bug (std::logic_error) reads the same way
     std::cerr << "repro report: error: " << one_line(e.what()) << "\n";
     return kExitUsage;

@@ -60,6 +60,7 @@ int run_main(int argc, char** argv) {
   // Before CUDA starts in this process or the child it forks: the driver reads it once.
   if (options.launch_blocking) setenv("CUDA_LAUNCH_BLOCKING", "1", 1);
   for (const std::string& caveat : options.caveats) std::cerr << "repro: warning: " << caveat << "\n";
+  for (const std::string& a : options.replay_approximations) std::cerr << "repro: warning: replay: " << a << "\n";
   if (options.plan_only) return print_plan(options);
   SupervisedCommand<RunResult> command;
   command.name = "repro";

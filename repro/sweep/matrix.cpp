@@ -63,6 +63,7 @@ bool is_workload(const std::string& text) {
 }
 
 std::string canonical_shape(const std::string& text) {
+  if (text == kGivenAxisValue) return text;
   if (is_workload(text)) {  // a layer of the failing workload, by name
     parse_as_repro("--shapes: " + text, {"--workload", text});
     return text;
@@ -150,8 +151,11 @@ std::vector<std::string> SweepCell::run_args() const {
     std::replace(list.begin(), list.end(), '+', ',');
     args.insert(args.end(), {"--fixes", list});
   }
-  args.insert(args.end(), {"--dtype", dtype, "--precision", precision});
-  if (is_workload(shape)) {
+  if (dtype != kGivenAxisValue) args.insert(args.end(), {"--dtype", dtype});
+  args.insert(args.end(), {"--precision", precision});
+  if (shape == kGivenAxisValue) {
+    // the cell options' shape
+  } else if (is_workload(shape)) {
     args.insert(args.end(), {"--workload", shape});
   } else {
     const auto d = parse_shape(shape);
@@ -171,6 +175,7 @@ std::vector<std::string> SweepCell::run_args() const {
   }
   if (!steps) args.insert(args.end(), {"--iters", std::to_string(iters)});
   args.push_back("--check");
+  args.insert(args.end(), cell_options.begin(), cell_options.end());
   return args;
 }
 
@@ -182,7 +187,10 @@ void canonicalise_axes(SweepAxes& a) {
     return s;
   });
   canonicalise(a.fixes, "--fix", canonical_fix);
-  canonicalise_run_option(a.dtypes, "--dtypes", "--dtype");
+  canonicalise(a.dtypes, "--dtypes", [](const std::string& v) {
+    if (v != kGivenAxisValue) parse_as_repro("--dtypes", {"--dtype", v});
+    return v;
+  });
   canonicalise_run_option(a.precisions, "--precisions", "--precision");
   canonicalise(a.shapes, "--shapes", canonical_shape);
   canonicalise_run_option(a.allocs, "--allocs", "--alloc");
@@ -239,6 +247,7 @@ std::vector<SweepCell> expand_matrix(SweepAxes a, int* left_out, std::string* le
                   c.context = context;
                   c.iters = a.iters;
                   c.repeat = repeat;
+                  c.cell_options = a.cell_options;
                   const RunOptions options = parse_as_repro("cell " + c.key(), c.run_args());
                   const std::string not_a_cell = !options.caveats.empty() ? options.caveats.front()
                                                  : !a.keep_waived             ? options.waiver
@@ -290,13 +299,13 @@ SweepAxes parse_matrix(const std::string& text, const std::string& path) {
     }
     out = v.get<int>();
   };
-  const std::vector<std::string> keys{"scenarios", "fix",      "dtypes",      "precisions", "shapes", "allocs",
-                                      "streams",   "contexts", "keep_waived", "iters",      "repeats"};
+  const std::vector<std::string> keys{"scenarios", "fix",      "dtypes",      "precisions", "shapes",      "allocs",
+                                      "streams",   "contexts", "keep_waived", "iters",      "repeats",     "cell_options"};
   for (const auto& item : j.items()) {
     if (std::find(keys.begin(), keys.end(), item.key()) == keys.end()) {
       throw InputError(where + "unknown key \"" + item.key() +
                        "\" (expected scenarios, fix, dtypes, precisions, shapes, allocs, streams, contexts, keep_waived, iters, "
-                       "repeats)");
+                       "repeats, cell_options)");
     }
   }
   if (j.contains("scenarios")) {
@@ -321,6 +330,12 @@ SweepAxes parse_matrix(const std::string& text, const std::string& path) {
   strings("contexts", a.contexts);
   count("iters", a.iters);
   count("repeats", a.repeats);
+  if (j.contains("cell_options")) {
+    const auto& v = j.at("cell_options");
+    const bool ok = v.is_array() && std::all_of(v.begin(), v.end(), [](const auto& x) { return x.is_string(); });
+    if (!ok) throw InputError(where + "\"cell_options\" must be a list of strings");
+    a.cell_options = v.get<std::vector<std::string>>();
+  }
   if (j.contains("keep_waived")) {
     if (!j.at("keep_waived").is_boolean()) throw InputError(where + "\"keep_waived\" must be true or false");
     a.keep_waived = j.at("keep_waived").get<bool>();
@@ -356,7 +371,10 @@ SweepShard parse_shard(const std::string& text) {
 int64_t expected_cell_cost(const SweepCell& cell) {
   constexpr int64_t kProcessStartCost = 5000000000;
   int64_t batch_heads_rows_keys_dim = 0;
-  if (is_workload(cell.shape)) {
+  if (cell.shape == kGivenAxisValue) {
+    const SdpaProblem p = parse_as_repro("cell " + cell.key(), cell.run_args()).problem;
+    batch_heads_rows_keys_dim = p.score_elems() * p.head_dim;
+  } else if (is_workload(cell.shape)) {
     const SdpaProblem& p = find_workload(cell.shape).problem;
     batch_heads_rows_keys_dim = p.score_elems() * p.head_dim;
   } else {
@@ -400,9 +418,11 @@ std::vector<SweepCell> shard_cells(const std::vector<SweepCell>& cells, SweepSha
 }
 
 nlohmann::json axes_to_json(const SweepAxes& a) {
-  return {{"scenarios", a.scenarios}, {"fix", a.fixes},   {"dtypes", a.dtypes}, {"precisions", a.precisions},
-          {"shapes", a.shapes},       {"allocs", a.allocs}, {"streams", a.streams}, {"contexts", a.contexts},
-          {"keep_waived", a.keep_waived}, {"iters", a.iters}, {"repeats", a.repeats}};
+  nlohmann::json j = {{"scenarios", a.scenarios}, {"fix", a.fixes},     {"dtypes", a.dtypes},   {"precisions", a.precisions},
+                      {"shapes", a.shapes},       {"allocs", a.allocs}, {"streams", a.streams}, {"contexts", a.contexts},
+                      {"keep_waived", a.keep_waived}, {"iters", a.iters}, {"repeats", a.repeats}};
+  if (!a.cell_options.empty()) j["cell_options"] = a.cell_options;  // only where given: older documents have none
+  return j;
 }
 
 nlohmann::json cell_axes_to_json(const SweepCell& c) {
@@ -436,6 +456,7 @@ SweepAxes axes_from_document_matrix(const nlohmann::json& matrix, const std::str
     if (!matrix.contains(key)) throw InputError(path + ": its matrix has no \"" + key + "\"");
     axes[key] = matrix.at(key);
   }
+  if (matrix.contains("cell_options")) axes["cell_options"] = matrix.at("cell_options");
   try {
     return parse_matrix(axes.dump(), path);
   } catch (const InputError& e) {  // its words name --matrix: say it is the document's matrix

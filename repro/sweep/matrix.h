@@ -42,7 +42,14 @@ struct SweepAxes {
   bool keep_waived = false;
   int iters = 5;    // calls of the path per run (timings are medians over them)
   int repeats = 1;  // runs of each configuration (a hang may not come every time)
+  // Run options every cell gets (`repro sweep ... -- OPTIONS`): a captured call (--workload-file
+  // F --call N --call-only), for which the shapes and dtypes axes default to "given" (no shape or
+  // dtype option: the call's own), or a fault to test the sweep itself (--inject).
+  std::vector<std::string> cell_options;
 };
+
+// The shapes and dtypes axes' value for "what the cell options (or the defaults) say".
+constexpr const char* kGivenAxisValue = "given";
 
 struct SweepCell {
   int index = 0;  // position in the expanded matrix
@@ -52,6 +59,7 @@ struct SweepCell {
   int iters = 1;
   int repeat = 0;
   std::string fix_list;  // the fixes the run applies: "none", "1,3", "all"
+  std::vector<std::string> cell_options;  // SweepAxes::cell_options
 
   std::string key() const;
   // The run options of this cell as `repro` takes them (without the program name and --json).

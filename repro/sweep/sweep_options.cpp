@@ -120,6 +120,11 @@ SweepParseResult parse_sweep_command_line(int argc, const char* const* argv) {
       ->check(CLI::Range(0.5, 3600.0))
       ->capture_default_str();
   app.add_option("--repro-binary", o.repro_binary, "the program each cell runs")->group("");  // for tests
+  std::vector<std::string> cell_options;
+  app.add_option("cell-options", cell_options,
+                 "run options every cell gets (after --): a captured call (--workload-file F --call N --call-only; "
+                 "the shapes and dtypes axes then default to \"given\", the call's own), or --inject to test the sweep")
+      ->option_text("OPTIONS");
   ParseResult parsed;
   if (!parse_app(app, argc, argv, "repro sweep", parsed)) {
     result.exit_code = parsed.exit_code;
@@ -150,6 +155,13 @@ SweepParseResult parse_sweep_command_line(int argc, const char* const* argv) {
     list(allocs, "--allocs", o.axes.allocs);
     list(streams, "--streams", o.axes.streams);
     list(contexts, "--contexts", o.axes.contexts);
+    if (!cell_options.empty()) {
+      o.axes.cell_options = cell_options;
+      if (std::find(cell_options.begin(), cell_options.end(), "--workload-file") != cell_options.end()) {
+        if (!given("--shapes") && !matrix_opt->count()) o.axes.shapes = {kGivenAxisValue};
+        if (!given("--dtypes") && !matrix_opt->count()) o.axes.dtypes = {kGivenAxisValue};
+      }
+    }
     canonicalise_axes(o.axes);
     if (given("--shard")) o.shard = parse_shard(shard);
     if (o.stage_timeout_s >= o.cell_timeout_s) {

@@ -1,0 +1,202 @@
+// cmd_minimize.cpp: `repro minimize`, its command line (minimizer.h does the work).
+//
+//   repro minimize --out DIR [options] -- RUN OPTIONS      a configuration given as run options
+//   repro minimize --out DIR --from-sweep FILE --cell K    a sweep's cell (sweep.json or .jsonl)
+//   repro minimize --out DIR --from-report DIR             a report's failing configuration (fix off;
+//                                                          with --ladder, the rung it stopped at)
+//   repro minimize --out DIR --resume [--budget T]          go on after an interruption or a freeze
+#include <CLI/CLI.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "math_sdpa/errors.h"
+#include "repro/cli/help_format.h"
+#include "repro/cli/run_options.h"
+#include "repro/commands.h"
+#include "repro/common/text.h"
+#include "repro/minimize/minimizer.h"
+
+namespace sdpa {
+
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+// "90", "90s", "30m", "2h" as seconds; throws InputError naming `option`.
+double parse_duration(const std::string& text, const std::string& option) {
+  const auto bad = [&] { return InputError(option + ": '" + text.substr(0, 40) + "' is not a duration (90, 90s, 30m, 2h)"); };
+  if (text.empty()) throw bad();
+  double factor = 1;
+  std::string number = text;
+  switch (text.back()) {
+    case 's': factor = 1, number.pop_back(); break;
+    case 'm': factor = 60, number.pop_back(); break;
+    case 'h': factor = 3600, number.pop_back(); break;
+    default: break;
+  }
+  if (number.empty() || number.find_first_not_of("0123456789.") != std::string::npos) throw bad();
+  const double value = std::stod(number) * factor;
+  if (!(value > 0) || value > 30 * 86400.0) throw bad();
+  return value;
+}
+
+std::vector<std::string> split_list(const std::string& text) {
+  std::vector<std::string> items;
+  std::stringstream in(text);
+  for (std::string item; std::getline(in, item, ',');) items.push_back(item);
+  return items;
+}
+
+// Words of a command as shell_command writes it (plain words, and '...' with '\'' for a quote).
+std::vector<std::string> shell_words(const std::string& text) {
+  std::vector<std::string> words;
+  std::string word;
+  bool in_word = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (c == ' ') {
+      if (in_word) words.push_back(word), word.clear(), in_word = false;
+    } else if (c == '\'') {
+      in_word = true;
+      const size_t end = text.find('\'', i + 1);
+      if (end == std::string::npos) throw InputError("unbalanced quote in the command '" + text.substr(0, 60) + "'");
+      word += text.substr(i + 1, end - i - 1);
+      i = end;
+    } else if (c == '\\' && i + 1 < text.size()) {
+      word += text[++i], in_word = true;
+    } else {
+      word += c, in_word = true;
+    }
+  }
+  if (in_word) words.push_back(word);
+  return words;
+}
+
+// The run options of cell `index` of a sweep's document or JSON-lines file.
+Options sweep_cell_options(const std::string& path, int index) {
+  const std::optional<std::string> text = read_file(path);
+  if (!text) throw InputError("--from-sweep: " + path + " cannot be read");
+  std::vector<json> cells;
+  try {
+    if (!text->empty() && text->front() == '{' && text->find("\"cells\"") != std::string::npos) {
+      for (const json& c : json::parse(*text).at("cells")) cells.push_back(c);
+    } else {
+      std::istringstream lines(*text);
+      for (std::string line; std::getline(lines, line);) {
+        if (!line.empty()) cells.push_back(json::parse(line));
+      }
+    }
+  } catch (const json::exception& e) {
+    throw InputError("--from-sweep: " + path + " is not a sweep document or JSON-lines file (" + one_line(e.what()) + ")");
+  }
+  for (const json& c : cells) {
+    if (c.value("index", -1) != index) continue;
+    Options o = c.at("command_line").get<Options>();
+    o.erase(o.begin());  // "repro"
+    return o;
+  }
+  throw InputError("--cell " + std::to_string(index) + ": " + path + " has no such cell");
+}
+
+// A report's failing configuration: its fix-off command (at the rung a ladder stopped at).
+Options report_options_of(const std::string& dir) {
+  const std::string path = (fs::path(dir) / "report.json").string();
+  const std::optional<std::string> text = read_file(path);
+  if (!text) throw InputError("--from-report: " + path + " cannot be read");
+  try {
+    Options o = shell_words(json::parse(*text).at("commands").at("fix_off").get<std::string>());
+    o.erase(o.begin());  // "./repro"
+    return o;
+  } catch (const json::exception& e) {
+    throw InputError("--from-report: " + path + " has no commands.fix_off (" + one_line(e.what()) + ")");
+  }
+}
+
+}  // namespace
+
+int minimize_main(int argc, char** argv) {
+  CLI::App app{"repro minimize: run a configuration that hangs or fails a few times, then shrink it (halve its sizes, "
+               "drop its conditions and features) while it still fails, and report the smallest",
+               "repro minimize"};
+  use_help_format(app, "repro minimize --out DIR [options] -- RUN OPTIONS | --from-sweep FILE --cell K | --from-report DIR | --resume");
+  MinimizeSettings s;
+  std::string budget = "1h", run_timeout = "10m", fails_with, in_flight = "hang", from_sweep, from_report;
+  int cell = -1;
+  bool resume = false, force = false, no_report = false;
+  std::vector<std::string> run_options;
+  app.add_option("--out", s.out_dir, "the minimization's folder: state.json, progress.log, runs/, SUMMARY.md, report/")
+      ->required()
+      ->option_text("DIR");
+  app.add_option("--runs", s.runs, "runs of each configuration; it still fails if one of them fails")
+      ->check(CLI::Range(1, 1000))
+      ->option_text("N")
+      ->capture_default_str();
+  app.add_option("--budget", budget, "the whole minimization's time, the time before a --resume included")
+                         ->option_text("TIME")
+                         ->capture_default_str();
+  app.add_option("--run-timeout", run_timeout, "a run's deadline (its watchdog names most hangs long before)")
+      ->option_text("TIME")
+      ->capture_default_str();
+  app.add_option("--fails-with", fails_with,
+                 "failure classes to keep, joined by commas: hang, stall, mismatch, error, crash (default: those "
+                 "the given configuration shows)")
+      ->option_text("LIST");
+  app.add_option("--in-flight", in_flight, "on --resume, a run that started and never ended: hang (count it) or retry")
+      ->check(CLI::IsMember({"hang", "retry"}))
+      ->option_text("hang|retry")
+      ->capture_default_str();
+  app.add_option("--from-sweep", from_sweep, "take the configuration of a sweep's cell (with --cell)")->option_text("FILE");
+  app.add_option("--cell", cell, "the sweep cell's index")->option_text("K");
+  app.add_option("--from-report", from_report, "take a report's failing configuration (its fix-off runs)")->option_text("DIR");
+  app.add_flag("--resume", resume, "go on with the minimization in --out");
+  app.add_flag("--force", force, "start again over a minimization already in --out");
+  app.add_flag("--no-report", no_report, "do not run `repro report` on the smallest configuration");
+  app.add_option("--repro-binary", s.repro_binary, "the program each run runs (tests)")->group("");
+  app.add_option("run-options", run_options, "the configuration's run options (after --)")->option_text("RUN OPTIONS");
+  app.footer("Exit codes: 0 a smallest failing configuration found (SUMMARY.md), 1 the configuration did not fail in its "
+             "first runs, 2 usage, 7 no usable GPU. docs/MINIMIZE.md has the steps and the state file.");
+  ParseResult parsed;
+  if (!parse_app(app, argc, argv, "repro minimize", parsed)) {
+    (parsed.exit_code == 0 ? std::cout : std::cerr) << parsed.message << "\n";
+    return parsed.exit_code;
+  }
+  try {
+    const int sources = !run_options.empty() + !from_sweep.empty() + !from_report.empty();
+    if (resume) {
+      if (sources) throw InputError("--resume goes on with the configuration in --out: give no other");
+    } else {
+      if (sources != 1) throw InputError("give one configuration: run options after --, --from-sweep FILE --cell K, or --from-report DIR");
+      if (!from_sweep.empty() && cell < 0) throw InputError("--from-sweep needs --cell K");
+      if (fs::exists(fs::path(s.out_dir) / "state.json") && !force) {
+        throw InputError("--out " + s.out_dir + " holds a minimization: --resume to go on, --force to start again");
+      }
+      Options given = !from_sweep.empty() ? sweep_cell_options(from_sweep, cell)
+                      : !from_report.empty() ? report_options_of(from_report)
+                                             : run_options;
+      s.original = canonical_options(given);
+    }
+    if (cell >= 0 && from_sweep.empty()) throw InputError("--cell selects a cell of --from-sweep");
+    s.budget_s = parse_duration(budget, "--budget");
+    s.run_timeout_s = parse_duration(run_timeout, "--run-timeout");
+    if (!fails_with.empty()) {
+      for (const std::string& c : split_list(fails_with)) {
+        if (!is_failure_class(c)) throw InputError("--fails-with: '" + c + "' is not one of hang, stall, mismatch, error, crash");
+        s.fails_with.insert(c);
+      }
+    }
+    s.in_flight_retry = in_flight == "retry";
+    s.report = !no_report;
+    return run_minimize(s, resume);
+  } catch (const InputError& e) {
+    std::cerr << "repro minimize: error: " << one_line(e.what()) << "\n";
+    return kExitUsage;
+  }
+}
+
+}  // namespace sdpa

@@ -1,0 +1,378 @@
+// minimizer.cpp: the resumable minimization loop (minimizer.h).
+#include "repro/minimize/minimizer.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <csignal>
+#include <ctime>
+#include <filesystem>
+#include <iostream>
+
+#include <nlohmann/json.hpp>
+
+#include "math_sdpa/atomic_file.h"
+#include "math_sdpa/errors.h"
+#include "repro/common/text.h"
+#include "repro/supervise/child_process.h"
+#include "repro/supervise/durable_log.h"
+
+namespace sdpa {
+
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+volatile std::sig_atomic_t g_stop_signal = 0;
+void on_stop_signal(int sig) { g_stop_signal = sig; }
+
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+std::string utc_now_text() {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+std::string duration_text(double s) {
+  const int total = static_cast<int>(s + 0.5);
+  if (total < 60) return std::to_string(total) + "s";
+  if (total < 3600) return std::to_string(total / 60) + "m" + std::to_string(total % 60) + "s";
+  return std::to_string(total / 3600) + "h" + std::to_string(total % 3600 / 60) + "m";
+}
+
+// The state on disk (OUT/state.json): everything needed to go on after a crash or a frozen machine.
+struct State {
+  json doc;
+
+  json& trial() { return doc["trial"]; }  // the configuration under test, or null
+  Options current() const { return doc.at("current").get<Options>(); }
+  std::set<std::string> fails_with() const { return doc.at("fails_with").get<std::set<std::string>>(); }
+};
+
+std::string state_path(const std::string& out) { return (fs::path(out) / "state.json").string(); }
+
+void save(const State& s, const std::string& out) { write_file_atomic(state_path(out), s.doc.dump(1) + "\n"); }
+
+std::string key_of(const Options& o) { return shell_command(o); }
+
+class Minimizer {
+ public:
+  Minimizer(const MinimizeSettings& settings, State state)
+      : m_(settings), s_(std::move(state)), log_((fs::path(settings.out_dir) / "progress.log").string(), 0) {}
+
+  int run(bool resume);
+
+ private:
+  void say(const std::string& line) {
+    const std::string text = "[" + duration_text(spent()) + " of " + duration_text(m_.budget_s) + "] " + line;
+    std::cout << "minimize: " << text << std::endl;
+    log_.record("step", text);
+  }
+  double spent() const { return s_.doc.at("spent_s").get<double>() + (now_s() - session_start_); }
+  void checkpoint() {
+    s_.doc["spent_s"] = spent();
+    session_start_ = now_s();
+    save(s_, m_.out_dir);
+  }
+  std::string one_run(const Options& options, int number, bool& timed_out, int& exit_code);
+  bool next_trial();
+  int finish(const std::string& why);
+  bool trial_failed() const;
+
+  MinimizeSettings m_;
+  State s_;
+  DurableLog log_;
+  double session_start_ = now_s();
+};
+
+// Runs one configuration once, as a repro process of its own, its output in OUT/runs/N.log.
+std::string Minimizer::one_run(const Options& options, int number, bool& timed_out, int& exit_code) {
+  const fs::path runs = fs::path(m_.out_dir) / "runs";
+  fs::create_directories(runs);
+  char name[32];
+  std::snprintf(name, sizeof name, "%04d.log", number);
+  const std::string log_path = (runs / name).string();
+  std::vector<std::string> argv{m_.repro_binary.empty() ? self_executable() : m_.repro_binary};
+  argv.insert(argv.end(), options.begin(), options.end());
+  // A hang's evidence is the report's to take, at the end: here a hang only needs naming.
+  if (std::find(options.begin(), options.end(), "--on-hang") == options.end()) {
+    argv.insert(argv.end(), {"--on-hang", "kill"});
+  }
+  const int fd = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) throw InputError("minimize: cannot write " + log_path);
+  const std::string command = shell_command(argv) + "\n";
+  (void)!::write(fd, command.data(), command.size());
+  ChildSpec spec;
+  spec.argv = argv;
+  spec.stdin_fd = kNullStream;
+  spec.stdout_fd = fd;
+  spec.stderr_fd = fd;
+  spec.own_process_group = true;
+  const double start = now_s();
+  const pid_t pid = start_child(spec);
+  ::close(fd);
+  int status = 0;
+  timed_out = false;
+  bool reaped = false;
+  while (!(reaped = reap_within(pid, 0.2, status))) {
+    if (g_stop_signal) break;
+    if (now_s() - start > m_.run_timeout_s) {
+      timed_out = true;
+      break;
+    }
+  }
+  if (!reaped) stop_child(pid, true, 2.0, 30.0, status);
+  if (g_stop_signal && !timed_out) return "interrupted";
+  exit_code = timed_out ? -1 : exit_code_of(status);
+  return run_class(exit_code, timed_out);
+}
+
+bool Minimizer::trial_failed() const {
+  const std::set<std::string> wanted = s_.fails_with();
+  for (const json& r : s_.doc.at("trial").at("runs")) {
+    const std::string c = r.at("class").get<std::string>();
+    if (wanted.empty() ? is_failure_class(c) : wanted.count(c) > 0) return true;
+  }
+  return false;
+}
+
+// Chooses the next configuration to test (a step's proposal not yet rejected); false when a whole
+// pass has kept nothing: the current configuration is the smallest.
+bool Minimizer::next_trial() {
+  const auto& steps = minimize_steps();
+  std::set<std::string> rejected;
+  for (const json& r : s_.doc.at("rejected")) rejected.insert(r.at("key").get<std::string>());
+  for (;;) {
+    int next = s_.doc.at("next_step").get<int>();
+    if (next >= static_cast<int>(steps.size())) {
+      if (!s_.doc.at("pass_kept").get<bool>()) return false;
+      s_.doc["next_step"] = next = 0;
+      s_.doc["pass_kept"] = false;
+      s_.doc["pass"] = s_.doc.at("pass").get<int>() + 1;
+    }
+    s_.doc["next_step"] = next + 1;
+    const std::optional<Proposal> p = propose(steps[next].name, s_.current());
+    if (!p || rejected.count(key_of(p->options))) continue;
+    s_.trial() = {{"step", steps[next].name}, {"change", p->change}, {"options", p->options}, {"runs", json::array()}};
+    return true;
+  }
+}
+
+int Minimizer::run(bool resume) {
+  json& in_flight = s_.doc["in_flight"];
+  if (resume && !in_flight.is_null()) {
+    // The state says a run started and never ended: the machine froze, or minimize was killed.
+    const int number = in_flight.at("run").get<int>();
+    if (m_.in_flight_retry) {
+      say("run " + std::to_string(number) + " was in flight when minimize stopped: run again (--in-flight retry)");
+    } else {
+      s_.trial()["runs"].push_back({{"run", number}, {"class", "hang"}, {"exit_code", nullptr}, {"machine_stopped", true}});
+      say("run " + std::to_string(number) + " was in flight when minimize stopped (machine froze or minimize was killed): "
+          "counted as a hang");
+    }
+    in_flight = nullptr;
+    checkpoint();
+  }
+  while (true) {
+    if (s_.doc.at("phase") == "done") return finish("no step keeps failing");
+    if (spent() >= m_.budget_s) return finish("the time budget is spent");
+    if (s_.trial().is_null() && !next_trial()) {
+      s_.doc["phase"] = "done";
+      checkpoint();
+      continue;
+    }
+    const bool baseline = s_.doc.at("phase") == "baseline";
+    json& trial = s_.trial();
+    const Options options = trial.at("options").get<Options>();
+    const int done = static_cast<int>(trial.at("runs").size());
+    // The given configuration runs all its runs (they say which failures to look for); a
+    // proposal stops at its first failure.
+    const bool decided = baseline ? done >= m_.runs : (trial_failed() || done >= m_.runs);
+    if (decided) {
+      const bool failed = trial_failed();
+      const std::string step = trial.at("step").get<std::string>();
+      if (baseline) {
+        if (!failed) {
+          say("the configuration given did not fail in " + std::to_string(m_.runs) + " runs: nothing to minimize");
+          s_.doc["phase"] = "not_failing";
+          checkpoint();
+          return 1;
+        }
+        if (s_.fails_with().empty()) {
+          std::set<std::string> seen;
+          for (const json& r : trial.at("runs")) {
+            if (is_failure_class(r.at("class"))) seen.insert(r.at("class").get<std::string>());
+          }
+          s_.doc["fails_with"] = seen;
+        }
+        std::string classes;
+        for (const std::string& c : s_.fails_with()) classes += (classes.empty() ? "" : ", ") + c;
+        say("the configuration given fails (" + classes + "); shrinking it while it still does");
+        s_.doc["phase"] = "shrinking";
+      } else if (failed) {
+        s_.doc["current"] = options;
+        s_.doc["kept"].push_back(trial);
+        s_.doc["pass_kept"] = true;
+        say("kept: " + step + " (" + trial.at("change").get<std::string>() + ")");
+      } else {
+        s_.doc["rejected"].push_back({{"step", step}, {"change", trial.at("change")}, {"key", key_of(options)}});
+        say("rejected: " + step + " (" + trial.at("change").get<std::string>() + "): passed " + std::to_string(done) + " runs");
+      }
+      s_.trial() = nullptr;
+      checkpoint();
+      continue;
+    }
+    const int number = s_.doc.at("runs_started").get<int>() + 1;
+    s_.doc["runs_started"] = number;
+    in_flight = {{"run", number}, {"started_utc", utc_now_text()}};
+    checkpoint();
+    bool timed_out = false;
+    int exit_code = -1;
+    const std::string c = one_run(options, number, timed_out, exit_code);
+    if (c == "interrupted") {
+      in_flight = nullptr;
+      checkpoint();
+      say("interrupted by signal " + std::to_string(g_stop_signal) + " during run " + std::to_string(number) +
+          " (not counted); --resume goes on");
+      return 128 + g_stop_signal;
+    }
+    if (c == "no_gpu") {
+      in_flight = nullptr;
+      checkpoint();
+      say("run " + std::to_string(number) + " found no usable GPU (exit 7): stopped");
+      return kExitNoGpu;
+    }
+    json record = {{"run", number}, {"class", c}, {"exit_code", timed_out ? json(nullptr) : json(exit_code)}};
+    if (timed_out) record["timed_out"] = true;
+    trial["runs"].push_back(record);
+    in_flight = nullptr;
+    checkpoint();
+    say(trial.at("step").get<std::string>() + (baseline ? "" : " (" + trial.at("change").get<std::string>() + ")") + ": run " +
+        std::to_string(done + 1) + " of " + std::to_string(m_.runs) + ": " + c +
+        (timed_out ? " (killed at the run deadline)" : " (exit " + std::to_string(exit_code) + ")"));
+  }
+}
+
+int Minimizer::finish(const std::string& why) {
+  const Options current = without_defaults(s_.current());
+  const std::string command = "repro " + shell_command(current);
+  say("smallest failing configuration (" + why + "): " + command);
+  s_.doc["phase"] = "done";
+  s_.doc["ended_because"] = why;
+  s_.doc["smallest"] = current;
+  checkpoint();
+  std::string steps_text;
+  for (const json& k : s_.doc.at("kept")) {
+    steps_text += "- " + k.at("step").get<std::string>() + ": " + k.at("change").get<std::string>() + "\n";
+  }
+  std::string summary = "# repro minimize\n\nGiven:\n\n    repro " + shell_command(s_.doc.at("original").get<Options>()) +
+                        "\n\nSmallest configuration that still fails (" + why + "):\n\n    " + command +
+                        "\n\nSteps kept, in order:\n\n" + (steps_text.empty() ? "(none)\n" : steps_text);
+  if (m_.report && !s_.doc.contains("report_exit")) {
+    const Options report_args = report_options(current);
+    const fs::path report_dir = fs::path(m_.out_dir) / "report";
+    std::vector<std::string> args{"report"};
+    args.insert(args.end(), report_args.begin(), report_args.end());
+    args.insert(args.end(), {"--out", report_dir.string(), "--force"});
+    if (std::find(current.begin(), current.end(), "--inject") != current.end()) args.push_back("--allow-inject");
+    say("repro " + shell_command(args));
+    const ChildResult r = run_child(m_.repro_binary.empty() ? self_executable() : m_.repro_binary, args,
+                                    (fs::path(m_.out_dir) / "report.log").string(), (fs::path(m_.out_dir) / "report.log").string(),
+                                    std::max(600.0, m_.budget_s - spent()), 30);
+    s_.doc["report_exit"] = r.exit_code;
+    checkpoint();
+    say("report: exit " + std::to_string(r.exit_code) + (r.exit_code == 2 ? " (see report.log)" : "") + ", " + report_dir.string());
+  }
+  if (s_.doc.contains("report_exit")) {
+    summary += "\nReport: `report/` (`repro report` exit " + std::to_string(s_.doc.at("report_exit").get<int>()) +
+               "; its output in report.log).\n";
+  }
+  write_file_atomic((fs::path(m_.out_dir) / "SUMMARY.md").string(), summary);
+  return kExitPass;
+}
+
+}  // namespace
+
+const std::vector<std::string>& failure_classes() {
+  static const std::vector<std::string> classes = {"mismatch", "hang", "error", "crash", "stall"};
+  return classes;
+}
+
+bool is_failure_class(const std::string& c) {
+  const auto& f = failure_classes();
+  return std::find(f.begin(), f.end(), c) != f.end();
+}
+
+std::string run_class(int exit_code, bool timed_out) {
+  if (timed_out) return "hang";
+  switch (exit_code) {
+    case kExitPass: return "pass";
+    case kExitMismatch: return "mismatch";
+    case kExitUsage: return "usage";
+    case kExitHang: return "hang";
+    case kExitCudaError: return "error";
+    case kExitCrash: return "crash";
+    case kExitWaived: return "waived";
+    case kExitNoGpu: return "no_gpu";
+    case kExitRefused: return "refused";
+    case kExitStalled: return "stall";
+    default: return exit_code > 128 ? "crash" : "error";
+  }
+}
+
+int run_minimize(const MinimizeSettings& settings, bool resume) {
+  State state;
+  const std::string path = state_path(settings.out_dir);
+  if (resume) {
+    const std::optional<std::string> text = read_file(path);
+    if (!text) throw InputError("--resume: " + path + " cannot be read (start a minimization with --out)");
+    try {
+      state.doc = json::parse(*text);
+    } catch (const json::exception& e) {
+      throw InputError("--resume: " + path + " is not a minimize state (" + one_line(e.what()) + ")");
+    }
+    if (state.doc.value("format", "") != "sdpa-repro-minimize") throw InputError("--resume: " + path + " is not a minimize state");
+  } else {
+    state.doc = {{"format", "sdpa-repro-minimize"},
+                 {"format_version", 1},
+                 {"started_utc", utc_now_text()},
+                 {"original", settings.original},
+                 {"runs_per_configuration", settings.runs},
+                 {"fails_with", settings.fails_with},
+                 {"current", settings.original},
+                 {"phase", "baseline"},
+                 {"trial", {{"step", "the configuration given"}, {"change", ""}, {"options", settings.original}, {"runs", json::array()}}},
+                 {"kept", json::array()},
+                 {"rejected", json::array()},
+                 {"next_step", 0},
+                 {"pass", 1},
+                 {"pass_kept", false},
+                 {"runs_started", 0},
+                 {"in_flight", nullptr},
+                 {"spent_s", 0.0}};
+    fs::create_directories(settings.out_dir);
+    save(state, settings.out_dir);
+  }
+  MinimizeSettings m = settings;
+  if (resume) {  // the minimization's own settings are the state's; the budget may be given anew
+    m.original = state.doc.at("original").get<Options>();
+    m.runs = state.doc.at("runs_per_configuration").get<int>();
+  }
+  struct sigaction sa {};
+  sa.sa_handler = on_stop_signal;
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+  Minimizer minimizer(m, std::move(state));
+  return minimizer.run(resume);
+}
+
+}  // namespace sdpa

@@ -1,0 +1,178 @@
+#!/usr/bin/env python3
+"""capture_model.py: a small training program whose attention is the failing workload's, for sdpa_capture.py.
+
+A diffusion transformer in miniature (random weights, seeded): text and image tokens, each with
+their own projections, attend jointly in every block, text first. Q and K get an RMS norm and
+rotary position embeddings; Q, K and V are built as [B, S, H, E] and handed to
+F.scaled_dot_product_attention as .transpose(1, 2) views, with a boolean key-padding mask
+[B, 1, 1, S] over the text: batch entry 0 keeps all its text tokens, the later entries only the
+first --text-valid. AdamW trains it for --steps steps on random targets, then one evaluation pass
+runs without gradients. With --math (the default) each attention call runs inside
+sdpa_kernel(SDPBackend.MATH), the path the harness rebuilds.
+
+    python3 tests/capture_model.py --steps 3
+    python3 scripts/sdpa_capture.py --out capture --tensors first -- tests/capture_model.py --steps 3
+
+Attention calls: (--steps + 1) x --blocks, --blocks of them between two optimizer steps.
+Exit 0; 2 for a bad option or a device it cannot use (one line on stderr).
+"""
+import argparse
+import contextlib
+import sys
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+PROG = "capture_model"
+DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
+
+
+def rope_tables(length, head_dim, device, base=10000.0):
+    """cos and sin [S, 1, E] of the rotary embedding, half-split as in rotate_half (fp32)."""
+    inverse = 1.0 / base ** (torch.arange(0, head_dim, 2, dtype=torch.float32, device=device) / head_dim)
+    angles = torch.arange(length, dtype=torch.float32, device=device)[:, None] * inverse[None, :]
+    angles = torch.cat([angles, angles], dim=-1)
+    return angles.cos()[:, None, :], angles.sin()[:, None, :]
+
+
+def rotate_half(x):
+    first, second = x.chunk(2, dim=-1)
+    return torch.cat([-second, first], dim=-1)
+
+
+def apply_rope(x, cos, sin):
+    """x [B, S, H, E], computed in fp32 and cast back, as diffusion models do."""
+    x32 = x.float()
+    return (x32 * cos + rotate_half(x32) * sin).to(x.dtype)
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, dim, eps=1e-6):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(dim))
+        self.eps = eps
+
+    def forward(self, x):
+        x32 = x.float()
+        return (x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)).to(x.dtype) * self.weight
+
+
+def feed_forward(dim):
+    return nn.Sequential(nn.LayerNorm(dim), nn.Linear(dim, 4 * dim), nn.GELU(approximate="tanh"),
+                         nn.Linear(4 * dim, dim))
+
+
+class JointBlock(nn.Module):
+    """One block: text and image projected apart, attended together, projected apart again."""
+
+    def __init__(self, heads, head_dim, math_only):
+        super().__init__()
+        dim = heads * head_dim
+        self.heads, self.head_dim, self.math_only = heads, head_dim, math_only
+        self.txt_norm, self.img_norm = nn.LayerNorm(dim), nn.LayerNorm(dim)
+        self.txt_q, self.txt_k, self.txt_v = (nn.Linear(dim, dim) for _ in range(3))
+        self.img_q, self.img_k, self.img_v = (nn.Linear(dim, dim) for _ in range(3))
+        self.norm_q, self.norm_k = RMSNorm(head_dim), RMSNorm(head_dim)
+        self.txt_out, self.img_out = nn.Linear(dim, dim), nn.Linear(dim, dim)
+        self.txt_ff, self.img_ff = feed_forward(dim), feed_forward(dim)
+
+    def split_heads(self, x):  # [B, S, H*E] -> [B, S, H, E]
+        return x.unflatten(-1, (self.heads, self.head_dim))
+
+    def forward(self, txt, img, mask, cos, sin):
+        text_tokens = txt.shape[1]
+        t, i = self.txt_norm(txt), self.img_norm(img)
+        # The joint sequence [text, image] along S, in [B, S, H, E].
+        q = torch.cat([self.norm_q(self.split_heads(self.txt_q(t))), self.norm_q(self.split_heads(self.img_q(i)))], 1)
+        k = torch.cat([self.norm_k(self.split_heads(self.txt_k(t))), self.norm_k(self.split_heads(self.img_k(i)))], 1)
+        v = torch.cat([self.split_heads(self.txt_v(t)), self.split_heads(self.img_v(i))], 1)
+        q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+        # [B, S, H, E] buffers viewed as [B, H, S, E]: what the diffusion pipelines hand SDPA.
+        q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
+        with sdpa_kernel(SDPBackend.MATH) if self.math_only else contextlib.nullcontext():
+            o = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        o = o.transpose(1, 2).flatten(2)
+        txt = txt + self.txt_out(o[:, :text_tokens])
+        img = img + self.img_out(o[:, text_tokens:])
+        return txt + self.txt_ff(txt), img + self.img_ff(img)
+
+
+class JointModel(nn.Module):
+    def __init__(self, heads, head_dim, blocks, math_only):
+        super().__init__()
+        dim = heads * head_dim
+        self.txt_in, self.img_in = nn.Linear(dim, dim), nn.Linear(dim, dim)
+        self.blocks = nn.ModuleList(JointBlock(heads, head_dim, math_only) for _ in range(blocks))
+        self.img_out = nn.Sequential(nn.LayerNorm(dim), nn.Linear(dim, dim))
+
+    def forward(self, txt, img, mask, cos, sin):
+        txt, img = self.txt_in(txt), self.img_in(img)
+        for block in self.blocks:
+            txt, img = block(txt, img, mask, cos, sin)
+        return self.img_out(img)
+
+
+def text_padding_mask(batch, text, text_valid, image, device):
+    """Bool [B, 1, 1, S], True where a key is attended: entry 0 all its text, the others the first
+    text_valid text tokens; every image token."""
+    mask = torch.ones(batch, 1, 1, text + image, dtype=torch.bool, device=device)
+    mask[1:, :, :, text_valid:text] = False
+    return mask
+
+
+def main(argv):
+    ap = argparse.ArgumentParser(prog="capture_model.py", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--steps", type=int, default=3, help="optimizer steps (default 3)")
+    ap.add_argument("--text", type=int, default=32, help="text tokens T (default 32)")
+    ap.add_argument("--text-valid", type=int, default=20, help="valid text tokens of batch entries 1.. (default 20)")
+    ap.add_argument("--image", type=int, default=96, help="image tokens (default 96)")
+    ap.add_argument("--heads", type=int, default=4, help="attention heads H (default 4)")
+    ap.add_argument("--head-dim", type=int, default=32, help="head dimension E (default 32)")
+    ap.add_argument("--batch", type=int, default=2, help="batch size B (default 2)")
+    ap.add_argument("--blocks", type=int, default=2, help="transformer blocks (default 2)")
+    ap.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
+    ap.add_argument("--dtype", default="bf16", choices=sorted(DTYPES))
+    ap.add_argument("--math", dest="math_only", action="store_true", default=True,
+                    help="attention inside sdpa_kernel(SDPBackend.MATH) (the default)")
+    ap.add_argument("--no-math", dest="math_only", action="store_false", help="let PyTorch pick the backend")
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args(argv)
+    if min(args.steps, args.text, args.image, args.heads, args.batch, args.blocks) < 1 or args.head_dim < 2 \
+            or args.head_dim % 2 or not 0 <= args.text_valid <= args.text:
+        sys.stderr.write("%s: error: sizes must be >= 1, --head-dim even, 0 <= --text-valid <= --text\n" % PROG)
+        return 2
+    if args.device == "cuda" and not torch.cuda.is_available():
+        sys.stderr.write("%s: error: --device cuda: PyTorch %s sees no CUDA device\n" % (PROG, torch.__version__))
+        return 2
+
+    torch.manual_seed(args.seed)
+    device, dtype = torch.device(args.device), DTYPES[args.dtype]
+    dim = args.heads * args.head_dim
+    model = JointModel(args.heads, args.head_dim, args.blocks, args.math_only).to(device=device, dtype=dtype)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    mask = text_padding_mask(args.batch, args.text, args.text_valid, args.image, device)
+    cos, sin = rope_tables(args.text + args.image, args.head_dim, device)
+
+    def batch():
+        return (torch.randn(args.batch, args.text, dim, device=device, dtype=dtype),
+                torch.randn(args.batch, args.image, dim, device=device, dtype=dtype))
+
+    for step in range(args.steps):
+        txt, img = batch()
+        target = torch.randn_like(img)
+        loss = F.mse_loss(model(txt, img, mask, cos, sin).float(), target.float())
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        print("%s: step %d loss %.4f" % (PROG, step, loss.item()))
+    with torch.no_grad():  # its calls need no gradient: another signature
+        txt, img = batch()
+        model(txt, img, mask, cos, sin)
+    print("%s: %d attention calls, %d per step" % (PROG, (args.steps + 1) * args.blocks, args.blocks))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

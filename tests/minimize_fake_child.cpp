@@ -1,0 +1,86 @@
+// minimize_fake_child.cpp: a stand-in for `repro` in the minimizer's and triage's tests, passed as
+// --repro-binary. Only the GPU is faked: the run options are parsed by the real parser, and an
+// injected fault is "hit" exactly when the real parser arms it (its @conditions hold in this
+// run), so `--inject hang:softmax@S>=2048@alloc=managed` gives the minimizer a known answer.
+//
+//   a run                     exit 3 (hang) when its --inject hang is armed, 9 for slow, 4 for
+//                             error, else 0; exit 2 on options the parser refuses
+//   MINIMIZE_FAKE_EVERY=K     a fault is hit only on every K-th armed run (a hang that comes and goes)
+//   MINIMIZE_FAKE_COUNTER=F   the run count, kept in F (needed by the two below and EVERY)
+//   MINIMIZE_FAKE_KILL_AT=N   run N sends SIGKILL to its parent (a frozen machine, as minimize sees
+//                             it), then waits to die with it
+//   MINIMIZE_FAKE_INT_AT=N    run N sends SIGINT to its parent, then sleeps until it is killed
+//   `report ...`, `info ...`, `sweep ...`   append their command line to MINIMIZE_FAKE_LOG (if set)
+//                             and exit 0; a report also creates its --out folder with REPORT.md
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "repro/cli/run_options.h"
+
+namespace {
+
+int bump_counter() {
+  const char* path = std::getenv("MINIMIZE_FAKE_COUNTER");
+  if (!path) return 0;
+  int n = 0;
+  std::ifstream(path) >> n;
+  std::ofstream(path) << ++n;
+  return n;
+}
+
+int env_int(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? std::atoi(v) : 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string first = argc > 1 ? argv[1] : "";
+  if (first == "report" || first == "info" || first == "sweep") {
+    if (const char* log = std::getenv("MINIMIZE_FAKE_LOG")) {
+      std::ofstream out(log, std::ios::app);
+      for (int i = 1; i < argc; ++i) out << (i > 1 ? " " : "") << argv[i];
+      out << "\n";
+    }
+    for (int i = 1; i + 1 < argc; ++i) {
+      if (std::string(argv[i]) == "--out") {
+        std::filesystem::create_directories(argv[i + 1]);
+        std::ofstream((std::filesystem::path(argv[i + 1]) / "REPORT.md").string()) << "# fake report\n";
+      }
+    }
+    return 0;
+  }
+  const int run = bump_counter();
+  if (run && run == env_int("MINIMIZE_FAKE_KILL_AT")) {
+    kill(getppid(), SIGKILL);
+    for (;;) pause();  // PR_SET_PDEATHSIG ends it with its parent
+  }
+  if (run && run == env_int("MINIMIZE_FAKE_INT_AT")) {
+    kill(getppid(), SIGINT);
+    for (;;) pause();  // until the parent kills the run it was waiting for
+  }
+  const sdpa::ParseResult parsed = sdpa::parse_command_line(argc, argv);
+  if (!parsed.run) {
+    std::fprintf(stderr, "%s\n", parsed.message.c_str());
+    return parsed.exit_code;
+  }
+  const sdpa::RunOptions& o = parsed.options;
+  if (o.inject.kind == sdpa::FaultSpec::none || !o.inject_armed) return 0;
+  const int every = env_int("MINIMIZE_FAKE_EVERY");
+  if (every > 1 && run % every != 0) return 0;
+  switch (o.inject.kind) {
+    case sdpa::FaultSpec::hang: return 3;
+    case sdpa::FaultSpec::slow: return 9;
+    case sdpa::FaultSpec::error: return 4;
+    case sdpa::FaultSpec::none: break;
+  }
+  return 0;
+}

@@ -1,0 +1,247 @@
+// test_minimize.cpp: `repro minimize` without a GPU: its steps over run options, and the real
+// binary minimizing against a fake child (minimize_fake_child.cpp) whose only fault is an
+// injected hang armed by the real parser (@S>=2048@alloc=managed: the known answer), including a
+// minimization killed mid-run (a frozen machine) or interrupted, then resumed.
+#include <doctest/doctest.h>
+
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "math_sdpa/errors.h"
+#include "repro/minimize/minimize_steps.h"
+#include "repro/minimize/minimizer.h"
+#include "repro/supervise/child_process.h"
+#include "run_program.h"
+
+using namespace sdpa;
+using nlohmann::json;
+
+namespace {
+
+bool contains(const Options& o, const std::vector<std::string>& seq) {
+  for (size_t i = 0; i + seq.size() <= o.size(); ++i) {
+    if (std::equal(seq.begin(), seq.end(), o.begin() + static_cast<long>(i))) return true;
+  }
+  return false;
+}
+
+bool has_option(const Options& o, const std::string& name) { return std::find(o.begin(), o.end(), name) != o.end(); }
+
+// The run options given to minimize in the end-to-end tests: every condition and feature a step
+// can drop, and the fault that hangs only from S = 2048 on managed memory.
+const Options kGiven = {"-b",       "2",       "--heads",  "8",        "--kv-heads", "4",          "-L",
+                        "256",      "-S",      "4096",     "-E",       "64",         "--mask",     "bool",
+                        "--dropout", "0.1",    "--layers", "3",        "--retain",   "autograd",   "--ballast",
+                        "1G",       "--host-load", "2",    "--iters",  "4",          "--alloc-timing", "per-call",
+                        "--alloc",  "managed", "--fixes",  "1",        "--inject",   "hang:softmax@S>=2048@alloc=managed"};
+
+// The smallest configuration the known answer allows.
+const Options kSmallest = {"--batch", "1", "--heads", "1", "--q-len", "1", "--kv-len", "2048", "--head-dim", "1"};
+
+struct Env {
+  std::vector<std::string> names;
+  void set(const std::string& name, const std::string& value) {
+    setenv(name.c_str(), value.c_str(), 1);
+    names.push_back(name);
+  }
+  ~Env() {
+    for (const auto& n : names) unsetenv(n.c_str());
+  }
+};
+
+test_util::ProgramRun minimize(const std::string& out, const Options& extra, const Options& run_options = {}) {
+  std::vector<std::string> args{SDPA_REPRO_BINARY, "minimize", "--out", out, "--repro-binary", MINIMIZE_FAKE_CHILD};
+  args.insert(args.end(), extra.begin(), extra.end());
+  if (!run_options.empty()) {
+    args.push_back("--");
+    args.insert(args.end(), run_options.begin(), run_options.end());
+  }
+  return test_util::run_program(args, {120, ""});
+}
+
+json state_of(const std::string& out) { return json::parse(test_util::file_text(out + "/state.json")); }
+
+// The smallest configuration must be kSmallest with the fault and managed memory, nothing else.
+void check_known_answer(const Options& smallest) {
+  INFO("smallest: " << shell_command(smallest));
+  for (size_t i = 0; i < kSmallest.size(); i += 2) CHECK(contains(smallest, {kSmallest[i], kSmallest[i + 1]}));
+  CHECK(contains(smallest, {"--alloc", "managed"}));
+  CHECK(contains(smallest, {"--inject", "hang:softmax@S>=2048@alloc=managed"}));
+  // Nothing else: every other option is gone, those written at their plain values too.
+  CHECK(smallest.size() == kSmallest.size() + 4);
+}
+
+}  // namespace
+
+TEST_SUITE("minimize") {
+
+TEST_CASE("minimize's steps: each proposes the smaller run it names, checked by the run's parser") {
+  const Options base = canonical_options({"-L", "512", "-S", "4096", "--ballast", "1G", "--ballast-touch", "gpu", "--mask", "bool"});
+  SUBCASE("a size is halved and set explicitly, in long form") {
+    const auto p = propose("halve S", base);
+    REQUIRE(p);
+    CHECK(p->change == "S 4096 -> 2048");
+    CHECK(contains(p->options, {"--kv-len", "2048"}));
+    CHECK(contains(p->options, {"--q-len", "512"}));
+  }
+  SUBCASE("a condition is dropped with its companions") {
+    const auto p = propose("no ballast", base);
+    REQUIRE(p);
+    CHECK_FALSE(has_option(p->options, "--ballast"));
+    CHECK_FALSE(has_option(p->options, "--ballast-touch"));
+  }
+  SUBCASE("a step whose condition is absent proposes nothing") {
+    CHECK_FALSE(propose("no host load", base));
+    CHECK_FALSE(propose("no dropout", base));
+    CHECK_FALSE(propose("halve B", canonical_options({"-b", "1"})));
+  }
+  SUBCASE("a proposal the parser refuses is not made: text padding longer than the halved S") {
+    const Options padded = canonical_options({"-L", "64", "-S", "64", "--text-padding", "48:16"});
+    CHECK_FALSE(propose("halve S", padded));
+    REQUIRE(propose("no mask", padded));
+    CHECK(contains(propose("no mask", padded)->options, {"--mask", "none"}));
+  }
+  SUBCASE("the heads halve with their K/V heads, which must divide them") {
+    const auto p = propose("halve H", canonical_options({"--heads", "8", "--kv-heads", "8"}));
+    REQUIRE(p);
+    CHECK(contains(p->options, {"--heads", "4"}));
+    CHECK(contains(p->options, {"--kv-heads", "4"}));
+  }
+  SUBCASE("memory that migrates becomes device memory; device memory proposes nothing") {
+    CHECK(contains(propose("device memory", base)->options, {"--alloc", "device"}));
+    CHECK_FALSE(propose("device memory", canonical_options({"--alloc", "device"})));
+  }
+  SUBCASE("the same run written two ways is one canonical list; output and hang options are not carried") {
+    CHECK(canonical_options({"-L", "64", "--json", "/tmp/x.json", "--on-hang", "kill"}) == canonical_options({"--q-len=64"}));
+  }
+  SUBCASE("a report gets the options it takes: not --fixes, --check or --inputs") {
+    const Options r = report_options({"--scenario", "2", "--fixes", "1", "--check", "-L", "2048"});
+    CHECK(contains(r, {"--scenario", "2"}));
+    CHECK(contains(r, {"--q-len", "2048"}));
+    CHECK_FALSE(has_option(r, "--fixes"));
+    CHECK_FALSE(has_option(r, "--check"));
+  }
+}
+
+TEST_CASE("repro minimize ends at the conditional fault's known answer: S = 2048 on managed memory, nothing else") {
+  const std::string dir = test_util::temp_dir("minimize"), out = dir + "/m";
+  Env env;
+  env.set("MINIMIZE_FAKE_LOG", dir + "/fake.log");
+  const auto r = minimize(out, {"--runs", "2"}, kGiven);
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  const json state = state_of(out);
+  CHECK(state.at("phase") == "done");
+  CHECK(state.at("fails_with") == json::array({"hang"}));
+  check_known_answer(state.at("smallest").get<Options>());
+  // Progress on every step, fsync'd to the log; the summary and the report of the smallest case.
+  CHECK(r.out.find("kept: halve S (S 4096 -> 2048)") != std::string::npos);
+  CHECK(r.out.find("rejected: halve S (S 2048 -> 1024)") != std::string::npos);
+  CHECK(r.out.find("rejected: device memory (memory managed -> device)") != std::string::npos);
+  CHECK(test_util::file_text(out + "/progress.log").find("smallest failing configuration") != std::string::npos);
+  const std::string summary = test_util::file_text(out + "/SUMMARY.md");
+  CHECK(summary.find("--kv-len 2048") != std::string::npos);
+  CHECK(summary.find("- no ballast: --ballast dropped") != std::string::npos);
+  const std::string reports = test_util::file_text(dir + "/fake.log");
+  CHECK(reports.find("report ") == 0);
+  CHECK(reports.find("--allow-inject") != std::string::npos);
+  CHECK(reports.find("--kv-len 2048") != std::string::npos);
+  test_util::remove_tree(dir);
+}
+
+TEST_CASE("repro minimize keeps a fault that comes only once in a while, as long as one run in N shows it") {
+  const std::string dir = test_util::temp_dir("minimize_flaky"), out = dir + "/m";
+  Env env;
+  env.set("MINIMIZE_FAKE_COUNTER", dir + "/count");
+  env.set("MINIMIZE_FAKE_EVERY", "3");  // every third armed run hangs
+  const auto r = minimize(out, {"--runs", "3", "--no-report"}, {"-L", "64", "-S", "4096", "--alloc", "managed", "--inject",
+                                                                 "hang:softmax@S>=2048@alloc=managed"});
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  const Options smallest = state_of(out).at("smallest").get<Options>();
+  CHECK(contains(smallest, {"--kv-len", "2048"}));
+  CHECK(contains(smallest, {"--q-len", "1"}));
+  test_util::remove_tree(dir);
+}
+
+TEST_CASE("repro minimize resumes after the machine froze mid-run and after an interrupt, to the same answer") {
+  const std::string dir = test_util::temp_dir("minimize_resume"), out = dir + "/m";
+  Env env;
+  env.set("MINIMIZE_FAKE_COUNTER", dir + "/count");
+  SUBCASE("killed during a run (SIGKILL, as a freeze ends it): the run in flight counts as a hang") {
+    env.set("MINIMIZE_FAKE_KILL_AT", "2");  // a run of the given configuration, which hangs anyway
+    const auto killed = minimize(out, {"--runs", "2", "--no-report"}, kGiven);
+    CHECK(killed.exit_code == 128 + SIGKILL);
+    json state = state_of(out);
+    REQUIRE(state.at("in_flight").is_object());
+    CHECK(state.at("in_flight").at("run") == 2);
+    unsetenv("MINIMIZE_FAKE_KILL_AT");
+    const auto resumed = minimize(out, {"--resume", "--no-report"});
+    INFO(resumed.out << resumed.err);
+    REQUIRE(resumed.exit_code == 0);
+    CHECK(resumed.out.find("run 2 was in flight when minimize stopped") != std::string::npos);
+    state = state_of(out);
+    CHECK(state.at("original") == json(canonical_options(kGiven)));
+    check_known_answer(state.at("smallest").get<Options>());
+  }
+  SUBCASE("interrupted (SIGINT): the run is not counted and is run again on --resume") {
+    env.set("MINIMIZE_FAKE_INT_AT", "7");
+    const auto interrupted = minimize(out, {"--runs", "2", "--no-report"}, kGiven);
+    CHECK(interrupted.exit_code == 128 + SIGINT);
+    CHECK(interrupted.out.find("interrupted by signal 2 during run 7 (not counted)") != std::string::npos);
+    json state = state_of(out);
+    CHECK(state.at("in_flight").is_null());
+    CHECK(state.at("runs_started") == 7);
+    unsetenv("MINIMIZE_FAKE_INT_AT");
+    const auto resumed = minimize(out, {"--resume", "--no-report"});
+    INFO(resumed.out << resumed.err);
+    REQUIRE(resumed.exit_code == 0);
+    check_known_answer(state_of(out).at("smallest").get<Options>());
+  }
+  test_util::remove_tree(dir);
+}
+
+TEST_CASE("repro minimize: a configuration that does not fail, and bad command lines") {
+  const std::string dir = test_util::temp_dir("minimize_bad"), out = dir + "/m";
+  const auto passing = minimize(out, {"--runs", "2", "--no-report"}, {"-L", "64"});
+  CHECK(passing.exit_code == 1);
+  CHECK(passing.out.find("did not fail in 2 runs: nothing to minimize") != std::string::npos);
+  const auto again = minimize(out, {"--no-report"}, {"-L", "64"});
+  CHECK(again.exit_code == kExitUsage);
+  CHECK(again.err.find("holds a minimization: --resume to go on, --force to start again") != std::string::npos);
+  for (const auto& bad : std::vector<std::pair<Options, std::string>>{
+           {{"--", "-L", "zero"}, "repro minimize: error: "},
+           {{"--budget", "soon", "--", "-L", "64"}, "--budget: 'soon' is not a duration"},
+           {{"--fails-with", "slow", "--", "-L", "64"}, "--fails-with: 'slow' is not one of"},
+           {{"--from-sweep", "/nonexistent.json"}, "--from-sweep needs --cell K"},
+           {{}, "give one configuration"},
+           {{"--resume", "--", "-L", "64"}, "--resume goes on with the configuration in --out"}}) {
+    const auto r = minimize(dir + "/bad", bad.first);
+    INFO(shell_command(bad.first) << ": " << r.err);
+    CHECK(r.exit_code == kExitUsage);
+    CHECK(r.err.find(bad.second) != std::string::npos);
+    CHECK(test_util::lines_of(r.err).size() == 1);
+  }
+  test_util::remove_tree(dir);
+}
+
+TEST_CASE("repro minimize takes a sweep's cell by its index") {
+  const std::string dir = test_util::temp_dir("minimize_sweep");
+  json cell = {{"index", 4},
+               {"command_line", {"repro", "--scenario", "0", "-L", "64", "-S", "4096", "--alloc", "managed", "--inject",
+                                 "hang:softmax@S>=2048", "--stage-timeout", "20"}}};
+  std::ofstream(dir + "/sweep.jsonl") << json{{"index", 3}, {"command_line", {"repro"}}}.dump() << "\n" << cell.dump() << "\n";
+  const auto r = minimize(dir + "/m", {"--runs", "1", "--no-report", "--from-sweep", dir + "/sweep.jsonl", "--cell", "4"});
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK(contains(state_of(dir + "/m").at("smallest").get<Options>(), {"--kv-len", "2048"}));
+  const auto missing = minimize(dir + "/m2", {"--from-sweep", dir + "/sweep.jsonl", "--cell", "9"});
+  CHECK(missing.exit_code == kExitUsage);
+  CHECK(missing.err.find("--cell 9: " + dir + "/sweep.jsonl has no such cell") != std::string::npos);
+  test_util::remove_tree(dir);
+}
+
+}  // TEST_SUITE

@@ -1,0 +1,577 @@
+#!/usr/bin/env python3
+"""test_sdpa_capture.py: scripts/sdpa_capture.py over a real training program, and repro's replay of a call.
+
+Needs PyTorch with a CUDA device (exit 77, skipped, with one line saying why, without either).
+Checks, each printed as "ok: ..." or "FAIL: ...":
+  0. the capture's pure helpers (layouts, the text-padding pattern, the allocator's kind, .npy);
+  1. the capture of tests/capture_model.py --steps 3: exit 0; workload.json's fields as the model
+     makes its calls (two signatures: training and the evaluation pass; 2 calls a step; Q, K and V
+     [B, S, H, E] buffers viewed as [B, H, S, E], layout bshe; the text-padding mask; backend
+     math); calls.log (one enter and one exit line a call, the last an exit); calls/0/*.npy;
+  2. workload.json against results/workload.schema.json, with a validator of the keywords the
+     schema uses (no jsonschema package), which must also reject broken copies of the file;
+  3. repro --workload-file FILE --call 0 --inputs calls/0 --check --save-output out.npy, and its
+     output against PyTorch's own math SDPA on the same tensors, both against a float64
+     reference: it passes when ours is within twice PyTorch's error (or 1e-6) in ||a-b||/||b||
+     (--no-replay leaves it out);
+  4. a process killed while a call is in flight (a program whose third call waits forever, then
+     dumps its stacks and sends itself SIGKILL): workload.json is valid and counts the call,
+     calls.log's last line is that call's enter line, stacks.txt shows where it waits.
+
+    python3 tests/test_sdpa_capture.py --repro build/repro [--keep DIR] [--no-replay] [--device cuda|cpu]
+
+--device cpu (with --no-replay) runs parts 0, 1, 2 and 4 on PyTorch without a GPU. Exit 0: every
+check passed; 1: a check failed; 2: bad options; 77: skipped.
+"""
+import argparse
+import ast
+import json
+import math
+import os
+import shutil
+import signal
+import struct
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SCRIPTS = os.path.join(ROOT, "scripts")
+SCRIPT = os.path.join(SCRIPTS, "sdpa_capture.py")
+MODEL = os.path.join(ROOT, "tests", "capture_model.py")
+SCHEMA = os.path.join(ROOT, "results", "workload.schema.json")
+sys.path.insert(0, SCRIPTS)
+import sdpa_capture  # noqa: E402  (its pure helpers need no PyTorch)
+
+EXIT_SKIP = 77
+# capture_model.py's defaults, and the steps the test asks of it.
+STEPS, BLOCKS, BATCH, HEADS, HEAD_DIM, TEXT, TEXT_VALID, IMAGE = 3, 2, 2, 4, 32, 32, 20, 96
+SEQ = TEXT + IMAGE
+CALLS_PER_SIGNATURE = 3  # sdpa_capture.py's default --calls-per-signature
+
+
+class Checks:
+    def __init__(self):
+        self.passed = self.failed = 0
+
+    def check(self, condition, what, detail=""):
+        if condition:
+            self.passed += 1
+            print("ok: " + what)
+        else:
+            self.failed += 1
+            print("FAIL: " + what + (" (" + detail + ")" if detail else ""))
+        return bool(condition)
+
+
+def tail(text, lines=5):
+    return " | ".join(text.strip().splitlines()[-lines:])
+
+
+# ---------------------------------------------------------------------- JSON Schema, a subset
+# The keywords results/*.schema.json use, no more: a schema with any other fails loudly, so that a
+# new keyword is not silently ignored.
+SCHEMA_KEYWORDS = {"$schema", "$defs", "title", "description", "type", "required", "properties",
+                   "additionalProperties", "items", "enum", "minimum", "minItems", "maxItems", "anyOf", "$ref"}
+
+
+class SchemaError(Exception):
+    """The schema uses what this validator does not support."""
+
+
+def json_type_matches(value, name):
+    if name == "object":
+        return isinstance(value, dict)
+    if name == "array":
+        return isinstance(value, list)
+    if name == "string":
+        return isinstance(value, str)
+    if name == "boolean":
+        return isinstance(value, bool)
+    if name == "null":
+        return value is None
+    if isinstance(value, bool):  # a bool is an int in Python, never a number in JSON
+        return False
+    if name == "integer":
+        return isinstance(value, int) or (isinstance(value, float) and value.is_integer())
+    if name == "number":
+        return isinstance(value, (int, float))
+    raise SchemaError("unknown type %r" % name)
+
+
+def json_equal(a, b):
+    if isinstance(a, bool) or isinstance(b, bool):
+        return type(a) is type(b) and a == b
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        return a == b
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, list):
+        return len(a) == len(b) and all(json_equal(x, y) for x, y in zip(a, b))
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(json_equal(a[k], b[k]) for k in a)
+    return a == b
+
+
+def shown(value):
+    text = json.dumps(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def schema_errors(value, schema, root=None, path="$"):
+    """Every way `value` fails `schema`, one line each (empty: valid)."""
+    root = schema if root is None else root
+    unknown = set(schema) - SCHEMA_KEYWORDS
+    if unknown:
+        raise SchemaError("%s: keywords the validator does not support: %s" % (path, ", ".join(sorted(unknown))))
+    errors = []
+    if "$ref" in schema:
+        ref = schema["$ref"]
+        if not ref.startswith("#/$defs/") or ref[8:] not in root.get("$defs", {}):
+            raise SchemaError("%s: unsupported or unknown $ref %s" % (path, ref))
+        errors += schema_errors(value, root["$defs"][ref[8:]], root, path)
+    if "type" in schema:
+        types = schema["type"] if isinstance(schema["type"], list) else [schema["type"]]
+        if not any(json_type_matches(value, t) for t in types):
+            return errors + ["%s: %s is not of type %s" % (path, shown(value), " or ".join(types))]
+    if "enum" in schema and not any(json_equal(value, e) for e in schema["enum"]):
+        errors.append("%s: %s is not one of %s" % (path, shown(value), shown(schema["enum"])))
+    if "minimum" in schema and json_type_matches(value, "number") and value < schema["minimum"]:
+        errors.append("%s: %s is below the minimum %s" % (path, shown(value), schema["minimum"]))
+    if isinstance(value, dict):
+        for name in schema.get("required", []):
+            if name not in value:
+                errors.append("%s: no key %r" % (path, name))
+        properties = schema.get("properties", {})
+        extra = schema.get("additionalProperties", True)
+        for name, item in value.items():
+            if name in properties:
+                errors += schema_errors(item, properties[name], root, "%s.%s" % (path, name))
+            elif extra is False:
+                errors.append("%s: unexpected key %r" % (path, name))
+            elif isinstance(extra, dict):
+                errors += schema_errors(item, extra, root, "%s.%s" % (path, name))
+    if isinstance(value, list):
+        if "minItems" in schema and len(value) < schema["minItems"]:
+            errors.append("%s: %d items, fewer than %d" % (path, len(value), schema["minItems"]))
+        if "maxItems" in schema and len(value) > schema["maxItems"]:
+            errors.append("%s: %d items, more than %d" % (path, len(value), schema["maxItems"]))
+        if "items" in schema:
+            for i, item in enumerate(value):
+                errors += schema_errors(item, schema["items"], root, "%s[%d]" % (path, i))
+    if "anyOf" in schema and all(schema_errors(value, sub, root, path) for sub in schema["anyOf"]):
+        errors.append("%s: %s matches none of the %d schemas of anyOf" % (path, shown(value), len(schema["anyOf"])))
+    return errors
+
+
+# ----------------------------------------------------------------------------------------- .npy
+NPY_ITEM = {"<u2": 2, "<f2": 2, "<f4": 4, "<f8": 8, "|b1": 1}
+
+
+def read_npy(path):
+    """(descr, shape, data bytes) of a .npy file, checked against its header."""
+    with open(path, "rb") as f:
+        raw = f.read()
+    if raw[:6] != b"\x93NUMPY" or raw[6] not in (1, 2, 3):
+        raise ValueError("%s: not a .npy file" % path)
+    length, start = (struct.unpack("<H", raw[8:10])[0], 10) if raw[6] == 1 else (struct.unpack("<I", raw[8:12])[0], 12)
+    header = ast.literal_eval(raw[start:start + length].decode("latin1"))
+    if header["fortran_order"] or header["descr"] not in NPY_ITEM:
+        raise ValueError("%s: unexpected header %s" % (path, header))
+    data = raw[start + length:]
+    count = 1
+    for d in header["shape"]:
+        count *= d
+    if len(data) != count * NPY_ITEM[header["descr"]]:
+        raise ValueError("%s: %d bytes of data for shape %s" % (path, len(data), header["shape"]))
+    return header["descr"], list(header["shape"]), data
+
+
+def npy_tensor(torch, path):
+    descr, shape, data = read_npy(path)
+    dtype = {"<u2": torch.bfloat16, "<f2": torch.float16, "<f4": torch.float32, "<f8": torch.float64,
+             "|b1": torch.bool}[descr]
+    return torch.frombuffer(bytearray(data), dtype=dtype).reshape(shape).clone()
+
+
+# ------------------------------------------------------------------------------- 0. the helpers
+def part_helpers(checks):
+    c = sdpa_capture
+    b, h, s, e = BATCH, HEADS, SEQ, HEAD_DIM
+    checks.check(c.layout_of([b, h, s, e], [h * s * e, s * e, e, 1]) == "bhse"
+                 and c.layout_of([b, h, s, e], [s * h * e, e, h * e, 1]) == "bshe"
+                 and c.layout_of([b, h, s, e], [3 * s * h * e, e, 3 * h * e, 1]) == "other"
+                 and c.layout_of([b, 1, s, e], [s * e, e, e, 1]) == "bhse"
+                 and c.layout_of([1, h, s, e], [12345, e, h * e, 1]) == "bshe",
+                 "layouts: contiguous bhse, a transposed [B, S, H, E] buffer bshe (any stride on a size-1 "
+                 "dimension), packed QKV other")
+    rows = [[True] * s, [True] * TEXT_VALID + [False] * (TEXT - TEXT_VALID) + [True] * IMAGE]
+    checks.check(c.text_padding_of(rows) == (TEXT, [TEXT, TEXT_VALID])
+                 and c.text_padding_of([[True] * s]) is None
+                 and c.text_padding_of([[True, False, True, False]]) is None
+                 and c.text_padding_of([[True, False, True], [True, True, False]]) is None,
+                 "text padding: one run [valid, T) per batch entry with one end T; not all-True masks, two "
+                 "runs or different ends")
+    checks.check(c.allocator_kind(None, None, None, False)[0] == "none"
+                 and c.allocator_kind(None, None, "native", True)[0] == "caching"
+                 and c.allocator_kind("expandable_segments:True", None, "native", True)[0] == "expandable_segments"
+                 and c.allocator_kind("backend:cudaMallocAsync", None, "cudaMallocAsync", True)[0] == "cuda_malloc_async"
+                 and c.allocator_kind(None, None, "pluggable", True)[0] == "pluggable",
+                 "allocator kinds from PYTORCH_CUDA_ALLOC_CONF and get_allocator_backend()")
+    folder = tempfile.mkdtemp(prefix="sdpa_capture_npy.")
+    try:
+        path = os.path.join(folder, "x.npy")
+        c.write_npy(path, "<u2", [1, 2, 1, 2], b"\x80\x3f\x00\x40\x40\x40\x80\x40")
+        descr, shape, data = read_npy(path)
+        header_end = os.path.getsize(path) - len(data)
+        checks.check((descr, shape, data) == ("<u2", [1, 2, 1, 2], b"\x80\x3f\x00\x40\x40\x40\x80\x40")
+                     and header_end % 64 == 0 and os.listdir(folder) == ["x.npy"],
+                     ".npy written by hand: header, shape, data at a multiple of 64 bytes, no temporary file left")
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+# ------------------------------------------------------------------------------- 1. the capture
+def calls_log(path):
+    with open(path) as f:
+        return [line.rstrip("\n") for line in f if line.strip()]
+
+
+def log_field(line, name):
+    for word in line.split():
+        if word.startswith(name + "="):
+            return word[len(name) + 1:]
+    return None
+
+
+def leftover_temporaries(folder):
+    return [os.path.join(d, n) for d, _, names in os.walk(folder) for n in names if ".tmp." in n]
+
+
+def part_capture(checks, torch, out, device):
+    cmd = [sys.executable, SCRIPT, "--out", out, "--tensors", "first", "--", MODEL, "--steps", str(STEPS),
+           "--device", device]
+    r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, timeout=600)
+    checks.check(r.returncode == 0, "the capture of capture_model.py --steps %d exits 0" % STEPS,
+                 "exit %d: %s" % (r.returncode, tail(r.stderr)))
+    path = os.path.join(out, "workload.json")
+    if not checks.check(os.path.exists(path), "workload.json written"):
+        return None
+    with open(path) as f:
+        w = json.load(f)
+    cap = w.get("captured", {})
+    checks.check(w.get("format") == "sdpa-repro-workload" and w.get("format_version") == 1
+                 and cap.get("by") == "sdpa_capture.py 1" and cap.get("torch") == str(torch.__version__)
+                 and cap.get("command") == [MODEL, "--steps", str(STEPS), "--device", device],
+                 "format, version, tool, PyTorch's version and the program's command line",
+                 shown({k: cap.get(k) for k in ("by", "torch", "command")}))
+    if device == "cuda":
+        d = cap.get("device") or {}
+        checks.check(bool(d.get("name")) and str(d.get("capability", "")).count(".") == 1
+                     and d.get("total_memory", 0) > 0, "the device recorded: %s, capability %s"
+                     % (d.get("name"), d.get("capability")), shown(d))
+        checks.check(w["allocator"]["kind"] != "none", "the allocator: %s (%s)" % (w["allocator"]["kind"],
+                                                                                 w["allocator"]["detail"]))
+    else:
+        checks.check(cap.get("device") is None and w["allocator"]["kind"] == "none",
+                     "no CUDA device and no allocator recorded on the CPU")
+    total = (STEPS + 1) * BLOCKS
+    checks.check(w.get("total_calls") == total, "total_calls %s: %d steps and the evaluation pass, %d blocks"
+                 % (w.get("total_calls"), STEPS, BLOCKS))
+    checks.check(w.get("calls_per_step") == BLOCKS, "calls_per_step %s (the model's %d blocks)"
+                 % (w.get("calls_per_step"), BLOCKS))
+    calls = w.get("calls", [])
+    if not checks.check(len(calls) == 2 and sum(c["count"] for c in calls) == total,
+                        "two signatures, training (requires_grad) and evaluation, counting every call",
+                        "%d signatures, counts %s" % (len(calls), [c.get("count") for c in calls])):
+        return w
+    train, evaluation = calls
+    checks.check((train["requires_grad"], train["first_call"], train["index_in_step"], train["count"])
+                 == (True, 0, 0, STEPS * BLOCKS)
+                 and (evaluation["requires_grad"], evaluation["first_call"], evaluation["index_in_step"],
+                      evaluation["count"]) == (False, STEPS * BLOCKS, 0, BLOCKS),
+                 "first calls, positions in the step and counts of both signatures")
+    bshe_stride = [SEQ * HEADS * HEAD_DIM, HEAD_DIM, HEADS * HEAD_DIM, 1]
+    layouts = {name: (train[name]["layout"], train[name]["stride"]) for name in ("query", "key", "value")}
+    checks.check(all(train[name]["shape"] == [BATCH, HEADS, SEQ, HEAD_DIM] and train[name]["dtype"] == "bfloat16"
+                     and not train[name]["contiguous"] and (train[name]["layout"], train[name]["stride"])
+                     == ("bshe", bshe_stride) for name in ("query", "key", "value")),
+                 "the model's Q, K and V all reach SDPA as [B, S, H, E] buffers viewed as [B, H, S, E]: layout "
+                 "bshe, stride %s" % bshe_stride, shown(layouts))
+    if device == "cuda":
+        checks.check(all(train[name]["managed"] is False for name in ("query", "key", "value")),
+                     "the driver says the caching allocator's memory is not managed",
+                     shown([train[n]["managed"] for n in ("query", "key", "value")]))
+    mask = train.get("mask") or {}
+    padded = (TEXT - TEXT_VALID) * (BATCH - 1)
+    checks.check(mask.get("kind") == "bool" and mask.get("shape") == [BATCH, 1, 1, SEQ]
+                 and mask.get("pattern") == "text_padding" and mask.get("text_tokens") == TEXT
+                 and mask.get("text_valid") == [TEXT] + [TEXT_VALID] * (BATCH - 1)
+                 and abs(mask.get("masked_fraction", -1) - padded / (BATCH * SEQ)) < 1e-12,
+                 "the mask: bool [B, 1, 1, S], text_padding, %d text tokens, valid %s"
+                 % (TEXT, [TEXT] + [TEXT_VALID] * (BATCH - 1)), shown(mask))
+    checks.check(train["backend"] == "math" and evaluation["backend"] == "math",
+                 "backend math under sdpa_kernel(SDPBackend.MATH)", "%s, %s" % (train["backend"], evaluation["backend"]))
+    checks.check((train["scale"], train["is_causal"], train["dropout_p"], train["enable_gqa"]) == (None, False, 0.0, False),
+                 "scale, is_causal, dropout_p, enable_gqa as the model passes them")
+    if device == "cuda":
+        checks.check(train["context"]["memory_allocated"] > 0 and train["context"]["memory_reserved"]
+                     >= train["context"]["memory_allocated"], "the context's memory: %s" % shown(train["context"]))
+    checks.check(train["tensors"] == "calls/0" and evaluation["tensors"] == "calls/1", "tensors in calls/0 and calls/1")
+    check_saved_tensors(checks, torch, os.path.join(out, "calls", "0"))
+    log_path = os.path.join(out, "calls.log")
+    if checks.check(os.path.exists(log_path), "calls.log written"):
+        lines = calls_log(log_path)
+        enters = [line for line in lines if line.startswith("enter ")]
+        exits = [line for line in lines if line.startswith("exit ")]
+        describes = [line for line in lines if line.startswith("describe ")]
+        checks.check(len(enters) == total and len(exits) == total and bool(lines) and lines[-1].startswith("exit "),
+                     "calls.log: %d enter and %d exit lines for %d calls, the last an exit line"
+                     % (len(enters), len(exits), total), lines[-1] if lines else "empty")
+        sigs = [log_field(line, "sig") for line in enters]
+        checks.check(sigs == ["0"] * (STEPS * BLOCKS) + ["1"] * BLOCKS
+                     and [log_field(line, "call") for line in enters] == [str(i) for i in range(total)],
+                     "calls.log numbers the calls and names their signatures", shown(sigs))
+        expected = min(CALLS_PER_SIGNATURE, STEPS * BLOCKS) + min(CALLS_PER_SIGNATURE, BLOCKS)
+        checks.check(len(describes) == expected, "the first %d calls of each shape described (%d lines)"
+                     % (CALLS_PER_SIGNATURE, len(describes)))
+    stacks = os.path.join(out, "stacks.txt")
+    checks.check(os.path.exists(stacks) and open(stacks).readline().startswith("# sdpa_capture"), "stacks.txt opened")
+    checks.check(not leftover_temporaries(out), "no temporary file left", shown(leftover_temporaries(out)))
+    return w
+
+
+def check_saved_tensors(checks, torch, folder):
+    names = ("q", "k", "v", "mask")
+    if not checks.check(all(os.path.exists(os.path.join(folder, n + ".npy")) for n in names),
+                        "calls/0 holds q.npy, k.npy, v.npy and mask.npy"):
+        return
+    headers = {n: read_npy(os.path.join(folder, n + ".npy"))[:2] for n in names}
+    qkv = ("<u2", [BATCH, HEADS, SEQ, HEAD_DIM])
+    checks.check(headers["q"] == qkv and headers["k"] == qkv and headers["v"] == qkv
+                 and headers["mask"] == ("|b1", [BATCH, 1, SEQ, SEQ]),
+                 "q, k, v as bf16 bits [B, H, len, E]; the mask broadcast to [B, 1, L, S]", shown(headers))
+    mask = npy_tensor(torch, os.path.join(folder, "mask.npy"))
+    row = torch.ones(SEQ, dtype=torch.bool)
+    row[TEXT_VALID:TEXT] = False
+    checks.check(bool(mask[0].all()) and all(bool((mask[b, 0] == row).all()) for b in range(1, BATCH)),
+                 "mask.npy: entry 0 keeps every key, the others lose text keys %d..%d in every row"
+                 % (TEXT_VALID, TEXT - 1))
+
+
+# -------------------------------------------------------------------------------- 2. the schema
+def part_schema(checks, w, schema, what):
+    errors = schema_errors(w, schema)
+    checks.check(not errors, "%s is valid against results/workload.schema.json" % what, "; ".join(errors[:3]))
+
+
+def part_validator_rejects(checks, w, schema):
+    """The validator is not vacuous: broken copies of a valid file fail it."""
+    def broken(change):
+        copy = json.loads(json.dumps(w))
+        change(copy)
+        return bool(schema_errors(copy, schema))
+
+    def bad_pattern(d):
+        d["calls"][0]["mask"]["pattern"] = "padding"
+
+    def bad_shape(d):
+        d["calls"][0]["query"]["shape"] = [1, 2, 3]
+
+    def bool_count(d):
+        d["calls"][0]["count"] = True
+
+    checks.check(broken(lambda d: d.update(extra=1)) and broken(lambda d: d.pop("calls"))
+                 and broken(bad_pattern) and broken(bad_shape) and broken(bool_count),
+                 "the validator rejects an unknown key, a missing key, a word outside an enum (through anyOf and "
+                 "$ref), a 3-dimensional shape and a bool for an integer")
+
+
+# -------------------------------------------------------------------------------- 3. the replay
+def reference_f64(torch, q, k, v, mask, scale, is_causal, enable_gqa):
+    """softmax(Q K^T * scale + mask) V in float64 on the CPU; a row with every key masked is zeros,
+    as PyTorch's _safe_softmax and repro's softmax give."""
+    q, k, v = q.double(), k.double(), v.double()
+    if enable_gqa and k.shape[1] != q.shape[1]:
+        k = k.repeat_interleave(q.shape[1] // k.shape[1], dim=1)
+        v = v.repeat_interleave(q.shape[1] // v.shape[1], dim=1)
+    scores = q @ k.transpose(-2, -1) * (scale if scale is not None else 1.0 / math.sqrt(q.shape[-1]))
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf")) if mask.dtype == torch.bool else scores + mask.double()
+    if is_causal:
+        keep = torch.ones(q.shape[-2], k.shape[-2], dtype=torch.bool).tril()
+        scores = scores.masked_fill(~keep, float("-inf"))
+    row_max = scores.amax(-1, keepdim=True)
+    empty = torch.isneginf(row_max)
+    e = torch.exp(scores - torch.where(empty, torch.zeros_like(row_max), row_max))
+    total = e.sum(-1, keepdim=True)
+    p = torch.where(empty, torch.zeros_like(e), e / torch.where(empty, torch.ones_like(total), total))
+    return p @ v
+
+
+def relative_error(a, b):
+    return float((a.double() - b).norm() / b.norm())
+
+
+def part_replay(checks, torch, out, repro, w):
+    folder = os.path.join(out, "calls", "0")
+    output = os.path.join(out, "out.npy")
+    cmd = [repro, "--workload-file", os.path.join(out, "workload.json"), "--call", "0", "--inputs", folder,
+           "--check", "--save-output", output]
+    print("# " + " ".join(cmd))
+    if not checks.check(os.access(repro, os.X_OK), "the harness %s is there" % repro):
+        return
+    r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, timeout=600)
+    if not checks.check(r.returncode == 0, "repro replays call 0 and passes its own check",
+                        "exit %d: %s" % (r.returncode, tail(r.stderr + r.stdout))):
+        return
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    import torch.nn.functional as F
+
+    entry = w["calls"][0]
+    q, k, v, mask = (npy_tensor(torch, os.path.join(folder, n + ".npy")) for n in ("q", "k", "v", "mask"))
+    ours = npy_tensor(torch, output)
+    if not checks.check(list(ours.shape) == list(q.shape) and ours.dtype == torch.float32,
+                        "repro's output is float32 of Q's shape %s" % list(q.shape), str(list(ours.shape))):
+        return
+    kwargs = {"attn_mask": mask.cuda(), "is_causal": entry["is_causal"], "scale": entry["scale"]}
+    if entry["enable_gqa"]:
+        kwargs["enable_gqa"] = True
+    with sdpa_kernel(SDPBackend.MATH):
+        theirs = F.scaled_dot_product_attention(q.cuda(), k.cuda(), v.cuda(), **kwargs).float().cpu()
+    reference = reference_f64(torch, q, k, v, mask, entry["scale"], entry["is_causal"], entry["enable_gqa"])
+    ours_error, torch_error = relative_error(ours, reference), relative_error(theirs, reference)
+    bound = max(2 * torch_error, 1e-6)
+    print("replay: repro vs float64 %.3e" % ours_error)
+    print("replay: PyTorch math vs float64 %.3e" % torch_error)
+    print("replay: repro vs PyTorch math %.3e" % relative_error(ours, theirs.double()))
+    checks.check(ours_error <= bound, "repro's output within twice PyTorch's error of the float64 reference "
+                 "(%.3e <= %.3e)" % (ours_error, bound))
+
+
+# --------------------------------------------------------------------------------- 4. the hang
+HANG_PROGRAM = r'''
+"""Three attention calls, the third of which never returns: its query is a tensor subclass that
+waits, for the attention op alone, on an event no one sets. Once calls.log names the call, the
+program dumps its stacks (SIGUSR1, delivered to this thread before the call returns) and sends
+itself SIGKILL: what a hung process that is killed leaves behind."""
+import os
+import signal
+import sys
+import threading
+import time
+
+scripts, out, device = sys.argv[1:4]
+sys.path.insert(0, scripts)
+import torch
+import torch.nn.functional as F
+from sdpa_capture import install
+
+install(out=out)
+never = threading.Event()
+
+
+class Blocking(torch.Tensor):
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        if getattr(func, "__name__", "") == "scaled_dot_product_attention":
+            never.wait()
+        return super().__torch_function__(func, types, args, kwargs or {})
+
+
+q, k, v = (torch.randn(1, 2, 8, 16, device=device) for _ in range(3))
+F.scaled_dot_product_attention(q, k, v)
+F.scaled_dot_product_attention(q, k, v)
+threading.Thread(target=F.scaled_dot_product_attention, args=(q.as_subclass(Blocking), k, v), daemon=True).start()
+log = os.path.join(out, "calls.log")
+deadline = time.monotonic() + 30
+while True:
+    with open(log) as f:
+        if any(line.startswith("enter call=2 ") for line in f):
+            break
+    if time.monotonic() > deadline:
+        sys.exit("hang program: calls.log named no third call within 30 s")
+    time.sleep(0.01)  # the poll's period; the condition and the deadline end it
+signal.pthread_kill(threading.get_ident(), signal.SIGUSR1)
+os.kill(os.getpid(), signal.SIGKILL)
+'''
+
+
+def part_hang(checks, out, device, schema):
+    os.makedirs(out, exist_ok=True)
+    program = os.path.join(out, "hang_program.py")
+    with open(program, "w") as f:
+        f.write(HANG_PROGRAM)
+    capture = os.path.join(out, "capture")
+    r = subprocess.run([sys.executable, program, SCRIPTS, capture, device], stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, universal_newlines=True, timeout=180)
+    if not checks.check(r.returncode == -signal.SIGKILL, "the hung program was killed by SIGKILL mid-call",
+                        "exit %d: %s" % (r.returncode, tail(r.stderr))):
+        return
+    lines = calls_log(os.path.join(capture, "calls.log"))
+    checks.check(bool(lines) and lines[-1].startswith("enter call=2 sig=0 "),
+                 "calls.log's last line is the enter line of the call in flight: %s" % (lines[-1] if lines else ""))
+    with open(os.path.join(capture, "workload.json")) as f:
+        w = json.load(f)
+    part_schema(checks, w, schema, "the killed process's workload.json")
+    checks.check(w["total_calls"] == 3 and len(w["calls"]) == 1 and w["calls"][0]["count"] == 3,
+                 "it counts the call in flight (written before the call entered)",
+                 "total_calls %s, counts %s" % (w["total_calls"], [c["count"] for c in w["calls"]]))
+    checks.check(not leftover_temporaries(capture), "no temporary file left", shown(leftover_temporaries(capture)))
+    with open(os.path.join(capture, "stacks.txt")) as f:
+        stacks = f.read()
+    checks.check("__torch_function__" in stacks and "sdpa_capture.py" in stacks,
+                 "stacks.txt shows the thread waiting inside the call, under the capture's wrapper")
+
+
+# --------------------------------------------------------------------------------------- main
+def main(argv):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--repro", default=os.path.join(ROOT, "build", "repro"), help="the repro binary (default build/repro)")
+    ap.add_argument("--keep", metavar="DIR", help="work in DIR and keep it (default: a temporary folder, kept on failure)")
+    ap.add_argument("--no-replay", action="store_true", help="leave out part 3, repro's replay")
+    ap.add_argument("--device", default="cuda", choices=("cuda", "cpu"), help="where the programs run (default cuda)")
+    args = ap.parse_args(argv)
+    if args.device == "cpu" and not args.no_replay:
+        sys.stderr.write("test_sdpa_capture: error: --device cpu needs --no-replay (the replay compares on the GPU)\n")
+        return 2
+
+    checks = Checks()
+    part_helpers(checks)
+    try:
+        import torch
+    except ImportError as e:
+        print("SKIPPED: PyTorch is not importable here (%s)" % e)
+        return EXIT_SKIP if not checks.failed else 1
+    if args.device == "cuda" and not torch.cuda.is_available():
+        print("SKIPPED: PyTorch %s sees no CUDA device (the capture is of a GPU program, the replay needs one)"
+              % torch.__version__)
+        return EXIT_SKIP if not checks.failed else 1
+    with open(SCHEMA) as f:
+        schema = json.load(f)
+
+    work = args.keep or tempfile.mkdtemp(prefix="test_sdpa_capture.")
+    os.makedirs(work, exist_ok=True)
+    out = os.path.join(work, "capture")
+    print("# PyTorch %s, device %s, folder %s" % (torch.__version__, args.device, work))
+    w = part_capture(checks, torch, out, args.device)
+    if w is not None:
+        part_schema(checks, w, schema, "workload.json")
+        part_validator_rejects(checks, w, schema)
+        if args.no_replay:
+            print("# replay left out (--no-replay)")
+        else:
+            part_replay(checks, torch, out, os.path.abspath(args.repro), w)
+    part_hang(checks, os.path.join(work, "hang"), args.device, schema)
+
+    print("test_sdpa_capture: %d passed, %d failed" % (checks.passed, checks.failed))
+    if not args.keep:
+        if checks.failed:
+            print("# kept %s" % work)
+        else:
+            shutil.rmtree(work, ignore_errors=True)
+    return 1 if checks.failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,217 @@
+// test_workload_file.cpp: a captured workload (scripts/sdpa_capture.py's workload.json) read,
+// checked and turned into run options, and the conditional faults a minimizer's known answer
+// needs (@S>=N, @alloc=KIND). Bad files are usage errors: exit 2, one line naming the key.
+#include <doctest/doctest.h>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "json_schema_check.h"
+#include "math_sdpa/errors.h"
+#include "math_sdpa/fault_spec.h"
+#include "repro/cli/run_options.h"
+#include "repro/cli/workload_file.h"
+#include "run_program.h"
+
+using namespace sdpa;
+using nlohmann::json;
+
+namespace {
+
+const std::string kFixture = std::string(WORKLOAD_FIXTURE_DIR) + "/workload.json";
+
+json fixture() { return json::parse(test_util::file_text(kFixture)); }
+
+std::string option_value(const std::vector<DerivedOption>& options, const std::string& name) {
+  for (const auto& o : options) {
+    if (o.name == name) return o.value.empty() ? "(flag)" : o.value;
+  }
+  return "";
+}
+
+RunOptions parsed(std::vector<std::string> args) {
+  std::vector<const char*> argv{"repro"};
+  for (const auto& a : args) argv.push_back(a.c_str());
+  const ParseResult r = parse_command_line(static_cast<int>(argv.size()), argv.data());
+  if (!r.run) throw InputError(r.message);
+  return r.options;
+}
+
+std::string error_of(const json& doc) {
+  try {
+    parse_workload_file(doc.dump(), "w.json");
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_SUITE("workload_file") {
+
+TEST_CASE("the committed capture is valid against results/workload.schema.json, and the schema refuses a broken one") {
+  const sdpa_test::SchemaFiles schemas = sdpa_test::load_schema_files(SDPA_RESULTS_DIR);
+  const json doc = fixture();
+  CHECK(sdpa_test::schema_errors(schemas, "workload.schema.json", doc).empty());
+  json broken = doc;
+  broken["calls"][0]["query"].erase("layout");
+  CHECK_FALSE(sdpa_test::schema_errors(schemas, "workload.schema.json", broken).empty());
+  broken = doc;
+  broken["allocator"]["kind"] = "malloc";
+  CHECK_FALSE(sdpa_test::schema_errors(schemas, "workload.schema.json", broken).empty());
+}
+
+TEST_CASE("a captured call becomes the run options that replay it") {
+  const WorkloadFile w = load_workload_file(kFixture);
+  REQUIRE(w.calls.size() >= 1);
+  const CapturedCall& c = w.calls[0];
+  const CallReplay r = replay_call(w, 0);
+  CHECK(option_value(r.problem, "--batch") == std::to_string(c.query.shape[0]));
+  CHECK(option_value(r.problem, "--heads") == std::to_string(c.query.shape[1]));
+  CHECK(option_value(r.problem, "--kv-heads") == std::to_string(c.key.shape[1]));
+  CHECK(option_value(r.problem, "--q-len") == std::to_string(c.query.shape[2]));
+  CHECK(option_value(r.problem, "--kv-len") == std::to_string(c.key.shape[2]));
+  CHECK(option_value(r.problem, "--head-dim") == std::to_string(c.query.shape[3]));
+  CHECK(option_value(r.problem, "--dtype") == "bf16");
+  CHECK(option_value(r.problem, "--k-layout") == (c.key.layout == "bshe" ? "bshe" : "bhse"));
+  REQUIRE(c.mask);
+  CHECK(c.mask->pattern == "text_padding");
+  CHECK(option_value(r.problem, "--text-padding") ==
+        std::to_string(c.mask->text_tokens) + ":" + std::to_string(c.mask->text_valid.back()));
+  // The process: two attention calls a step, autograd keeping them, PyTorch's caching allocator.
+  REQUIRE(w.calls_per_step);
+  CHECK(option_value(r.context, "--layers") == std::to_string(*w.calls_per_step));
+  CHECK(option_value(r.context, "--retain") == "autograd");
+  CHECK(option_value(r.context, "--alloc") == "device");
+  CHECK(option_value(r.context, "--alloc-timing") == "per-call");
+  const int64_t held = c.memory_allocated - c.query.bytes() - c.key.bytes() - c.value.bytes();
+  CHECK(option_value(r.context, "--ballast") == (held >= (1 << 20) ? std::to_string(held) : ""));
+}
+
+TEST_CASE("derived options: the command line's win, --inputs decides the shapes, a scenario its memory") {
+  const RunOptions plain = parsed({"--workload-file", kFixture});
+  const CapturedCall c = load_workload_file(kFixture).calls[0];
+  CHECK(plain.problem.q_len == c.query.shape[2]);
+  CHECK(plain.problem.mask_pattern == MaskPattern::text_padding);
+  CHECK(plain.settings.alloc == AllocKind::device);
+  CHECK(plain.workload_file == kFixture);
+  // The run's command line names every derived option, for its JSON and for children.
+  CHECK(std::find(plain.argv.begin(), plain.argv.end(), "--text-padding") != plain.argv.end());
+  const RunOptions shorter = parsed({"--workload-file", kFixture, "-L", "16"});
+  CHECK(shorter.problem.q_len == 16);
+  CHECK(shorter.problem.kv_len == c.key.shape[2]);
+  const RunOptions masked = parsed({"--workload-file", kFixture, "--mask", "float"});
+  CHECK(masked.problem.mask == MaskKind::additive);  // the whole mask group is the command line's
+  const RunOptions scenario = parsed({"--workload-file", kFixture, "--scenario", "2", "--full"});
+  CHECK(scenario.settings.alloc == AllocKind::managed);  // scenario 2 sets up migrating memory
+  const RunOptions call_only = parsed({"--workload-file", kFixture, "--call-only"});
+  CHECK(call_only.settings.layers == 1);
+  CHECK(call_only.settings.alloc_timing == AllocTiming::upfront);
+}
+
+TEST_CASE("bad workload files: one line naming the file and the key") {
+  const json good = fixture();
+  CHECK(error_of(good).empty());
+  const std::vector<std::pair<std::function<void(json&)>, std::string>> cases = {
+      {[](json& d) { d.erase("calls"); }, "w.json: calls: missing"},
+      {[](json& d) { d["format"] = "other"; }, "w.json: format: not sdpa-repro-workload"},
+      {[](json& d) { d["format_version"] = 2; }, "format_version: this harness reads version 1"},
+      {[](json& d) { d["calls"] = json::array(); }, "calls: no call was captured"},
+      {[](json& d) { d["calls"][0]["id"] = 3; }, "calls[0].id: is 3, but it is call 0 of the list"},
+      {[](json& d) { d["calls"][0]["query"]["shape"] = {1, 2, 3}; }, "calls[0].query.shape: expected 4 integers, not 3"},
+      {[](json& d) { d["calls"][0]["key"]["dtype"] = "int8"; }, "calls[0].key.dtype: 'int8' is not one of"},
+      {[](json& d) { d["calls"][0]["dropout_p"] = "0.1"; }, "calls[0].dropout_p: expected a number"},
+      {[](json& d) { d["calls"][0]["mask"]["text_valid"] = {99, 1}; }, "calls[0].mask.text_valid[0]: more valid text keys"},
+      {[](json& d) { d["calls"][0]["context"].erase("memory_allocated"); }, "calls[0].context.memory_allocated: missing"},
+      {[](json& d) { d["allocator"]["kind"] = 7; }, "allocator.kind: expected a string"},
+  };
+  for (const auto& [change, expected] : cases) {
+    json doc = good;
+    change(doc);
+    const std::string error = error_of(doc);
+    INFO(error);
+    CHECK(error.find(expected) != std::string::npos);
+    CHECK(error.find('\n') == std::string::npos);
+  }
+  CHECK(std::string([] {
+          try {
+            parse_workload_file("{not json", "w.json");
+          } catch (const InputError& e) {
+            return std::string(e.what());
+          }
+          return std::string();
+        }()).find("--workload-file w.json: not JSON") == 0);
+  // A call the harness does not compute is refused when it is replayed.
+  json f64 = good;
+  for (const char* t : {"query", "key", "value"}) f64["calls"][0][t]["dtype"] = "float64";
+  CHECK_THROWS_WITH_AS(replay_call(parse_workload_file(f64.dump(), "w.json"), 0),
+                       doctest::Contains("float64: the harness computes bf16, fp16 and fp32"), InputError);
+  CHECK_THROWS_WITH_AS(replay_call(parse_workload_file(good.dump(), "w.json"), 5),
+                       doctest::Contains("--call 5: w.json has calls 0 to 0"), InputError);
+}
+
+TEST_CASE("the real binary replays a captured call, and refuses bad files with exit 2 and one line") {
+  const auto plan = test_util::run_program({SDPA_REPRO_BINARY, "--workload-file", kFixture, "--plan"});
+  CHECK(plan.exit_code == 0);
+  CHECK(plan.out.find("mask=bool(text padding)") != std::string::npos);
+  CHECK(plan.out.find("layers=2 retain=autograd") != std::string::npos);
+  CHECK(plan.err.find("repro: warning: replay: Q is laid out") != std::string::npos);
+  const std::string dir = test_util::temp_dir("workload");
+  std::ofstream(dir + "/bad.json") << "{\"format\": \"sdpa-repro-workload\"}";
+  for (const auto& [args, expected] : std::vector<std::pair<std::vector<std::string>, std::string>>{
+           {{"--workload-file", dir + "/bad.json"}, "repro: error: --workload-file " + dir + "/bad.json: format_version: missing"},
+           {{"--workload-file", dir + "/none.json"}, "cannot be read"},
+           {{"--workload-file", kFixture, "--call", "7"}, "--call 7: "},
+           {{"--call", "1"}, "--call: it selects from a --workload-file"},
+           {{"--workload-file", kFixture, "--workload", "qwen-image-512"}, "one workload at a time"}}) {
+    const auto r = test_util::run_program([&] {
+      std::vector<std::string> a{SDPA_REPRO_BINARY};
+      a.insert(a.end(), args.begin(), args.end());
+      return a;
+    }());
+    INFO(r.err);
+    CHECK(r.exit_code == kExitUsage);
+    CHECK(r.err.find(expected) != std::string::npos);
+    CHECK(test_util::lines_of(r.err).size() == 1);
+  }
+  // A report takes the file too: its commands name the derived options.
+  const auto report = test_util::run_program(
+      {SDPA_REPRO_BINARY, "report", "--scenario", "2", "--workload-file", kFixture, "--out", dir + "/report", "--no-run"});
+  INFO(report.err);
+  CHECK(report.exit_code == 0);
+  CHECK(test_util::file_text(dir + "/report/REPORT.md").find("--text-padding") != std::string::npos);
+  test_util::remove_tree(dir);
+}
+
+TEST_CASE("conditional faults: @S>=N and @alloc=KIND arm a fault only where they hold") {
+  const FaultSpec f = parse_fault_spec("hang:softmax@S>=2048@alloc=managed");
+  REQUIRE(f.only_sizes.size() == 1);
+  CHECK(f.only_sizes[0].size == 'S');
+  CHECK(f.only_sizes[0].min == 2048);
+  CHECK(f.only_alloc == "managed");
+  CHECK(fault_spec_string(f) == "hang:softmax@S>=2048@alloc=managed");
+  const std::string fault = "hang:softmax@S>=2048@alloc=managed";
+  CHECK(parsed({"-S", "2048", "--inject", fault}).inject_armed);
+  CHECK(parsed({"-S", "4096", "--inject", fault}).inject_armed);
+  CHECK_FALSE(parsed({"-S", "2047", "--inject", fault}).inject_armed);
+  CHECK_FALSE(parsed({"-S", "4096", "--alloc", "device", "--inject", fault}).inject_armed);
+  for (const char* size : {"B", "H", "L", "E"}) {
+    const std::string spec = std::string("hang:softmax@") + size + ">=3";
+    CHECK_FALSE(parsed({"-b", "2", "--heads", "2", "-L", "2", "-E", "2", "--inject", spec}).inject_armed);
+    CHECK(parsed({"-b", "4", "--heads", "4", "-L", "4", "-E", "4", "--inject", spec}).inject_armed);
+  }
+  for (const auto& [spec, why] : std::vector<std::pair<std::string, std::string>>{
+           {"hang:softmax@S>=0", "@S>= needs a positive number"},
+           {"hang:softmax@S>=1@S>=2", "@S>= given twice"},
+           {"hang:softmax@alloc=gpu", "@alloc=gpu is not an --alloc kind"},
+           {"hang:softmax@alloc=device@alloc=managed", "@alloc given twice"},
+           {"hang:softmax@Q>=4", "unknown condition '@Q>=4'"}}) {
+    CHECK_THROWS_WITH_AS(parse_fault_spec(spec), doctest::Contains(why.c_str()), InputError);
+  }
+}
+
+}  // TEST_SUITE
