@@ -24,7 +24,7 @@ int help_main(int argc, char** argv);
 // with a help.
 const Subcommand kSubcommands[] = {
     {"report", report_main, true},   {"sweep", sweep_main, true},     {"bench", bench_main, true},
-    {"minimize", minimize_main, true}, {"info", info_main, true},    {"help", help_main, false},
+    {"minimize", minimize_main, true}, {"triage", triage_main, true},    {"info", info_main, true},    {"help", help_main, false},
     {"version", version_main, false},
     {"hang-snapshot", hang_snapshot_main, false},  // hidden: the --no-fork watchdog's snapshot taker
 };

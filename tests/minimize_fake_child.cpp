@@ -1,17 +1,22 @@
 // minimize_fake_child.cpp: a stand-in for `repro` in the minimizer's and triage's tests, passed as
-// --repro-binary. Only the GPU is faked: the run options are parsed by the real parser, and an
+// --repro-binary. Only the GPU is faked: the run options are parsed by the real parser, an
 // injected fault is "hit" exactly when the real parser arms it (its @conditions hold in this
-// run), so `--inject hang:softmax@S>=2048@alloc=managed` gives the minimizer a known answer.
+// run), so `--inject hang:softmax@S>=2048@alloc=managed` gives the minimizer a known answer, and
+// --json gets the real writer's result (a sweep's cells read it).
 //
-//   a run                     exit 3 (hang) when its --inject hang is armed, 9 for slow, 4 for
-//                             error, else 0; exit 2 on options the parser refuses
+//   a run                     a hang (exit 3, in the fault's stage) when its --inject hang is
+//                             armed, a stall (9) for slow, a CUDA error (4) for error, else a
+//                             pass; a waiver (6) as the real parser decides it; exit 2 on options
+//                             the parser refuses
 //   MINIMIZE_FAKE_EVERY=K     a fault is hit only on every K-th armed run (a hang that comes and goes)
 //   MINIMIZE_FAKE_COUNTER=F   the run count, kept in F (needed by the two below and EVERY)
 //   MINIMIZE_FAKE_KILL_AT=N   run N sends SIGKILL to its parent (a frozen machine, as minimize sees
 //                             it), then waits to die with it
 //   MINIMIZE_FAKE_INT_AT=N    run N sends SIGINT to its parent, then sleeps until it is killed
-//   `report ...`, `info ...`, `sweep ...`   append their command line to MINIMIZE_FAKE_LOG (if set)
-//                             and exit 0; a report also creates its --out folder with REPORT.md
+//   `report ...`, `sweep ...` append their command line to MINIMIZE_FAKE_LOG (if set) and exit 0;
+//                             a report also creates its --out folder with REPORT.md
+//   `info --json`             a device block that names a fake GPU, exit 0 (exit 7, no GPU, when
+//                             MINIMIZE_FAKE_NO_GPU is set)
 #include <signal.h>
 #include <unistd.h>
 
@@ -22,7 +27,10 @@
 #include <string>
 #include <vector>
 
+#include "math_sdpa/atomic_file.h"
 #include "repro/cli/run_options.h"
+#include "repro/run/run_json.h"
+#include "repro/run/run_result.h"
 
 namespace {
 
@@ -44,7 +52,12 @@ int env_int(const char* name) {
 
 int main(int argc, char** argv) {
   const std::string first = argc > 1 ? argv[1] : "";
-  if (first == "report" || first == "info" || first == "sweep") {
+  if (first == "info") {
+    if (std::getenv("MINIMIZE_FAKE_NO_GPU")) return 7;
+    std::printf("{\"device\": {\"name\": \"Fake GPU\"}}\n");
+    return 0;
+  }
+  if (first == "report" || first == "sweep") {
     if (const char* log = std::getenv("MINIMIZE_FAKE_LOG")) {
       std::ofstream out(log, std::ios::app);
       for (int i = 1; i < argc; ++i) out << (i > 1 ? " " : "") << argv[i];
@@ -73,14 +86,30 @@ int main(int argc, char** argv) {
     return parsed.exit_code;
   }
   const sdpa::RunOptions& o = parsed.options;
-  if (o.inject.kind == sdpa::FaultSpec::none || !o.inject_armed) return 0;
-  const int every = env_int("MINIMIZE_FAKE_EVERY");
-  if (every > 1 && run % every != 0) return 0;
-  switch (o.inject.kind) {
-    case sdpa::FaultSpec::hang: return 3;
-    case sdpa::FaultSpec::slow: return 9;
-    case sdpa::FaultSpec::error: return 4;
-    case sdpa::FaultSpec::none: break;
+  sdpa::RunResult r;
+  if (!o.waiver.empty()) {
+    r = sdpa::waived_result(o, o.waiver);
+  } else {
+    r.options = o;
+    r.settings = o.settings;
+    const int every = env_int("MINIMIZE_FAKE_EVERY");
+    const bool hit = o.inject.kind != sdpa::FaultSpec::none && o.inject_armed && (every <= 1 || run % every == 0);
+    const std::string stage = sdpa::stage_name(o.inject.stage);
+    if (hit && o.inject.kind == sdpa::FaultSpec::hang) {
+      sdpa::SupervisedOutcome hang;
+      hang.kind = sdpa::SupervisedOutcome::hang;
+      hang.stage = stage;
+      hang.expiry = {true, false, stage, o.stage_timeout_s};
+      r = sdpa::watchdog_result(o, hang);
+    } else if (hit && o.inject.kind == sdpa::FaultSpec::error) {
+      r.fail(sdpa::Outcome::cuda_error, "CUDA error in stage " + stage + " (injected)");
+      r.error_stage = stage;
+    } else if (hit) {
+      r.fail(sdpa::Outcome::stalled, "every call stalled: " + stage + " (injected)");
+    } else {
+      r.iterations_done = o.iters;
+    }
   }
-  return 0;
+  if (!o.json_path.empty()) sdpa::write_file_atomic(o.json_path, sdpa::result_to_json(r).dump(1) + "\n");
+  return r.exit_code;
 }

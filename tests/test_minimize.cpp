@@ -209,6 +209,11 @@ TEST_CASE("repro minimize: a configuration that does not fail, and bad command l
   const auto passing = minimize(out, {"--runs", "2", "--no-report"}, {"-L", "64"});
   CHECK(passing.exit_code == 1);
   CHECK(passing.out.find("did not fail in 2 runs: nothing to minimize") != std::string::npos);
+  // A hang is not the failure asked for: the configuration does not fail as --fails-with says.
+  const auto other = minimize(dir + "/other", {"--runs", "1", "--no-report", "--fails-with", "stall,mismatch"},
+                              {"-S", "4096", "--inject", "hang:softmax@S>=2048"});
+  CHECK(other.exit_code == 1);
+  CHECK(other.out.find("did not fail (mismatch, stall) in 1 runs") != std::string::npos);
   const auto again = minimize(out, {"--no-report"}, {"-L", "64"});
   CHECK(again.exit_code == kExitUsage);
   CHECK(again.err.find("holds a minimization: --resume to go on, --force to start again") != std::string::npos);

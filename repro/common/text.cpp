@@ -1,6 +1,8 @@
 // text.cpp
 #include "text.h"
 
+#include "math_sdpa/errors.h"
+
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -27,6 +29,22 @@ std::optional<std::string> read_file(const std::string& path) {
   std::ostringstream text;
   text << in.rdbuf();
   return text.str();
+}
+
+double parse_duration(const std::string& text, const std::string& option) {
+  const auto bad = [&] { return InputError(option + ": '" + text.substr(0, 40) + "' is not a duration (90, 90s, 30m, 2h)"); };
+  double factor = 1;
+  std::string number = text;
+  if (!number.empty() && (number.back() == 's' || number.back() == 'm' || number.back() == 'h')) {
+    factor = number.back() == 'h' ? 3600 : number.back() == 'm' ? 60 : 1;
+    number.pop_back();
+  }
+  if (number.find_first_of("0123456789") == std::string::npos || number.find_first_not_of("0123456789.") != std::string::npos || number.find('.') != number.rfind('.')) {
+    throw bad();
+  }
+  const double value = std::stod(number) * factor;
+  if (!(value > 0) || value > 30 * 86400.0) throw bad();
+  return value;
 }
 
 }  // namespace sdpa

@@ -13,6 +13,10 @@ std::string one_line(std::string s);
 // One number through a printf format, e.g. format_number("%.3f", x).
 std::string format_number(const char* printf_format, double x);
 
+// "90", "90s", "30m", "2h" as seconds (more than 0, at most 30 days); throws InputError naming
+// `option` otherwise.
+double parse_duration(const std::string& text, const std::string& option);
+
 // The whole file as bytes, or nothing when it cannot be opened.
 std::optional<std::string> read_file(const std::string& path);
 

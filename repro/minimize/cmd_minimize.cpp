@@ -28,24 +28,6 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-// "90", "90s", "30m", "2h" as seconds; throws InputError naming `option`.
-double parse_duration(const std::string& text, const std::string& option) {
-  const auto bad = [&] { return InputError(option + ": '" + text.substr(0, 40) + "' is not a duration (90, 90s, 30m, 2h)"); };
-  if (text.empty()) throw bad();
-  double factor = 1;
-  std::string number = text;
-  switch (text.back()) {
-    case 's': factor = 1, number.pop_back(); break;
-    case 'm': factor = 60, number.pop_back(); break;
-    case 'h': factor = 3600, number.pop_back(); break;
-    default: break;
-  }
-  if (number.empty() || number.find_first_not_of("0123456789.") != std::string::npos) throw bad();
-  const double value = std::stod(number) * factor;
-  if (!(value > 0) || value > 30 * 86400.0) throw bad();
-  return value;
-}
-
 std::vector<std::string> split_list(const std::string& text) {
   std::vector<std::string> items;
   std::stringstream in(text);

@@ -248,6 +248,10 @@ Options without_defaults(const Options& options) {
       {"--iters", [](const RunOptions& a, const RunOptions& b) { return a.iters == b.iters; }},
       {"--alloc-timing", [](const RunOptions& a, const RunOptions& b) { return a.settings.alloc_timing == b.settings.alloc_timing; }},
       {"--kv-heads", [](const RunOptions& a, const RunOptions& b) { return a.problem_given.kv_heads == b.problem_given.kv_heads; }},
+      {"--dtype", [](const RunOptions& a, const RunOptions& b) { return a.problem_given.dtype == b.problem_given.dtype; }},
+      {"--precision", [](const RunOptions& a, const RunOptions& b) { return a.problem_given.precision == b.problem_given.precision; }},
+      {"--scenario", [](const RunOptions& a, const RunOptions& b) { return a.scenario == b.scenario; }},
+      {"--stage-timeout", [](const RunOptions& a, const RunOptions& b) { return a.stage_timeout_s == b.stage_timeout_s; }},
   };
   for (const auto& [name, same] : plain) {
     if (!has(items, name)) continue;

@@ -1,9 +1,7 @@
 // minimizer.cpp: the resumable minimization loop (minimizer.h).
 #include "repro/minimize/minimizer.h"
 
-#include <fcntl.h>
 #include <signal.h>
-#include <unistd.h>
 
 #include <chrono>
 #include <csignal>
@@ -26,7 +24,7 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-volatile std::sig_atomic_t g_stop_signal = 0;
+volatile int g_stop_signal = 0;  // the signal that stopped minimize (a sig_atomic_t)
 void on_stop_signal(int sig) { g_stop_signal = sig; }
 
 double now_s() {
@@ -100,40 +98,16 @@ std::string Minimizer::one_run(const Options& options, int number, bool& timed_o
   fs::create_directories(runs);
   char name[32];
   std::snprintf(name, sizeof name, "%04d.log", number);
-  const std::string log_path = (runs / name).string();
-  std::vector<std::string> argv{m_.repro_binary.empty() ? self_executable() : m_.repro_binary};
-  argv.insert(argv.end(), options.begin(), options.end());
+  std::vector<std::string> args = options;
   // A hang's evidence is the report's to take, at the end: here a hang only needs naming.
-  if (std::find(options.begin(), options.end(), "--on-hang") == options.end()) {
-    argv.insert(argv.end(), {"--on-hang", "kill"});
-  }
-  const int fd = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) throw InputError("minimize: cannot write " + log_path);
-  const std::string command = shell_command(argv) + "\n";
-  (void)!::write(fd, command.data(), command.size());
-  ChildSpec spec;
-  spec.argv = argv;
-  spec.stdin_fd = kNullStream;
-  spec.stdout_fd = fd;
-  spec.stderr_fd = fd;
-  spec.own_process_group = true;
-  const double start = now_s();
-  const pid_t pid = start_child(spec);
-  ::close(fd);
-  int status = 0;
-  timed_out = false;
-  bool reaped = false;
-  while (!(reaped = reap_within(pid, 0.2, status))) {
-    if (g_stop_signal) break;
-    if (now_s() - start > m_.run_timeout_s) {
-      timed_out = true;
-      break;
-    }
-  }
-  if (!reaped) stop_child(pid, true, 2.0, 30.0, status);
-  if (g_stop_signal && !timed_out) return "interrupted";
-  exit_code = timed_out ? -1 : exit_code_of(status);
-  return run_class(exit_code, timed_out);
+  if (std::find(options.begin(), options.end(), "--on-hang") == options.end()) args.insert(args.end(), {"--on-hang", "kill"});
+  const std::string log_path = (runs / name).string();
+  const ChildResult r = run_child(m_.repro_binary.empty() ? self_executable() : m_.repro_binary, args, log_path, log_path,
+                                  m_.run_timeout_s, 30, "", 2, &g_stop_signal);
+  timed_out = r.timed_out;
+  if (r.stopped) return "interrupted";
+  exit_code = r.timed_out ? -1 : r.exit_code;
+  return run_class(exit_code, r.timed_out);
 }
 
 bool Minimizer::trial_failed() const {
@@ -202,7 +176,10 @@ int Minimizer::run(bool resume) {
       const std::string step = trial.at("step").get<std::string>();
       if (baseline) {
         if (!failed) {
-          say("the configuration given did not fail in " + std::to_string(m_.runs) + " runs: nothing to minimize");
+          std::string wanted;
+          for (const std::string& c : s_.fails_with()) wanted += (wanted.empty() ? " (" : ", ") + c;
+          say("the configuration given did not fail" + (wanted.empty() ? "" : wanted + ")") + " in " + std::to_string(m_.runs) +
+              " runs: nothing to minimize");
           s_.doc["phase"] = "not_failing";
           checkpoint();
           return 1;

@@ -1,6 +1,8 @@
 // child_process.cpp: fork, exec, redirection, stop and reap.
 #include "repro/supervise/child_process.h"
 
+#include <algorithm>
+
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -138,7 +140,8 @@ int exit_code_of(int status) {
 }
 
 ChildResult run_child(const std::string& binary, const std::vector<std::string>& args, const std::string& stdout_path,
-                      const std::string& stderr_path, double timeout_s, double kill_wait_s, const std::string& cwd) {
+                      const std::string& stderr_path, double timeout_s, double kill_wait_s, const std::string& cwd,
+                      double term_grace_s, const volatile int* stop) {
   const int out = ::open(stdout_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   const int err = stderr_path == stdout_path ? out
                                              : ::open(stderr_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
@@ -159,12 +162,23 @@ ChildResult run_child(const std::string& binary, const std::vector<std::string>&
 
   ChildResult r;
   int status = 0;
-  if (timeout_s > 0 && !reap_within(pid, timeout_s, status)) {
-    r.abandoned = !stop_child(pid, true, 0, kill_wait_s, status);
-    r.timed_out = true;
-  } else if (timeout_s <= 0) {
-    reap_within(pid, -1, status);
+  // Waits in slices when there is a flag to poll; otherwise in one wait.
+  const double slice = stop ? 0.2 : -1;
+  bool reaped = false;
+  while (!reaped) {
+    const double left = timeout_s > 0 ? timeout_s - (monotonic_us() - start) / 1e6 : -1;
+    if (timeout_s > 0 && left <= 0) {
+      r.timed_out = true;
+      break;
+    }
+    if (stop && *stop) {
+      r.stopped = true;
+      break;
+    }
+    const double wait = slice < 0 ? left : left < 0 ? slice : std::min(slice, left);
+    reaped = reap_within(pid, wait, status);
   }
+  if (!reaped) r.abandoned = !stop_child(pid, true, term_grace_s, kill_wait_s, status);
   r.wall_s = (monotonic_us() - start) / 1e6;
   r.exit_code = r.abandoned ? -1 : exit_code_of(status);
   return r;

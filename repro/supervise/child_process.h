@@ -53,18 +53,21 @@ int exit_code_of(int status);
 struct ChildResult {
   int exit_code = -1;  // the exit status; 128 + signal when a signal ended it
   bool timed_out = false;
+  bool stopped = false;    // *stop was set while it ran: it was ended early
   bool abandoned = false;  // still there kill_wait_s after SIGKILL (stuck in the kernel); not waited for
   double wall_s = 0;
 };
 
 // Runs `binary args...` (argv[0] = binary, no shell) to its end, stdin from /dev/null, stdout
 // to `stdout_path` and stderr to `stderr_path` (the same path: both, in order), in `cwd` when
-// given. With timeout_s > 0 its process group is killed (SIGKILL) after that long, timed_out
-// is set, and it is waited for kill_wait_s more (< 0: without limit) before it is abandoned.
-// Throws InputError if the files or the fork fail.
+// given. With timeout_s > 0 its process group is ended after that long (SIGTERM and
+// term_grace_s to finish, when term_grace_s > 0, then SIGKILL), timed_out is set, and it is
+// waited for kill_wait_s more (< 0: without limit) before it is abandoned. A non-null `stop` is
+// polled while it runs: once it is set (a signal handler's flag), the child is ended the same way
+// and `stopped` is set. Throws InputError if the files or the fork fail.
 ChildResult run_child(const std::string& binary, const std::vector<std::string>& args, const std::string& stdout_path,
                       const std::string& stderr_path, double timeout_s = 0, double kill_wait_s = -1,
-                      const std::string& cwd = "");
+                      const std::string& cwd = "", double term_grace_s = 0, const volatile int* stop = nullptr);
 
 // This executable's path (/proc/self/exe), to run it again as a child.
 std::string self_executable();

@@ -1,0 +1,76 @@
+// cmd_triage.cpp: `repro triage`, its command line (triage.h does the work).
+#include <CLI/CLI.hpp>
+
+#include <filesystem>
+#include <iostream>
+
+#include "math_sdpa/errors.h"
+#include "repro/cli/help_format.h"
+#include "repro/cli/run_options.h"
+#include "repro/cli/workload_file.h"
+#include "repro/commands.h"
+#include "repro/common/text.h"
+#include "repro/triage/triage.h"
+
+namespace sdpa {
+
+int triage_main(int argc, char** argv) {
+  CLI::App app{"repro triage: the one command for a machine that hangs: the environment, a sweep of the scenarios, "
+               "the context ladder for those that did not hang, the first hang minimized and reported, "
+               "nvidia-bug-report.sh, and OUT.tar.gz with a SUMMARY.md of what hung, when, what fixes it and what to "
+               "attach",
+               "repro triage"};
+  use_help_format(app, "repro triage --out DIR [--budget 2h] [--workload-file capture/workload.json [--call N]]");
+  TriageSettings t;
+  std::string budget = "2h", workload_file;
+  int call = -1;
+  bool no_bug_report = false;
+  app.add_option("--out", t.out_dir, "the triage's folder (OUT.tar.gz is written beside it)")->required()->option_text("DIR");
+  app.add_option("--budget", budget, "the whole triage's time; each step gets a share of what is left")
+      ->option_text("TIME")
+      ->capture_default_str();
+  app.add_option("--workload-file", workload_file, "a capture of the real program (scripts/sdpa_capture.py): its call is "
+                                                   "swept, and its process's context is the ladder's")
+      ->option_text("FILE");
+  app.add_option("--call", call, "the captured call (default 0)")->option_text("N");
+  app.add_option("--scenarios", t.scenarios, "the scenarios to sweep and climb")->option_text("LIST")->capture_default_str();
+  app.add_option("--runs", t.runs, "minimize's runs per configuration")->check(CLI::Range(1, 100))->option_text("N")->capture_default_str();
+  app.add_flag("--no-bug-report", no_bug_report, "do not run nvidia-bug-report.sh (it takes a minute or more, as root)");
+  app.add_option("--inject", t.inject,
+                 "for testing the triage itself: a fault every run gets (--inject of a run); SUMMARY.md says so")
+      ->option_text("FAULT");
+  app.add_option("--repro-binary", t.repro_binary, "what info and every run run (tests)")->group("");
+  app.footer("Exit codes: 0 nothing hung or failed, 1 a run failed without hanging, 3 a run hung (minimized and "
+             "reported), 7 no usable GPU, 2 usage. docs/TRIAGE.md has the steps and the archive.");
+  ParseResult parsed;
+  if (!parse_app(app, argc, argv, "repro triage", parsed)) {
+    (parsed.exit_code == 0 ? std::cout : std::cerr) << parsed.message << "\n";
+    return parsed.exit_code;
+  }
+  try {
+    t.budget_s = parse_duration(budget, "--budget");
+    if (!workload_file.empty()) {
+      replay_call(load_workload_file(workload_file), std::max(call, 0));  // a bad file is refused before anything runs
+      t.call_options = {"--workload-file", std::filesystem::absolute(workload_file).string(), "--call",
+                        std::to_string(std::max(call, 0))};
+    } else if (call >= 0) {
+      throw InputError("--call: it selects from a --workload-file");
+    }
+    for (const std::string& s : {t.scenarios}) {
+      if (s.empty() || s.find_first_not_of("0123456,") != std::string::npos) {
+        throw InputError("--scenarios: '" + s + "' is not a list of scenarios 0-6");
+      }
+    }
+    if (!t.inject.empty()) parse_fault_spec(t.inject);
+    if (std::filesystem::exists(std::filesystem::path(t.out_dir) / "SUMMARY.md")) {
+      throw InputError("--out " + t.out_dir + " holds a triage already: give another folder");
+    }
+    t.bug_report = !no_bug_report;
+    return run_triage(t);
+  } catch (const InputError& e) {
+    std::cerr << "repro triage: error: " << one_line(e.what()) << "\n";
+    return kExitUsage;
+  }
+}
+
+}  // namespace sdpa

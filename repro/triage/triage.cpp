@@ -1,0 +1,359 @@
+// triage.cpp: the steps of `repro triage` and its SUMMARY.md (triage.h).
+#include "repro/triage/triage.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "math_sdpa/atomic_file.h"
+#include "math_sdpa/errors.h"
+#include "repro/common/text.h"
+#include "repro/supervise/child_process.h"
+#include "repro/supervise/durable_log.h"
+
+namespace sdpa {
+
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+volatile int g_stop_signal = 0;  // the signal that stopped the triage (a sig_atomic_t)
+void on_stop_signal(int sig) { g_stop_signal = sig; }
+
+double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+
+std::string seconds_text(double s) { return format_number("%.0f", s) + " s"; }
+
+// A program in PATH ("" when there is none).
+std::string in_path(const std::string& name) {
+  const char* path = std::getenv("PATH");
+  std::stringstream dirs(path ? path : "/usr/bin:/bin");
+  for (std::string dir; std::getline(dirs, dir, ':');) {
+    const fs::path candidate = fs::path(dir.empty() ? "." : dir) / name;
+    if (::access(candidate.c_str(), X_OK) == 0) return candidate.string();
+  }
+  return "";
+}
+
+// A JSON-lines file's objects (a line cut short by a stop is skipped).
+std::vector<json> json_lines(const std::string& path) {
+  std::vector<json> out;
+  std::istringstream lines(read_file(path).value_or(""));
+  for (std::string line; std::getline(lines, line);) {
+    try {
+      out.push_back(json::parse(line));
+    } catch (const json::exception&) {
+    }
+  }
+  return out;
+}
+
+json json_file(const std::string& path) {
+  try {
+    return json::parse(read_file(path).value_or("null"));
+  } catch (const json::exception&) {
+    return nullptr;
+  }
+}
+
+bool is_hang(const std::string& outcome) { return outcome == "hang" || outcome == "timeout"; }
+bool is_failure(const std::string& outcome) {
+  return outcome == "mismatch" || outcome == "crash" || outcome == "cuda_error" || outcome == "stalled";
+}
+
+class Triage {
+ public:
+  explicit Triage(const TriageSettings& t)
+      : t_(t), log_((fs::path(t.out_dir) / "triage.log").string(), 0), self_(self_executable()),
+        gpu_program_(t.repro_binary.empty() ? self_ : t.repro_binary) {}
+
+  int run();
+
+ private:
+  double spent() const { return now_s() - start_; }
+  double left() const { return std::max(0.0, t_.budget_s - spent()); }
+  void say(const std::string& line) {
+    const std::string text = "[" + seconds_text(spent()) + " of " + seconds_text(t_.budget_s) + "] " + line;
+    std::cout << "triage: " << text << std::endl;
+    log_.record("step", text);
+  }
+  // Runs `program args` as step `name` (its output in OUT/name.log) for at most `share` of the
+  // budget left; returns its exit code (-1 when it was stopped at its deadline).
+  int step(const std::string& name, const std::string& program, const std::vector<std::string>& args, double share);
+  std::string path(const std::string& name) const { return (fs::path(t_.out_dir) / name).string(); }
+  void write_summary();
+  void write_archive();
+
+  TriageSettings t_;
+  DurableLog log_;
+  std::string self_, gpu_program_;
+  double start_ = now_s();
+  // What the steps found, for SUMMARY.md.
+  std::string device = "unknown";
+  bool no_gpu = false;
+  std::vector<json> hung_cells, failed_cells;
+  int cells_run = 0, cells_passed = 0;
+  std::vector<std::pair<int, json>> ladders;  // scenario, its report.json
+  std::string minimized_from;                 // what minimize started from ("" none ran)
+  json minimize_state;
+  std::string bug_report;                     // its file, or why there is none
+  std::vector<std::string> notes;             // steps stopped at their deadline, skipped, ...
+};
+
+int Triage::step(const std::string& name, const std::string& program, const std::vector<std::string>& args, double share) {
+  const double deadline = std::max(30.0, left() * share);
+  say(name + ": " + shell_command(args) + " (at most " + seconds_text(deadline) + ")");
+  const ChildResult r = run_child(program, args, path(name + ".log"), path(name + ".log"), deadline, 60, "", 10, &g_stop_signal);
+  if (r.timed_out) notes.push_back(name + " was stopped at its share of the budget (" + seconds_text(deadline) + ")");
+  say(name + ": " + (r.timed_out ? "stopped at its deadline" : r.stopped ? "interrupted" : "exit " + std::to_string(r.exit_code)) +
+      " after " + seconds_text(r.wall_s));
+  return r.timed_out || r.stopped ? -1 : r.exit_code;
+}
+
+int Triage::run() {
+  // 1. The environment: with no usable GPU nothing else can run.
+  {
+    const ChildResult r = run_child(gpu_program_, {"info", "--json"}, path("info.json"), path("info.log"), 120, 60);
+    say("info: exit " + std::to_string(r.exit_code));
+    const json info = json_file(path("info.json"));
+    if (info.is_object() && info.contains("device") && info["device"].is_object()) device = info["device"].value("name", device);
+    if (r.exit_code == kExitNoGpu) {
+      no_gpu = true;
+      say("no usable GPU (repro info exit 7): nothing else can run");
+    }
+  }
+  std::vector<std::string> cell_options = t_.call_options;
+  if (!t_.call_options.empty()) cell_options.push_back("--call-only");
+  if (!t_.inject.empty()) cell_options.insert(cell_options.end(), {"--inject", t_.inject});
+  const std::vector<std::string> binary =
+      t_.repro_binary.empty() ? std::vector<std::string>{} : std::vector<std::string>{"--repro-binary", t_.repro_binary};
+
+  // 2. The scenarios, fix off and on, on memory that migrates.
+  if (!no_gpu && !g_stop_signal) {
+    std::vector<std::string> args{"sweep", "--out", path("sweep"), "--scenarios", t_.scenarios, "--fix", "off,on",
+                                  "--allocs", "managed", "--iters", "5", "--cell-timeout", "120"};
+    if (t_.call_options.empty()) args.insert(args.end(), {"--dtypes", "bf16"});
+    args.insert(args.end(), binary.begin(), binary.end());
+    if (!cell_options.empty()) {
+      args.push_back("--");
+      args.insert(args.end(), cell_options.begin(), cell_options.end());
+    }
+    const int code = step("sweep", self_, args, 0.35);
+    if (code == kExitNoGpu) no_gpu = true;
+    for (const json& cell : json_lines(path("sweep/sweep.jsonl"))) {
+      const std::string outcome = cell.value("outcome", "");
+      ++cells_run;
+      if (outcome == "pass" || outcome == "waived") ++cells_passed;
+      if (is_hang(outcome)) hung_cells.push_back(cell);
+      if (is_failure(outcome)) failed_cells.push_back(cell);
+    }
+  }
+
+  // 3. The context ladder for each scenario none of whose cells hung.
+  std::vector<int> climb;
+  for (char c : t_.scenarios) {
+    if (c < '1' || c > '9') continue;
+    const int scenario = c - '0';
+    bool hung = false;
+    for (const json& cell : hung_cells) hung = hung || cell.at("axes").value("scenario", -1) == scenario;
+    if (!hung) climb.push_back(scenario);
+  }
+  for (size_t i = 0; i < climb.size() && !no_gpu && !g_stop_signal; ++i) {
+    const int scenario = climb[i];
+    const std::string name = "ladder-" + std::to_string(scenario);
+    std::vector<std::string> args{"report", "--ladder", "--scenario", std::to_string(scenario), "--out", path(name),
+                                  "--force", "--repeat", "1", "--iters", "5"};
+    args.insert(args.end(), t_.call_options.begin(), t_.call_options.end());
+    args.insert(args.end(), binary.begin(), binary.end());
+    if (!t_.inject.empty()) args.insert(args.end(), {"--allow-inject", "--inject", t_.inject});
+    // The ladders share half the budget left, and the minimization what remains after them.
+    step(name, self_, args, 0.5 / static_cast<double>(climb.size() - i));
+    const json report = json_file(path(name + "/report.json"));
+    if (report.is_object()) ladders.emplace_back(scenario, report);
+  }
+
+  // 4. The first hang, made as small as it can be, and reported.
+  std::vector<std::string> from;
+  for (const json& cell : hung_cells) {
+    if (cell.at("axes").value("fix", "") == "off") {
+      from = {"--from-sweep", path("sweep/sweep.jsonl"), "--cell", std::to_string(cell.value("index", 0))};
+      minimized_from = "sweep cell " + std::to_string(cell.value("index", 0)) + " (" + cell.value("key", "") + ")";
+      break;
+    }
+  }
+  if (from.empty() && !hung_cells.empty()) {
+    const json& cell = hung_cells.front();
+    from = {"--from-sweep", path("sweep/sweep.jsonl"), "--cell", std::to_string(cell.value("index", 0))};
+    minimized_from = "sweep cell " + std::to_string(cell.value("index", 0)) + " (" + cell.value("key", "") + ")";
+  }
+  for (const auto& [scenario, report] : ladders) {
+    if (!from.empty()) break;
+    if (report.value("finding", "") == "hang" || report.value("finding", "") == "stalled") {
+      from = {"--from-report", path("ladder-" + std::to_string(scenario))};
+      minimized_from = "scenario " + std::to_string(scenario) + "'s ladder (" + report.value("title", "") + ")";
+    }
+  }
+  if (!from.empty() && !no_gpu && !g_stop_signal) {
+    const double budget = std::max(60.0, left() * 0.8);
+    std::vector<std::string> args{"minimize", "--out", path("minimize"), "--force", "--runs", std::to_string(t_.runs),
+                                  "--budget", format_number("%.0f", budget)};
+    args.insert(args.end(), from.begin(), from.end());
+    args.insert(args.end(), binary.begin(), binary.end());
+    step("minimize", self_, args, 0.9);
+    minimize_state = json_file(path("minimize/state.json"));
+  }
+
+  // 5. The driver's own report, where it can be taken.
+  const std::string nvidia_bug_report = in_path("nvidia-bug-report.sh");
+  if (!t_.bug_report) {
+    bug_report = "not taken (--no-bug-report)";
+  } else if (geteuid() != 0) {
+    bug_report = "not taken: it needs root (sudo nvidia-bug-report.sh)";
+  } else if (nvidia_bug_report.empty()) {
+    bug_report = "not taken: nvidia-bug-report.sh is not installed";
+  } else if (!g_stop_signal) {
+    const int code = step("nvidia-bug-report", nvidia_bug_report, {"--output-file", path("nvidia-bug-report.log")}, 0.9);
+    bug_report = fs::exists(path("nvidia-bug-report.log.gz")) ? "nvidia-bug-report.log.gz"
+                                                              : "nvidia-bug-report.sh ended with " + std::to_string(code);
+  }
+  if (g_stop_signal) notes.push_back("interrupted by signal " + std::to_string(g_stop_signal) + ": the steps after it did not run");
+  write_summary();
+  write_archive();
+  if (no_gpu) return kExitNoGpu;
+  if (!hung_cells.empty() || !minimized_from.empty()) return kExitHang;
+  bool ladder_failed = false;
+  for (const auto& l : ladders) ladder_failed = ladder_failed || l.second.value("finding", "") == "failure";
+  return failed_cells.empty() && !ladder_failed ? kExitPass : kExitMismatch;
+}
+
+void Triage::write_summary() {
+  std::ostringstream s;
+  const std::string name = fs::path(t_.out_dir).filename().string();
+  s << "# repro triage\n\n"
+    << "GPU: " << device << ". Budget " << seconds_text(t_.budget_s) << ", used " << seconds_text(spent()) << ".";
+  if (!t_.call_options.empty()) s << " The call replayed: `" << shell_command(t_.call_options) << "`.";
+  if (!t_.inject.empty()) {
+    s << " **Every run had an injected fault (`--inject " << t_.inject << "`): this triage tests the harness, it "
+      << "says nothing about the GPU.**";
+  }
+  s << "\n\n## What hung\n\n";
+  if (no_gpu) s << "Nothing ran: no usable CUDA GPU (`info.log`).\n";
+  if (cells_run) {
+    s << "The sweep (`sweep/`): " << cells_run << " cells, " << cells_passed << " passed or waived, " << hung_cells.size()
+      << " hung, " << failed_cells.size() << " failed otherwise.\n";
+  }
+  for (const json& cell : hung_cells) {
+    s << "- cell " << cell.value("index", 0) << ": " << cell.value("key", "") << ": " << cell.value("outcome", "")
+      << (cell["stage"].is_string() ? " in " + cell["stage"].get<std::string>() : std::string()) << "\n";
+  }
+  for (const json& cell : failed_cells) {
+    s << "- cell " << cell.value("index", 0) << ": " << cell.value("key", "") << ": " << cell.value("outcome", "") << "\n";
+  }
+  for (const auto& [scenario, report] : ladders) {
+    s << "- scenario " << scenario << "'s context ladder (`ladder-" << scenario << "/REPORT.md`): " << report.value("title", "")
+      << " (finding: " << report.value("finding", "") << ")\n";
+  }
+  if (!no_gpu && hung_cells.empty() && ladders.empty() && cells_run == 0) s << "No step ran to the end.\n";
+  s << "\n## Under which conditions\n\n";
+  if (minimize_state.is_object() && minimize_state.contains("smallest")) {
+    std::string classes;
+    for (const json& c : minimize_state.value("fails_with", json::array())) classes += (classes.empty() ? "" : ", ") + c.get<std::string>();
+    s << "The smallest configuration that still fails (" << classes << "), from "
+      << minimized_from << " (`minimize/SUMMARY.md` has the steps):\n\n    repro "
+      << shell_command(minimize_state.at("smallest").get<std::vector<std::string>>()) << "\n";
+  } else if (!minimized_from.empty()) {
+    s << "The minimization of " << minimized_from << " did not finish (`minimize/progress.log`; `repro minimize --out "
+      << path("minimize") << " --resume` goes on).\n";
+  } else {
+    s << "Nothing hung, so nothing was minimized.\n";
+  }
+  s << "\n## What fixes it\n\n";
+  const json minimal_report = json_file(path("minimize/report/report.json"));
+  if (minimal_report.is_object()) {
+    s << "`minimize/report/REPORT.md`: " << minimal_report.value("title", "") << ".\n";
+  } else if (!minimized_from.empty()) {
+    s << "No report of the smallest configuration was written (`minimize/report.log`).\n";
+  }
+  for (const json& cell : hung_cells) {
+    if (cell.at("axes").value("fix", "") != "off") continue;
+    const std::string key_on = [&] {
+      std::string k = cell.value("key", "");
+      const size_t at = k.find("fix=off");
+      return at == std::string::npos ? k : k.replace(at, 7, "fix=on");
+    }();
+    std::string with_fix = "not in the sweep";
+    for (const json& other : json_lines(path("sweep/sweep.jsonl"))) {
+      if (other.value("key", "") == key_on) with_fix = other.value("outcome", "");
+    }
+    s << "- cell " << cell.value("index", 0) << " with its scenario's fix: " << with_fix << "\n";
+  }
+  if (hung_cells.empty() && ladders.empty()) s << "Nothing hung.\n";
+  s << "\n## Files\n\nAttach `" << name << ".tar.gz` to the NVIDIA bug. ";
+  if (minimal_report.is_object()) {
+    s << "Its `minimize/report/` folder is the bug report itself: REPORT.md (paste it as the description) and the "
+         "single-file reproducer.";
+  }
+  s << "\n\n";
+  const std::vector<std::pair<std::string, std::string>> files = {
+      {"SUMMARY.md", "this summary"},
+      {"triage.log", "every step, with its command and how it ended"},
+      {"info.json", "the environment: GPU, driver, CUDA, unified memory, OS"},
+      {"sweep/sweep.json", "the sweep's cells and their outcomes (sweep.svg: the heatmap)"},
+      {"minimize/SUMMARY.md", "the minimization's steps and the smallest configuration"},
+      {"minimize/report/REPORT.md", "the report of the smallest configuration"},
+      {"nvidia-bug-report.log.gz", "nvidia-bug-report.sh's output"}};
+  for (const auto& [file, what] : files) {
+    if (fs::exists(path(file))) s << "- `" << file << "`: " << what << "\n";
+  }
+  for (const auto& [scenario, report] : ladders) {
+    s << "- `ladder-" << scenario << "/REPORT.md`: scenario " << scenario << "'s context ladder\n";
+  }
+  s << "\nnvidia-bug-report.sh: " << bug_report << ".\n";
+  if (!notes.empty()) {
+    s << "\n## Notes\n\n";
+    for (const std::string& n : notes) s << "- " << n << "\n";
+  }
+  write_file_atomic(path("SUMMARY.md"), s.str());
+}
+
+void Triage::write_archive() {
+  const fs::path out = fs::absolute(t_.out_dir).lexically_normal();
+  const fs::path dir = out.has_filename() ? out : out.parent_path();
+  const std::string archive = dir.string() + ".tar.gz", partial = archive + ".partial";
+  const std::string tar = in_path("tar");
+  if (tar.empty()) {
+    say("no tar in PATH: the folder " + dir.string() + " is the result");
+    return;
+  }
+  // Written aside and renamed, so an archive already there is never left half-written.
+  const ChildResult r = run_child(tar, {"-czf", partial, "-C", dir.parent_path().string(), dir.filename().string()},
+                                  path("tar.log"), path("tar.log"), 600, 60);
+  if (r.exit_code == 0) {
+    fs::rename(partial, archive);
+    say("wrote " + archive);
+  } else {
+    say("tar failed (exit " + std::to_string(r.exit_code) + ", tar.log): the folder " + dir.string() + " is the result");
+  }
+}
+
+}  // namespace
+
+int run_triage(const TriageSettings& settings) {
+  fs::create_directories(settings.out_dir);
+  struct sigaction sa {};
+  sa.sa_handler = on_stop_signal;
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+  Triage triage(settings);
+  return triage.run();
+}
+
+}  // namespace sdpa

@@ -1,0 +1,130 @@
+// test_triage.cpp: `repro triage` without a GPU: the real binary runs every step (info, sweep,
+// ladder, minimize, report) with a fake in place of each GPU process (minimize_fake_child.cpp),
+// whose only fault is an injected hang armed by the real parser, so the triage has a known
+// answer: the sweep's cells at S >= 2048 on managed memory hang, the minimization ends at
+// S = 2048 on managed memory, and the archive holds every file SUMMARY.md lists.
+#include <doctest/doctest.h>
+
+#include <cstdlib>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "math_sdpa/errors.h"
+#include "run_program.h"
+
+namespace {
+
+struct FakeEnv {
+  std::vector<std::string> names;
+  void set(const std::string& name, const std::string& value) {
+    setenv(name.c_str(), value.c_str(), 1);
+    names.push_back(name);
+  }
+  ~FakeEnv() {
+    for (const auto& n : names) unsetenv(n.c_str());
+  }
+};
+
+test_util::ProgramRun triage(const std::string& out, std::vector<std::string> extra) {
+  std::vector<std::string> args{SDPA_REPRO_BINARY, "triage", "--out", out, "--repro-binary", MINIMIZE_FAKE_CHILD,
+                                "--no-bug-report"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  return test_util::run_program(args, {300, ""});
+}
+
+// The files SUMMARY.md's "Files" section lists ("- `name`: what").
+std::vector<std::string> listed_files(const std::string& summary) {
+  std::vector<std::string> files;
+  const size_t from = summary.find("## Files");
+  for (const std::string& line : test_util::lines_of(summary.substr(from == std::string::npos ? summary.size() : from))) {
+    if (line.rfind("- `", 0) != 0) continue;
+    files.push_back(line.substr(3, line.find('`', 3) - 3));
+  }
+  return files;
+}
+
+}  // namespace
+
+TEST_SUITE("triage") {
+
+TEST_CASE("repro triage runs every step to the known answer and archives what SUMMARY.md lists") {
+  const std::string dir = test_util::temp_dir("triage"), out = dir + "/triage";
+  const auto r = triage(out, {"--budget", "5m", "--scenarios", "0,2", "--inject", "hang:softmax@S>=2048@alloc=managed"});
+  INFO(r.out << r.err);
+  CHECK(r.exit_code == sdpa::kExitHang);
+  const std::string summary = test_util::file_text(out + "/SUMMARY.md");
+  INFO(summary);
+  CHECK(summary.find("GPU: Fake GPU.") != std::string::npos);
+  CHECK(summary.find("Every run had an injected fault") != std::string::npos);
+  CHECK(summary.find("hung") != std::string::npos);
+  CHECK(summary.find("fix=off") != std::string::npos);
+  // Under which conditions: the minimization's smallest configuration.
+  CHECK(summary.find("The smallest configuration that still fails (hang)") != std::string::npos);
+  CHECK(summary.find("--kv-len 2048") != std::string::npos);
+  CHECK(summary.find("--alloc managed") != std::string::npos);
+  CHECK(summary.find("--q-len 1 ") != std::string::npos);
+  // What fixes it: the fix-on cells of the hung ones.
+  CHECK(summary.find("with its scenario's fix:") != std::string::npos);
+  CHECK(summary.find("nvidia-bug-report.sh: not taken (--no-bug-report)") != std::string::npos);
+  // The archive holds every file the summary lists.
+  const auto files = listed_files(summary);
+  CHECK(files.size() >= 5);
+  const auto tar = test_util::run_program({"tar", "tzf", out + ".tar.gz"});
+  REQUIRE(tar.exit_code == 0);
+  std::set<std::string> archived;
+  for (const std::string& line : test_util::lines_of(tar.out)) archived.insert(line);
+  for (const std::string& f : files) CHECK_MESSAGE(archived.count("triage/" + f), f, " is not in the archive");
+  // Progress on every step, in the durable log too.
+  CHECK(r.out.find("triage: [") != std::string::npos);
+  CHECK(test_util::file_text(out + "/triage.log").find("minimize: exit 0") != std::string::npos);
+  // A second triage into the same folder is refused, the first left as it was.
+  const auto again = triage(out, {"--budget", "5m"});
+  CHECK(again.exit_code == sdpa::kExitUsage);
+  CHECK(again.err.find("holds a triage already") != std::string::npos);
+  test_util::remove_tree(dir);
+}
+
+TEST_CASE("repro triage: a ladder for each scenario that did not hang, and nothing minimized when nothing hung") {
+  const std::string dir = test_util::temp_dir("triage_pass"), out = dir + "/t";
+  FakeEnv env;
+  env.set("MINIMIZE_FAKE_LOG", dir + "/fake.log");
+  const auto r = triage(out, {"--budget", "5m", "--scenarios", "2"});
+  INFO(r.out << r.err);
+  CHECK(r.exit_code == 0);
+  const std::string summary = test_util::file_text(out + "/SUMMARY.md");
+  CHECK(summary.find("Nothing hung, so nothing was minimized.") != std::string::npos);
+  CHECK(test_util::file_text(out + "/triage.log").find("ladder-2: report --ladder --scenario 2") != std::string::npos);
+  CHECK(test_util::file_text(dir + "/fake.log").find("report --ladder --scenario 2") == std::string::npos);  // real report
+  test_util::remove_tree(dir);
+}
+
+TEST_CASE("repro triage without a GPU stops after info, exit 7, and still writes its summary and archive") {
+  const std::string dir = test_util::temp_dir("triage_nogpu"), out = dir + "/t";
+  FakeEnv env;
+  env.set("MINIMIZE_FAKE_NO_GPU", "1");
+  const auto r = triage(out, {"--budget", "1m"});
+  CHECK(r.exit_code == sdpa::kExitNoGpu);
+  CHECK(test_util::file_text(out + "/SUMMARY.md").find("Nothing ran: no usable CUDA GPU") != std::string::npos);
+  CHECK(test_util::run_program({"tar", "tzf", out + ".tar.gz"}).out.find("t/SUMMARY.md") != std::string::npos);
+  test_util::remove_tree(dir);
+}
+
+TEST_CASE("repro triage: bad command lines exit 2 with one line, before anything runs") {
+  const std::string dir = test_util::temp_dir("triage_bad");
+  for (const auto& [extra, why] : std::vector<std::pair<std::vector<std::string>, std::string>>{
+           {{"--budget", "later"}, "--budget: 'later' is not a duration"},
+           {{"--workload-file", dir + "/none.json"}, "--workload-file " + dir + "/none.json: cannot be read"},
+           {{"--call", "2"}, "--call: it selects from a --workload-file"},
+           {{"--scenarios", "2,9"}, "--scenarios: '2,9' is not a list of scenarios 0-6"},
+           {{"--inject", "hang:nowhere"}, "--inject hang:nowhere: unknown stage"}}) {
+    const auto r = triage(dir + "/t", extra);
+    INFO(r.err);
+    CHECK(r.exit_code == sdpa::kExitUsage);
+    CHECK(r.err.find(why) != std::string::npos);
+    CHECK(test_util::lines_of(r.err).size() == 1);
+  }
+  test_util::remove_tree(dir);
+}
+
+}  // TEST_SUITE
