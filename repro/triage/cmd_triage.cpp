@@ -35,6 +35,10 @@ int triage_main(int argc, char** argv) {
   app.add_option("--call", call, "the captured call (default 0)")->option_text("N");
   app.add_option("--scenarios", t.scenarios, "the scenarios to sweep and climb")->option_text("LIST")->capture_default_str();
   app.add_option("--runs", t.runs, "minimize's runs per configuration")->check(CLI::Range(1, 100))->option_text("N")->capture_default_str();
+  app.add_option("--stage-timeout", t.stage_timeout_s, "every run's watchdog deadline per stage, seconds")
+      ->check(CLI::Range(0.5, 3600.0))
+      ->option_text("S")
+      ->capture_default_str();
   app.add_flag("--no-bug-report", no_bug_report, "do not run nvidia-bug-report.sh (it takes a minute or more, as root)");
   app.add_option("--inject", t.inject,
                  "for testing the triage itself: a fault every run gets (--inject of a run); SUMMARY.md says so")

@@ -130,6 +130,7 @@ int Triage::run() {
       say("no usable GPU (repro info exit 7): nothing else can run");
     }
   }
+  const std::string stage_timeout = format_number("%g", t_.stage_timeout_s);
   std::vector<std::string> cell_options = t_.call_options;
   if (!t_.call_options.empty()) cell_options.push_back("--call-only");
   if (!t_.inject.empty()) cell_options.insert(cell_options.end(), {"--inject", t_.inject});
@@ -139,7 +140,8 @@ int Triage::run() {
   // 2. The scenarios, fix off and on, on memory that migrates.
   if (!no_gpu && !g_stop_signal) {
     std::vector<std::string> args{"sweep", "--out", path("sweep"), "--scenarios", t_.scenarios, "--fix", "off,on",
-                                  "--allocs", "managed", "--iters", "5", "--cell-timeout", "120"};
+                                  "--allocs", "managed", "--iters", "5", "--stage-timeout", stage_timeout,
+                                  "--cell-timeout", format_number("%g", std::max(120.0, 6 * t_.stage_timeout_s))};
     if (t_.call_options.empty()) args.insert(args.end(), {"--dtypes", "bf16"});
     args.insert(args.end(), binary.begin(), binary.end());
     if (!cell_options.empty()) {
@@ -170,7 +172,7 @@ int Triage::run() {
     const int scenario = climb[i];
     const std::string name = "ladder-" + std::to_string(scenario);
     std::vector<std::string> args{"report", "--ladder", "--scenario", std::to_string(scenario), "--out", path(name),
-                                  "--force", "--repeat", "1", "--iters", "5"};
+                                  "--force", "--repeat", "1", "--iters", "5", "--stage-timeout", stage_timeout};
     args.insert(args.end(), t_.call_options.begin(), t_.call_options.end());
     args.insert(args.end(), binary.begin(), binary.end());
     if (!t_.inject.empty()) args.insert(args.end(), {"--allow-inject", "--inject", t_.inject});

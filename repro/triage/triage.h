@@ -27,6 +27,7 @@ struct TriageSettings {
   std::vector<std::string> call_options;  // --workload-file F --call N, when a capture is given
   std::string scenarios = "1,2,3,4,5";
   int runs = 3;                           // minimize's runs per configuration
+  double stage_timeout_s = 20;            // every run's watchdog deadline per stage
   std::string inject;                     // a fault every run gets, to test the triage itself
   bool bug_report = true;                 // nvidia-bug-report.sh when root
   std::string repro_binary;               // what info and every run run ("" this executable; tests: a fake)
