@@ -12,10 +12,11 @@ repro=$PWD/build-ci/repro
 check_archive() {  # every file SUMMARY.md lists is in the archive
   local dir=$1 name missing=0
   name=$(basename "$dir")
+  tar tzf "$dir.tar.gz" >"$dir.list"  # listed once: grep -q on tar's pipe would cut it short (SIGPIPE)
   for f in $(sed -n '/^## Files/,$ s/^- `\([^`]*\)`.*/\1/p' "$dir/SUMMARY.md"); do
-    tar tzf "$dir.tar.gz" | grep -qx "$name/$f" || { say "  missing from the archive: $f"; missing=1; }
+    grep -qx "$name/$f" "$dir.list" || { say "  missing from the archive: $f"; missing=1; }
   done
-  say "  $name.tar.gz: $(tar tzf "$dir.tar.gz" | wc -l) entries, $(du -k "$dir.tar.gz" | cut -f1) KiB; every file SUMMARY.md lists is in it: $([[ $missing == 0 ]] && echo yes || echo NO)"
+  say "  $name.tar.gz: $(wc -l <"$dir.list") entries, $(du -k "$dir.tar.gz" | cut -f1) KiB; every file SUMMARY.md lists is in it: $([[ $missing == 0 ]] && echo yes || echo NO)"
 }
 t0=$SECONDS
 $repro triage --out "$out/triage_injected" --budget 4m --scenarios 1,2 --runs 2 --stage-timeout 3 --no-bug-report \

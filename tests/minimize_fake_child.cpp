@@ -13,8 +13,7 @@
 //   MINIMIZE_FAKE_KILL_AT=N   run N sends SIGKILL to its parent (a frozen machine, as minimize sees
 //                             it), then waits to die with it
 //   MINIMIZE_FAKE_INT_AT=N    run N sends SIGINT to its parent, then sleeps until it is killed
-//   `report ...`, `sweep ...` append their command line to MINIMIZE_FAKE_LOG (if set) and exit 0;
-//                             a report also creates its --out folder with REPORT.md
+//   MINIMIZE_FAKE_LOG=F       each run appends its command line to F
 //   `info --json`             a device block that names a fake GPU, exit 0 (exit 7, no GPU, when
 //                             MINIMIZE_FAKE_NO_GPU is set)
 #include <signal.h>
@@ -57,19 +56,10 @@ int main(int argc, char** argv) {
     std::printf("{\"device\": {\"name\": \"Fake GPU\"}}\n");
     return 0;
   }
-  if (first == "report" || first == "sweep") {
-    if (const char* log = std::getenv("MINIMIZE_FAKE_LOG")) {
-      std::ofstream out(log, std::ios::app);
-      for (int i = 1; i < argc; ++i) out << (i > 1 ? " " : "") << argv[i];
-      out << "\n";
-    }
-    for (int i = 1; i + 1 < argc; ++i) {
-      if (std::string(argv[i]) == "--out") {
-        std::filesystem::create_directories(argv[i + 1]);
-        std::ofstream((std::filesystem::path(argv[i + 1]) / "REPORT.md").string()) << "# fake report\n";
-      }
-    }
-    return 0;
+  if (const char* log = std::getenv("MINIMIZE_FAKE_LOG")) {
+    std::ofstream out(log, std::ios::app);
+    for (int i = 1; i < argc; ++i) out << (i > 1 ? " " : "") << argv[i];
+    out << "\n";
   }
   const int run = bump_counter();
   if (run && run == env_int("MINIMIZE_FAKE_KILL_AT")) {

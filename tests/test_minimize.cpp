@@ -32,7 +32,7 @@ bool has_option(const Options& o, const std::string& name) { return std::find(o.
 
 // The run options given to minimize in the end-to-end tests: every condition and feature a step
 // can drop, and the fault that hangs only from S = 2048 on managed memory.
-const Options kGiven = {"-b",       "2",       "--heads",  "8",        "--kv-heads", "4",          "-L",
+const Options kGiven = {"--scenario", "2", "--full", "-b",       "2",       "--heads",  "8",        "--kv-heads", "4",          "-L",
                         "256",      "-S",      "4096",     "-E",       "64",         "--mask",     "bool",
                         "--dropout", "0.1",    "--layers", "3",        "--retain",   "autograd",   "--ballast",
                         "1G",       "--host-load", "2",    "--iters",  "4",          "--alloc-timing", "per-call",
@@ -70,8 +70,9 @@ void check_known_answer(const Options& smallest) {
   for (size_t i = 0; i < kSmallest.size(); i += 2) CHECK(contains(smallest, {kSmallest[i], kSmallest[i + 1]}));
   CHECK(contains(smallest, {"--alloc", "managed"}));
   CHECK(contains(smallest, {"--inject", "hang:softmax@S>=2048@alloc=managed"}));
+  CHECK(contains(smallest, {"--scenario", "2"}));
   // Nothing else: every other option is gone, those written at their plain values too.
-  CHECK(smallest.size() == kSmallest.size() + 4);
+  CHECK(smallest.size() == kSmallest.size() + 6);
 }
 
 }  // namespace
@@ -145,10 +146,12 @@ TEST_CASE("repro minimize ends at the conditional fault's known answer: S = 2048
   const std::string summary = test_util::file_text(out + "/SUMMARY.md");
   CHECK(summary.find("--kv-len 2048") != std::string::npos);
   CHECK(summary.find("- no ballast: --ballast dropped") != std::string::npos);
-  const std::string reports = test_util::file_text(dir + "/fake.log");
-  CHECK(reports.find("report ") == 0);
-  CHECK(reports.find("--allow-inject") != std::string::npos);
-  CHECK(reports.find("--kv-len 2048") != std::string::npos);
+  // The real report, its runs the fake's: the smallest configuration, hung, the fault named as injected.
+  const std::string report = test_util::file_text(out + "/report/REPORT.md");
+  CHECK(report.find("[injected hang:softmax@S>=2048@alloc=managed: a test of the report] Scenario 2 hangs in softmax") !=
+        std::string::npos);
+  CHECK(json::parse(test_util::file_text(out + "/report/result.json")).at("report").at("finding") == "hang");
+  CHECK(test_util::file_text(dir + "/fake.log").find("--kv-len 2048") != std::string::npos);
   test_util::remove_tree(dir);
 }
 

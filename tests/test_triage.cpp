@@ -66,6 +66,8 @@ TEST_CASE("repro triage runs every step to the known answer and archives what SU
   CHECK(summary.find("--q-len 1 ") != std::string::npos);
   // What fixes it: the fix-on cells of the hung ones.
   CHECK(summary.find("with its scenario's fix:") != std::string::npos);
+  CHECK(summary.find("`minimize/report/REPORT.md`: [injected hang:softmax@S>=2048@alloc=managed: a test of the report]") !=
+        std::string::npos);
   CHECK(summary.find("nvidia-bug-report.sh: not taken (--no-bug-report)") != std::string::npos);
   // The archive holds every file the summary lists.
   const auto files = listed_files(summary);
@@ -95,7 +97,10 @@ TEST_CASE("repro triage: a ladder for each scenario that did not hang, and nothi
   const std::string summary = test_util::file_text(out + "/SUMMARY.md");
   CHECK(summary.find("Nothing hung, so nothing was minimized.") != std::string::npos);
   CHECK(test_util::file_text(out + "/triage.log").find("ladder-2: report --ladder --scenario 2") != std::string::npos);
-  CHECK(test_util::file_text(dir + "/fake.log").find("report --ladder --scenario 2") == std::string::npos);  // real report
+  // The real report climbed the ladder (its runs the fake's, which all pass): the summary says what it found.
+  CHECK(summary.find("scenario 2's context ladder (`ladder-2/REPORT.md`)") != std::string::npos);
+  CHECK(summary.find("(finding: not_reproduced)") != std::string::npos);
+  CHECK(test_util::file_text(dir + "/fake.log").find("--backward") != std::string::npos);  // up to its last rung
   test_util::remove_tree(dir);
 }
 

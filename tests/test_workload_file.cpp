@@ -151,7 +151,7 @@ TEST_CASE("bad workload files: one line naming the file and the key") {
   CHECK_THROWS_WITH_AS(replay_call(parse_workload_file(f64.dump(), "w.json"), 0),
                        doctest::Contains("float64: the harness computes bf16, fp16 and fp32"), InputError);
   CHECK_THROWS_WITH_AS(replay_call(parse_workload_file(good.dump(), "w.json"), 5),
-                       doctest::Contains("--call 5: w.json has calls 0 to 0"), InputError);
+                       doctest::Contains("--call 5: w.json has calls 0 to 1"), InputError);
 }
 
 TEST_CASE("the real binary replays a captured call, and refuses bad files with exit 2 and one line") {

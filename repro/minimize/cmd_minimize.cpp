@@ -86,9 +86,10 @@ Options sweep_cell_options(const std::string& path, int index) {
   throw InputError("--cell " + std::to_string(index) + ": " + path + " has no such cell");
 }
 
-// A report's failing configuration: its fix-off command (at the rung a ladder stopped at).
+// A report's failing configuration: its fix-off command (at the rung a ladder stopped at), from
+// its result.json.
 Options report_options_of(const std::string& dir) {
-  const std::string path = (fs::path(dir) / "report.json").string();
+  const std::string path = (fs::path(dir) / "result.json").string();
   const std::optional<std::string> text = read_file(path);
   if (!text) throw InputError("--from-report: " + path + " cannot be read");
   try {

@@ -261,10 +261,12 @@ int Minimizer::finish(const std::string& why) {
     args.insert(args.end(), report_args.begin(), report_args.end());
     args.insert(args.end(), {"--out", report_dir.string(), "--force"});
     if (std::find(current.begin(), current.end(), "--inject") != current.end()) args.push_back("--allow-inject");
+    // The report is this program's; only its runs are the --repro-binary's (a fake in tests).
+    if (!m_.repro_binary.empty()) args.insert(args.end(), {"--repro-binary", m_.repro_binary});
     say("repro " + shell_command(args));
-    const ChildResult r = run_child(m_.repro_binary.empty() ? self_executable() : m_.repro_binary, args,
-                                    (fs::path(m_.out_dir) / "report.log").string(), (fs::path(m_.out_dir) / "report.log").string(),
-                                    std::max(600.0, m_.budget_s - spent()), 30);
+    const std::string log = (fs::path(m_.out_dir) / "report.log").string();
+    const ChildResult r = run_child(self_executable(), args, log, log, std::max(600.0, m_.budget_s - spent()), 30, "", 10,
+                                    &g_stop_signal);
     s_.doc["report_exit"] = r.exit_code;
     checkpoint();
     say("report: exit " + std::to_string(r.exit_code) + (r.exit_code == 2 ? " (see report.log)" : "") + ", " + report_dir.string());

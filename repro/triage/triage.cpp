@@ -101,7 +101,7 @@ class Triage {
   bool no_gpu = false;
   std::vector<json> hung_cells, failed_cells;
   int cells_run = 0, cells_passed = 0;
-  std::vector<std::pair<int, json>> ladders;  // scenario, its report.json
+  std::vector<std::pair<int, json>> ladders;  // scenario, its result.json's "report" (title, finding)
   std::string minimized_from;                 // what minimize started from ("" none ran)
   json minimize_state;
   std::string bug_report;                     // its file, or why there is none
@@ -178,23 +178,26 @@ int Triage::run() {
     if (!t_.inject.empty()) args.insert(args.end(), {"--allow-inject", "--inject", t_.inject});
     // The ladders share half the budget left, and the minimization what remains after them.
     step(name, self_, args, 0.5 / static_cast<double>(climb.size() - i));
-    const json report = json_file(path(name + "/report.json"));
-    if (report.is_object()) ladders.emplace_back(scenario, report);
+    const json result = json_file(path(name + "/result.json"));
+    if (result.is_object() && result.contains("report")) ladders.emplace_back(scenario, result.at("report"));
   }
 
-  // 4. The first hang, made as small as it can be, and reported.
+  // 4. The first hang, made as small as it can be, and reported: a cell without its fix first, of a
+  // scenario a report can take (1 and up: scenario 0 has no fix of its own to switch).
   std::vector<std::string> from;
-  for (const json& cell : hung_cells) {
-    if (cell.at("axes").value("fix", "") == "off") {
-      from = {"--from-sweep", path("sweep/sweep.jsonl"), "--cell", std::to_string(cell.value("index", 0))};
-      minimized_from = "sweep cell " + std::to_string(cell.value("index", 0)) + " (" + cell.value("key", "") + ")";
-      break;
+  const json* chosen = nullptr;
+  for (int pass = 0; pass < 3 && !chosen; ++pass) {
+    for (const json& cell : hung_cells) {
+      const bool off = cell.at("axes").value("fix", "") == "off", reportable = cell.at("axes").value("scenario", 0) >= 1;
+      if ((pass == 0 && off && reportable) || (pass == 1 && reportable) || pass == 2) {
+        chosen = &cell;
+        break;
+      }
     }
   }
-  if (from.empty() && !hung_cells.empty()) {
-    const json& cell = hung_cells.front();
-    from = {"--from-sweep", path("sweep/sweep.jsonl"), "--cell", std::to_string(cell.value("index", 0))};
-    minimized_from = "sweep cell " + std::to_string(cell.value("index", 0)) + " (" + cell.value("key", "") + ")";
+  if (chosen) {
+    from = {"--from-sweep", path("sweep/sweep.jsonl"), "--cell", std::to_string(chosen->value("index", 0))};
+    minimized_from = "sweep cell " + std::to_string(chosen->value("index", 0)) + " (" + chosen->value("key", "") + ")";
   }
   for (const auto& [scenario, report] : ladders) {
     if (!from.empty()) break;
@@ -278,7 +281,8 @@ void Triage::write_summary() {
     s << "Nothing hung, so nothing was minimized.\n";
   }
   s << "\n## What fixes it\n\n";
-  const json minimal_report = json_file(path("minimize/report/report.json"));
+  const json minimal_result = json_file(path("minimize/report/result.json"));
+  const json minimal_report = minimal_result.is_object() && minimal_result.contains("report") ? minimal_result.at("report") : json();
   if (minimal_report.is_object()) {
     s << "`minimize/report/REPORT.md`: " << minimal_report.value("title", "") << ".\n";
   } else if (!minimized_from.empty()) {
