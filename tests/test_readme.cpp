@@ -49,6 +49,7 @@ enum class Needs { nothing, gpu };
 // The README's repro commands, as written (comment removed, spaces collapsed).
 const std::map<std::string, Needs> kReproCommands = {
     {"./build/repro info", Needs::gpu},
+    {"./build/repro triage --out triage-spark", Needs::gpu},
     {"./build/repro sweep --dry-run", Needs::nothing},
     {"./build/repro sweep --out sweep-spark", Needs::gpu},
     {"./build/repro report --scenario 2 --out report-s2-plan --no-run", Needs::nothing},
@@ -71,6 +72,7 @@ const std::map<std::string, std::string> kNotRun = {
     {"scripts/run_default.sh", "installs packages and builds the harness (minutes); CI builds it"},
     {"scripts/test.sh", "builds and runs every test, this one included"},
     {"tar", "packs the files of a report: no repro in it"},
+    {"python3", "runs the user's training program under the capture (PyTorch; tests/test_sdpa_capture.py tests it)"},
 };
 
 struct Command {
