@@ -29,7 +29,7 @@ const Subcommand kSubcommands[] = {
     {"hang-snapshot", hang_snapshot_main, false},  // hidden: the --no-fork watchdog's snapshot taker
 };
 
-// "report, sweep, bench, info": the commands with a help.
+// "report, sweep, bench, minimize, triage, info": the commands with a help.
 std::string commands_with_help() {
   std::string names;
   for (const Subcommand& c : kSubcommands) {

@@ -101,7 +101,10 @@ FIRST_SUITES = [
     ("repro/sweep/", "cpu.sweep"),
     ("repro/supervise/", "cpu.watchdog|cpu.hang_snapshot"),
     ("repro/bench/", "cpu.bench"),
-    ("repro/cli/", "cpu.options|cpu.bad_input|cpu.memory_plan"),
+    ("repro/cli/workload_file.cpp", "cpu.workload_file"),
+    ("repro/cli/", "cpu.options|cpu.bad_input|cpu.memory_plan|cpu.workload_file"),
+    ("repro/minimize/", "cpu.minimize|cpu.triage"),
+    ("repro/triage/", "cpu.triage"),
     ("repro/run/", "cpu.schemas|cpu.result_json"),
 ]
 

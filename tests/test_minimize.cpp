@@ -187,6 +187,10 @@ TEST_CASE("repro minimize resumes after the machine froze mid-run and after an i
     REQUIRE(resumed.exit_code == 0);
     CHECK(resumed.out.find("run 2 was in flight when minimize stopped") != std::string::npos);
     state = state_of(out);
+    // The given configuration's two runs: the first hung, the second froze the machine (counted, not run again).
+    REQUIRE(state.at("given_runs").size() == 2);
+    CHECK(state.at("given_runs")[1].value("machine_stopped", false));
+    CHECK(state.at("given_runs")[1].at("class") == "hang");
     CHECK(state.at("original") == json(canonical_options(kGiven)));
     check_known_answer(state.at("smallest").get<Options>());
   }
@@ -249,6 +253,24 @@ TEST_CASE("repro minimize takes a sweep's cell by its index") {
   const auto missing = minimize(dir + "/m2", {"--from-sweep", dir + "/sweep.jsonl", "--cell", "9"});
   CHECK(missing.exit_code == kExitUsage);
   CHECK(missing.err.find("--cell 9: " + dir + "/sweep.jsonl has no such cell") != std::string::npos);
+  test_util::remove_tree(dir);
+}
+
+TEST_CASE("repro minimize takes a report's failing configuration (its fix-off command in result.json)") {
+  const std::string dir = test_util::temp_dir("minimize_report");
+  const auto report = test_util::run_program({SDPA_REPRO_BINARY, "report", "--no-run", "--out", dir + "/r", "--scenario", "2",
+                                              "-L", "32", "-S", "4096", "--allow-inject", "--inject",
+                                              "hang:softmax@S>=2048@alloc=managed"});
+  REQUIRE(report.exit_code == 0);
+  const auto r = minimize(dir + "/m", {"--runs", "1", "--no-report", "--from-report", dir + "/r"});
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  const Options smallest = state_of(dir + "/m").at("smallest").get<Options>();
+  CHECK(contains(smallest, {"--kv-len", "2048"}));
+  CHECK(contains(smallest, {"--scenario", "2"}));
+  const auto missing = minimize(dir + "/m2", {"--from-report", dir + "/nowhere"});
+  CHECK(missing.exit_code == kExitUsage);
+  CHECK(missing.err.find("--from-report: " + dir + "/nowhere/result.json cannot be read") != std::string::npos);
   test_util::remove_tree(dir);
 }
 

@@ -1499,6 +1499,34 @@ TEST_SUITE("sweep") {
     CHECK(doc["matrix"]["scenarios"] == json({0, 1, 2}));
   }
 
+  TEST_CASE("run options after --: every cell gets them, the document keeps them, a resume needs the same") {
+    TempDir dir;
+    const Env env{{"SWEEP_FAKE_LOG", dir / "fake.log"}};
+    const std::vector<std::string> cell_options{"--", "--seed", "7"};
+    const auto args = joined(sweep_args(dir / "s.json", small_matrix("0,1", "managed")), cell_options);
+    REQUIRE(run_repro(args, env, dir.path).exit_code == 0);
+    const json doc = json::parse(read_text(dir / "s.json"));
+    check_valid(doc);
+    CHECK(doc["matrix"]["cell_options"] == json({"--seed", "7"}));
+    const std::vector<std::string> seed{"--seed", "7"};
+    for (const json& cell : doc["cells"]) {
+      const auto line = cell["command_line"].get<std::vector<std::string>>();
+      CHECK(std::search(line.begin(), line.end(), seed.begin(), seed.end()) != line.end());
+    }
+    CHECK(read_fake_log(dir / "fake.log").size() == 2);
+    // The same options resume with nothing left to run; without them the matrix is another.
+    const auto resume = joined(sweep_args(dir / "s.json", small_matrix("0,1", "managed")), {"--resume"});
+    CHECK(run_repro(joined(resume, cell_options), env, dir.path).exit_code == 0);
+    CHECK(read_fake_log(dir / "fake.log").size() == 2);
+    const Ran other = run_repro(resume, env, dir.path);
+    CHECK(other.exit_code == kExitUsage);
+    CHECK(other.err.find("was written by another matrix (cell_options none here, --seed,7 in ") != std::string::npos);
+    // A bad run option is a usage error of the sweep, before any cell runs.
+    const Ran bad = run_repro(joined(sweep_args(dir / "t.json", small_matrix("0", "managed")), {"--", "--seed", "x"}), env, dir.path);
+    CHECK(bad.exit_code == kExitUsage);
+    CHECK(lines_of(bad.err).size() == 1);
+  }
+
   TEST_CASE("shards: disjoint, together the whole matrix, balanced by expected cost, the same every time") {
     const std::vector<SweepCell> cells = expand_matrix(SweepAxes{});
     int64_t most = 0;

@@ -80,6 +80,8 @@ TEST_CASE("repro triage runs every step to the known answer and archives what SU
   // Progress on every step, in the durable log too.
   CHECK(r.out.find("triage: [") != std::string::npos);
   CHECK(test_util::file_text(out + "/triage.log").find("minimize: exit 0") != std::string::npos);
+  // Scenario 2 hung in the sweep: no ladder for it (its budget is the minimization's).
+  CHECK(test_util::file_text(out + "/triage.log").find("ladder-2") == std::string::npos);
   // A second triage into the same folder is refused, the first left as it was.
   const auto again = triage(out, {"--budget", "5m"});
   CHECK(again.exit_code == sdpa::kExitUsage);
@@ -101,6 +103,20 @@ TEST_CASE("repro triage: a ladder for each scenario that did not hang, and nothi
   CHECK(summary.find("scenario 2's context ladder (`ladder-2/REPORT.md`)") != std::string::npos);
   CHECK(summary.find("(finding: not_reproduced)") != std::string::npos);
   CHECK(test_util::file_text(dir + "/fake.log").find("--backward") != std::string::npos);  // up to its last rung
+  test_util::remove_tree(dir);
+}
+
+TEST_CASE("repro triage with a capture: the sweep runs the captured call in every cell") {
+  const std::string dir = test_util::temp_dir("triage_capture"), out = dir + "/t";
+  const std::string workload = std::string(WORKLOAD_FIXTURE_DIR) + "/workload.json";
+  const auto r = triage(out, {"--budget", "5m", "--scenarios", "0", "--workload-file", workload, "--call", "1"});
+  INFO(r.out << r.err);
+  CHECK(r.exit_code == 0);
+  CHECK(test_util::file_text(out + "/SUMMARY.md").find("The call replayed: `--workload-file " + workload + " --call 1`") !=
+        std::string::npos);
+  const std::string cells = test_util::file_text(out + "/sweep/sweep.jsonl");
+  CHECK(cells.find("\"--workload-file\",\"" + workload + "\",\"--call\",\"1\",\"--call-only\"") != std::string::npos);
+  CHECK(cells.find("\"shape\":\"given\"") != std::string::npos);
   test_util::remove_tree(dir);
 }
 

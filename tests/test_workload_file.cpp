@@ -82,6 +82,17 @@ TEST_CASE("a captured call becomes the run options that replay it") {
   CHECK(c.mask->pattern == "text_padding");
   CHECK(option_value(r.problem, "--text-padding") ==
         std::to_string(c.mask->text_tokens) + ":" + std::to_string(c.mask->text_valid.back()));
+  // The harness pads entries after the first alike: the capture's [32, 20] is that exactly; [32, 20, 10] is not,
+  // and is replayed at its shortest with a warning.
+  for (const std::string& a : r.approximations) CHECK(a.find("text padding differs") == std::string::npos);
+  json uneven = fixture();
+  uneven["calls"][0]["mask"]["text_valid"] = {32, 20, 10};
+  for (const char* t : {"query", "key", "value"}) uneven["calls"][0][t]["shape"][0] = 3;
+  const CallReplay approx = replay_call(parse_workload_file(uneven.dump(), "w.json"), 0);
+  CHECK(option_value(approx.problem, "--text-padding") == "32:10");
+  bool warned = false;
+  for (const std::string& a : approx.approximations) warned = warned || a.find("the text padding differs between batch entries") == 0;
+  CHECK(warned);
   // The process: two attention calls a step, autograd keeping them, PyTorch's caching allocator.
   REQUIRE(w.calls_per_step);
   CHECK(option_value(r.context, "--layers") == std::to_string(*w.calls_per_step));

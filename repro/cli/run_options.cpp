@@ -64,6 +64,7 @@ const char* kRunDescription =
 const char* kRunUsage =
     "repro [OPTIONS]                     run one configuration\n"
     "repro report|sweep|bench|info ...   a bug report, a matrix of runs, timings, the environment\n"
+    "repro triage|minimize ...           everything a bug needs in one command; a failing run made small\n"
     "repro help [scenarios|COMMAND]      this help, the scenarios in full, a command's help\n"
     "repro -V, --version                 the version and how this binary was built";
 
@@ -780,18 +781,7 @@ bool parse_app(CLI::App& app, int argc, const char* const* argv, const std::stri
   result.words.assign(argv, argv + argc);
   try {
     app.parse(argc, argv);
-    const CLI::Option* workload_file = app.get_option_no_throw("--workload-file");
-    if (workload_file && workload_file->count()) {
-      result.words = with_replayed_call(app, result.words);
-      std::vector<const char*> words;
-      for (const std::string& w : result.words) words.push_back(w.c_str());
-      app.clear();
-      app.parse(static_cast<int>(words.size()), words.data());
-    }
     return true;
-  } catch (const InputError& e) {
-    result.exit_code = kExitUsage;
-    result.message = program + ": error: " + one_line(e.what());
   } catch (const CLI::CallForHelp&) {
     result.message = app.help();
   } catch (const CLI::ParseError& e) {
@@ -801,13 +791,30 @@ bool parse_app(CLI::App& app, int argc, const char* const* argv, const std::stri
   return false;
 }
 
+bool parse_run_app(CLI::App& app, int argc, const char* const* argv, const std::string& program, ParseResult& result) {
+  if (!parse_app(app, argc, argv, program, result)) return false;
+  const CLI::Option* workload_file = app.get_option_no_throw("--workload-file");
+  if (!workload_file || !workload_file->count()) return true;
+  try {
+    result.words = with_replayed_call(app, result.words);
+  } catch (const InputError& e) {
+    result.exit_code = kExitUsage;
+    result.message = program + ": error: " + one_line(e.what());
+    return false;
+  }
+  std::vector<const char*> words;
+  for (const std::string& w : result.words) words.push_back(w.c_str());
+  app.clear();
+  return parse_app(app, static_cast<int>(words.size()), words.data(), program, result);
+}
+
 ParseResult parse_command_line(int argc, const char* const* argv) {
   ParseResult result;
   CLI::App app{kRunDescription, "repro"};
   use_help_format(app, kRunUsage);
   app.footer(run_footer());
   RunOptionParser parser(app);
-  if (!parse_app(app, argc, argv, "repro", result)) return result;
+  if (!parse_run_app(app, argc, argv, "repro", result)) return result;
   try {
     result.options = parser.finish(result.words);
   } catch (const InputError& e) {

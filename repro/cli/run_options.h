@@ -144,9 +144,12 @@ std::string scenarios_help();
 
 // Parses argv into `app` with the help format of every repro command (help_format.h), turning
 // --help into exit 0 with the help text and every parse error into exit 2 with one line
-// ("<program>: error: ..."); returns true when parsing succeeded. An app with run options given
-// --workload-file is parsed again with the call's derived options in front of the command line's
-// (the command line's win); result.words holds what was parsed.
+// ("<program>: error: ..."); returns true when parsing succeeded. result.words holds what was parsed.
 bool parse_app(CLI::App& app, int argc, const char* const* argv, const std::string& program, ParseResult& result);
+
+// parse_app for an app with run options (RunOptionParser): given --workload-file, it is parsed
+// again with the call's derived options in front of the command line's (the command line's
+// win), and result.words holds that longer command line.
+bool parse_run_app(CLI::App& app, int argc, const char* const* argv, const std::string& program, ParseResult& result);
 
 }  // namespace sdpa

@@ -37,7 +37,7 @@ Items parsed_items(const Options& options, RunCommand command, RunOptions* run =
   std::vector<const char*> argv{"repro"};
   for (const std::string& o : options) argv.push_back(o.c_str());
   ParseResult result;
-  if (!parse_app(app, static_cast<int>(argv.size()), argv.data(), "repro", result)) throw InputError(result.message);
+  if (!parse_run_app(app, static_cast<int>(argv.size()), argv.data(), "repro", result)) throw InputError(result.message);
   if (run) *run = parser.finish(result.words);
   Items items;
   for (const CLI::Option* opt : app.get_options()) {

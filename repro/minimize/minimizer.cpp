@@ -194,6 +194,7 @@ int Minimizer::run(bool resume) {
         std::string classes;
         for (const std::string& c : s_.fails_with()) classes += (classes.empty() ? "" : ", ") + c;
         say("the configuration given fails (" + classes + "); shrinking it while it still does");
+        s_.doc["given_runs"] = trial.at("runs");
         s_.doc["phase"] = "shrinking";
       } else if (failed) {
         s_.doc["current"] = options;

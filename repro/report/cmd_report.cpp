@@ -419,7 +419,7 @@ int report_main(int argc, char** argv) {
                "fault was injected");
   RunOptionParser parser(app, RunCommand::report);
   ParseResult parsed;
-  if (!parse_app(app, argc, argv, "repro report", parsed)) {
+  if (!parse_run_app(app, argc, argv, "repro report", parsed)) {
     (parsed.exit_code == 0 ? std::cout : std::cerr) << parsed.message << "\n";
     return parsed.exit_code;
   }

@@ -469,14 +469,22 @@ SweepAxes axes_from_document_matrix(const nlohmann::json& matrix, const std::str
 std::string matrix_difference(const SweepAxes& a_axes, SweepShard a_shard, const SweepAxes& b_axes, SweepShard b_shard,
                               const std::string& a_name, const std::string& b_name) {
   auto shown = [](const nlohmann::json& value) {
+    if (value.is_string()) return value.get<std::string>();
     if (!value.is_array()) return value.dump();
     std::string s;
     for (const auto& v : value) s += (s.empty() ? "" : ",") + (v.is_string() ? v.get<std::string>() : v.dump());
     return s;
   };
   const nlohmann::json a = axes_to_json(a_axes), b = axes_to_json(b_axes);
-  for (const auto& [key, value] : a.items()) {
-    if (value != b.at(key)) return key + " " + shown(value) + " " + a_name + ", " + shown(b.at(key)) + " " + b_name;
+  // Over the keys of both: one that only one has (cell_options) is given as "none" in the other.
+  nlohmann::json keys = a;
+  keys.update(b);
+  for (const auto& item : keys.items()) {
+    const std::string& key = item.key();
+    const nlohmann::json none = "none";
+    const nlohmann::json& in_a = a.contains(key) ? a.at(key) : none;
+    const nlohmann::json& in_b = b.contains(key) ? b.at(key) : none;
+    if (in_a != in_b) return key + " " + shown(in_a) + " " + a_name + ", " + shown(in_b) + " " + b_name;
   }
   if (!(a_shard == b_shard)) return "shard " + a_shard.str() + " " + a_name + ", " + b_shard.str() + " " + b_name;
   return "";
