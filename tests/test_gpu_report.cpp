@@ -16,12 +16,20 @@
 // Prints the comparison table and the first 40 lines of scenario 2's REPORT.md. The cases' reports
 // and nvcc builds go three at a time (none is timed: each compares values), their checks and the
 // reproducers' runs one at a time after.
+//
+// With --backward (scenarios 1-5 at small shapes; scenario 0 has no report): the reproducer runs
+// each call's backward call too, and besides the output its dQ, dK and dV must agree with the
+// harness's, as the output does (l2 within the gradients' tolerance, the sums within tolerance * l2
+// * sqrt(elements)). A report's runs keep no gradients, so the harness runs the same configuration
+// once more, plain, with --save-output, whose FILE.grad_*.npy give them.
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
 
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 
+#include "math_sdpa/npy.h"
 #include "math_sdpa/reference.h"
 #include "report_test_util.h"
 
@@ -39,6 +47,66 @@ const nlohmann::json* harness_run(const nlohmann::json& report, const std::strin
     if (run["fix"] == fix) return &run;
   }
   return nullptr;
+}
+
+// The reproducer `binary` run with `fix`, and the report's harness run of the same setting. Where the
+// harness hung, the reproducer must time out in the same stage: checked and printed here, and the
+// caller has nothing more to compare (hung is set).
+struct AgainstHarness {
+  Ran ran;
+  nlohmann::json result;  // the harness run's "result"
+  bool hung = false;
+};
+AgainstHarness run_against_harness(const std::string& binary, const nlohmann::json& report, const std::string& fix,
+                                   const std::string& label) {
+  AgainstHarness a;
+  const nlohmann::json* h = harness_run(report, fix);
+  REQUIRE(h != nullptr);
+  a.result = (*h)["result"];
+  a.ran = run({binary, "--fix", fix, "--timeout", "120"});
+  INFO("reproducer stdout: ", a.ran.out, " stderr: ", a.ran.err);
+  if (a.result["outcome"] == "hang") {  // the bug itself: the reproducer must hang where the harness did
+    const std::string stage = a.result["watchdog"]["stage"].get<std::string>();
+    CHECK(a.ran.exit_code == 3);
+    CHECK(a.ran.err.find("TIMEOUT: hung in " + stage) != std::string::npos);
+    std::printf("%-8s %-4s %-8s %-9s (hung in %s)\n", label.c_str(), fix.c_str(), "hang",
+                a.ran.exit_code == 3 ? "timeout" : "?", stage.c_str());
+    a.hung = true;
+  }
+  return a;
+}
+
+// The value of `key=` on the reproducer's line for `name` ("grad_query: pass rel_error=... l2=..."); "" without it.
+std::string line_field(const std::string& output, const std::string& name, const std::string& key) {
+  const size_t line = output.find("\n" + name + ": ");
+  if (line == std::string::npos) return "";
+  const size_t end = output.find('\n', line + 1);
+  const size_t at = output.find(" " + key + "=", line);
+  if (at == std::string::npos || at > end) return "";
+  const size_t start = at + key.size() + 2;
+  return output.substr(start, output.find_first_of(" \n", start) - start);
+}
+
+// l2 and sum of the finite values of a float32 .npy, as the harness's result_stats and the
+// reproducer's lines count them; elements, all of them.
+struct Stats {
+  double l2 = 0, sum = 0;
+  long long elements = 0;
+};
+Stats npy_stats(const std::string& path) {
+  const sdpa::NpyArray a = sdpa::read_npy(path);
+  REQUIRE(a.type == sdpa::NpyType::float32);
+  Stats s;
+  s.elements = a.element_count();
+  for (long long i = 0; i < s.elements; ++i) {
+    float x;
+    std::memcpy(&x, a.data.data() + 4 * i, 4);
+    if (!std::isfinite(x)) continue;
+    s.l2 += static_cast<double>(x) * x;
+    s.sum += x;
+  }
+  s.l2 = std::sqrt(s.l2);
+  return s;
 }
 
 }  // namespace
@@ -118,18 +186,11 @@ TEST_SUITE("gpu_report") {
       REQUIRE_MESSAGE(made[c].second.exit_code == 0, made[c].second.err);
       for (const std::string fix : {"off", "on"}) {
         CAPTURE(fix);
-        const nlohmann::json* h = harness_run(j, fix);
-        REQUIRE(h != nullptr);
-        const nlohmann::json& result = (*h)["result"];
-        const Ran ran = run({binary, "--fix", fix, "--timeout", "120"});
+        const AgainstHarness a = run_against_harness(binary, j, fix, label);
+        if (a.hung) continue;
+        const Ran& ran = a.ran;
+        const nlohmann::json& result = a.result;
         INFO("reproducer stdout: ", ran.out, " stderr: ", ran.err);
-        if (result["outcome"] == "hang") {  // the bug itself: the reproducer must hang where the harness did
-          CHECK(ran.exit_code == 3);
-          CHECK(ran.err.find("TIMEOUT: hung in " + result["watchdog"]["stage"].get<std::string>()) != std::string::npos);
-          std::printf("%-8s %-4s %-8s %-9s (hung in %s)\n", label.c_str(), fix.c_str(), "hang",
-                      ran.exit_code == 3 ? "timeout" : "?", result["watchdog"]["stage"].get<std::string>().c_str());
-          continue;
-        }
         REQUIRE(result["outcome"] == "pass");
         CHECK(ran.exit_code == 0);
         CHECK(ran.out.find("result: pass ") != std::string::npos);
@@ -153,6 +214,123 @@ TEST_SUITE("gpu_report") {
         }
         std::printf("%-8s %-4s %-8s %-9s %18.10g %18.10g %10.2e %18.10g %18.10g %10.2e %9lld\n", label.c_str(), fix.c_str(),
                     "pass", ran.exit_code == 0 ? "pass" : "FAIL", l2_h, l2, rel, sum_h, sum, sum_bound, elements);
+      }
+    }
+    remove_tree(dir);
+  }
+
+  TEST_CASE("with --backward each scenario's reproducer runs the backward call and agrees with the harness on the "
+            "output and on dQ, dK and dV, fix off and on") {
+    const std::string nvcc = find_nvcc();
+    REQUIRE_MESSAGE(!nvcc.empty(), "the reproducers are built with nvcc, which is neither ", SDPA_NVCC,
+                    " nor on PATH");
+    using sdpa::DType;
+    using sdpa::Precision;
+    const double tolerance = sdpa::tolerance_for(DType::bf16, Precision::upcast);  // the default dtype
+    const double grad_tolerance = sdpa::gradient_tolerance_for(DType::bf16, Precision::upcast);
+    const std::string dir = temp_dir("gpu_report_backward");
+    struct Case {
+      int scenario;
+      std::vector<std::string> options;
+      bool dropout = false;
+    };
+    const std::vector<Case> cases = {
+        {1, {"-L", "64", "--iters", "3"}},  // the backward GEMMs on the Q.K^T GEMM's stream
+        // Softmax's backward a block a row, the host touching its operands before it (and fix 2 on both).
+        {2, {"-b", "1", "--heads", "2", "-L", "32", "-S", "1536", "--iters", "3"}},
+        {3, {"-L", "64", "--iters", "3"}},  // dQ on the view of K one batch entry a call (off), on the copy (on)
+        {4, {"-L", "64", "--kv-heads", "2", "--dropout", "0.1", "--iters", "3"}, true},  // GQA's sums, dropout's mask
+        {5, {"--mask", "causal", "--iters", "3"}},  // forward and backward in one graph, replayed
+    };
+    auto out_of = [&](size_t c) { return dir + "/case" + std::to_string(c); };
+    auto cu_of = [&](size_t c) { return out_of(c) + "/repro_scenario" + std::to_string(cases[c].scenario); };
+    auto harness_args = [&](size_t c, const std::string& fix) {
+      std::vector<std::string> args = {"--scenario", std::to_string(cases[c].scenario), "--backward"};
+      args.insert(args.end(), cases[c].options.begin(), cases[c].options.end());
+      args.insert(args.end(), {"--check", "--fix", fix, "--stall-threshold", "0", "--save-output",
+                               out_of(c) + "/harness-" + fix + ".npy"});
+      return args;
+    };
+    // Each case's report, then its reproducer built as its first comment says.
+    const auto made = test_util::in_parallel(cases.size(), 3, [&](size_t c) {
+      std::vector<std::string> args = {"report", "--scenario", std::to_string(cases[c].scenario), "--backward", "--out",
+                                       out_of(c), "--stall-threshold", "0"};
+      args.insert(args.end(), cases[c].options.begin(), cases[c].options.end());
+      std::pair<Ran, Ran> report_and_build{run_repro(args), Ran{}};
+      if (report_and_build.first.exit_code == 0) {
+        report_and_build.second = run({nvcc, "-O2", "-std=c++17", "-arch=native", cu_of(c) + ".cu", "-lcublas", "-o", cu_of(c)});
+      }
+      return report_and_build;
+    });
+    std::printf("%-8s %-4s %-10s %18s %18s %10s %18s %18s %10s %9s\n", "scenario", "fix", "tensor", "l2 (harness)",
+                "l2 (.cu)", "rel diff", "sum (harness)", "sum (.cu)", "bound", "elements");
+    for (size_t c = 0; c < cases.size(); ++c) {
+      const int scenario = cases[c].scenario;
+      CAPTURE(scenario);
+      const std::string n = std::to_string(scenario), out = out_of(c);
+      const Ran& report = made[c].first;
+      INFO("repro report stdout: ", report.out, " stderr: ", report.err);
+      REQUIRE(report.exit_code == 0);
+      const nlohmann::json j = nlohmann::json::parse(file_text(out + "/result.json"));
+      REQUIRE(j["runs"].size() == 2);
+      CHECK(j["reproducer_leaves_out"].is_null());
+      CHECK(file_text(out + "/REPORT.md").find("the single-file reproducer of one call and its backward call.") !=
+            std::string::npos);
+      REQUIRE_MESSAGE(made[c].second.exit_code == 0, made[c].second.err);
+
+      for (const std::string fix : {"off", "on"}) {
+        CAPTURE(fix);
+        const AgainstHarness a = run_against_harness(cu_of(c), j, fix, n);
+        if (a.hung) continue;
+        const Ran& ran = a.ran;
+        const nlohmann::json& result = a.result;
+        INFO("reproducer stdout: ", ran.out, " stderr: ", ran.err);
+        REQUIRE(result["outcome"] == "pass");
+        REQUIRE(result["check"]["gradients"].size() == 3);
+        CHECK(ran.exit_code == 0);
+        CHECK(ran.out.find("result: pass ") != std::string::npos);
+
+        // The harness's gradients: the same configuration run once more, saved.
+        const Ran saved = run_repro(harness_args(c, fix));
+        INFO("harness stdout: ", saved.out.substr(0, 3000), " stderr: ", saved.err);
+        REQUIRE(saved.exit_code == 0);
+
+        struct Compared {
+          std::string name;
+          Stats harness;
+          std::string line;  // the reproducer's line: "result" for the output, else the gradient's name
+          double tolerance;
+        };
+        Stats output;
+        output.l2 = result["result_stats"]["l2"];
+        output.sum = result["result_stats"]["sum"];
+        output.elements = result["result_stats"]["elements"];
+        std::vector<Compared> compared = {{"output", output, "result", tolerance}};
+        for (const char* g : {"grad_query", "grad_key", "grad_value"}) {
+          compared.push_back({g, npy_stats(out + "/harness-" + fix + "." + g + ".npy"), g, grad_tolerance});
+        }
+        for (const Compared& t : compared) {
+          CAPTURE(t.name);
+          const std::string l2_s = line_field("\n" + ran.out, t.line, "l2"), sum_s = line_field("\n" + ran.out, t.line, "sum"),
+                            elements_s = line_field("\n" + ran.out, t.line, "elements");
+          REQUIRE(!l2_s.empty());
+          REQUIRE(!sum_s.empty());
+          REQUIRE(!elements_s.empty());
+          if (t.line != "result") CHECK(ran.out.find("\n" + t.line + ": pass ") != std::string::npos);
+          const double l2 = std::stod(l2_s), sum = std::stod(sum_s);
+          const long long elements = std::stoll(elements_s);
+          const double rel = std::fabs(l2 - t.harness.l2) / t.harness.l2;
+          const double sum_bound = t.tolerance * t.harness.l2 * std::sqrt(static_cast<double>(t.harness.elements));
+          CHECK(elements == t.harness.elements);
+          CHECK(rel <= t.tolerance);
+          CHECK(std::fabs(sum - t.harness.sum) <= sum_bound);
+          if (cases[c].dropout && t.line == "result") {  // the same elements dropped (see the first test case)
+            CHECK(rel <= 1e-5);
+            CHECK(std::fabs(sum - t.harness.sum) <= 1e-5 * t.harness.l2 * std::sqrt(static_cast<double>(t.harness.elements)));
+          }
+          std::printf("%-8s %-4s %-10s %18.10g %18.10g %10.2e %18.10g %18.10g %10.2e %9lld\n", n.c_str(), fix.c_str(),
+                      t.name.c_str(), t.harness.l2, l2, rel, t.harness.sum, sum, sum_bound, elements);
+        }
       }
     }
     remove_tree(dir);

@@ -303,6 +303,75 @@ TEST_SUITE("report") {
     }
   }
 
+  TEST_CASE("repro report --no-run --backward: every scenario's reproducer runs the backward call under the scenario's "
+            "conditions, and REPORT.md no longer says it is left out") {
+    const std::string dir = temp_dir("report_backward");
+    for (int scenario = 1; scenario <= 5; ++scenario) {
+      CAPTURE(scenario);
+      const std::string out = dir + "/s" + std::to_string(scenario);
+      const Ran r = run_repro({"report", "--scenario", std::to_string(scenario), "--backward", "--no-run", "--out", out});
+      INFO(r.out, r.err);
+      REQUIRE(r.exit_code == 0);
+      const std::string cu = file_text(out + "/repro_scenario" + std::to_string(scenario) + ".cu");
+      // The backward's steps in the harness's order, each named for the watchdog.
+      size_t last = 0;
+      for (const char* step : {"grad_upcast", "dp_gemm", "dv_gemm", "softmax_backward", "dq_gemm", "dk_gemm", "grad_inputs"}) {
+        const size_t at = cu.find(std::string("(\"") + step + "\"");
+        CHECK_MESSAGE(at != std::string::npos, step);
+        CHECK_MESSAGE(at > last, step);
+        last = at;
+      }
+      // Eager, the call's backward call and its synchronisation follow stream_sync; a graph (scenario 5)
+      // holds the forward's and the backward's GPU steps.
+      CHECK((cu.find("host_step(\"backward_sync\"") != std::string::npos) == (scenario != 5));
+      CHECK((cu.find("issue_gpu_steps();\n        issue_backward_steps();") != std::string::npos) == (scenario == 5));
+      CHECK(cu.find("input_rng_for_seed(GRAD_OUTPUT_SEED)") != std::string::npos);  // dO, the harness's
+      CHECK(cu.find("constexpr double GRAD_TOLERANCE = 0.004;") != std::string::npos);  // bf16 upcast
+      CHECK(cu.find("reference_gradients(in)") != std::string::npos);
+      CHECK(cu.find("print_gradient(\"grad_query\"") != std::string::npos);
+      CHECK(cu.find("result: %s rel_error=%.3e l2=%.10g sum=%.10g elements=%lld nonfinite=%lld (fix %s)") !=
+            std::string::npos);  // the output's line as it was
+      CHECK(cu.find("@") == std::string::npos);
+      CHECK(cu.find("//@") == std::string::npos);
+      // Each scenario's condition in the backward, as the harness sets it.
+      if (scenario == 1) CHECK(cu.find("gpu_step(name, qk_stream, [&] {") != std::string::npos);  // the GEMM's stream
+      if (scenario == 2) {
+        CHECK(cu.find("host_step(\"grads_to_host\"") != std::string::npos);
+        CHECK(cu.find("cudaMemPrefetchAsync(dprobs") != std::string::npos);  // fix 2 on softmax's backward too
+        CHECK(cu.find("softmax_backward_kernel<<<static_cast<unsigned>(rows)") != std::string::npos);  // S = 4608: a block a row
+      } else {
+        CHECK(cu.find("grads_to_host") == std::string::npos);
+      }
+      if (scenario == 3) {  // dQ reads K as the GEMM did: the view one batch entry a call, or fix 3's copy
+        CHECK(cu.find("/*dq_per_batch=*/true") != std::string::npos);
+        CHECK(cu.find("/*dq_per_batch=*/false") != std::string::npos);
+      }
+      if (scenario == 4) CHECK(cu.find("grad_query = alloc<Elem>(B * H * L * E);") != std::string::npos);  // the storm's pages
+      // The harness runs with --backward; the reproducer carries it, and says so.
+      const std::string md = file_text(out + "/REPORT.md");
+      CHECK(md.find("--backward --iters 25 --check") != std::string::npos);
+      CHECK(md.find("the single-file reproducer of one call and its backward call.") != std::string::npos);
+      CHECK(md.find("leaves out") == std::string::npos);
+      const nlohmann::json j = nlohmann::json::parse(file_text(out + "/result.json"));
+      CHECK(j["reproducer_leaves_out"].is_null());
+    }
+    // What the reproducer still leaves out is still said.
+    const Ran layered = run_repro({"report", "--scenario", "2", "--backward", "--layers", "3", "--alloc-timing", "per-call",
+                                   "--no-run", "--out", dir + "/layers"});
+    REQUIRE(layered.exit_code == 0);
+    CHECK(file_text(dir + "/layers/REPORT.md")
+              .find("of one call and its backward call: it leaves out the per-call allocation and 3 layers.") != std::string::npos);
+    CHECK(nlohmann::json::parse(file_text(dir + "/layers/result.json"))["reproducer_leaves_out"] ==
+          "the per-call allocation and 3 layers");
+    // Without --backward nothing of it is in the program.
+    REQUIRE(run_repro({"report", "--scenario", "2", "--no-run", "--out", dir + "/forward"}).exit_code == 0);
+    const std::string forward = file_text(dir + "/forward/repro_scenario2.cu");
+    for (const char* name : {"dp_gemm", "GRAD_", "issue_backward_steps", "Gradients", "grad_output"}) {
+      CHECK_MESSAGE(forward.find(name) == std::string::npos, name);
+    }
+    remove_tree(dir);
+  }
+
   TEST_CASE("--fix-form lean: the preconditions name the lean form and its parts, the design form none") {
     const std::string dir = temp_dir("report_lean");
     for (const char* form : {"design", "lean"}) {
@@ -743,6 +812,24 @@ TEST_SUITE("report_nvcc") {
         {"--scenario", "5", "--gemm-stream", "aux", "--mask", "bool", "--dropout", "0.1", "--fix-form", "lean"},
         {"--scenario", "1", "--fix-form", "lean"},
         {"--scenario", "2", "-L", "64", "--fix-form", "lean"},
+        // With the backward call: each scenario, then its sections (dO's upcast or not, dropout's
+        // backward, softmax's backward a warp or a block a row, dQ's GEMM on the view, per batch
+        // entry or on the copy, the host touching its operands, fix 2's device memory for them, the
+        // backward GEMMs ordered by events, GQA's sums, a graph).
+        {"--scenario", "1", "--backward"},
+        {"--scenario", "2", "--backward", "-L", "64", "-S", "1536"},
+        {"--scenario", "3", "--backward"},
+        {"--scenario", "4", "--backward", "--dropout", "0.1", "--kv-heads", "2"},
+        {"--scenario", "5", "--backward"},
+        {"--scenario", "2", "--backward", "--fix-form", "lean", "--scores-to-host", "both", "--dropout", "0.2", "-L", "64"},
+        {"--scenario", "1", "--backward", "--dtype", "fp16", "--precision", "native", "--gemm-stream", "aux",
+         "--gemm-order", "event", "--mask", "causal"},
+        {"--scenario", "3", "--backward", "--gemm-api", "strided", "--dtype", "fp32", "--kv-heads", "4"},
+        {"--scenario", "5", "--backward", "--gemm-stream", "aux", "--gemm-order", "event", "--mask", "bool", "--dropout",
+         "0.1", "--fix-form", "lean"},
+        {"--scenario", "2", "--backward", "--alloc", "system", "--scores-to-host", "advise", "--precision", "native", "-S",
+         "256"},
+        {"--scenario", "4", "--backward", "--log", "sync", "--advise", "read-mostly", "--mask", "float", "--mask-dims", "Bx1"},
     };
     const std::string dir = temp_dir("report_nvcc");
     for (size_t i = 0; i < configs.size(); ++i) {
@@ -763,14 +850,15 @@ TEST_SUITE("report_nvcc") {
       std::printf("compiled %-22s %s\n", ("repro_scenario" + configs[i][1] + ".cu").c_str(), line.c_str());
     }
 
-    // Its host side alone (no GPU): the inputs must be the harness's, bit for bit, and its float64
-    // reference the harness's.
+    // Its host side alone (no GPU): the inputs (and with --backward dO) must be the harness's, bit
+    // for bit, and its float64 reference (and the gradients') the harness's.
     struct HostCheck {
       std::vector<std::string> args;
       SdpaProblem problem;
       const char* tensor;
+      bool backward = false;
     };
-    std::vector<HostCheck> checks(4);
+    std::vector<HostCheck> checks(6);
     checks[0].args = {"--scenario", "2", "--dtype", "fp16", "--mask", "bool", "--mask-dims", "Bx1", "-L", "33", "-S",
                       "47"};
     checks[0].problem.dtype = DType::fp16;
@@ -797,6 +885,28 @@ TEST_SUITE("report_nvcc") {
     checks[3].problem.q_len = 20;
     checks[3].problem.kv_len = 36;
     checks[3].tensor = "output";  // with the harness's dropout: the same elements kept
+    // The backward's: dropout, GQA, a boolean mask with fully masked rows, fp16; then a negative
+    // scale (its sign on Q) in fp32.
+    checks[4].args = {"--scenario", "4", "--backward", "--dtype", "fp16", "--dropout", "0.2", "--kv-heads", "2", "--mask",
+                      "bool", "--seed", "5", "-L", "24", "-S", "40"};
+    checks[4].problem.dtype = DType::fp16;
+    checks[4].problem.dropout_p = 0.2;
+    checks[4].problem.kv_heads = 2;
+    checks[4].problem.mask = MaskKind::boolean;
+    checks[4].problem.seed = 5;
+    checks[4].problem.q_len = 24;
+    checks[4].problem.kv_len = 40;
+    checks[4].tensor = "output";
+    checks[4].backward = true;
+    checks[5].args = {"--scenario", "3", "--backward", "--dtype", "fp32", "--scale", "-0.3", "--mask", "causal", "-L",
+                      "20", "-S", "36"};
+    checks[5].problem.dtype = DType::fp32;
+    checks[5].problem.scale = -0.3;
+    checks[5].problem.mask = MaskKind::causal;
+    checks[5].problem.q_len = 20;
+    checks[5].problem.kv_len = 36;
+    checks[5].tensor = "output";
+    checks[5].backward = true;
     for (size_t i = 0; i < checks.size(); ++i) {
       const HostCheck& c = checks[i];
       const std::string out = dir + "/h" + std::to_string(i), name = "repro_scenario" + c.args[1] + ".cu";
@@ -815,14 +925,20 @@ TEST_SUITE("report_nvcc") {
           << (p.mask == MaskKind::boolean ? "  std::fwrite(in.bool_mask.data(), 1, in.bool_mask.size(), f);\n" : "")
           << (p.mask == MaskKind::additive ? "  std::fwrite(in.additive_mask.data(), 4, in.additive_mask.size(), f);\n"
                                            : "")
-          << "  std::fwrite(ref.data(), 8, ref.size(), f);\n  return std::fclose(f);\n}\n";
+          << (c.backward ? "  std::fwrite(in.grad_out.data(), 4, in.grad_out.size(), f);\n" : "")
+          << "  std::fwrite(ref.data(), 8, ref.size(), f);\n"
+          << (c.backward ? "  const ReferenceGradients g = reference_gradients(in);\n"
+                           "  for (const auto* x : {&g.query, &g.key, &g.value}) std::fwrite(x->data(), 8, x->size(), f);\n"
+                         : "")
+          << "  return std::fclose(f);\n}\n";
       const Ran built = run({nvcc, "-O2", "-std=c++17", "-arch=sm_90", out + "/host_side.cu", "-lcublas", "-o",
                              out + "/host_side"});
       REQUIRE_MESSAGE(built.exit_code == 0, built.err);
       REQUIRE(run({out + "/host_side", out + "/host_side.bin"}).exit_code == 0);
       const std::string bytes = file_text(out + "/host_side.bin");
 
-      const HostInputs in = make_random_inputs(p, p.seed);
+      HostInputs in = make_random_inputs(p, p.seed);
+      if (c.backward) in.grad_out = make_grad_output(p, 1);
       const std::vector<double> ref = reference_tensor(p, in, c.tensor);
       std::string expected;
       auto append = [&](const void* data, size_t n) { expected.append(static_cast<const char*>(data), n); };
@@ -831,19 +947,31 @@ TEST_SUITE("report_nvcc") {
       append(in.v.data(), 4 * in.v.size());
       append(in.bool_mask.data(), in.bool_mask.size());
       append(in.additive_mask.data(), 4 * in.additive_mask.size());
+      append(in.grad_out.data(), 4 * in.grad_out.size());
       const size_t input_bytes = expected.size();
-      REQUIRE(bytes.size() == input_bytes + 8 * ref.size());
-      CHECK(std::memcmp(bytes.data(), expected.data(), input_bytes) == 0);  // bit-identical inputs
-      double diff2 = 0, ref2 = 0;
-      for (size_t k = 0; k < ref.size(); ++k) {
-        double x;
-        std::memcpy(&x, bytes.data() + input_bytes + 8 * k, 8);
-        diff2 += (x - ref[k]) * (x - ref[k]);
-        ref2 += ref[k] * ref[k];
+      std::vector<const std::vector<double>*> references = {&ref};
+      ReferenceGradients grads;
+      if (c.backward) {
+        grads = reference_gradients(p, in);
+        references.insert(references.end(), {&grads.query, &grads.key, &grads.value});
       }
-      CHECK(std::sqrt(diff2 / ref2) < 1e-12);  // the same float64 reference (up to FMA contraction)
+      size_t reference_values = 0;
+      for (const auto* r : references) reference_values += r->size();
+      REQUIRE(bytes.size() == input_bytes + 8 * reference_values);
+      CHECK(std::memcmp(bytes.data(), expected.data(), input_bytes) == 0);  // bit-identical inputs (and dO)
+      size_t at = input_bytes;
+      for (const auto* r : references) {  // the output, then dQ, dK, dV
+        double diff2 = 0, ref2 = 0;
+        for (size_t k = 0; k < r->size(); ++k, at += 8) {
+          double x;
+          std::memcpy(&x, bytes.data() + at, 8);
+          diff2 += (x - (*r)[k]) * (x - (*r)[k]);
+          ref2 += (*r)[k] * (*r)[k];
+        }
+        CHECK(std::sqrt(diff2 / ref2) < 1e-12);  // the same float64 reference (up to FMA contraction)
+      }
       std::printf("host side of %s matches the harness: %zu input bytes identical, %zu reference values\n",
-                  name.c_str(), input_bytes, ref.size());
+                  name.c_str(), input_bytes, reference_values);
     }
     remove_tree(dir);
   }

@@ -110,26 +110,26 @@ std::vector<std::string> take_ladder_values(const std::vector<std::string>& args
 }
 
 // The configuration of one call of `o`: what the single-file reproducer can hold (the training
-// context around the call is the harness's), and what that leaves out, in words.
+// context around the call is the harness's, but a call's backward call it holds, with what
+// autograd keeps for it), and what that leaves out, in words.
 RunOptions one_call(RunOptions o, std::string* leaves_out) {
   std::vector<std::string> out;
   const PathSettings& s = o.settings;
+  const bool backward = s.backward;
   if (s.alloc_timing == AllocTiming::per_call) out.push_back("the per-call allocation");
   if (s.layers > 1) out.push_back(std::to_string(s.layers) + " layers");
-  if (s.retain == Retain::autograd) out.push_back("autograd's retention");
+  if (s.retain == Retain::autograd && !backward) out.push_back("autograd's retention");
   if (s.chunk_bytes > 0) out.push_back("fix 5's chunks");
   if (o.context.ballast.given()) out.push_back("the ballast");
   if (o.context.host_load_threads > 0) out.push_back("the host load");
   if (o.steps) out.push_back("the steps");
-  if (s.backward) out.push_back("the backward pass");
   if (s.alloc == AllocKind::vmm) out.push_back("vmm memory (cudaMalloc there)");
   for (PathSettings* p : {&o.conditions, &o.settings}) {
     if (p->alloc == AllocKind::vmm) p->alloc = AllocKind::device;
     p->alloc_timing = AllocTiming::upfront;
     p->layers = 1;
-    p->retain = Retain::none;
+    p->retain = backward ? Retain::autograd : Retain::none;
     p->chunk_bytes = 0;
-    p->backward = false;
   }
   o.problem.precision = o.problem_given.precision;
   o.context = ContextSettings{};

@@ -4,9 +4,9 @@
 // problem, the settings of the fix-off and fix-on runs (RunOptions::settings(), so scenario
 // preconditions, explicit options and fixes are applied exactly as for a run), the stages that
 // run (stage_runs), the GEMMs as the pipeline builds them (k_gemm_strides, kt_operand,
-// qk_gemm_call, pv_gemm_call) and the softmax split as the kernel chooses it (plan_safe_softmax).
-// A setting the two runs share becomes code for that setting alone; only what the fix switches
-// is decided when the program runs.
+// qk_gemm_call, pv_gemm_call, backward_gemm_calls) and the softmax split as the kernel chooses it
+// (plan_safe_softmax). A setting the two runs share becomes code for that setting alone; only what
+// the fix switches is decided when the program runs.
 #include "repro/report/reproducer/generator.h"
 
 #include <algorithm>
@@ -33,6 +33,9 @@ namespace {
 
 constexpr size_t kCommentWidth = 100;
 constexpr const char* kTemplatePath = "repro/report/reproducer/template.cu.in";
+// dO's stream: make_grad_output (math_sdpa/problem.cpp) seeds it with the run's seed (layer 1's)
+// mixed with this constant; the CPU test (report_nvcc) checks the two programs' dO bit for bit.
+constexpr const char* kGradOutputSeed = "SEED ^ 0x6A09E667F3BCC909ull";
 
 const char* yes(bool b) { return b ? "true" : "false"; }
 
@@ -65,6 +68,26 @@ GemmCall qk_gemm_for(const SdpaProblem& p, const PathSettings& s) {
   return qk_gemm_call(p.batch * p.q_heads, p.q_len, p.kv_len, p.head_dim, p.compute_dtype(), kt, s.qk_gemm_api);
 }
 
+// dQ's GEMM exactly as the harness's backward issues it (issue_backward_stages): it reads K as
+// the Q.K^T GEMM does, the contiguous K^T copy or the view of K; a view whose batch and head
+// strides do not fold into one batch (scenario 3's [B, S, H, E] K through the pointer-array GEMM)
+// is read one batch entry a call, H heads each.
+struct DqGemm {
+  GemmCall call;
+  bool per_batch = false;
+};
+DqGemm dq_gemm_for(const SdpaProblem& p, const PathSettings& s) {
+  const bool kt_copy = stage_runs(Stage::kt_contiguous, p, s);
+  const HeadStrides ks = k_gemm_strides(p, s.k_layout);
+  DqGemm d;
+  d.call = backward_gemm_calls(p.batch * p.q_heads, p.q_len, p.kv_len, p.head_dim, p.compute_dtype(),
+                               kt_operand(p, ks, kt_copy))
+               .dq;
+  d.per_batch = !kt_copy && p.batch > 1 && ks.batch != p.q_heads * ks.head;
+  if (d.per_batch) d.call.batch = static_cast<int>(p.q_heads);
+  return d;
+}
+
 std::string gemm_literal(const GemmCall& g, const std::string& indent) {
   auto op = [](char t) { return t == 'T' ? "CUBLAS_OP_T" : "CUBLAS_OP_N"; };
   std::ostringstream s;
@@ -94,6 +117,11 @@ std::string config_literal(const SdpaProblem& p, const PathSettings& s, const Fi
   if (flags.at("kt_copy_varies")) {
     fields.push_back(std::string("/*kt_copy=*/") + yes(stage_runs(Stage::kt_contiguous, p, s)));
     fields.push_back("\n    /*qk=*/" + gemm_literal(qk_gemm_for(p, s), "            "));
+    if (flags.at("backward")) {
+      const DqGemm dq = dq_gemm_for(p, s);
+      fields.push_back("\n    /*dq=*/" + gemm_literal(dq.call, "            "));
+      fields.push_back(std::string("/*dq_per_batch=*/") + yes(dq.per_batch));
+    }
   }
   if (flags.at("pool_varies")) fields.push_back(std::string("/*stream_ordered_pool=*/") + yes(s.alloc == AllocKind::async));
   std::string out = "{";
@@ -132,30 +160,50 @@ const char* device_type(DType t) {
   return "?";
 }
 
+// Whether the program runs stage `s` of a configuration (stage_runs), where a graph's call has no
+// backward_sync: the graph holds the backward call, and the call's stream_sync waits for it.
+bool program_runs(Stage s, const SdpaProblem& p, const PathSettings& ps) {
+  return stage_runs(s, p, ps) && !(s == Stage::backward_sync && ps.graph);
+}
+
 // The steps where the scenario's hang shows, by the signatures in docs/SCENARIOS.md.
 std::string hang_steps(int scenario, const SdpaProblem& p, const PathSettings& off) {
   std::string steps;
   for (int i = 0; i < kStageCount; ++i) {
     const Stage s = static_cast<Stage>(i);
     const std::vector<int> fits = scenarios_for_hung_stage(s);
-    if (std::find(fits.begin(), fits.end(), scenario) != fits.end() && stage_runs(s, p, off)) {
+    if (std::find(fits.begin(), fits.end(), scenario) != fits.end() && program_runs(s, p, off)) {
       steps += (steps.empty() ? "" : " or ") + std::string(stage_name(s));
     }
   }
   return steps;
 }
 
-std::string problem_line(int scenario, const SdpaProblem& p, int iters) {
+// The backward call's steps, in their order ("" without --backward).
+std::string backward_steps(const SdpaProblem& p, const PathSettings& ps) {
+  std::string steps;
+  for (int i = 0; i < kStageCount; ++i) {
+    const Stage s = static_cast<Stage>(i);
+    if (is_backward_stage(s) && !is_memory_stage(s) && program_runs(s, p, ps)) {
+      steps += (steps.empty() ? "" : ", ") + std::string(stage_name(s));
+    }
+  }
+  return steps;
+}
+
+std::string problem_line(int scenario, const SdpaProblem& p, int iters, bool backward) {
   std::ostringstream s;
   s << "scenario " << scenario << ", " << p.shape_string() << ", " << dtype_name(p.dtype) << ", precision "
     << precision_name(p.precision) << ", mask " << mask_kind_name(p.mask);
   if (p.has_mask_input()) s << " " << (p.mask_per_batch ? "B" : "1") << "x" << (p.mask_per_head ? "H" : "1");
   s << ", scale " << format_number("%.6g", p.softmax_scale()) << ", seed " << p.seed << ", " << iters << " call(s)";
+  if (backward) s << " each with its backward call";
   return s.str();
 }
 
+// `backward`: the backward call's steps ("" without one).
 std::string header_comment(const RunOptions& off, const std::string& command_off, const std::string& command_on,
-                           const std::string& hang) {
+                           const std::string& hang, const std::string& backward) {
   const int n = off.scenario;
   const ScenarioInfo& sc = scenario_info(n);
   const FixInfo& fix = fix_info(sc.fix_number);
@@ -180,6 +228,12 @@ std::string header_comment(const RunOptions& off, const std::string& command_off
   h += comment("", "It prints the device, the configuration, and a line to compare with the harness run's "
                    "result.json (result_stats.l2, .sum, .elements; check.rel_error):");
   h += "//   result: pass rel_error=1.234e-03 l2=... sum=... elements=... nonfinite=0 (fix off)\n";
+  if (!backward.empty()) {
+    h += comment("", "then a line for each input gradient, to compare with check.gradients and the gradients "
+                     "--save-output writes (FILE.grad_query.npy, ...):");
+    h += "//   grad_query: pass rel_error=1.234e-03 l2=... sum=... elements=... nonfinite=0\n";
+    h += "//   grad_key: ...\n//   grad_value: ...\n";
+  }
   h += comment("", "Exit codes: 0 pass, 1 mismatch, 2 usage, 3 hung (\"TIMEOUT: hung in <step>\" on stderr), 4 "
                    "CUDA or cuBLAS error (file, line and step on stderr), 6 waived (this GPU cannot express the "
                    "scenario), 7 no GPU.");
@@ -187,12 +241,18 @@ std::string header_comment(const RunOptions& off, const std::string& command_off
   h += comment("Hypothesis:", std::string(sc.hypothesis) + ".", "  ");
   h += comment("Set up:", std::string(sc.setup) + ".", "  ");
   h += comment("Runs:", std::string(sc.runs) + ".", "  ");
+  if (!backward.empty()) {
+    h += comment("Backward:", "each call is the whole path (--backward implies --full) followed by its backward call "
+                              "for a seeded gradient of the output dO, as autograd runs it (docs/BACKWARD.md): " +
+                                  backward + "; dQ, dK and dV are checked too.",
+                 "  ");
+  }
   h += comment("Fix " + std::to_string(sc.fix_number) + " (--fix on):", std::string(fix.what) + ".", "  ");
   h += comment("A hang prints:", "TIMEOUT: hung in " + hang + " (the harness's stage log: " + sc.hang_signature + ").",
                "  ");
   h += "//\n";
   h += comment("", std::string("Generated by sdpa-repro ") + kHarnessVersion + " (commit " + kGitCommit +
-                       ") for exactly " + problem_line(n, off.problem, off.iters) +
+                       ") for exactly " + problem_line(n, off.problem, off.iters, !backward.empty()) +
                        ", from the harness runs:");
   h += "//   " + command_off + "\n";
   h += "//   " + command_on + "\n";
@@ -276,6 +336,8 @@ std::string reproducer_nvcc_command(int scenario, const std::string& arch) {
   return "nvcc -O2 -std=c++17 -arch=" + arch + " " + name + ".cu -lcublas -o " + name;
 }
 
+bool reproducer_runs_backward(const RunOptions& o) { return o.settings.backward; }
+
 std::string reproducer_run_command(int scenario, bool fix_on) {
   return "./repro_scenario" + std::to_string(scenario) + " --fix " + (fix_on ? "on" : "off");
 }
@@ -313,6 +375,12 @@ std::string generate_reproducer(const RunOptions& off, const RunOptions& on, con
   const bool softmax = runs(Stage::softmax);
   const SoftmaxPlan softmax_plan = plan_safe_softmax(nullptr, nullptr, ct, p.kv_len);
   const bool softmax_warp = softmax_variant(softmax_plan) == SoftmaxVariant::warp_per_row;
+  // --backward: each call followed by its backward call.
+  const bool backward = reproducer_runs_backward(off);
+  auto runs_backward = [&](Stage s) { return stage_runs(s, p, so) || stage_runs(s, p, sn); };
+  const DqGemm dq_off = dq_gemm_for(p, so);
+  // Softmax's backward splits its rows where the forward's does (kernels.h, kSoftmaxBackwardWarpCols).
+  const bool softmax_backward_warp = p.kv_len <= kSoftmaxWarpRowMaxCols;
 
   std::map<std::string, bool> flags = {
       {"bf16", p.dtype == DType::bf16},
@@ -378,6 +446,16 @@ std::string generate_reproducer(const RunOptions& off, const RunOptions& on, con
       // The result's element type: float (Acc in fp32), or the 16-bit Elem (the cast output, or
       // native precision).
       {"result_float", ct == DType::fp32 && !runs(Stage::cast_output)},
+      {"backward", backward},
+      {"backward_eager", backward && !so.graph},  // with --graph the graph holds the backward call
+      {"grad_upcast", runs_backward(Stage::grad_upcast)},
+      {"dropout_backward", runs_backward(Stage::dropout_backward)},
+      {"grads_to_host", runs_backward(Stage::grads_to_host)},
+      {"grads_advise", runs_backward(Stage::grads_to_host) && scores_advise},
+      {"softmax_backward_warp", softmax_backward_warp},
+      {"dq_varies", backward && kt_copy_varies},
+      {"dq_per_batch", backward && !kt_copy_varies && dq_off.per_batch},
+      {"fix2_device_grads", backward && either(FixPart::device_scores) && migratable(alloc)},
   };
 
   const ScenarioInfo& sc = scenario_info(off.scenario);
@@ -391,7 +469,7 @@ std::string generate_reproducer(const RunOptions& off, const RunOptions& on, con
   }
   std::string result_buffer = result == "scores" ? "scores" : result == "probs" ? "probs" : "out_acc";
   if (runs(Stage::cast_output)) result_buffer = "output";
-  std::string config_line = problem_line(off.scenario, p, off.iters);
+  std::string config_line = problem_line(off.scenario, p, off.iters, backward);
   for (size_t at = config_line.find('%'); at != std::string::npos; at = config_line.find('%', at + 2)) {
     config_line.insert(at, "%");  // it goes into a printf format
   }
@@ -418,8 +496,17 @@ std::string generate_reproducer(const RunOptions& off, const RunOptions& on, con
                     "(as cunn_SoftMaxForward: the block reduction scenario 2's hypothesis is about).";
   }
 
+  const std::string split_cols = std::to_string(kSoftmaxWarpRowMaxCols);
+  const std::string softmax_backward_split =
+      softmax_backward_warp ? "rows of up to " + split_cols + " elements, as these, a warp each."
+                            : "rows longer than " + split_cols + " elements, as these, a block each, the sum merged "
+                                                                 "through shared memory.";
+  // dPd, dV and dKs do not read K: the fix-off run's K^T operand stands for both runs' (dQ's is dq_gemm_for's).
+  const KtOperand kt_off = kt_operand(p, k_gemm_strides(p, so.k_layout), stage_runs(Stage::kt_contiguous, p, so));
+  const BackwardGemms bg = backward_gemm_calls(p.batch * p.q_heads, p.q_len, p.kv_len, p.head_dim, ct, kt_off);
+
   std::map<std::string, std::string> values = {
-      {"HEADER", header_comment(off, command_off, command_on, hang_steps(off.scenario, p, so))},
+      {"HEADER", header_comment(off, command_off, command_on, hang_steps(off.scenario, p, so), backward_steps(p, so))},
       {"FIX_NUMBER", std::to_string(sc.fix_number)},
       {"FIX_NAME", fix_info(sc.fix_number).name},
       {"B", std::to_string(p.batch)},
@@ -499,6 +586,14 @@ std::string generate_reproducer(const RunOptions& off, const RunOptions& on, con
       {"SOFTMAX_SPLIT", softmax_split},
       {"SOFTMAX_ROWS_PER_BLOCK", std::to_string(softmax_plan.rows_per_block)},
       {"CONFIG_LINE", config_line},
+      {"GRAD_TOLERANCE", format_number("%g", gradient_tolerance_for(p.dtype, p.precision))},
+      {"GRAD_OUTPUT_SEED", kGradOutputSeed},
+      {"DP_GEMM", gemm_literal(bg.dp, "    ")},
+      {"DV_GEMM", gemm_literal(bg.dv, "    ")},
+      {"DQ_GEMM", gemm_literal(dq_off.call, "    ")},
+      {"DK_GEMM", gemm_literal(bg.dk, "    ")},
+      {"DQ_K", stage_runs(Stage::kt_contiguous, p, so) ? "key_transposed" : "key_scaled"},
+      {"SOFTMAX_BACKWARD_SPLIT", softmax_backward_split},
   };
   std::map<std::string, std::string> headers;
   for (const EmbeddedSource& file : embedded_sources()) headers[file.path] = file.text;

@@ -5,7 +5,8 @@
 // `#define FIX 0|1` or `--fix on|off`, its own error checks naming file and line, its own
 // timeout ("TIMEOUT: hung in <step>", exit 3, instead of hanging forever), the harness's input
 // generator and a float64 reference, and a result line (rel_error, l2, sum, elements) to set
-// against the harness run it came from. It is cut from one template (template.cu.in) with only
+// against the harness run it came from; with --backward, the call's backward call too, and a line
+// for each of dQ, dK and dV. It is cut from one template (template.cu.in) with only
 // the sections the configuration needs, so an NVIDIA engineer reads no dead code; what it shares
 // with the harness verbatim (input generator, dtype rounding, Philox, two kernels) is inlined
 // from the harness's own headers, so the two cannot drift apart.
@@ -23,6 +24,11 @@ namespace sdpa {
 // Throws InputError (one line) for what the reproducer cannot express: captured inputs
 // (--inputs), scenario 0 (no fix to switch).
 void check_reproducible(const RunOptions& options);
+
+// Whether the reproducer of a run carries its backward call (--backward): each of its calls is
+// then followed by the backward call for the harness's seeded dO, and dQ, dK and dV are checked
+// too. A report's one call keeps the flag (cmd_report.cpp's one_call).
+bool reproducer_runs_backward(const RunOptions& options);
 
 // `repro_scenario2.cu`; `nvcc -O2 -std=c++17 -arch=native repro_scenario2.cu -lcublas -o
 // repro_scenario2`; `./repro_scenario2 --fix on`.
