@@ -81,11 +81,6 @@ Items with_value(Items items, const std::string& name, const std::string& value)
   return items;
 }
 
-Items with_flag(Items items, const std::string& name) {
-  if (!has(items, name)) items.push_back({name, "", true});
-  return items;
-}
-
 std::string n(int64_t x) { return std::to_string(x); }
 
 // A step's proposal from the configuration's items and what they parse to; nullopt: not applicable.
