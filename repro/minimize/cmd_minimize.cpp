@@ -143,7 +143,7 @@ int minimize_main(int argc, char** argv) {
   app.add_option("--repro-binary", s.repro_binary, "the program each run runs (tests)")->group("");
   app.add_option("run-options", run_options, "the configuration's run options (after --)")->option_text("RUN OPTIONS");
   app.footer("Exit codes: 0 a smallest failing configuration found (SUMMARY.md), 1 the configuration did not fail in its "
-             "first runs, 2 usage, 7 no usable GPU. docs/MINIMIZE.md has the steps and the state file.");
+             "first runs, 2 usage, 7 no usable GPU. docs/TRIAGE.md has the steps and the state file.");
   ParseResult parsed;
   if (!parse_app(app, argc, argv, "repro minimize", parsed)) {
     (parsed.exit_code == 0 ? std::cout : std::cerr) << parsed.message << "\n";
