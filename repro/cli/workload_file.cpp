@@ -168,7 +168,7 @@ WorkloadFile parse_workload_file(const std::string& text, const std::string& pat
   json doc;
   try {
     doc = json::parse(text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // a syntax error, or a number past a double's range
     throw InputError("--workload-file " + path + ": not JSON (" + one_line(e.what()) + ")");
   }
   const Field root(doc, "", path);
