@@ -14,6 +14,7 @@
 //                             it), then waits to die with it
 //   MINIMIZE_FAKE_INT_AT=N    run N sends SIGINT to its parent, then sleeps until it is killed
 //   MINIMIZE_FAKE_LOG=F       each run appends its command line to F
+//   MINIMIZE_FAKE_SLEEP_S=S   each run takes S seconds first (a step long enough to interrupt)
 //   `info --json`             a device block that names a fake GPU, exit 0 (exit 7, no GPU, when
 //                             MINIMIZE_FAKE_NO_GPU is set)
 #include <signal.h>
@@ -61,6 +62,7 @@ int main(int argc, char** argv) {
     for (int i = 1; i < argc; ++i) out << (i > 1 ? " " : "") << argv[i];
     out << "\n";
   }
+  if (const int seconds = env_int("MINIMIZE_FAKE_SLEEP_S")) sleep(static_cast<unsigned>(seconds));
   const int run = bump_counter();
   if (run && run == env_int("MINIMIZE_FAKE_KILL_AT")) {
     kill(getppid(), SIGKILL);

@@ -5,8 +5,15 @@
 // S = 2048 on managed memory, and the archive holds every file SUMMARY.md lists.
 #include <doctest/doctest.h>
 
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <set>
+#include <thread>
 #include <string>
 #include <vector>
 
@@ -127,6 +134,38 @@ TEST_CASE("repro triage without a GPU stops after info, exit 7, and still writes
   const auto r = triage(out, {"--budget", "1m"});
   CHECK(r.exit_code == sdpa::kExitNoGpu);
   CHECK(test_util::file_text(out + "/SUMMARY.md").find("Nothing ran: no usable CUDA GPU") != std::string::npos);
+  CHECK(test_util::run_program({"tar", "tzf", out + ".tar.gz"}).out.find("t/SUMMARY.md") != std::string::npos);
+  test_util::remove_tree(dir);
+}
+
+TEST_CASE("repro triage interrupted (SIGINT) during its sweep: the sweep stopped, the rest skipped, summary and archive written") {
+  const std::string dir = test_util::temp_dir("triage_interrupted"), out = dir + "/t";
+  FakeEnv env;
+  env.set("MINIMIZE_FAKE_SLEEP_S", "30");  // every run: long enough to be interrupted in
+  std::fflush(nullptr);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    if (!std::freopen("/dev/null", "w", stdout)) _exit(126);
+    execl(SDPA_REPRO_BINARY, SDPA_REPRO_BINARY, "triage", "--out", out.c_str(), "--repro-binary", MINIMIZE_FAKE_CHILD,
+          "--no-bug-report", "--budget", "10m", "--scenarios", "2", static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  // Until the sweep has started (bounded), then the interrupt.
+  const auto started = std::chrono::steady_clock::now();
+  auto seconds = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count(); };
+  while (test_util::file_text(out + "/triage.log").find("sweep: sweep") == std::string::npos && seconds() < 60) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  REQUIRE(seconds() < 60);
+  kill(pid, SIGINT);
+  int status = 0;
+  while (waitpid(pid, &status, WNOHANG) == 0 && seconds() < 90) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  REQUIRE(seconds() < 90);  // it did not wait for the 30 s runs of every cell
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 128 + SIGINT);
+  const std::string summary = test_util::file_text(out + "/SUMMARY.md");
+  CHECK(summary.find("interrupted by signal 2: the steps after it did not run") != std::string::npos);
+  CHECK(test_util::file_text(out + "/triage.log").find("ladder-2") == std::string::npos);
   CHECK(test_util::run_program({"tar", "tzf", out + ".tar.gz"}).out.find("t/SUMMARY.md") != std::string::npos);
   test_util::remove_tree(dir);
 }

@@ -45,7 +45,8 @@ int triage_main(int argc, char** argv) {
       ->option_text("FAULT");
   app.add_option("--repro-binary", t.repro_binary, "what info and every run run (tests)")->group("");
   app.footer("Exit codes: 0 nothing hung or failed, 1 a run failed without hanging, 3 a run hung (minimized and "
-             "reported), 7 no usable GPU, 2 usage. docs/TRIAGE.md has the steps and the archive.");
+             "reported), 7 no usable GPU, 2 usage, 130/143 interrupted (summary and archive written). docs/TRIAGE.md has "
+             "the steps and the archive.");
   ParseResult parsed;
   if (!parse_app(app, argc, argv, "repro triage", parsed)) {
     (parsed.exit_code == 0 ? std::cout : std::cerr) << parsed.message << "\n";

@@ -232,6 +232,7 @@ int Triage::run() {
   if (g_stop_signal) notes.push_back("interrupted by signal " + std::to_string(g_stop_signal) + ": the steps after it did not run");
   write_summary();
   write_archive();
+  if (g_stop_signal) return 128 + g_stop_signal;
   if (no_gpu) return kExitNoGpu;
   if (!hung_cells.empty() || !minimized_from.empty()) return kExitHang;
   bool ladder_failed = false;

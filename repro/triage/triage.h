@@ -34,7 +34,8 @@ struct TriageSettings {
 };
 
 // Triage exit codes: 0 nothing hung or failed, 1 a run failed (no hang), 3 a run hung (minimized
-// and reported), 7 no usable GPU, 2 usage. The archive is written in every case but usage.
+// and reported), 7 no usable GPU, 2 usage, 130 / 143 interrupted by SIGINT / SIGTERM (the step in
+// flight stopped, the rest skipped). The archive is written in every case but usage.
 int run_triage(const TriageSettings& settings);
 
 }  // namespace sdpa
