@@ -414,6 +414,35 @@ TEST_SUITE("sweep") {
     before_waivers["keep_waived"] = false;
     CHECK_FALSE(axes_from_document_matrix(before_waivers, "new.json").keep_waived);
   }
+  TEST_CASE("cell options: from a matrix file, in every cell's run options, in the document's matrix only when given") {
+    auto args_of = [](const SweepCell& c) {
+      std::string s;
+      for (const auto& a : c.run_args()) s += " " + a;
+      return s;
+    };
+    const SweepAxes axes = parse_matrix(R"({"scenarios": [0], "fix": ["off"], "dtypes": ["bf16"], "shapes": ["2x8x128x128x64"],
+                                           "allocs": ["managed"], "cell_options": ["--seed", "7"]})",
+                                        "m.json");
+    CHECK(axes.cell_options == std::vector<std::string>{"--seed", "7"});
+    const auto cells = expand_matrix(axes);
+    REQUIRE(cells.size() == 1);
+    CHECK(args_of(cells[0]).find(" --check --seed 7") != std::string::npos);
+    CHECK(axes_to_json(axes)["cell_options"] == nlohmann::json({"--seed", "7"}));
+    CHECK_FALSE(axes_to_json(SweepAxes{}).contains("cell_options"));  // older documents stay as they were
+    CHECK(axes_from_document_matrix(axes_to_json(axes), "s.json").cell_options == axes.cell_options);
+    CHECK_THROWS_WITH_AS(parse_matrix(R"({"cell_options": "--seed 7"})", "m.json"),
+                         doctest::Contains("\"cell_options\" must be a list of strings"), InputError);
+    SweepAxes bad = axes;
+    bad.cell_options = {"--seed", "x"};  // checked with each cell, by repro's own parser
+    CHECK_THROWS_AS(expand_matrix(bad), InputError);
+    // "given": no shape or dtype option of the cell's own.
+    SweepAxes given = axes;
+    given.shapes = {"given"};
+    given.dtypes = {"given"};
+    const std::string args = args_of(expand_matrix(given)[0]);
+    CHECK(args.find("--dtype") == std::string::npos);
+    CHECK(args.find(" -L ") == std::string::npos);
+  }
   TEST_CASE("the default matrix: scenarios 0-5 x fix off/on x bf16/fp16/fp32 x managed/device/async x three shapes") {
     // 324 combinations: scenario 2's 18 on rows of 128 keys (the warp softmax) are left out, and
     // without --keep-waived the 168 of scenarios 1-5 on device and async memory, which a waiver
