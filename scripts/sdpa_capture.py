@@ -123,26 +123,26 @@ def as_4d(shape, stride):
     return shape, stride, exact
 
 
-def mask_4d_shape(shape):
-    """A mask's shape as four dimensions [B|1, H|1, L|1, S|1], broadcast as PyTorch broadcasts it:
-    leading ones for fewer dimensions, leading dimensions merged for more."""
+def padded_shape(shape, at_least, at_most=4):
+    """A shape with leading ones up to `at_least` dimensions, and its leading dimensions merged
+    down to `at_most`: as PyTorch broadcasts a mask against [B, H, L, S]."""
     shape = list(shape)
-    while len(shape) < 4:
+    while len(shape) < at_least:
         shape.insert(0, 1)
-    while len(shape) > 4:
+    while len(shape) > at_most:
         shape[0:2] = [shape[0] * shape[1]]
     return shape
+
+
+def mask_4d_shape(shape):
+    """A mask's shape as four dimensions [B|1, H|1, L|1, S|1], broadcast as PyTorch broadcasts it."""
+    return padded_shape(shape, 4)
 
 
 def mask_shape_record(shape):
-    """The shape the workload records for a mask: as passed, padded to two dimensions with leading
-    ones, more than four merged (the schema allows 2 to 4)."""
-    shape = list(shape)
-    while len(shape) < 2:
-        shape.insert(0, 1)
-    while len(shape) > 4:
-        shape[0:2] = [shape[0] * shape[1]]
-    return shape
+    """The shape the workload records for a mask: as passed, padded to two dimensions, more than
+    four merged (the schema allows 2 to 4)."""
+    return padded_shape(shape, 2)
 
 
 def text_padding_of(rows):

@@ -43,6 +43,18 @@ inline std::vector<std::string> lines_of(const std::string& text) {
   return lines;
 }
 
+// Environment variables set for as long as it lives (programs run meanwhile inherit them), then unset.
+struct ScopedEnv {
+  std::vector<std::string> names;
+  void set(const std::string& name, const std::string& value) {
+    setenv(name.c_str(), value.c_str(), 1);
+    names.push_back(name);
+  }
+  ~ScopedEnv() {
+    for (const auto& n : names) unsetenv(n.c_str());
+  }
+};
+
 // The file's bytes, or "" when it cannot be read.
 inline std::string file_text(const std::string& path) { return sdpa::read_file(path).value_or(""); }
 

@@ -41,16 +41,6 @@ const Options kGiven = {"--scenario", "2", "--full", "-b",       "2",       "--h
 // The smallest configuration the known answer allows.
 const Options kSmallest = {"--batch", "1", "--heads", "1", "--q-len", "1", "--kv-len", "2048", "--head-dim", "1"};
 
-struct Env {
-  std::vector<std::string> names;
-  void set(const std::string& name, const std::string& value) {
-    setenv(name.c_str(), value.c_str(), 1);
-    names.push_back(name);
-  }
-  ~Env() {
-    for (const auto& n : names) unsetenv(n.c_str());
-  }
-};
 
 test_util::ProgramRun minimize(const std::string& out, const Options& extra, const Options& run_options = {}) {
   std::vector<std::string> args{SDPA_REPRO_BINARY, "minimize", "--out", out, "--repro-binary", MINIMIZE_FAKE_CHILD};
@@ -129,7 +119,7 @@ TEST_CASE("minimize's steps: each proposes the smaller run it names, checked by 
 
 TEST_CASE("repro minimize ends at the conditional fault's known answer: S = 2048 on managed memory, nothing else") {
   const std::string dir = test_util::temp_dir("minimize"), out = dir + "/m";
-  Env env;
+  test_util::ScopedEnv env;
   env.set("MINIMIZE_FAKE_LOG", dir + "/fake.log");
   const auto r = minimize(out, {"--runs", "2"}, kGiven);
   INFO(r.out << r.err);
@@ -157,7 +147,7 @@ TEST_CASE("repro minimize ends at the conditional fault's known answer: S = 2048
 
 TEST_CASE("repro minimize keeps a fault that comes only once in a while, as long as one run in N shows it") {
   const std::string dir = test_util::temp_dir("minimize_flaky"), out = dir + "/m";
-  Env env;
+  test_util::ScopedEnv env;
   env.set("MINIMIZE_FAKE_COUNTER", dir + "/count");
   env.set("MINIMIZE_FAKE_EVERY", "3");  // every third armed run hangs
   const auto r = minimize(out, {"--runs", "3", "--no-report"}, {"-L", "64", "-S", "4096", "--alloc", "managed", "--inject",
@@ -172,7 +162,7 @@ TEST_CASE("repro minimize keeps a fault that comes only once in a while, as long
 
 TEST_CASE("repro minimize resumes after the machine froze mid-run and after an interrupt, to the same answer") {
   const std::string dir = test_util::temp_dir("minimize_resume"), out = dir + "/m";
-  Env env;
+  test_util::ScopedEnv env;
   env.set("MINIMIZE_FAKE_COUNTER", dir + "/count");
   SUBCASE("killed during a run (SIGKILL, as a freeze ends it): the run in flight counts as a hang") {
     env.set("MINIMIZE_FAKE_KILL_AT", "2");  // a run of the given configuration, which hangs anyway

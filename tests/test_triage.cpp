@@ -22,16 +22,6 @@
 
 namespace {
 
-struct FakeEnv {
-  std::vector<std::string> names;
-  void set(const std::string& name, const std::string& value) {
-    setenv(name.c_str(), value.c_str(), 1);
-    names.push_back(name);
-  }
-  ~FakeEnv() {
-    for (const auto& n : names) unsetenv(n.c_str());
-  }
-};
 
 test_util::ProgramRun triage(const std::string& out, std::vector<std::string> extra) {
   std::vector<std::string> args{SDPA_REPRO_BINARY, "triage", "--out", out, "--repro-binary", MINIMIZE_FAKE_CHILD,
@@ -98,7 +88,7 @@ TEST_CASE("repro triage runs every step to the known answer and archives what SU
 
 TEST_CASE("repro triage: a ladder for each scenario that did not hang, and nothing minimized when nothing hung") {
   const std::string dir = test_util::temp_dir("triage_pass"), out = dir + "/t";
-  FakeEnv env;
+  test_util::ScopedEnv env;
   env.set("MINIMIZE_FAKE_LOG", dir + "/fake.log");
   const auto r = triage(out, {"--budget", "5m", "--scenarios", "2"});
   INFO(r.out << r.err);
@@ -129,7 +119,7 @@ TEST_CASE("repro triage with a capture: the sweep runs the captured call in ever
 
 TEST_CASE("repro triage without a GPU stops after info, exit 7, and still writes its summary and archive") {
   const std::string dir = test_util::temp_dir("triage_nogpu"), out = dir + "/t";
-  FakeEnv env;
+  test_util::ScopedEnv env;
   env.set("MINIMIZE_FAKE_NO_GPU", "1");
   const auto r = triage(out, {"--budget", "1m"});
   CHECK(r.exit_code == sdpa::kExitNoGpu);
@@ -140,7 +130,7 @@ TEST_CASE("repro triage without a GPU stops after info, exit 7, and still writes
 
 TEST_CASE("repro triage interrupted (SIGINT) during its sweep: the sweep stopped, the rest skipped, summary and archive written") {
   const std::string dir = test_util::temp_dir("triage_interrupted"), out = dir + "/t";
-  FakeEnv env;
+  test_util::ScopedEnv env;
   env.set("MINIMIZE_FAKE_SLEEP_S", "30");  // every run: long enough to be interrupted in
   std::fflush(nullptr);
   const pid_t pid = fork();

@@ -5,7 +5,6 @@
 
 #include <chrono>
 #include <csignal>
-#include <ctime>
 #include <filesystem>
 #include <iostream>
 
@@ -14,6 +13,7 @@
 #include "math_sdpa/atomic_file.h"
 #include "math_sdpa/errors.h"
 #include "repro/common/text.h"
+#include "repro/info/environment.h"
 #include "repro/supervise/child_process.h"
 #include "repro/supervise/durable_log.h"
 
@@ -29,15 +29,6 @@ void on_stop_signal(int sig) { g_stop_signal = sig; }
 
 double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-std::string utc_now_text() {
-  const std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
 }
 
 std::string duration_text(double s) {
@@ -211,7 +202,7 @@ int Minimizer::run(bool resume) {
     }
     const int number = s_.doc.at("runs_started").get<int>() + 1;
     s_.doc["runs_started"] = number;
-    in_flight = {{"run", number}, {"started_utc", utc_now_text()}};
+    in_flight = {{"run", number}, {"started_utc", utc_now()}};
     checkpoint();
     bool timed_out = false;
     int exit_code = -1;
@@ -324,7 +315,7 @@ int run_minimize(const MinimizeSettings& settings, bool resume) {
   } else {
     state.doc = {{"format", "sdpa-repro-minimize"},
                  {"format_version", 1},
-                 {"started_utc", utc_now_text()},
+                 {"started_utc", utc_now()},
                  {"original", settings.original},
                  {"runs_per_configuration", settings.runs},
                  {"fails_with", settings.fails_with},

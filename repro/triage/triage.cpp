@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -17,6 +18,8 @@
 #include "repro/common/text.h"
 #include "repro/supervise/child_process.h"
 #include "repro/supervise/durable_log.h"
+#include "repro/supervise/snapshot_collectors.h"
+#include "repro/sweep/sweep_output.h"
 
 namespace sdpa {
 
@@ -31,30 +34,6 @@ void on_stop_signal(int sig) { g_stop_signal = sig; }
 double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
 std::string seconds_text(double s) { return format_number("%.0f", s) + " s"; }
-
-// A program in PATH ("" when there is none).
-std::string in_path(const std::string& name) {
-  const char* path = std::getenv("PATH");
-  std::stringstream dirs(path ? path : "/usr/bin:/bin");
-  for (std::string dir; std::getline(dirs, dir, ':');) {
-    const fs::path candidate = fs::path(dir.empty() ? "." : dir) / name;
-    if (::access(candidate.c_str(), X_OK) == 0) return candidate.string();
-  }
-  return "";
-}
-
-// A JSON-lines file's objects (a line cut short by a stop is skipped).
-std::vector<json> json_lines(const std::string& path) {
-  std::vector<json> out;
-  std::istringstream lines(read_file(path).value_or(""));
-  for (std::string line; std::getline(lines, line);) {
-    try {
-      out.push_back(json::parse(line));
-    } catch (const json::exception&) {
-    }
-  }
-  return out;
-}
 
 json json_file(const std::string& path) {
   try {
@@ -100,7 +79,8 @@ class Triage {
   std::string device = "unknown";
   bool no_gpu = false;
   std::vector<json> hung_cells, failed_cells;
-  int cells_run = 0, cells_passed = 0;
+  std::vector<json> cells;  // the sweep's records, one per cell (sweep_output.h's latest_records)
+  int cells_passed = 0;
   std::vector<std::pair<int, json>> ladders;  // scenario, its result.json's "report" (title, finding)
   std::string minimized_from;                 // what minimize started from ("" none ran)
   json minimize_state;
@@ -150,9 +130,13 @@ int Triage::run() {
     }
     const int code = step("sweep", self_, args, 0.35);
     if (code == kExitNoGpu) no_gpu = true;
-    for (const json& cell : json_lines(path("sweep/sweep.jsonl"))) {
+    try {
+      cells = latest_records(read_jsonl(path("sweep/sweep.jsonl")).records);
+    } catch (const InputError& e) {  // a damaged line before the last: what the sweep found is unknown
+      notes.push_back("the sweep's records cannot be read: " + one_line(e.what()));
+    }
+    for (const json& cell : cells) {
       const std::string outcome = cell.value("outcome", "");
-      ++cells_run;
       if (outcome == "pass" || outcome == "waived") ++cells_passed;
       if (is_hang(outcome)) hung_cells.push_back(cell);
       if (is_failure(outcome)) failed_cells.push_back(cell);
@@ -185,16 +169,12 @@ int Triage::run() {
   // 4. The first hang, made as small as it can be, and reported: a cell without its fix first, of a
   // scenario a report can take (1 and up: scenario 0 has no fix of its own to switch).
   std::vector<std::string> from;
-  const json* chosen = nullptr;
-  for (int pass = 0; pass < 3 && !chosen; ++pass) {
-    for (const json& cell : hung_cells) {
-      const bool off = cell.at("axes").value("fix", "") == "off", reportable = cell.at("axes").value("scenario", 0) >= 1;
-      if ((pass == 0 && off && reportable) || (pass == 1 && reportable) || pass == 2) {
-        chosen = &cell;
-        break;
-      }
-    }
-  }
+  const auto rank = [](const json& cell) {
+    return (cell.at("axes").value("scenario", 0) >= 1 ? 0 : 2) + (cell.at("axes").value("fix", "") == "off" ? 0 : 1);
+  };
+  const auto best = std::min_element(hung_cells.begin(), hung_cells.end(),
+                                     [&](const json& a, const json& b) { return rank(a) < rank(b); });
+  const json* chosen = best == hung_cells.end() ? nullptr : &*best;
   if (chosen) {
     from = {"--from-sweep", path("sweep/sweep.jsonl"), "--cell", std::to_string(chosen->value("index", 0))};
     minimized_from = "sweep cell " + std::to_string(chosen->value("index", 0)) + " (" + chosen->value("key", "") + ")";
@@ -217,7 +197,7 @@ int Triage::run() {
   }
 
   // 5. The driver's own report, where it can be taken.
-  const std::string nvidia_bug_report = in_path("nvidia-bug-report.sh");
+  const std::string nvidia_bug_report = find_tool("nvidia-bug-report.sh", default_tool_dirs());
   if (!t_.bug_report) {
     bug_report = "not taken (--no-bug-report)";
   } else if (geteuid() != 0) {
@@ -252,8 +232,8 @@ void Triage::write_summary() {
   }
   s << "\n\n## What hung\n\n";
   if (no_gpu) s << "Nothing ran: no usable CUDA GPU (`info.log`).\n";
-  if (cells_run) {
-    s << "The sweep (`sweep/`): " << cells_run << " cells, " << cells_passed << " passed or waived, " << hung_cells.size()
+  if (!cells.empty()) {
+    s << "The sweep (`sweep/`): " << cells.size() << " cells, " << cells_passed << " passed or waived, " << hung_cells.size()
       << " hung, " << failed_cells.size() << " failed otherwise.\n";
   }
   for (const json& cell : hung_cells) {
@@ -267,7 +247,7 @@ void Triage::write_summary() {
     s << "- scenario " << scenario << "'s context ladder (`ladder-" << scenario << "/REPORT.md`): " << report.value("title", "")
       << " (finding: " << report.value("finding", "") << ")\n";
   }
-  if (!no_gpu && hung_cells.empty() && ladders.empty() && cells_run == 0) s << "No step ran to the end.\n";
+  if (!no_gpu && hung_cells.empty() && ladders.empty() && cells.empty()) s << "No step ran to the end.\n";
   s << "\n## Under which conditions\n\n";
   if (minimize_state.is_object() && minimize_state.contains("smallest")) {
     std::string classes;
@@ -297,7 +277,7 @@ void Triage::write_summary() {
       return at == std::string::npos ? k : k.replace(at, 7, "fix=on");
     }();
     std::string with_fix = "not in the sweep";
-    for (const json& other : json_lines(path("sweep/sweep.jsonl"))) {
+    for (const json& other : cells) {
       if (other.value("key", "") == key_on) with_fix = other.value("outcome", "");
     }
     s << "- cell " << cell.value("index", 0) << " with its scenario's fix: " << with_fix << "\n";
@@ -335,7 +315,7 @@ void Triage::write_archive() {
   const fs::path out = fs::absolute(t_.out_dir).lexically_normal();
   const fs::path dir = out.has_filename() ? out : out.parent_path();
   const std::string archive = dir.string() + ".tar.gz", partial = archive + ".partial";
-  const std::string tar = in_path("tar");
+  const std::string tar = find_tool("tar", default_tool_dirs());
   if (tar.empty()) {
     say("no tar in PATH: the folder " + dir.string() + " is the result");
     return;
