@@ -8,5 +8,15 @@ function(sdpa_cpu_test_files target fake_child)
     SWEEP_TEST_SCHEMA="${SDPA_ROOT}/results/sweep.schema.json"
     STATS_FIXTURE="${SDPA_ROOT}/tests/fixtures/stats_known_answers.json"
     SDPA_RESULTS_DIR="${SDPA_ROOT}/results")
-  add_dependencies(${target} ${fake_child} minimize_fake_child)
+  sdpa_runs_programs(${target} ${fake_child} minimize_fake_child)
+endfunction()
+
+# A test binary that runs these programs is linked after they are built, so that building it
+# (alone, too) leaves none stale. A file dependency of its link step, not add_dependencies: that
+# would hold back the compilation of all its sources until the programs are linked, and the
+# build's critical path with it.
+function(sdpa_runs_programs target)
+  foreach(program IN LISTS ARGN)
+    set_property(TARGET ${target} APPEND PROPERTY LINK_DEPENDS $<TARGET_FILE:${program}>)
+  endforeach()
 endfunction()

@@ -93,10 +93,12 @@ TEST_SUITE("gpu_context") {
   }
 
   TEST_CASE("per call, the path holds exactly the memory plan's predicted peak; the GPU within 5%") {
+    // No --check: the float64 reference of six such layers takes seconds of CPU time per run, and
+    // the ladder's test above checks the values of every layer.
     for (const char* alloc : {"device", "managed", "vmm"}) {
       CAPTURE(alloc);
       const json r = passing({"--alloc", alloc, "--alloc-timing", "per-call", "--layers", "6", "--retain", "autograd", "-b", "1",
-                              "--heads", "8", "-L", "2048", "-E", "64", "--memory-trace", "--check"});
+                              "--heads", "8", "-L", "2048", "-E", "64", "--memory-trace"});
       const int64_t predicted = r["memory_plan"]["path_peak_bytes"].get<int64_t>();
       CHECK(r["memory_measured"]["peak_live_bytes"].get<int64_t>() == predicted);
       CHECK(r["memory_measured"]["trace_samples"].get<int64_t>() > 6 * 12);  // a sample at every stage of every call

@@ -13,9 +13,9 @@
 // of l2 below it, and the sums within tolerance * l2 * sqrt(elements), the most a result within
 // that relative error can move its sum (Cauchy-Schwarz). Where the harness run hung (the bug
 // itself, on an affected machine), the reproducer must time out in the same stage instead.
-// Prints the comparison table and the first 40 lines of scenario 2's REPORT.md. The cases' reports
-// and nvcc builds go three at a time (none is timed: each compares values), their checks and the
-// reproducers' runs one at a time after.
+// Prints the comparison table and the first 40 lines of scenario 2's REPORT.md. The cases' reports,
+// nvcc builds and reproducer runs go six cases at a time (none is timed: each compares values),
+// their checks one case at a time after.
 //
 // With --backward (scenarios 1-5 at small shapes; scenario 0 has no report): the reproducer runs
 // each call's backward call too, and besides the output its dQ, dK and dV must agree with the
@@ -28,6 +28,8 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <map>
+#include <string>
 
 #include "math_sdpa/npy.h"
 #include "math_sdpa/reference.h"
@@ -36,6 +38,9 @@
 using namespace report_test;
 
 namespace {
+
+// Reports and nvcc builds at once (the suite reserves eight CPUs; nvcc is most of each case's time).
+constexpr int kBuildsAtOnce = 6;
 
 const char* const kSections[] = {"## Environment",   "## Exact commands", "## Preconditions",
                                  "## Expected and actual", "## How often", "## Hang", "## Stage times",
@@ -49,7 +54,18 @@ const nlohmann::json* harness_run(const nlohmann::json& report, const std::strin
   return nullptr;
 }
 
-// The reproducer `binary` run with `fix`, and the report's harness run of the same setting. Where the
+// A case's processes, all run in the parallel phase (none is timed: each compares values): its
+// report, its reproducer's nvcc build, the reproducer run with --fix off and on, and (with
+// --backward) the harness's run of each fix saved for its gradients. Only what a step needs
+// from the one before is waited for; the checks come after, one case at a time.
+struct CaseRuns {
+  Ran report, build;
+  std::map<std::string, Ran> reproducer, saved;  // by fix
+};
+
+Ran run_reproducer(const std::string& binary, const std::string& fix) { return run({binary, "--fix", fix, "--timeout", "120"}); }
+
+// The reproducer's run with `fix`, and the report's harness run of the same setting. Where the
 // harness hung, the reproducer must time out in the same stage: checked and printed here, and the
 // caller has nothing more to compare (hung is set).
 struct AgainstHarness {
@@ -57,13 +73,13 @@ struct AgainstHarness {
   nlohmann::json result;  // the harness run's "result"
   bool hung = false;
 };
-AgainstHarness run_against_harness(const std::string& binary, const nlohmann::json& report, const std::string& fix,
-                                   const std::string& label) {
+AgainstHarness against_harness(const Ran& ran, const nlohmann::json& report, const std::string& fix,
+                               const std::string& label) {
   AgainstHarness a;
   const nlohmann::json* h = harness_run(report, fix);
   REQUIRE(h != nullptr);
   a.result = (*h)["result"];
-  a.ran = run({binary, "--fix", fix, "--timeout", "120"});
+  a.ran = ran;
   INFO("reproducer stdout: ", a.ran.out, " stderr: ", a.ran.err);
   if (a.result["outcome"] == "hang") {  // the bug itself: the reproducer must hang where the harness did
     const std::string stage = a.result["watchdog"]["stage"].get<std::string>();
@@ -136,16 +152,18 @@ TEST_SUITE("gpu_report") {
     auto out_of = [&](size_t c) { return dir + "/case" + std::to_string(c); };
     auto cu_of = [&](size_t c) { return out_of(c) + "/repro_scenario" + std::to_string(cases[c].scenario); };
     // Each case's report, then its reproducer built as its first comment says.
-    const auto made = test_util::in_parallel(cases.size(), 3, [&](size_t c) {
+    const auto made = test_util::in_parallel(cases.size(), kBuildsAtOnce, [&](size_t c) {
       // Sharing the GPU, a run may be slow without being stuck: no stall is judged.
       std::vector<std::string> args = {"report", "--scenario", std::to_string(cases[c].scenario), "--out", out_of(c),
                                        "--stall-threshold", "0"};
       args.insert(args.end(), cases[c].options.begin(), cases[c].options.end());
-      std::pair<Ran, Ran> report_and_build{run_repro(args), Ran{}};
-      if (report_and_build.first.exit_code == 0) {
-        report_and_build.second = run({nvcc, "-O2", "-std=c++17", "-arch=native", cu_of(c) + ".cu", "-lcublas", "-o", cu_of(c)});
-      }
-      return report_and_build;
+      CaseRuns r;
+      r.report = run_repro(args);
+      if (r.report.exit_code != 0) return r;
+      r.build = run({nvcc, "-O2", "-std=c++17", "-arch=native", cu_of(c) + ".cu", "-lcublas", "-o", cu_of(c)});
+      if (r.build.exit_code != 0) return r;
+      for (const std::string fix : {"off", "on"}) r.reproducer[fix] = run_reproducer(cu_of(c), fix);
+      return r;
     });
     for (size_t c = 0; c < cases.size(); ++c) {
       const int scenario = cases[c].scenario;
@@ -154,7 +172,7 @@ TEST_SUITE("gpu_report") {
       const std::string n = std::to_string(scenario), out = out_of(c);
       const int repeat = cases[c].options.size() > 1 && cases[c].options[0] == "--repeat" ? 2 : 1;
       const std::string label = cases[c].dropout ? n + "+drop" : cases[c].options.size() > 1 && cases[c].options[0] == "--text-padding" ? n + "+pad" : n;
-      const Ran& report = made[c].first;
+      const Ran& report = made[c].report;
       INFO("repro report stderr: ", report.err);
       REQUIRE(report.exit_code == 0);
 
@@ -182,11 +200,10 @@ TEST_SUITE("gpu_report") {
       }
 
       // The reproducer against the harness runs.
-      const std::string binary = cu_of(c);
-      REQUIRE_MESSAGE(made[c].second.exit_code == 0, made[c].second.err);
+      REQUIRE_MESSAGE(made[c].build.exit_code == 0, made[c].build.err);
       for (const std::string fix : {"off", "on"}) {
         CAPTURE(fix);
-        const AgainstHarness a = run_against_harness(binary, j, fix, label);
+        const AgainstHarness a = against_harness(made[c].reproducer.at(fix), j, fix, label);
         if (a.hung) continue;
         const Ran& ran = a.ran;
         const nlohmann::json& result = a.result;
@@ -252,15 +269,20 @@ TEST_SUITE("gpu_report") {
       return args;
     };
     // Each case's report, then its reproducer built as its first comment says.
-    const auto made = test_util::in_parallel(cases.size(), 3, [&](size_t c) {
+    const auto made = test_util::in_parallel(cases.size(), kBuildsAtOnce, [&](size_t c) {
       std::vector<std::string> args = {"report", "--scenario", std::to_string(cases[c].scenario), "--backward", "--out",
                                        out_of(c), "--stall-threshold", "0"};
       args.insert(args.end(), cases[c].options.begin(), cases[c].options.end());
-      std::pair<Ran, Ran> report_and_build{run_repro(args), Ran{}};
-      if (report_and_build.first.exit_code == 0) {
-        report_and_build.second = run({nvcc, "-O2", "-std=c++17", "-arch=native", cu_of(c) + ".cu", "-lcublas", "-o", cu_of(c)});
+      CaseRuns r;
+      r.report = run_repro(args);
+      if (r.report.exit_code != 0) return r;
+      r.build = run({nvcc, "-O2", "-std=c++17", "-arch=native", cu_of(c) + ".cu", "-lcublas", "-o", cu_of(c)});
+      if (r.build.exit_code != 0) return r;
+      for (const std::string fix : {"off", "on"}) {
+        r.reproducer[fix] = run_reproducer(cu_of(c), fix);
+        r.saved[fix] = run_repro(harness_args(c, fix));
       }
-      return report_and_build;
+      return r;
     });
     std::printf("%-8s %-4s %-10s %18s %18s %10s %18s %18s %10s %9s\n", "scenario", "fix", "tensor", "l2 (harness)",
                 "l2 (.cu)", "rel diff", "sum (harness)", "sum (.cu)", "bound", "elements");
@@ -268,7 +290,7 @@ TEST_SUITE("gpu_report") {
       const int scenario = cases[c].scenario;
       CAPTURE(scenario);
       const std::string n = std::to_string(scenario), out = out_of(c);
-      const Ran& report = made[c].first;
+      const Ran& report = made[c].report;
       INFO("repro report stdout: ", report.out, " stderr: ", report.err);
       REQUIRE(report.exit_code == 0);
       const nlohmann::json j = nlohmann::json::parse(file_text(out + "/result.json"));
@@ -276,11 +298,11 @@ TEST_SUITE("gpu_report") {
       CHECK(j["reproducer_leaves_out"].is_null());
       CHECK(file_text(out + "/REPORT.md").find("the single-file reproducer of one call and its backward call.") !=
             std::string::npos);
-      REQUIRE_MESSAGE(made[c].second.exit_code == 0, made[c].second.err);
+      REQUIRE_MESSAGE(made[c].build.exit_code == 0, made[c].build.err);
 
       for (const std::string fix : {"off", "on"}) {
         CAPTURE(fix);
-        const AgainstHarness a = run_against_harness(cu_of(c), j, fix, n);
+        const AgainstHarness a = against_harness(made[c].reproducer.at(fix), j, fix, n);
         if (a.hung) continue;
         const Ran& ran = a.ran;
         const nlohmann::json& result = a.result;
@@ -291,7 +313,7 @@ TEST_SUITE("gpu_report") {
         CHECK(ran.out.find("result: pass ") != std::string::npos);
 
         // The harness's gradients: the same configuration run once more, saved.
-        const Ran saved = run_repro(harness_args(c, fix));
+        const Ran& saved = made[c].saved.at(fix);
         INFO("harness stdout: ", saved.out.substr(0, 3000), " stderr: ", saved.err);
         REQUIRE(saved.exit_code == 0);
 

@@ -57,12 +57,12 @@ std::vector<std::string> args_running(const std::string& stage) {
   return {"--mask", "causal", "--heads", "8", "--kv-heads", "4", "--dropout", "0.1", "--fixes", "3", "--graph"};
 }
 
-// The runs of `args_of`, four at a time (the suite reserves four CPUs): each is its own process
+// The runs of `args_of`, eight at a time (the suite reserves eight CPUs): each is its own process
 // on the GPU, which time-slices one run's stuck or failing stage with the others' short ones; the
 // deadlines are the host's clock, so what these runs test (a hang or an error detected, named and
 // timed) does not depend on having the GPU alone. Results in the order of `args_of`.
-std::vector<test_util::JsonRun> run_four_at_a_time(const std::vector<std::vector<std::string>>& args_of) {
-  return test_util::in_parallel(args_of.size(), 4, [&](size_t i) { return run_binary(args_of[i]); });
+std::vector<test_util::JsonRun> run_eight_at_a_time(const std::vector<std::vector<std::string>>& args_of) {
+  return test_util::in_parallel(args_of.size(), 8, [&](size_t i) { return run_binary(args_of[i]); });
 }
 
 // Every stage's name, in the stages' order.
@@ -89,6 +89,59 @@ bool alive(int pid) {
   return paren != std::string::npos && paren + 2 < stat.size() && stat[paren + 2] != 'Z' && stat[paren + 2] != 'X';
 }
 
+// `repro --inject hang:softmax --stage-timeout 1 --on-hang keep --keep-timeout 5`, watched from
+// outside: the process its keep message names, alive when named and two seconds later, the run's
+// exit and time, and whether that process is gone after. No assertions here (it runs on a thread
+// of its own); the test checks what it saw.
+struct KeptRun {
+  bool no_fork = false;
+  pid_t repro = -1;
+  int kept = -1, status = 0;
+  bool alive_when_named = false, alive_two_seconds_in = false, alive_after_end = true;
+  double took = 0;
+  std::string err, result_json;
+};
+
+KeptRun keep_hung_process(bool no_fork) {
+  KeptRun r;
+  r.no_fork = no_fork;
+  const std::string dir = test_util::temp_dir("gpu_keep"), err = dir + "/err";
+  std::vector<std::string> args{SDPA_REPRO_BINARY, "--inject", "hang:softmax", "--stage-timeout", "1",
+                                "--on-hang", "keep", "--keep-timeout", "5", "--json", dir + "/r.json"};
+  if (no_fork) args.push_back("--no-fork");
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  std::fflush(nullptr);
+  const double start = now_s();
+  r.repro = fork();
+  if (r.repro == 0) {
+    const int fd = open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    dup2(fd, STDERR_FILENO);
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  // The keep message names the hung process; while kept, it is there to inspect.
+  while (r.kept < 0 && now_s() - start < 30) {
+    r.kept = pid_in_log(test_util::file_text(err), "keeping the hung process (pid ");
+    if (r.kept < 0) usleep(20000);
+  }
+  if (r.kept > 0) {
+    r.alive_when_named = alive(r.kept);
+    usleep(2000000);
+    r.alive_two_seconds_in = alive(r.kept);
+  }
+  while (waitpid(r.repro, &r.status, WNOHANG) != r.repro && now_s() - start < 30) usleep(20000);
+  r.took = now_s() - start;
+  // Gone once the run has ended (allowing the kernel half a second to reap it).
+  for (int i = 0; i < 25 && r.kept > 0 && alive(r.kept); ++i) usleep(20000);
+  r.alive_after_end = r.kept > 0 && alive(r.kept);
+  r.err = test_util::file_text(err);
+  r.result_json = test_util::file_text(dir + "/r.json");
+  test_util::remove_tree(dir);
+  return r;
+}
+
 }  // namespace
 
 TEST_SUITE("gpu_watchdog") {
@@ -102,7 +155,7 @@ TEST_SUITE("gpu_watchdog") {
       args_of[i].insert(args_of[i].end(),
                         {"--inject", "hang:" + stages[i], "--stage-timeout", "1.5", "--log", "stages", "--on-hang", "kill"});
     }
-    const std::vector<test_util::JsonRun> runs = run_four_at_a_time(args_of);
+    const std::vector<test_util::JsonRun> runs = run_eight_at_a_time(args_of);
     std::printf("%-13s %4s  %-13s %-14s %9s %7s\n", "injected", "exit", "reported", "classification", "running_s",
                 "wall_s");
     for (int i = 0; i < kStageCount; ++i) {
@@ -144,7 +197,7 @@ TEST_SUITE("gpu_watchdog") {
       args_of[i] = args_running(stages[i]);
       args_of[i].insert(args_of[i].end(), {"--inject", "error:" + stages[i]});
     }
-    const std::vector<test_util::JsonRun> runs = run_four_at_a_time(args_of);
+    const std::vector<test_util::JsonRun> runs = run_eight_at_a_time(args_of);
     for (size_t i = 0; i < stages.size(); ++i) {
       const std::string& stage = stages[i];
       const test_util::JsonRun& run = runs[i];
@@ -300,50 +353,24 @@ TEST_SUITE("gpu_watchdog") {
   }
 
   TEST_CASE("--on-hang keep: the hung process stays alive and inspectable for the keep time, then ends") {
-    for (const bool no_fork : {false, true}) {
-      CAPTURE(no_fork);
-      const std::string dir = test_util::temp_dir("gpu_keep"), err = dir + "/err";
-      std::vector<std::string> args{SDPA_REPRO_BINARY, "--inject", "hang:softmax", "--stage-timeout", "1",
-                                    "--on-hang", "keep", "--keep-timeout", "5", "--json", dir + "/r.json"};
-      if (no_fork) args.push_back("--no-fork");
-      std::fflush(nullptr);
-      const double start = now_s();
-      const pid_t repro = fork();
-      if (repro == 0) {
-        const int fd = open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        dup2(fd, STDERR_FILENO);
-        std::vector<char*> argv;
-        for (auto& a : args) argv.push_back(a.data());
-        argv.push_back(nullptr);
-        execv(argv[0], argv.data());
-        _exit(127);
-      }
-      // The keep message names the hung process; while kept, it is there to inspect.
-      int kept = -1;
-      while (kept < 0 && now_s() - start < 30) {
-        kept = pid_in_log(test_util::file_text(err), "keeping the hung process (pid ");
-        usleep(20000);
-      }
-      REQUIRE(kept > 0);
-      CHECK(alive(kept));
-      if (no_fork) CHECK(kept == repro);
-      usleep(2000000);
-      CHECK(alive(kept));  // still there two seconds into the keep time
-      int status = 0;
-      while (waitpid(repro, &status, WNOHANG) != repro && now_s() - start < 30) usleep(20000);
-      const double took = now_s() - start;
-      INFO(test_util::file_text(err));
-      CHECK(WIFEXITED(status));
-      CHECK(WEXITSTATUS(status) == kExitHang);
-      CHECK(took >= 1 + 5);
-      CHECK(took < 1 + 5 + 10);
-      usleep(500000);
-      CHECK_FALSE(alive(kept));  // ended after the keep time
-      const auto result = nlohmann::json::parse(test_util::file_text(dir + "/r.json"));
+    // Fork and --no-fork at once: each waits out its own keep time, which is most of the test.
+    const std::vector<KeptRun> runs = test_util::in_parallel(2, 2, [](size_t i) { return keep_hung_process(i == 1); });
+    for (const KeptRun& r : runs) {
+      CAPTURE(r.no_fork);
+      INFO(r.err);
+      REQUIRE(r.kept > 0);
+      CHECK(r.alive_when_named);
+      if (r.no_fork) CHECK(r.kept == r.repro);
+      CHECK(r.alive_two_seconds_in);  // still there two seconds into the keep time
+      CHECK(WIFEXITED(r.status));
+      CHECK(WEXITSTATUS(r.status) == kExitHang);
+      CHECK(r.took >= 1 + 5);
+      CHECK(r.took < 1 + 5 + 10);
+      CHECK_FALSE(r.alive_after_end);  // ended after the keep time
+      const auto result = nlohmann::json::parse(r.result_json);
       CHECK(result["watchdog"]["on_hang"] == "keep");
       CHECK(result["watchdog"]["kept_seconds"].get<double>() >= 5);
-      CHECK(test_util::file_text(err).find("cuda-gdb -p " + std::to_string(kept)) != std::string::npos);
-      test_util::remove_tree(dir);
+      CHECK(r.err.find("cuda-gdb -p " + std::to_string(r.kept)) != std::string::npos);
     }
   }
 
