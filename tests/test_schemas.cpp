@@ -468,4 +468,24 @@ TEST_SUITE("schemas") {
     check_unpinned("report.schema.json", report_json(made_up_report()), free,
                    "report_json");
   }
+
+  TEST_CASE("every mutant of tests/mutants.json still applies: its original text occurs once in its file") {
+    // A mutant whose code has changed since is reported "stale" by scripts/mutation_check.py, and
+    // the decision it guarded goes unchecked without anyone being told; this says so in CI.
+    const json doc = json::parse(test_util::file_text(std::string(SDPA_SOURCE_DIR) + "/tests/mutants.json"));
+    REQUIRE(doc["mutants"].size() >= 90);
+    std::set<std::string> ids;
+    for (const json& m : doc["mutants"]) {
+      const std::string id = m.at("id"), file = m.at("file"), original = m.at("original"), mutant = m.at("mutant");
+      CAPTURE(id);
+      CHECK(ids.insert(id).second);  // each id once
+      CHECK(original != mutant);
+      CHECK_FALSE(m.at("means").get<std::string>().empty());
+      const std::string source = test_util::file_text(std::string(SDPA_SOURCE_DIR) + "/" + file);
+      REQUIRE_MESSAGE(!source.empty(), file, " is missing or empty");
+      size_t count = 0;
+      for (size_t at = source.find(original); at != std::string::npos; at = source.find(original, at + 1)) ++count;
+      CHECK_MESSAGE(count == 1, file, " holds the original text ", count, " times");
+    }
+  }
 }

@@ -1066,6 +1066,13 @@ TEST_SUITE("sweep") {
     while (lines_of(read_text(dir / "s.jsonl")).size() < 3 && now_s() < until) usleep(20000);
     kill(s.pid, SIGKILL);
     finish(s);
+    // The cells in flight when it died: their logs are there, and no record.
+    std::set<int> in_flight;
+    for (const auto& f : fs::directory_iterator(dir / "s.cells")) {
+      const std::string name = f.path().filename().string();
+      if (name.rfind("cell-", 0) == 0 && f.path().extension() == ".log") in_flight.insert(std::stoi(name.substr(5)));
+    }
+    REQUIRE_FALSE(in_flight.empty());
     // The document as the sweep started: its matrix (what --resume checks), no cell yet.
     const json started = json::parse(read_text(dir / "s.json"));
     check_valid(started);
@@ -1094,6 +1101,20 @@ TEST_SUITE("sweep") {
     const auto runs = read_fake_log(dir / "fake.log");
     for (size_t i = 0; i + 1 < finished.size(); ++i) CHECK(runs_of(runs, logged_options(json::parse(finished[i]))) == 1);
     CHECK(runs_of(runs, logged_options(cut)) == 2);  // its line was lost, so it ran again
+    // A cell in flight ran again, and passed; its log is kept with both runs' records, named by its
+    // record and by a line on stderr (a sweep resumed after a freeze keeps what the frozen run wrote).
+    for (const int index : in_flight) {
+      CAPTURE(index);
+      const std::string log = dir / ("s.cells/cell-" + std::to_string(index) + ".log");
+      CHECK(lines_of(read_text(log)).size() == 2);
+      CHECK(r.err.find("cell " + std::to_string(index) + " was started before and never finished") != std::string::npos);
+      for (const auto& c : doc["cells"]) {
+        if (c["index"] == index) {
+          CHECK(c["outcome"] == "pass");
+          CHECK(c["log_file"] == "s.cells/cell-" + std::to_string(index) + ".log");
+        }
+      }
+    }
 
     // A damaged line before the last is not a truncation: refuse, one line.
     auto lines = lines_of(read_text(dir / "s.jsonl"));

@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <set>
 #include <thread>
 #include <string>
@@ -157,6 +158,102 @@ TEST_CASE("repro triage interrupted (SIGINT) during its sweep: the sweep stopped
   CHECK(summary.find("interrupted by signal 2: the steps after it did not run") != std::string::npos);
   CHECK(test_util::file_text(out + "/triage.log").find("ladder-2") == std::string::npos);
   CHECK(test_util::run_program({"tar", "tzf", out + ".tar.gz"}).out.find("t/SUMMARY.md") != std::string::npos);
+
+  // --resume: the interrupted sweep continues (repro sweep --resume), then the steps it skipped run.
+  env.set("MINIMIZE_FAKE_SLEEP_S", "0");
+  const auto r = test_util::run_program({SDPA_REPRO_BINARY, "triage", "--out", out, "--resume", "--repro-binary",
+                                         MINIMIZE_FAKE_CHILD}, {300, ""});
+  INFO(r.out << r.err);
+  CHECK(r.exit_code == 0);
+  const std::string log = test_util::file_text(out + "/triage.log");
+  CHECK(log.find("--allocs managed --iters 5") != std::string::npos);
+  CHECK(log.find("--resume (at most") != std::string::npos);  // the sweep's command, continuing
+  CHECK(log.find("ladder-2: report --ladder --scenario 2") != std::string::npos);
+  const std::string resumed = test_util::file_text(out + "/SUMMARY.md");
+  CHECK(resumed.find("The sweep (`sweep/`): 4 cells, 4 passed or waived") != std::string::npos);
+  CHECK(resumed.find("Where the machine stopped") == std::string::npos);  // an interrupt is not a freeze
+  test_util::remove_tree(dir);
+}
+
+TEST_CASE("repro triage killed with the machine during its sweep: --resume names the cell that was running, runs the rest") {
+  const std::string dir = test_util::temp_dir("triage_frozen"), out = dir + "/t";
+  test_util::ScopedEnv env;
+  env.set("MINIMIZE_FAKE_SLEEP_S", "60");  // the cell is still running when the machine "stops"
+  std::fflush(nullptr);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    if (!std::freopen("/dev/null", "w", stdout)) _exit(126);
+    execl(SDPA_REPRO_BINARY, SDPA_REPRO_BINARY, "triage", "--out", out.c_str(), "--repro-binary", MINIMIZE_FAKE_CHILD,
+          "--no-bug-report", "--budget", "10m", "--scenarios", "2", static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  // Until the sweep's first cell has started (its log is there; bounded), then SIGKILL, as a frozen
+  // machine's reboot leaves it: no summary, the step in flight marked running. The sweep and its cell
+  // die with the triage (each child dies with its parent).
+  const std::string first_log = out + "/sweep/sweep.cells/cell-0.log";
+  const auto started = std::chrono::steady_clock::now();
+  auto seconds = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count(); };
+  while (test_util::file_text(first_log).empty() && seconds() < 60) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  REQUIRE(seconds() < 60);
+  kill(pid, SIGKILL);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  CHECK_FALSE(std::filesystem::exists(out + "/SUMMARY.md"));
+  const std::string jsonl_before = test_util::file_text(out + "/sweep/sweep.jsonl");
+  CHECK(test_util::file_text(out + "/triage.json").find("\"running\"") != std::string::npos);
+  // A new triage into that folder is refused: it points at --resume.
+  const auto again = triage(out, {"--budget", "5m"});
+  CHECK(again.exit_code == sdpa::kExitUsage);
+  CHECK(again.err.find("--resume to continue it") != std::string::npos);
+
+  env.set("MINIMIZE_FAKE_SLEEP_S", "0");
+  env.set("MINIMIZE_FAKE_LOG", dir + "/fake.log");
+  const std::vector<std::string> resume{SDPA_REPRO_BINARY, "triage", "--out", out, "--resume", "--repro-binary",
+                                        MINIMIZE_FAKE_CHILD};
+  const auto r = test_util::run_program(resume, {300, ""});
+  INFO(r.out << r.err);
+  CHECK(r.exit_code == sdpa::kExitHang);  // where the machine stopped is a hang
+  const std::string summary = test_util::file_text(out + "/SUMMARY.md");
+  INFO(summary);
+  CHECK(summary.find("## Where the machine stopped") != std::string::npos);
+  CHECK(summary.find("- the sweep's cell 0 (`sweep/sweep.cells/cell-0.log`, its last record: `0.000\tstart\tminimize_fake_child`)") !=
+        std::string::npos);
+  CHECK(summary.find("is not minimized") != std::string::npos);
+  // The sweep did not run again (no cell of it in the fake's log, its records as they were); the
+  // steps after it ran: the ladder of scenario 2, whose runs all pass.
+  CHECK(test_util::file_text(out + "/sweep/sweep.jsonl") == jsonl_before);
+  const std::string runs = test_util::file_text(dir + "/fake.log");
+  CHECK(runs.find("--scenario 2") != std::string::npos);
+  CHECK(runs.find("sweep.cells") == std::string::npos);  // no cell of the sweep ran
+  const std::string log = test_util::file_text(out + "/triage.log");
+  CHECK(log.find("sweep: was running when the triage stopped: not run again") != std::string::npos);
+  CHECK(log.find("ladder-2: report --ladder --scenario 2") != std::string::npos);
+  CHECK(summary.find("scenario 2's context ladder (`ladder-2/REPORT.md`)") != std::string::npos);
+  CHECK(test_util::run_program({"tar", "tzf", out + ".tar.gz"}).out.find("t/triage.json") != std::string::npos);
+
+  // Resumed once more: nothing runs again, and the place the machine stopped is still named.
+  const auto twice = test_util::run_program(resume, {300, ""});
+  CHECK(twice.exit_code == sdpa::kExitHang);
+  CHECK(twice.out.find("ladder-2: ended before this triage was resumed (done): not run again") != std::string::npos);
+  CHECK(test_util::file_text(out + "/SUMMARY.md").find("- the sweep's cell 0 (") != std::string::npos);
+  test_util::remove_tree(dir);
+}
+
+TEST_CASE("repro triage --resume: only --out, and a folder that holds a triage") {
+  const std::string dir = test_util::temp_dir("triage_resume_bad");
+  auto resume = [&](std::vector<std::string> extra) {
+    std::vector<std::string> args{SDPA_REPRO_BINARY, "triage", "--out", dir + "/t", "--resume", "--repro-binary",
+                                  MINIMIZE_FAKE_CHILD};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return test_util::run_program(args, {60, ""});
+  };
+  const auto none = resume({});
+  CHECK(none.exit_code == sdpa::kExitUsage);
+  CHECK(none.err.find("holds no triage to continue") != std::string::npos);
+  CHECK(test_util::lines_of(none.err).size() == 1);
+  const auto with_option = resume({"--scenarios", "2"});
+  CHECK(with_option.exit_code == sdpa::kExitUsage);
+  CHECK(with_option.err.find("--scenarios is not one to give again") != std::string::npos);
   test_util::remove_tree(dir);
 }
 

@@ -70,6 +70,7 @@ struct RunningCell {
   std::string snapshot_dir, snapshot_link, log_file, log_link;
   std::optional<int> after_hang;
   bool stuck = false;               // killed at its deadline and still not reaped
+  bool earlier_attempt = false;     // its log was there already: a run that never finished (see start)
   int stderr_fd = -1;
   int64_t start_us = 0;
   std::string scratch_path;
@@ -163,6 +164,8 @@ void fill_from_run(const RunRecord& r, nlohmann::json& cell) {
 }
 
 }  // namespace
+
+std::string cell_log_name(int index) { return "cell-" + std::to_string(index) + ".log"; }
 
 std::vector<std::string> cell_command_args(const SweepCell& cell, double stage_timeout_s) {
   std::vector<std::string> args = cell.run_args();
@@ -321,8 +324,14 @@ CellsRun run_cells(const std::vector<SweepCell>& cells, const SweepRunSettings& 
     }
     if (!settings.cells_dir.empty()) {
       const std::string name = "cell-" + std::to_string(r.cell->index);
-      r.log_file = settings.cells_dir + "/" + name + ".log";
-      r.log_link = settings.cells_link + "/" + name + ".log";
+      r.log_file = settings.cells_dir + "/" + cell_log_name(r.cell->index);
+      r.log_link = settings.cells_link + "/" + cell_log_name(r.cell->index);
+      // A cell's log outlives its run only when the run did not pass, and then its record names it;
+      // a log of a cell still to run is an earlier run that never finished: a resumed sweep after the
+      // sweep was killed, or after a freeze whose last stage records are in it. The run appends to it,
+      // and the log is kept whatever this run's outcome.
+      std::error_code absent;
+      r.earlier_attempt = fs::exists(r.log_file, absent);
       // A folder of its own: an earlier attempt's snapshot (a sweep resumed after a freeze) stays.
       r.snapshot_dir = fresh_snapshot_dir(settings.cells_dir + "/" + name + ".snapshot");
       r.snapshot_link = settings.cells_link + "/" + fs::path(r.snapshot_dir).filename().string();
@@ -384,7 +393,7 @@ CellsRun run_cells(const std::vector<SweepCell>& cells, const SweepRunSettings& 
     if (logged) end.log_file = r.log_link;
     nlohmann::json record = finished_cell_json(*r.cell, settings.stage_timeout_s, settings.workers[w], end, json_text);
     const Outcome outcome = parse_outcome(record.at("outcome").get<std::string>());
-    if ((outcome == Outcome::pass || outcome == Outcome::waived) && logged) {
+    if ((outcome == Outcome::pass || outcome == Outcome::waived) && logged && !r.earlier_attempt) {
       fs::remove(r.log_file, ignored);  // its result is in the JSON-lines file
       record["log_file"] = nullptr;
     }

@@ -40,11 +40,15 @@ struct SweepRunSettings {
   OnHang on_hang = OnHang::snapshot;  // what a cell's watchdog does at a hang: snapshot or kill
   // A cell's snapshot budget: once its snapshot folder appears, its deadline grows by this.
   double snapshot_timeout_s = 60;
-  // Each cell's --log-file (cell-N.log, removed when it passes or is waived) and hang snapshot
+  // Each cell's --log-file (cell_log_name, removed when it passes or is waived, unless it was
+  // there before the run: an earlier run of the cell that never finished) and hang snapshot
   // (cell-N.snapshot) go here; "": neither. `cells_link` is the same folder as the sweep
   // document links it (relative to the document's folder).
   std::string cells_dir, cells_link;
 };
+
+// The file name of cell `index`'s --log-file in the cells folder: cell-N.log.
+std::string cell_log_name(int index);
 
 // The environment variable that marks the sweep's canary run (a fake child tells it apart by it).
 constexpr const char* kCanaryEnvironment = "SDPA_SWEEP_CANARY";

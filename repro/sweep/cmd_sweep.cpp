@@ -264,6 +264,15 @@ int run_sweep(const SweepOptions& o) {
   const std::string shard_words = o.shard.whole() ? "" : " (shard " + o.shard.str() + " of " + std::to_string(matrix.size()) + ")";
   if (o.resume) {
     std::cerr << "repro sweep: resuming: " << finished.size() << " of " << cells.size() << " cells already done\n";
+    // A log of a cell still to run: its earlier run never finished (cell_runner keeps that log).
+    for (const auto& c : pending) {
+      const std::string log = settings.cells_dir + "/" + cell_log_name(c.index);
+      std::error_code absent;
+      if (std::filesystem::exists(log, absent)) {
+        std::cerr << "repro sweep: cell " << c.index << " was started before and never finished (the sweep was stopped, "
+                  << "or the machine froze): it runs again, and " << log << " keeps the earlier run's stage records\n";
+      }
+    }
   }
   std::cerr << "repro sweep: " << pending.size() << " cells" << shard_words << " to run on " << settings.workers.size()
             << " worker(s)"

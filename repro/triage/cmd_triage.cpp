@@ -20,7 +20,7 @@ int triage_main(int argc, char** argv) {
                "nvidia-bug-report.sh, and OUT.tar.gz with a SUMMARY.md of what hung, when, what fixes it and what to "
                "attach",
                "repro triage"};
-  use_help_format(app, "repro triage --out DIR [--budget 2h] [--workload-file capture/workload.json [--call N]]");
+  use_help_format(app, "repro triage --out DIR [--budget 2h] [--workload-file capture/workload.json [--call N]] | --resume");
   TriageSettings t;
   std::string budget = "2h", workload_file;
   int call = -1;
@@ -43,6 +43,11 @@ int triage_main(int argc, char** argv) {
   app.add_option("--inject", t.inject,
                  "for testing the triage itself: a fault every run gets (--inject of a run); SUMMARY.md says so")
       ->option_text("FAULT");
+  bool resume = false;
+  app.add_flag("--resume", resume,
+               "continue the triage in --out DIR with its own options (interrupted, killed, or stopped with the "
+               "machine): steps that ended are kept; one that was running when it stopped without a word is not run "
+               "again and is named as where the machine stopped");
   app.add_option("--repro-binary", t.repro_binary, "what info and every run run (tests)")->group("");
   app.footer("Exit codes: 0 nothing hung or failed, 1 a run failed without hanging, 3 a run hung (minimized and "
              "reported), 7 no usable GPU, 2 usage, 130/143 interrupted (summary and archive written). docs/TRIAGE.md has "
@@ -53,6 +58,18 @@ int triage_main(int argc, char** argv) {
     return parsed.exit_code;
   }
   try {
+    if (resume) {
+      for (const char* option : {"--budget", "--workload-file", "--call", "--scenarios", "--runs", "--stage-timeout",
+                                 "--no-bug-report", "--inject"}) {
+        if (app.count(option)) {
+          throw InputError(std::string("--resume continues the triage in --out with the options it started with: ") +
+                           option + " is not one to give again");
+        }
+      }
+      TriageSettings resumed = resumed_settings(t.out_dir);
+      resumed.repro_binary = t.repro_binary;
+      return run_triage(resumed);
+    }
     t.budget_s = parse_duration(budget, "--budget");
     if (!workload_file.empty()) {
       replay_call(load_workload_file(workload_file), std::max(call, 0));  // a bad file is refused before anything runs
@@ -67,8 +84,9 @@ int triage_main(int argc, char** argv) {
       }
     }
     if (!t.inject.empty()) parse_fault_spec(t.inject);
-    if (std::filesystem::exists(std::filesystem::path(t.out_dir) / "SUMMARY.md")) {
-      throw InputError("--out " + t.out_dir + " holds a triage already: give another folder");
+    if (std::filesystem::exists(std::filesystem::path(t.out_dir) / "SUMMARY.md") ||
+        std::filesystem::exists(std::filesystem::path(t.out_dir) / "triage.json")) {
+      throw InputError("--out " + t.out_dir + " holds a triage already: give another folder, or --resume to continue it");
     }
     t.bug_report = !no_bug_report;
     return run_triage(t);

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
+#include <set>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -16,9 +17,11 @@
 #include "math_sdpa/atomic_file.h"
 #include "math_sdpa/errors.h"
 #include "repro/common/text.h"
+#include "repro/info/environment.h"
 #include "repro/supervise/child_process.h"
 #include "repro/supervise/durable_log.h"
 #include "repro/supervise/snapshot_collectors.h"
+#include "repro/sweep/cell_runner.h"
 #include "repro/sweep/sweep_output.h"
 
 namespace sdpa {
@@ -48,16 +51,38 @@ bool is_failure(const std::string& outcome) {
   return outcome == "mismatch" || outcome == "crash" || outcome == "cuda_error" || outcome == "stalled";
 }
 
+// The options a resumed triage continues with (triage.json's "settings").
+json settings_json(const TriageSettings& t) {
+  return {{"budget_s", t.budget_s},   {"call_options", t.call_options}, {"scenarios", t.scenarios}, {"runs", t.runs},
+          {"stage_timeout_s", t.stage_timeout_s}, {"inject", t.inject}, {"bug_report", t.bug_report}};
+}
+
+std::string state_path(const std::string& out_dir) { return (fs::path(out_dir) / "triage.json").string(); }
+
+// The last line of a file that is not empty ("" when there is none).
+std::string last_line(const std::string& path) {
+  const std::string text = read_file(path).value_or("");
+  size_t end = text.find_last_not_of("\n");
+  if (end == std::string::npos) return "";
+  const size_t start = text.rfind('\n', end);
+  return text.substr(start == std::string::npos ? 0 : start + 1, end + 1 - (start == std::string::npos ? 0 : start + 1));
+}
+
 class Triage {
  public:
   explicit Triage(const TriageSettings& t)
       : t_(t), log_((fs::path(t.out_dir) / "triage.log").string(), 0), self_(self_executable()),
-        gpu_program_(t.repro_binary.empty() ? self_ : t.repro_binary) {}
+        gpu_program_(t.repro_binary.empty() ? self_ : t.repro_binary) {
+    state_ = t.resume ? json_file(state_path(t.out_dir)) : json::object();
+    state_["format"] = 1;
+    state_["settings"] = settings_json(t);
+    if (!state_.contains("steps") || !state_["steps"].is_object()) state_["steps"] = json::object();
+  }
 
   int run();
 
  private:
-  double spent() const { return now_s() - start_; }
+  double spent() const { return t_.spent_before_s + now_s() - start_; }
   double left() const { return std::max(0.0, t_.budget_s - spent()); }
   void say(const std::string& line) {
     const std::string text = "[" + seconds_text(spent()) + " of " + seconds_text(t_.budget_s) + "] " + line;
@@ -68,6 +93,25 @@ class Triage {
   // budget left; returns its exit code (-1 when it was stopped at its deadline).
   int step(const std::string& name, const std::string& program, const std::vector<std::string>& args, double share);
   std::string path(const std::string& name) const { return (fs::path(t_.out_dir) / name).string(); }
+  // What an earlier run of this triage left of step `name` (--resume): "" never started, "done",
+  // "stopped" (at its share of the budget), "interrupted" (by a signal), "running" (in flight when
+  // that triage stopped without a word: a freeze, a reboot, SIGKILL).
+  std::string prior(const std::string& name) const {
+    const json& step = state_["steps"].contains(name) ? state_["steps"][name] : json();
+    return step.is_object() ? step.value("state", "") : "";
+  }
+  // What a resumed triage does with step `name`: "run" (never started, or interrupted: it runs,
+  // continuing where it can), "ended" (not run again), "stopped_machine" (running when that triage
+  // stopped without a word: not run again, since it may be what stopped the machine).
+  std::string resumed_as(const std::string& name);
+  // The sweep was running when the triage stopped: each of its cells that had started and not
+  // finished (a log in its cells folder, no record), with its log's last stage record.
+  void note_cells_running();
+  void set_step(const std::string& name, const std::string& state, int exit_code = 0);
+  void save_state() {
+    state_["spent_s"] = spent();
+    write_file_atomic(state_path(t_.out_dir), state_.dump(2) + "\n");
+  }
   void write_summary();
   void write_archive();
 
@@ -86,19 +130,70 @@ class Triage {
   json minimize_state;
   std::string bug_report;                     // its file, or why there is none
   std::vector<std::string> notes;             // steps stopped at their deadline, skipped, ...
+  std::vector<std::string> stopped_in;        // what was running when an earlier run stopped (--resume)
+  json state_;                                // triage.json
 };
+
+std::string Triage::resumed_as(const std::string& name) {
+  const std::string was = prior(name);
+  if (was == "done" || was == "stopped") {
+    say(name + ": ended before this triage was resumed (" + was + "): not run again");
+    return "ended";
+  }
+  if (was == "running") {
+    say(name + ": was running when the triage stopped: not run again (it may be what stopped the machine)");
+    set_step(name, "stopped_machine");
+  }
+  return was == "running" || was == "stopped_machine" ? "stopped_machine" : "run";
+}
+
+void Triage::note_cells_running() {
+  std::set<int> finished;
+  for (const json& cell : cells) finished.insert(cell.value("index", -1));
+  std::set<int> started;  // cell-N.log in the sweep's cells folder
+  std::error_code absent;
+  for (const auto& entry : fs::directory_iterator(path("sweep/sweep.cells"), absent)) {
+    const std::string name = entry.path().filename().string();
+    const size_t digits = name.find_first_of("0123456789");
+    if (digits == std::string::npos) continue;
+    const int index = std::atoi(name.c_str() + digits);
+    if (name == cell_log_name(index) && !finished.count(index)) started.insert(index);
+  }
+  for (const int index : started) {
+    const std::string log = "sweep/sweep.cells/" + cell_log_name(index);
+    stopped_in.push_back("the sweep's cell " + std::to_string(index) + " (`" + log + "`, its last record: `" +
+                         last_line(path(log)) + "`)");
+  }
+  if (started.empty()) stopped_in.push_back("the sweep (`sweep/`), in no cell that had left a log");
+}
+
+void Triage::set_step(const std::string& name, const std::string& state, int exit_code) {
+  json& step = state_["steps"][name];
+  step["state"] = state;
+  if (state == "running") {
+    step["started_utc"] = utc_now();
+    step.erase("exit");
+  } else if (state == "done") {
+    step["exit"] = exit_code;
+  }
+  save_state();
+}
 
 int Triage::step(const std::string& name, const std::string& program, const std::vector<std::string>& args, double share) {
   const double deadline = std::max(30.0, left() * share);
   say(name + ": " + shell_command(args) + " (at most " + seconds_text(deadline) + ")");
+  set_step(name, "running");
   const ChildResult r = run_child(program, args, path(name + ".log"), path(name + ".log"), deadline, 60, "", 10, &g_stop_signal);
   if (r.timed_out) notes.push_back(name + " was stopped at its share of the budget (" + seconds_text(deadline) + ")");
   say(name + ": " + (r.timed_out ? "stopped at its deadline" : r.stopped ? "interrupted" : "exit " + std::to_string(r.exit_code)) +
       " after " + seconds_text(r.wall_s));
+  set_step(name, r.timed_out ? "stopped" : r.stopped ? "interrupted" : "done", r.exit_code);
   return r.timed_out || r.stopped ? -1 : r.exit_code;
 }
 
 int Triage::run() {
+  if (t_.resume) say("resuming the triage in " + t_.out_dir + " (" + seconds_text(t_.spent_before_s) + " spent before)");
+  save_state();
   // 1. The environment: with no usable GPU nothing else can run.
   {
     const ChildResult r = run_child(gpu_program_, {"info", "--json"}, path("info.json"), path("info.log"), 120, 60);
@@ -128,13 +223,18 @@ int Triage::run() {
       args.push_back("--");
       args.insert(args.end(), cell_options.begin(), cell_options.end());
     }
-    const int code = step("sweep", self_, args, 0.35);
-    if (code == kExitNoGpu) no_gpu = true;
+    const bool continuing = prior("sweep") == "interrupted";
+    const std::string as = resumed_as("sweep");
+    if (as == "run") {
+      if (continuing) args.push_back("--resume");
+      if (step("sweep", self_, args, 0.35) == kExitNoGpu) no_gpu = true;
+    }
     try {
       cells = latest_records(read_jsonl(path("sweep/sweep.jsonl")).records);
     } catch (const InputError& e) {  // a damaged line before the last: what the sweep found is unknown
       notes.push_back("the sweep's records cannot be read: " + one_line(e.what()));
     }
+    if (as == "stopped_machine") note_cells_running();
     for (const json& cell : cells) {
       const std::string outcome = cell.value("outcome", "");
       if (outcome == "pass" || outcome == "waived") ++cells_passed;
@@ -161,7 +261,12 @@ int Triage::run() {
     args.insert(args.end(), binary.begin(), binary.end());
     if (!t_.inject.empty()) args.insert(args.end(), {"--allow-inject", "--inject", t_.inject});
     // The ladders share half the budget left, and the minimization what remains after them.
-    step(name, self_, args, 0.5 / static_cast<double>(climb.size() - i));
+    const std::string as = resumed_as(name);
+    if (as == "run") step(name, self_, args, 0.5 / static_cast<double>(climb.size() - i));
+    if (as == "stopped_machine") {
+      stopped_in.push_back("scenario " + std::to_string(scenario) + "'s context ladder (`" + name + "/`: what it wrote)");
+      continue;
+    }
     const json result = json_file(path(name + "/result.json"));
     if (result.is_object() && result.contains("report")) ladders.emplace_back(scenario, result.at("report"));
   }
@@ -192,7 +297,19 @@ int Triage::run() {
                                   "--budget", format_number("%.0f", budget)};
     args.insert(args.end(), from.begin(), from.end());
     args.insert(args.end(), binary.begin(), binary.end());
-    step("minimize", self_, args, 0.9);
+    const std::string was = prior("minimize");
+    if (was == "done" || was == "stopped") {
+      say("minimize: ended before this triage was resumed (" + was + "): not run again");
+    } else {
+      // A minimization that was interrupted or in flight goes on from its state: one in flight when
+      // the triage stopped counts its own run in flight as a hang (repro minimize --resume).
+      if (was != "" && fs::exists(path("minimize/state.json"))) std::replace(args.begin(), args.end(), std::string("--force"), std::string("--resume"));
+      if (was == "running") {
+        notes.push_back("the minimization was running when the triage stopped: it went on from its state, its run in "
+                        "flight counted as a hang (`minimize/progress.log`)");
+      }
+      step("minimize", self_, args, 0.9);
+    }
     minimize_state = json_file(path("minimize/state.json"));
   }
 
@@ -204,17 +321,20 @@ int Triage::run() {
     bug_report = "not taken: it needs root (sudo nvidia-bug-report.sh)";
   } else if (nvidia_bug_report.empty()) {
     bug_report = "not taken: nvidia-bug-report.sh is not installed";
+  } else if (prior("nvidia-bug-report") == "done" && fs::exists(path("nvidia-bug-report.log.gz"))) {
+    bug_report = "nvidia-bug-report.log.gz";
   } else if (!g_stop_signal) {
     const int code = step("nvidia-bug-report", nvidia_bug_report, {"--output-file", path("nvidia-bug-report.log")}, 0.9);
     bug_report = fs::exists(path("nvidia-bug-report.log.gz")) ? "nvidia-bug-report.log.gz"
                                                               : "nvidia-bug-report.sh ended with " + std::to_string(code);
   }
   if (g_stop_signal) notes.push_back("interrupted by signal " + std::to_string(g_stop_signal) + ": the steps after it did not run");
+  save_state();
   write_summary();
   write_archive();
   if (g_stop_signal) return 128 + g_stop_signal;
   if (no_gpu) return kExitNoGpu;
-  if (!hung_cells.empty() || !minimized_from.empty()) return kExitHang;
+  if (!hung_cells.empty() || !minimized_from.empty() || !stopped_in.empty()) return kExitHang;
   bool ladder_failed = false;
   for (const auto& l : ladders) ladder_failed = ladder_failed || l.second.value("finding", "") == "failure";
   return failed_cells.empty() && !ladder_failed ? kExitPass : kExitMismatch;
@@ -247,7 +367,14 @@ void Triage::write_summary() {
     s << "- scenario " << scenario << "'s context ladder (`ladder-" << scenario << "/REPORT.md`): " << report.value("title", "")
       << " (finding: " << report.value("finding", "") << ")\n";
   }
-  if (!no_gpu && hung_cells.empty() && ladders.empty() && cells.empty()) s << "No step ran to the end.\n";
+  if (!no_gpu && hung_cells.empty() && ladders.empty() && cells.empty() && stopped_in.empty()) s << "No step ran to the end.\n";
+  if (!stopped_in.empty()) {
+    s << "\n## Where the machine stopped\n\n"
+      << "An earlier run of this triage stopped without a word while these were running: the machine froze or was "
+         "rebooted, or the triage was killed. `repro triage --resume` went on without running them again, since they may "
+         "be what stopped the machine. Each is counted as a hang.\n\n";
+    for (const std::string& what : stopped_in) s << "- " << what << "\n";
+  }
   s << "\n## Under which conditions\n\n";
   if (minimize_state.is_object() && minimize_state.contains("smallest")) {
     std::string classes;
@@ -258,8 +385,11 @@ void Triage::write_summary() {
   } else if (!minimized_from.empty()) {
     s << "The minimization of " << minimized_from << " did not finish (`minimize/progress.log`; `repro minimize --out "
       << path("minimize") << " --resume` goes on).\n";
-  } else {
+  } else if (stopped_in.empty()) {
     s << "Nothing hung, so nothing was minimized.\n";
+  } else {
+    s << "What was running when the machine stopped is not minimized (a run of it could stop the machine again): its "
+         "options are in its log.\n";
   }
   s << "\n## What fixes it\n\n";
   const json minimal_result = json_file(path("minimize/report/result.json"));
@@ -282,7 +412,7 @@ void Triage::write_summary() {
     }
     s << "- cell " << cell.value("index", 0) << " with its scenario's fix: " << with_fix << "\n";
   }
-  if (hung_cells.empty() && ladders.empty()) s << "Nothing hung.\n";
+  if (hung_cells.empty() && ladders.empty() && stopped_in.empty()) s << "Nothing hung.\n";
   s << "\n## Files\n\nAttach `" << name << ".tar.gz` to the NVIDIA bug. ";
   if (minimal_report.is_object()) {
     s << "Its `minimize/report/` folder is the bug report itself: REPORT.md (paste it as the description) and the "
@@ -292,6 +422,7 @@ void Triage::write_summary() {
   const std::vector<std::pair<std::string, std::string>> files = {
       {"SUMMARY.md", "this summary"},
       {"triage.log", "every step, with its command and how it ended"},
+      {"triage.json", "the triage's options, time spent and each step's state (what --resume continues from)"},
       {"info.json", "the environment: GPU, driver, CUDA, unified memory, OS"},
       {"sweep/sweep.json", "the sweep's cells and their outcomes (sweep.svg: the heatmap)"},
       {"minimize/SUMMARY.md", "the minimization's steps and the smallest configuration"},
@@ -332,6 +463,32 @@ void Triage::write_archive() {
 }
 
 }  // namespace
+
+TriageSettings resumed_settings(const std::string& out_dir) {
+  const std::string file = state_path(out_dir);
+  const json doc = json_file(file);
+  if (!doc.is_object() || !doc.contains("settings") || !doc["settings"].is_object()) {
+    throw InputError("--resume: " + out_dir + " holds no triage to continue (" + file +
+                     (fs::exists(file) ? " cannot be read)" : " is not there)"));
+  }
+  try {
+    const json& s = doc.at("settings");
+    TriageSettings t;
+    t.out_dir = out_dir;
+    t.budget_s = s.at("budget_s").get<double>();
+    t.call_options = s.at("call_options").get<std::vector<std::string>>();
+    t.scenarios = s.at("scenarios").get<std::string>();
+    t.runs = s.at("runs").get<int>();
+    t.stage_timeout_s = s.at("stage_timeout_s").get<double>();
+    t.inject = s.at("inject").get<std::string>();
+    t.bug_report = s.at("bug_report").get<bool>();
+    t.resume = true;
+    t.spent_before_s = doc.value("spent_s", 0.0);
+    return t;
+  } catch (const json::exception& e) {
+    throw InputError("--resume: " + file + " cannot be read: " + one_line(e.what()));
+  }
+}
 
 int run_triage(const TriageSettings& settings) {
   fs::create_directories(settings.out_dir);

@@ -14,6 +14,15 @@
 //      then OUT.tar.gz, holding OUT.
 // Each step gets a share of the budget left; a step past its share is stopped (SIGTERM, then
 // SIGKILL) and what it finished is kept (a sweep's JSON-lines file, a minimization's state).
+//
+// OUT/triage.json (written atomically before and after every step) holds the options, the time
+// spent and each step's state, so that `repro triage --out OUT --resume` continues a triage that
+// was interrupted, killed, or stopped with the machine: a step that ended is not run again; one
+// that was interrupted runs again, continuing (a sweep or a minimization resumes); one that was
+// running when the triage stopped without a word (a freeze, a reboot, SIGKILL) is not run again,
+// since it may be what stopped the machine: SUMMARY.md names it (for the sweep, each cell that was
+// running, with its log's last stage record) as the place the machine stopped, a hang (exit 3);
+// a minimization in flight resumes (it counts its own run in flight as a hang).
 #pragma once
 
 #include <string>
@@ -31,7 +40,13 @@ struct TriageSettings {
   std::string inject;                     // a fault every run gets, to test the triage itself
   bool bug_report = true;                 // nvidia-bug-report.sh when root
   std::string repro_binary;               // what info and every run run ("" this executable; tests: a fake)
+  bool resume = false;                    // continue the triage in out_dir (resumed_settings)
+  double spent_before_s = 0;              // the time the triage in out_dir spent before (resumed)
 };
+
+// The settings of the triage that wrote OUT/triage.json, to continue it (`--resume`); a missing or
+// unreadable file is an InputError.
+TriageSettings resumed_settings(const std::string& out_dir);
 
 // Triage exit codes: 0 nothing hung or failed, 1 a run failed (no hang), 3 a run hung (minimized
 // and reported), 7 no usable GPU, 2 usage, 130 / 143 interrupted by SIGINT / SIGTERM (the step in
