@@ -3,8 +3,14 @@
 # S = 2048 on managed memory (the sweep finds it, minimize shrinks it to its known answer, report
 # documents it), and as a user runs it (nothing hangs on a healthy GPU: the sweep and the ladder,
 # nvidia-bug-report.sh when root). Each within its budget, its archive holding what its
-# SUMMARY.md lists. Logs under $OUT (or ./device-out), the summary last.
+# SUMMARY.md lists. Then a freeze as a reboot leaves it: a triage killed (SIGKILL, its children
+# dying with it) while a sweep cell runs on the GPU, and `--resume`, which must not run the sweep
+# again and must name the cell with the last stage record of its log. Logs under $OUT (or
+# ./device-out), the summary last.
+#
+#   scripts/device_triage.sh [injected] [user] [resume]     (default: all three)
 set -uo pipefail
+sections=" ${*:-injected user resume} "
 source "$(dirname "$0")/device_lib.sh"
 device_setup
 device_build_ci
@@ -18,17 +24,49 @@ check_archive() {  # every file SUMMARY.md lists is in the archive
   done
   say "  $name.tar.gz: $(wc -l <"$dir.list") entries, $(du -k "$dir.tar.gz" | cut -f1) KiB; every file SUMMARY.md lists is in it: $([[ $missing == 0 ]] && echo yes || echo NO)"
 }
-t0=$SECONDS
-$repro triage --out "$out/triage_injected" --budget 4m --scenarios 1,2 --runs 2 --stage-timeout 3 --no-bug-report \
-  --inject 'hang:qk_gemm@S>=2048@alloc=managed' >"$out/triage_injected.txt" 2>&1
-say "repro triage --budget 4m --scenarios 1,2 --inject 'hang:qk_gemm@S>=2048@alloc=managed': exit $?, $((SECONDS - t0)) s"
-check_archive "$out/triage_injected"
-t0=$SECONDS
-$repro triage --out "$out/triage" --budget 3m --scenarios 2 >"$out/triage.txt" 2>&1
-say "repro triage --budget 3m --scenarios 2: exit $?, $((SECONDS - t0)) s"
-check_archive "$out/triage"
-cp "$out/triage_injected/SUMMARY.md" "$out/triage_injected_SUMMARY.md"
-cp "$out/triage/SUMMARY.md" "$out/triage_SUMMARY.md"
-cat "$out/triage_injected.txt" "$out/triage.txt" | grep -E "triage: " | cut -c1-200 | tee -a "$summary"
+keep=()
+if [[ $sections == *" injected "* ]]; then
+  t0=$SECONDS
+  $repro triage --out "$out/triage_injected" --budget 4m --scenarios 1,2 --runs 2 --stage-timeout 3 --no-bug-report \
+    --inject 'hang:qk_gemm@S>=2048@alloc=managed' >"$out/triage_injected.txt" 2>&1
+  say "repro triage --budget 4m --scenarios 1,2 --inject 'hang:qk_gemm@S>=2048@alloc=managed': exit $?, $((SECONDS - t0)) s"
+  check_archive "$out/triage_injected"
+  cp "$out/triage_injected/SUMMARY.md" "$out/triage_injected_SUMMARY.md"
+  grep -E "triage: " "$out/triage_injected.txt" | cut -c1-200 | tee -a "$summary"
+  keep+=(triage_injected_SUMMARY.md)
+fi
+if [[ $sections == *" user "* ]]; then
+  t0=$SECONDS
+  $repro triage --out "$out/triage" --budget 3m --scenarios 2 >"$out/triage.txt" 2>&1
+  say "repro triage --budget 3m --scenarios 2: exit $?, $((SECONDS - t0)) s"
+  check_archive "$out/triage"
+  cp "$out/triage/SUMMARY.md" "$out/triage_SUMMARY.md"
+  grep -E "triage: " "$out/triage.txt" | cut -c1-200 | tee -a "$summary"
+  keep+=(triage_SUMMARY.md)
+fi
+if [[ $sections == *" resume "* ]]; then
+  dir=$out/triage_frozen
+  t0=$SECONDS
+  $repro triage --out "$dir" --budget 3m --scenarios 2 --no-bug-report >"$out/triage_frozen_first.txt" 2>&1 &
+  pid=$!
+  # The first cell's stage log appears as its run starts; a second later the run is on the GPU.
+  while [[ ! -s $dir/sweep/sweep.cells/cell-0.log ]] && ((SECONDS - t0 < 120)); do sleep 0.2; done
+  sleep 1
+  kill -KILL "$pid"
+  wait "$pid" 2>/dev/null
+  sleep 1
+  say "triage killed (SIGKILL) $((SECONDS - t0)) s in, during the sweep's cell 0; processes left: $(pgrep -fc "$dir" || true)"
+  cp "$dir/sweep/sweep.jsonl" "$out/frozen_jsonl_before" 2>/dev/null || : >"$out/frozen_jsonl_before"
+  t0=$SECONDS
+  $repro triage --out "$dir" --resume >"$out/triage_frozen_resume.txt" 2>&1
+  say "repro triage --out triage_frozen --resume: exit $?, $((SECONDS - t0)) s"
+  cmp -s "$out/frozen_jsonl_before" "$dir/sweep/sweep.jsonl" 2>/dev/null || [[ ! -e $dir/sweep/sweep.jsonl ]]
+  say "  the sweep's records unchanged by the resume: $([[ $? == 0 ]] && echo yes || echo NO)"
+  sed -n '/^## Where the machine stopped/,/^## /p' "$dir/SUMMARY.md" | grep '^- ' | cut -c1-300 | tee -a "$summary"
+  check_archive "$dir"
+  cp "$dir/SUMMARY.md" "$out/triage_frozen_SUMMARY.md"
+  grep -E "triage: " "$out/triage_frozen_resume.txt" | cut -c1-200 | tee -a "$summary"
+  keep+=(triage_frozen_SUMMARY.md)
+fi
 say "total: $((SECONDS - start)) s"
-device_pack triage_injected_SUMMARY.md triage_SUMMARY.md
+device_pack "${keep[@]}"

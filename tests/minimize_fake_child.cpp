@@ -17,8 +17,8 @@
 //   MINIMIZE_FAKE_SLEEP_S=S   each run takes S seconds first (a step long enough to interrupt)
 //   `info --json`             a device block that names a fake GPU, exit 0 (exit 7, no GPU, when
 //                             MINIMIZE_FAKE_NO_GPU is set)
-//   --log-file F              a record appended to F as the run starts, as repro's stage log does
-//                             (a sweep's cell in flight leaves its log)
+//   --log-file F              a start line and a begun qk_gemm record appended to F as the run
+//                             starts, as repro's stage log has them (a sweep's cell in flight leaves its log)
 #include <signal.h>
 #include <unistd.h>
 
@@ -65,7 +65,9 @@ int main(int argc, char** argv) {
     out << "\n";
   }
   for (int i = 1; i + 1 < argc; ++i) {
-    if (std::string(argv[i]) == "--log-file") std::ofstream(argv[i + 1], std::ios::app) << "0.000\tstart\tminimize_fake_child\n";
+    if (std::string(argv[i]) == "--log-file") {
+      std::ofstream(argv[i + 1], std::ios::app) << "0.000\tstart\tminimize_fake_child\n0.001\trecord\tB\tqk_gemm\t1000\t\n";
+    }
   }
   if (const int seconds = env_int("MINIMIZE_FAKE_SLEEP_S")) sleep(static_cast<unsigned>(seconds));
   const int run = bump_counter();

@@ -216,8 +216,8 @@ TEST_CASE("repro triage killed with the machine during its sweep: --resume names
   const std::string summary = test_util::file_text(out + "/SUMMARY.md");
   INFO(summary);
   CHECK(summary.find("## Where the machine stopped") != std::string::npos);
-  CHECK(summary.find("- the sweep's cell 0 (`sweep/sweep.cells/cell-0.log`, its last record: `0.000\tstart\tminimize_fake_child`)") !=
-        std::string::npos);
+  CHECK(summary.find("- the sweep's cell 0, in stage qk_gemm, 0 calls done (its stage log `sweep/sweep.cells/cell-0.log`; its "
+                     "last line: `0.001\trecord\tB\tqk_gemm\t1000\t`)") != std::string::npos);
   CHECK(summary.find("is not minimized") != std::string::npos);
   // The sweep did not run again (no cell of it in the fake's log, its records as they were); the
   // steps after it ran: the ladder of scenario 2, whose runs all pass.
@@ -235,7 +235,7 @@ TEST_CASE("repro triage killed with the machine during its sweep: --resume names
   const auto twice = test_util::run_program(resume, {300, ""});
   CHECK(twice.exit_code == sdpa::kExitHang);
   CHECK(twice.out.find("ladder-2: ended before this triage was resumed (done): not run again") != std::string::npos);
-  CHECK(test_util::file_text(out + "/SUMMARY.md").find("- the sweep's cell 0 (") != std::string::npos);
+  CHECK(test_util::file_text(out + "/SUMMARY.md").find("- the sweep's cell 0, in stage qk_gemm") != std::string::npos);
   test_util::remove_tree(dir);
 }
 

@@ -23,6 +23,7 @@
 #include "repro/run/stalls.h"
 #include "repro/supervise/durable_log.h"
 #include "repro/supervise/supervisor.h"
+#include "repro/supervise/watchdog.h"
 #include "scenarios/hang_classification.h"
 
 using namespace sdpa;
@@ -65,6 +66,34 @@ SupervisedOutcome supervise_within(const std::function<int(int)>& child, const S
 }  // namespace
 
 TEST_SUITE("watchdog") {
+  TEST_CASE("a run's --log-file read back: the stage it was in when it stopped, its call, the calls done") {
+    // As the supervisor writes it: its own lines, and the child's records as they came.
+    const std::string stopped =
+        "0.000100\tstart\trepro --scenario 2 (pid 10)\n"
+        "0.005000\tstart\tthe GPU child is pid 11\n"
+        "0.200000\trecord\tD\t{\"name\":\"GPU\"}\n"
+        "0.300000\trecord\tL\t1,1,2\t300000\n"
+        "0.300100\trecord\tB\tqk_gemm\t300100\tM=512 N=1536\n"
+        "0.400000\trecord\tE\tqk_gemm\t400000\t\n"
+        "0.400100\trecord\tI\t1\t400100\n"
+        "0.500000\trecord\tL\t1,2,2\t500000\n"
+        "0.500100\trecord\tB\tqk_gemm\t500100\tM=512 N=1536\n"
+        "0.500200\trecord\tB\tsoftmax\t500200\trows=8192\n"
+        "0.600000\trecord\tE\tqk_gemm\t600000\t\n"
+        "0.600100\tnote\tnot a record: ignored\n"
+        "0.6001";  // the machine stopped in the middle of a line
+    const sdpa::LoggedProgress p = sdpa::progress_in_log(stopped);
+    CHECK(p.open_stage == "softmax");  // qk_gemm of that call ended; softmax had not
+    CHECK(p.position.layer == 2);
+    CHECK(p.position.layers == 2);
+    CHECK(p.calls_done == 1);
+    CHECK(sdpa::progress_text(p) == "in stage softmax (layer 2 of 2, step 1), 1 call done");
+    // A run that ended between stages; a log with no record at all.
+    const std::string ended = "0.1\trecord\tB\tsoftmax\t100\t\n0.2\trecord\tE\tsoftmax\t200\t\n0.3\trecord\tI\t5\t300\n";
+    CHECK(sdpa::progress_text(sdpa::progress_in_log(ended)) == "in no stage, 5 calls done");
+    CHECK(sdpa::progress_text(sdpa::progress_in_log("0.0\tstart\trepro\n")) == "in no stage, 0 calls done");
+  }
+
   TEST_CASE("a child that completes: its exit code, every stage closed") {
     const auto out = supervise_within(
         [](int fd) {

@@ -2,6 +2,7 @@
 #include "repro/supervise/watchdog.h"
 
 #include <cstdio>
+#include <cstdlib>
 #include <sstream>
 
 #include "math_sdpa/stage.h"
@@ -132,6 +133,25 @@ Expiry HangMonitor::check(int64_t now_us) const {
 std::string position_text(const CallPosition& p) {
   if (p.layers < 1 || (p.layers == 1 && p.step <= 1)) return "";
   return "layer " + std::to_string(p.layer) + " of " + std::to_string(p.layers) + ", step " + std::to_string(p.step);
+}
+
+LoggedProgress progress_in_log(const std::string& log_text) {
+  HangMonitor monitor(0, 0, 0);
+  std::istringstream lines(log_text);
+  for (std::string line; std::getline(lines, line);) {
+    // "<seconds>\t<kind>\t<payload>" (durable_log.h); only the child's records count here.
+    const size_t kind = line.find('\t');
+    if (kind == std::string::npos || line.compare(kind + 1, 7, "record\t") != 0) continue;
+    monitor.consume(line.substr(kind + 8), static_cast<int64_t>(std::atof(line.c_str()) * 1e6));
+  }
+  return {monitor.open_stage(), monitor.open_position(), monitor.calls_done()};
+}
+
+std::string progress_text(const LoggedProgress& p) {
+  const std::string where = position_text(p.position);
+  return (p.open_stage.empty() ? std::string("in no stage") : "in stage " + p.open_stage) +
+         (where.empty() ? "" : " (" + where + ")") + ", " + std::to_string(p.calls_done) +
+         (p.calls_done == 1 ? " call done" : " calls done");
 }
 
 std::string hang_report_text(const SupervisedOutcome& o, const std::string& configuration, double stage_timeout_s,

@@ -110,6 +110,19 @@ struct SupervisedOutcome {
 // "layer 3 of 60, step 1"; "" for a run of one layer and one step (or a position not named).
 std::string position_text(const CallPosition& p);
 
+// Where a run was when it stopped, read back from its --log-file, whose "record" lines are the
+// child's records above, written as they came: a run on a machine that froze left it as its last
+// word. The stage begun and not ended (the earliest, as HangMonitor::open_stage; "" none) and its
+// call's position, and the calls done.
+struct LoggedProgress {
+  std::string open_stage;
+  CallPosition position{0, 0, 0};
+  int64_t calls_done = 0;
+};
+LoggedProgress progress_in_log(const std::string& log_text);
+// "in stage softmax (layer 3 of 60, step 1), 2 calls done", or "in no stage, 5 calls done".
+std::string progress_text(const LoggedProgress& p);
+
 // The hang report's lines about the snapshot, the evidence, a kept or unkillable process and the
 // log file ("" when there is nothing to say).
 std::string hang_actions_text(const SupervisedOutcome& o);

@@ -21,6 +21,7 @@
 #include "repro/supervise/child_process.h"
 #include "repro/supervise/durable_log.h"
 #include "repro/supervise/snapshot_collectors.h"
+#include "repro/supervise/watchdog.h"
 #include "repro/sweep/cell_runner.h"
 #include "repro/sweep/sweep_output.h"
 
@@ -161,8 +162,9 @@ void Triage::note_cells_running() {
   }
   for (const int index : started) {
     const std::string log = "sweep/sweep.cells/" + cell_log_name(index);
-    stopped_in.push_back("the sweep's cell " + std::to_string(index) + " (`" + log + "`, its last record: `" +
-                         last_line(path(log)) + "`)");
+    stopped_in.push_back("the sweep's cell " + std::to_string(index) + ", " +
+                         progress_text(progress_in_log(read_file(path(log)).value_or(""))) + " (its stage log `" + log +
+                         "`; its last line: `" + last_line(path(log)) + "`)");
   }
   if (started.empty()) stopped_in.push_back("the sweep (`sweep/`), in no cell that had left a log");
 }
