@@ -216,7 +216,7 @@ TEST_CASE("repro triage killed with the machine during its sweep: --resume names
   const std::string summary = test_util::file_text(out + "/SUMMARY.md");
   INFO(summary);
   CHECK(summary.find("## Where the machine stopped") != std::string::npos);
-  CHECK(summary.find("- the sweep's cell 0, in stage qk_gemm, 0 calls done (its stage log `sweep/sweep.cells/cell-0.log`; its "
+  CHECK(summary.find("- the sweep's cell 0, in stage qk_gemm (its stage log `sweep/sweep.cells/cell-0.log`; its "
                      "last line: `0.001\trecord\tB\tqk_gemm\t1000\t`)") != std::string::npos);
   CHECK(summary.find("is not minimized") != std::string::npos);
   // The sweep did not run again (no cell of it in the fake's log, its records as they were); the

@@ -87,11 +87,14 @@ TEST_SUITE("watchdog") {
     CHECK(p.position.layer == 2);
     CHECK(p.position.layers == 2);
     CHECK(p.calls_done == 1);
-    CHECK(sdpa::progress_text(p) == "in stage softmax (layer 2 of 2, step 1), 1 call done");
-    // A run that ended between stages; a log with no record at all.
-    const std::string ended = "0.1\trecord\tB\tsoftmax\t100\t\n0.2\trecord\tE\tsoftmax\t200\t\n0.3\trecord\tI\t5\t300\n";
-    CHECK(sdpa::progress_text(sdpa::progress_in_log(ended)) == "in no stage, 5 calls done");
-    CHECK(sdpa::progress_text(sdpa::progress_in_log("0.0\tstart\trepro\n")) == "in no stage, 0 calls done");
+    CHECK(sdpa::progress_text(p) == "in layer 2 of 2, step 1, in stage softmax");
+    // One layer: the L records number the calls. Between two stages; before any record.
+    const std::string between = "0.1\trecord\tL\t4,1,1\t100\n0.2\trecord\tB\tsoftmax\t200\t\n"
+                                "0.3\trecord\tE\tsoftmax\t300\t\n0.4\trecord\tI\t3\t400\n";
+    CHECK(sdpa::progress_in_log(between).calls_done == 3);
+    CHECK(sdpa::progress_text(sdpa::progress_in_log(between)) == "in call 4, between stages");
+    CHECK(sdpa::progress_text(sdpa::progress_in_log("0.0\tstart\trepro\n")) == "before its first call");
+    CHECK(sdpa::progress_text(sdpa::progress_in_log("0.1\trecord\tB\tupcast\t100\t\n")) == "in stage upcast");
   }
 
   TEST_CASE("a child that completes: its exit code, every stage closed") {

@@ -148,10 +148,15 @@ LoggedProgress progress_in_log(const std::string& log_text) {
 }
 
 std::string progress_text(const LoggedProgress& p) {
-  const std::string where = position_text(p.position);
-  return (p.open_stage.empty() ? std::string("in no stage") : "in stage " + p.open_stage) +
-         (where.empty() ? "" : " (" + where + ")") + ", " + std::to_string(p.calls_done) +
-         (p.calls_done == 1 ? " call done" : " calls done");
+  const CallPosition& c = p.position;
+  // L records number the calls: with one layer a call is a step; with more, each layer's call.
+  const std::string call = c.step < 1   ? std::string()
+                           : c.layers > 1 ? "layer " + std::to_string(c.layer) + " of " + std::to_string(c.layers) +
+                                                ", step " + std::to_string(c.step)
+                                          : "call " + std::to_string(c.step);
+  const std::string stage = p.open_stage.empty() ? "between stages" : "in stage " + p.open_stage;
+  if (call.empty()) return p.open_stage.empty() ? "before its first call" : stage;
+  return "in " + call + ", " + stage;
 }
 
 std::string hang_report_text(const SupervisedOutcome& o, const std::string& configuration, double stage_timeout_s,

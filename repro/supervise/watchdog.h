@@ -113,14 +113,15 @@ std::string position_text(const CallPosition& p);
 // Where a run was when it stopped, read back from its --log-file, whose "record" lines are the
 // child's records above, written as they came: a run on a machine that froze left it as its last
 // word. The stage begun and not ended (the earliest, as HangMonitor::open_stage; "" none) and its
-// call's position, and the calls done.
+// call's position (of the latest call otherwise), and the calls done as last reported (I records
+// come at most ten a second: a floor).
 struct LoggedProgress {
   std::string open_stage;
   CallPosition position{0, 0, 0};
   int64_t calls_done = 0;
 };
 LoggedProgress progress_in_log(const std::string& log_text);
-// "in stage softmax (layer 3 of 60, step 1), 2 calls done", or "in no stage, 5 calls done".
+// "in call 5, in stage softmax", "in layer 3 of 60, step 1, between stages", "before its first call".
 std::string progress_text(const LoggedProgress& p);
 
 // The hang report's lines about the snapshot, the evidence, a kept or unkillable process and the
