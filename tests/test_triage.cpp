@@ -219,6 +219,8 @@ TEST_CASE("repro triage killed with the machine during its sweep: --resume names
   CHECK(summary.find("- the sweep's cell 0, in stage qk_gemm (its stage log `sweep/sweep.cells/cell-0.log`; its "
                      "last line: `0.001\trecord\tB\tqk_gemm\t1000\t`)") != std::string::npos);
   CHECK(summary.find("is not minimized") != std::string::npos);
+  CHECK(summary.find("No run that ended hung or failed; the machine stopped during one (below).") != std::string::npos);
+  CHECK(summary.find("Not known: what was running when the machine stopped was not run again") != std::string::npos);
   // The sweep did not run again (no cell of it in the fake's log, its records as they were); the
   // steps after it ran: the ladder of scenario 2, whose runs all pass.
   CHECK(test_util::file_text(out + "/sweep/sweep.jsonl") == jsonl_before);

@@ -370,6 +370,9 @@ void Triage::write_summary() {
       << " (finding: " << report.value("finding", "") << ")\n";
   }
   if (!no_gpu && hung_cells.empty() && ladders.empty() && cells.empty() && stopped_in.empty()) s << "No step ran to the end.\n";
+  if (hung_cells.empty() && failed_cells.empty() && !stopped_in.empty()) {
+    s << "No run that ended hung or failed; the machine stopped during one (below).\n";
+  }
   if (!stopped_in.empty()) {
     s << "\n## Where the machine stopped\n\n"
       << "An earlier run of this triage stopped without a word while these were running: the machine froze or was "
@@ -415,6 +418,9 @@ void Triage::write_summary() {
     s << "- cell " << cell.value("index", 0) << " with its scenario's fix: " << with_fix << "\n";
   }
   if (hung_cells.empty() && ladders.empty() && stopped_in.empty()) s << "Nothing hung.\n";
+  if (hung_cells.empty() && !minimal_report.is_object() && !stopped_in.empty()) {
+    s << "Not known: what was running when the machine stopped was not run again, with its fix or without.\n";
+  }
   s << "\n## Files\n\nAttach `" << name << ".tar.gz` to the NVIDIA bug. ";
   if (minimal_report.is_object()) {
     s << "Its `minimize/report/` folder is the bug report itself: REPORT.md (paste it as the description) and the "
