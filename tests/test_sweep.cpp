@@ -1063,15 +1063,21 @@ TEST_SUITE("sweep") {
     const Env env{{"SWEEP_FAKE", "0=slow,1=slow"}, {"SWEEP_FAKE_LOG", dir / "fake.log"}};
     const Started s = start_repro(args, env, dir.path);
     const double until = now_s() + 20;
-    while (lines_of(read_text(dir / "s.jsonl")).size() < 3 && now_s() < until) usleep(20000);
+    // Three cells done and the next one started (its log is there), so that one is in flight.
+    auto cell_logs = [&] {
+      std::set<int> logs;
+      std::error_code absent;
+      for (const auto& f : fs::directory_iterator(dir / "s.cells", absent)) {
+        const std::string name = f.path().filename().string();
+        if (name.rfind("cell-", 0) == 0 && f.path().extension() == ".log") logs.insert(std::stoi(name.substr(5)));
+      }
+      return logs;
+    };
+    while ((lines_of(read_text(dir / "s.jsonl")).size() < 3 || cell_logs().empty()) && now_s() < until) usleep(20000);
     kill(s.pid, SIGKILL);
     finish(s);
     // The cells in flight when it died: their logs are there, and no record.
-    std::set<int> in_flight;
-    for (const auto& f : fs::directory_iterator(dir / "s.cells")) {
-      const std::string name = f.path().filename().string();
-      if (name.rfind("cell-", 0) == 0 && f.path().extension() == ".log") in_flight.insert(std::stoi(name.substr(5)));
-    }
+    const std::set<int> in_flight = cell_logs();
     REQUIRE_FALSE(in_flight.empty());
     // The document as the sweep started: its matrix (what --resume checks), no cell yet.
     const json started = json::parse(read_text(dir / "s.json"));
