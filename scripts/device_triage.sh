@@ -25,25 +25,23 @@ check_archive() {  # every file SUMMARY.md lists is in the archive
   say "  $name.tar.gz: $(wc -l <"$dir.list") entries, $(du -k "$dir.tar.gz" | cut -f1) KiB; every file SUMMARY.md lists is in it: $([[ $missing == 0 ]] && echo yes || echo NO)"
 }
 keep=()
+# run_triage NAME ARGS...: repro triage --out $out/NAME ARGS, its exit and time, its archive
+# checked, its SUMMARY.md kept as NAME_SUMMARY.md, its progress lines in the summary.
+run_triage() {
+  local name=$1 t0=$SECONDS
+  shift
+  $repro triage --out "$out/$name" "$@" >"$out/$name.txt" 2>&1
+  say "repro triage $*: exit $?, $((SECONDS - t0)) s"
+  check_archive "$out/$name"
+  cp "$out/$name/SUMMARY.md" "$out/${name}_SUMMARY.md"
+  grep -E "triage: " "$out/$name.txt" | cut -c1-200 | tee -a "$summary"
+  keep+=("${name}_SUMMARY.md")
+}
 if [[ $sections == *" injected "* ]]; then
-  t0=$SECONDS
-  $repro triage --out "$out/triage_injected" --budget 4m --scenarios 1,2 --runs 2 --stage-timeout 3 --no-bug-report \
-    --inject 'hang:qk_gemm@S>=2048@alloc=managed' >"$out/triage_injected.txt" 2>&1
-  say "repro triage --budget 4m --scenarios 1,2 --inject 'hang:qk_gemm@S>=2048@alloc=managed': exit $?, $((SECONDS - t0)) s"
-  check_archive "$out/triage_injected"
-  cp "$out/triage_injected/SUMMARY.md" "$out/triage_injected_SUMMARY.md"
-  grep -E "triage: " "$out/triage_injected.txt" | cut -c1-200 | tee -a "$summary"
-  keep+=(triage_injected_SUMMARY.md)
+  run_triage triage_injected --budget 4m --scenarios 1,2 --runs 2 --stage-timeout 3 --no-bug-report \
+    --inject 'hang:qk_gemm@S>=2048@alloc=managed'
 fi
-if [[ $sections == *" user "* ]]; then
-  t0=$SECONDS
-  $repro triage --out "$out/triage" --budget 3m --scenarios 2 >"$out/triage.txt" 2>&1
-  say "repro triage --budget 3m --scenarios 2: exit $?, $((SECONDS - t0)) s"
-  check_archive "$out/triage"
-  cp "$out/triage/SUMMARY.md" "$out/triage_SUMMARY.md"
-  grep -E "triage: " "$out/triage.txt" | cut -c1-200 | tee -a "$summary"
-  keep+=(triage_SUMMARY.md)
-fi
+[[ $sections == *" user "* ]] && run_triage triage --budget 3m --scenarios 2
 if [[ $sections == *" resume "* ]]; then
   dir=$out/triage_frozen
   t0=$SECONDS

@@ -42,6 +42,31 @@ std::vector<std::string> listed_files(const std::string& summary) {
   return files;
 }
 
+// `repro triage --budget 10m --scenarios 2` with the fake, started and left running (stdout
+// discarded): for the tests that stop it.
+pid_t start_triage(const std::string& out) {
+  std::fflush(nullptr);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    if (!std::freopen("/dev/null", "w", stdout)) _exit(126);
+    execl(SDPA_REPRO_BINARY, SDPA_REPRO_BINARY, "triage", "--out", out.c_str(), "--repro-binary", MINIMIZE_FAKE_CHILD,
+          "--no-bug-report", "--budget", "10m", "--scenarios", "2", static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  return pid;
+}
+
+// Polls `ready` every 20 ms for at most `limit_s`; whether it became true.
+template <typename Ready>
+bool wait_until(Ready ready, double limit_s) {
+  const auto start = std::chrono::steady_clock::now();
+  while (!ready()) {
+    if (std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() >= limit_s) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return true;
+}
+
 }  // namespace
 
 TEST_SUITE("triage") {
@@ -133,21 +158,11 @@ TEST_CASE("repro triage interrupted (SIGINT) during its sweep: the sweep stopped
   const std::string dir = test_util::temp_dir("triage_interrupted"), out = dir + "/t";
   test_util::ScopedEnv env;
   env.set("MINIMIZE_FAKE_SLEEP_S", "30");  // every run: long enough to be interrupted in
-  std::fflush(nullptr);
-  const pid_t pid = fork();
-  if (pid == 0) {
-    if (!std::freopen("/dev/null", "w", stdout)) _exit(126);
-    execl(SDPA_REPRO_BINARY, SDPA_REPRO_BINARY, "triage", "--out", out.c_str(), "--repro-binary", MINIMIZE_FAKE_CHILD,
-          "--no-bug-report", "--budget", "10m", "--scenarios", "2", static_cast<char*>(nullptr));
-    _exit(127);
-  }
+  const pid_t pid = start_triage(out);
   // Until the sweep has started (bounded), then the interrupt.
   const auto started = std::chrono::steady_clock::now();
   auto seconds = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count(); };
-  while (test_util::file_text(out + "/triage.log").find("sweep: sweep") == std::string::npos && seconds() < 60) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  REQUIRE(seconds() < 60);
+  REQUIRE(wait_until([&] { return test_util::file_text(out + "/triage.log").find("sweep: sweep") != std::string::npos; }, 60));
   kill(pid, SIGINT);
   int status = 0;
   while (waitpid(pid, &status, WNOHANG) == 0 && seconds() < 90) std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -179,22 +194,12 @@ TEST_CASE("repro triage killed with the machine during its sweep: --resume names
   const std::string dir = test_util::temp_dir("triage_frozen"), out = dir + "/t";
   test_util::ScopedEnv env;
   env.set("MINIMIZE_FAKE_SLEEP_S", "60");  // the cell is still running when the machine "stops"
-  std::fflush(nullptr);
-  const pid_t pid = fork();
-  if (pid == 0) {
-    if (!std::freopen("/dev/null", "w", stdout)) _exit(126);
-    execl(SDPA_REPRO_BINARY, SDPA_REPRO_BINARY, "triage", "--out", out.c_str(), "--repro-binary", MINIMIZE_FAKE_CHILD,
-          "--no-bug-report", "--budget", "10m", "--scenarios", "2", static_cast<char*>(nullptr));
-    _exit(127);
-  }
+  const pid_t pid = start_triage(out);
   // Until the sweep's first cell has started (its log is there; bounded), then SIGKILL, as a frozen
   // machine's reboot leaves it: no summary, the step in flight marked running. The sweep and its cell
   // die with the triage (each child dies with its parent).
   const std::string first_log = out + "/sweep/sweep.cells/cell-0.log";
-  const auto started = std::chrono::steady_clock::now();
-  auto seconds = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count(); };
-  while (test_util::file_text(first_log).empty() && seconds() < 60) std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  REQUIRE(seconds() < 60);
+  REQUIRE(wait_until([&] { return !test_util::file_text(first_log).empty(); }, 60));
   kill(pid, SIGKILL);
   int status = 0;
   waitpid(pid, &status, 0);

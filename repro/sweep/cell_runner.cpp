@@ -165,6 +165,13 @@ void fill_from_run(const RunRecord& r, nlohmann::json& cell) {
 
 }  // namespace
 
+std::string sweep_cells_dir(const std::string& jsonl_path) {
+  const std::string suffix = ".jsonl";
+  const bool has_suffix = jsonl_path.size() >= suffix.size() &&
+                          jsonl_path.compare(jsonl_path.size() - suffix.size(), suffix.size(), suffix) == 0;
+  return (has_suffix ? jsonl_path.substr(0, jsonl_path.size() - suffix.size()) : jsonl_path) + ".cells";
+}
+
 std::string cell_log_name(int index) { return "cell-" + std::to_string(index) + ".log"; }
 
 std::vector<std::string> cell_command_args(const SweepCell& cell, double stage_timeout_s) {

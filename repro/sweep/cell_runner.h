@@ -47,7 +47,9 @@ struct SweepRunSettings {
   std::string cells_dir, cells_link;
 };
 
-// The file name of cell `index`'s --log-file in the cells folder: cell-N.log.
+// The cells folder of the sweep writing `jsonl_path` (FILE.jsonl -> FILE.cells), and the file name
+// of cell `index`'s --log-file in it: cell-N.log.
+std::string sweep_cells_dir(const std::string& jsonl_path);
 std::string cell_log_name(int index);
 
 // The environment variable that marks the sweep's canary run (a fake child tells it apart by it).

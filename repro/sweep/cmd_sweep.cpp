@@ -233,7 +233,7 @@ int run_sweep(const SweepOptions& o) {
   settings.scratch_prefix = stem + ".cell-";
   settings.on_hang = o.on_hang;
   settings.snapshot_timeout_s = o.snapshot_timeout_s;
-  settings.cells_dir = stem + ".cells";
+  settings.cells_dir = sweep_cells_dir(o.jsonl_path);
   settings.cells_link = std::filesystem::path(settings.cells_dir).filename().string();
 
   std::map<std::string, json> finished;

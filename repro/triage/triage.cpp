@@ -60,9 +60,8 @@ json settings_json(const TriageSettings& t) {
 
 std::string state_path(const std::string& out_dir) { return (fs::path(out_dir) / "triage.json").string(); }
 
-// The last line of a file that is not empty ("" when there is none).
-std::string last_line(const std::string& path) {
-  const std::string text = read_file(path).value_or("");
+// The last line of `text` that is not empty ("" when there is none).
+std::string last_line(const std::string& text) {
   size_t end = text.find_last_not_of("\n");
   if (end == std::string::npos) return "";
   const size_t start = text.rfind('\n', end);
@@ -105,6 +104,8 @@ class Triage {
   // continuing where it can), "ended" (not run again), "stopped_machine" (running when that triage
   // stopped without a word: not run again, since it may be what stopped the machine).
   std::string resumed_as(const std::string& name);
+  // On --resume, whether step `name` ended (or was stopped at its share) before: said, and not run again.
+  bool ended_before(const std::string& name);
   // The sweep was running when the triage stopped: each of its cells that had started and not
   // finished (a log in its cells folder, no record), with its log's last stage record.
   void note_cells_running();
@@ -135,12 +136,16 @@ class Triage {
   json state_;                                // triage.json
 };
 
-std::string Triage::resumed_as(const std::string& name) {
+bool Triage::ended_before(const std::string& name) {
   const std::string was = prior(name);
-  if (was == "done" || was == "stopped") {
-    say(name + ": ended before this triage was resumed (" + was + "): not run again");
-    return "ended";
-  }
+  if (was != "done" && was != "stopped") return false;
+  say(name + ": ended before this triage was resumed (" + was + "): not run again");
+  return true;
+}
+
+std::string Triage::resumed_as(const std::string& name) {
+  if (ended_before(name)) return "ended";
+  const std::string was = prior(name);
   if (was == "running") {
     say(name + ": was running when the triage stopped: not run again (it may be what stopped the machine)");
     set_step(name, "stopped_machine");
@@ -152,8 +157,9 @@ void Triage::note_cells_running() {
   std::set<int> finished;
   for (const json& cell : cells) finished.insert(cell.value("index", -1));
   std::set<int> started;  // cell-N.log in the sweep's cells folder
+  const std::string cells_dir = sweep_cells_dir("sweep/sweep.jsonl");  // relative to the triage's folder
   std::error_code absent;
-  for (const auto& entry : fs::directory_iterator(path("sweep/sweep.cells"), absent)) {
+  for (const auto& entry : fs::directory_iterator(path(cells_dir), absent)) {
     const std::string name = entry.path().filename().string();
     const size_t digits = name.find_first_of("0123456789");
     if (digits == std::string::npos) continue;
@@ -161,10 +167,9 @@ void Triage::note_cells_running() {
     if (name == cell_log_name(index) && !finished.count(index)) started.insert(index);
   }
   for (const int index : started) {
-    const std::string log = "sweep/sweep.cells/" + cell_log_name(index);
-    stopped_in.push_back("the sweep's cell " + std::to_string(index) + ", " +
-                         progress_text(progress_in_log(read_file(path(log)).value_or(""))) + " (its stage log `" + log +
-                         "`; its last line: `" + last_line(path(log)) + "`)");
+    const std::string log = cells_dir + "/" + cell_log_name(index), text = read_file(path(log)).value_or("");
+    stopped_in.push_back("the sweep's cell " + std::to_string(index) + ", " + progress_text(progress_in_log(text)) +
+                         " (its stage log `" + log + "`; its last line: `" + last_line(text) + "`)");
   }
   if (started.empty()) stopped_in.push_back("the sweep (`sweep/`), in no cell that had left a log");
 }
@@ -300,9 +305,7 @@ int Triage::run() {
     args.insert(args.end(), from.begin(), from.end());
     args.insert(args.end(), binary.begin(), binary.end());
     const std::string was = prior("minimize");
-    if (was == "done" || was == "stopped") {
-      say("minimize: ended before this triage was resumed (" + was + "): not run again");
-    } else {
+    if (!ended_before("minimize")) {
       // A minimization that was interrupted or in flight goes on from its state: one in flight when
       // the triage stopped counts its own run in flight as a hang (repro minimize --resume).
       if (was != "" && fs::exists(path("minimize/state.json"))) std::replace(args.begin(), args.end(), std::string("--force"), std::string("--resume"));
