@@ -180,67 +180,6 @@ std::string graph_conflict(const PathSettings& ps) {
   return "";
 }
 
-namespace {
-
-// The stage whose output an alloc_* stage allocates (the stage itself for any other).
-Stage stage_allocated_for(Stage s) {
-  switch (s) {
-    case Stage::alloc_mask: return Stage::mask_prepare;
-    case Stage::alloc_upcast: return Stage::upcast;
-    case Stage::alloc_query_scaled: return Stage::scale_q;
-    case Stage::alloc_expanded: return Stage::gqa_expand;
-    case Stage::alloc_key_scaled: return Stage::scale_k;
-    case Stage::alloc_key_transposed: return Stage::kt_contiguous;
-    case Stage::alloc_scores: return Stage::qk_gemm;
-    case Stage::alloc_probs: return Stage::softmax;
-    case Stage::alloc_dropout: return Stage::dropout;
-    case Stage::alloc_output: return Stage::pv_gemm;
-    default: return s;
-  }
-}
-
-}  // namespace
-
-bool stage_runs(Stage s, const SdpaProblem& p, const PathSettings& ps) {
-  if (s == Stage::stream_sync) return true;
-  if (is_backward_stage(s)) {
-    if (!ps.backward) return false;
-    switch (s) {
-      case Stage::grad_upcast: return p.compute_dtype() != p.dtype;
-      case Stage::dropout_backward: return p.dropout_p > 0;
-      case Stage::grads_to_host: return ps.scores_to_host != ScoresToHost::none;
-      case Stage::alloc_grad_pv:
-      case Stage::alloc_grad_softmax:
-      case Stage::free_grad_probs:
-      case Stage::alloc_grad_qk:
-      case Stage::free_backward: return ps.alloc_timing == AllocTiming::per_call;
-      default: return true;
-    }
-  }
-  if (s == Stage::graph_capture || s == Stage::graph_instantiate || s == Stage::graph_launch) return ps.graph;
-  if (is_memory_stage(s)) {
-    if (ps.alloc_timing != AllocTiming::per_call) return false;
-    if (s == Stage::free_call || s == Stage::free_step) return true;
-    // The scores are freed once softmax has read them; a call that stops before keeps them.
-    if (s == Stage::free_scores) return stage_runs(Stage::softmax, p, ps);
-    return stage_runs(stage_allocated_for(s), p, ps);
-  }
-  if (static_cast<int>(s) > static_cast<int>(ps.last_stage)) return false;
-  switch (s) {
-    case Stage::mask_prepare:
-      return (p.mask == MaskKind::boolean || p.mask == MaskKind::causal) &&
-             static_cast<int>(ps.last_stage) >= static_cast<int>(Stage::mask_add);
-    case Stage::upcast:
-    case Stage::cast_output: return p.compute_dtype() != p.dtype;
-    case Stage::gqa_expand: return p.gqa();
-    case Stage::kt_contiguous: return kt_copy_needed(p, ps);
-    case Stage::mask_add: return p.mask != MaskKind::none;
-    case Stage::scores_to_host: return ps.scores_to_host != ScoresToHost::none;
-    case Stage::dropout: return p.dropout_p > 0;
-    default: return true;
-  }
-}
-
 int64_t chunk_rows(const SdpaProblem& p, const PathSettings& ps) {
   // Chunks are of a call that runs the whole path (the chunk part acts on nothing else).
   if (ps.chunk_bytes <= 0 || result_tensor_of(ps) != ResultTensor::output) return p.q_len;

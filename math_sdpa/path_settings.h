@@ -162,13 +162,6 @@ AllocatorOptions allocator_options(const PathSettings& s, bool allow_oversubscri
 // Every field by name ("alloc" -> "managed", "last_stage" -> "qk_gemm", ...), in a fixed order.
 std::map<std::string, std::string> settings_fields(const PathSettings& s);
 
-// Whether stage `s` runs in a call of problem `p` under settings `ps`: mask_prepare needs a
-// boolean or causal mask, upcast and cast_output the upcast of fp16/bf16, gqa_expand GQA,
-// dropout p > 0, kt_contiguous a copy of K^T (fix 3, or a view at::bmm cannot batch),
-// scores_to_host scenario 2's condition; stages after last_stage do not run (stream_sync
-// always does); the backward's stages run with --backward, each where its forward stage runs.
-bool stage_runs(Stage s, const SdpaProblem& p, const PathSettings& ps);
-
 // Why the call cannot be captured into a CUDA graph under these settings, or "" when it can:
 // host work between GPU stages, streams that cannot be captured (the legacy default stream),
 // a GEMM ordered by nothing (its stream would never join the capture).

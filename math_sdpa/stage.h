@@ -1,6 +1,6 @@
-// stage.h: the stages of one Math SDPA call, in PyTorch's order, and the hook through which
-// everything that watches the path (stage times, the stage log, the watchdog's pipe, fault
-// injection, the fixes) sees them.
+// stage.h: the stages of one Math SDPA call, in PyTorch's order, the one table that says what
+// each stage is, and the hook through which everything that watches the path (stage times, the
+// stage log, the watchdog's pipe, fault injection, the fixes) sees them.
 //
 // The order mirrors `_scaled_dot_product_attention_math` (PyTorch 2.5+): upcast, scale Q,
 // expand K/V heads for GQA, scale the transposed K (and copy it contiguous where at::matmul
@@ -9,15 +9,24 @@
 // places around the call; scenario 4's hang is the entry one. scores_to_host is scenario 2's
 // condition (the host reads the scores before softmax). With --graph the GPU stages are captured
 // once into a CUDA graph and replayed (graph_capture, graph_instantiate, graph_launch: scenario 5).
-// Host-only: the supervisor and the report writer use the names without any CUDA.
+//
+// Everything else about a stage is one row of the stage table (stage.cpp): its name, whether the
+// GPU or the host does its work, when it runs, the allocation stage in front of it, the condition
+// under which it runs, its lines in both log formats, and what a hang in it means. Every other
+// file looks a stage's facts up there; the build writes the table as stages.json for the Python
+// scripts (`repro help stages --json`). Host-only: the supervisor and the report writer use it
+// without any CUDA.
 #pragma once
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace sdpa {
 
 struct AllocationRecord;  // allocator.h
+struct SdpaProblem;       // problem.h
+struct PathSettings;      // path_settings.h
 
 enum class Stage : uint8_t {
   entry_sync,    // cudaDeviceSynchronize at SDPA entry
@@ -78,8 +87,79 @@ enum class Stage : uint8_t {
 };
 constexpr int kStageCount = static_cast<int>(Stage::free_step) + 1;
 
+// Who does a stage's work: the GPU (timed with CUDA events), the host (a synchronisation that
+// waits for the GPU, a graph's capture, the host's own reads), or the allocator (an allocation or
+// a free inside the call: host calls into the allocator, which on a unified-memory machine may
+// stall instead of failing).
+enum class StageKind : uint8_t { gpu, host, alloc, free };
+
+// When a stage runs: once before the first call (load), in every call (call: each layer's forward
+// call), as part of the CUDA graph's life (graph), in each layer's backward call (backward), or once
+// a step after its last layer (step).
+enum class StageWhen : uint8_t { load, call, graph, backward, step };
+
+// The channels of the sdpa-debug log format: the original instrumentation's macros.
+enum class DebugChannel { sdpa, alloc, cuda, event };
+
+// One line of the sdpa-debug format as the table holds it: its channel, its text with
+// placeholders, and the table's own source line (what the [file:line] at its end names, as
+// __FILE__:__LINE__ does in the instrumentation).
+struct DebugLineTemplate {
+  DebugChannel channel;
+  const char* text;
+  int source_line;
+};
+
+// A stage's row. Line templates hold placeholders in braces, filled in by the stage log
+// (stage_log.cpp names them); "{+detail}" is " " + detail when there is one.
+struct StageRow {
+  Stage stage;
+  const char* name;       // "qk_gemm": the log's, the JSON's, --inject's and the scripts' name
+  StageKind kind;
+  StageWhen when;
+  // An allocation or a free: the stage whose tensors it allocates (or after which it frees);
+  // the stage itself for the others (the step's and the call's last frees name themselves).
+  Stage serves;
+  // Its own condition to run, beyond those of its kind and when (nullptr: none): the mask, the
+  // upcast, GQA, a K^T copy, scenario 2's host access, dropout.
+  bool (*runs_if)(const SdpaProblem&, const PathSettings&);
+  std::vector<const char*> begin, end;                 // harness format
+  std::vector<DebugLineTemplate> debug_begin, debug_end;  // sdpa-debug format (none: not the instrumentation's)
+  const char* hang;  // what a hang in it shows: "the Q.K^T GEMM had started: [CUBLAS_GEMM_START] is the last line"
+};
+
+const char* stage_kind_name(StageKind k);  // "gpu", "host", "alloc", "free"
+const char* stage_when_name(StageWhen w);  // "load", "call", "graph", "backward", "step"
+const char* debug_channel_name(DebugChannel c);  // "sdpa", "alloc", "cuda", "event"
+
+const std::vector<StageRow>& stage_table();  // in Stage order
+const StageRow& stage_row(Stage s);
 const char* stage_name(Stage s);  // "qk_gemm"
 bool parse_stage(const std::string& name, Stage& out);
+std::string stage_names(const char* separator = " ");  // every name, in order
+// The source file the table's DebugLineTemplate lines are in, as the sdpa-debug lines name it.
+const char* stage_table_source();
+
+inline StageKind stage_kind(Stage s) { return stage_row(s).kind; }
+inline StageWhen stage_when(Stage s) { return stage_row(s).when; }
+// The stages that allocate or free memory inside a call (--alloc-timing per-call).
+inline bool is_memory_stage(Stage s) { return stage_kind(s) == StageKind::alloc || stage_kind(s) == StageKind::free; }
+inline bool is_free_stage(Stage s) { return stage_kind(s) == StageKind::free; }
+// GPU work, timed with events; every other stage the host does or waits for itself.
+inline bool is_gpu_stage(Stage s) { return stage_kind(s) == StageKind::gpu; }
+// The backward call's stages (--backward), alloc_grad_pv through backward_sync.
+inline bool is_backward_stage(Stage s) { return stage_when(s) == StageWhen::backward; }
+// The stages a CUDA graph holds (--graph): every GPU stage of the call and of its backward call,
+// but the replay itself.
+inline bool is_captured_stage(Stage s) { return is_gpu_stage(s) && stage_when(s) != StageWhen::graph; }
+// The allocation stage in front of `s` (alloc_scores for qk_gemm), or `s` when it has none.
+Stage allocation_stage_of(Stage s);
+
+// Whether stage `s` runs in a call of problem `p` under settings `ps`: its row's condition, and
+// that of its kind and when (the backward's with --backward, the graph's with --graph, the
+// allocations with --alloc-timing per-call, each where the stage it serves runs); stages after
+// last_stage do not run (stream_sync always does).
+bool stage_runs(Stage s, const SdpaProblem& p, const PathSettings& ps);
 
 // Where a call is in the run: its step (1..steps) and its layer (1..layers), both counted from 1
 // as users name them ("layer 3 of 60").
@@ -122,53 +202,5 @@ struct StageLongest {
   Stage gpu_stage = Stage::entry_sync, host_stage = Stage::entry_sync;
   double gpu_ms = 0, host_ms = 0;
 };
-
-// The stages that allocate or free memory inside a call (--alloc-timing per-call): host calls
-// into the allocator, which on a unified-memory machine may stall instead of failing.
-inline bool is_memory_stage(Stage s) {
-  switch (s) {
-    case Stage::alloc_mask:
-    case Stage::alloc_upcast:
-    case Stage::alloc_query_scaled:
-    case Stage::alloc_expanded:
-    case Stage::alloc_key_scaled:
-    case Stage::alloc_key_transposed:
-    case Stage::alloc_scores:
-    case Stage::alloc_probs:
-    case Stage::free_scores:
-    case Stage::alloc_dropout:
-    case Stage::alloc_output:
-    case Stage::free_call:
-    case Stage::alloc_grad_pv:
-    case Stage::alloc_grad_softmax:
-    case Stage::free_grad_probs:
-    case Stage::alloc_grad_qk:
-    case Stage::free_backward:
-    case Stage::free_step: return true;
-    default: return false;
-  }
-}
-
-// Stages whose work the host does or waits for itself (the two synchronisations, the host's
-// read of the scores, graph capture and instantiation, the allocations); every other stage is
-// GPU work, timed with events.
-inline bool is_gpu_stage(Stage s) {
-  return s != Stage::entry_sync && s != Stage::stream_sync && s != Stage::scores_to_host && s != Stage::graph_capture &&
-         s != Stage::graph_instantiate && s != Stage::backward_sync && s != Stage::grads_to_host && !is_memory_stage(s);
-}
-
-// The backward call's stages (--backward), alloc_grad_pv through backward_sync.
-inline bool is_backward_stage(Stage s) {
-  return static_cast<int>(s) >= static_cast<int>(Stage::alloc_grad_pv) && static_cast<int>(s) <= static_cast<int>(Stage::backward_sync);
-}
-
-// A free_* stage (the rest of the memory stages allocate).
-inline bool is_free_stage(Stage s) {
-  return s == Stage::free_scores || s == Stage::free_call || s == Stage::free_grad_probs || s == Stage::free_backward ||
-         s == Stage::free_step;
-}
-
-// The stages a CUDA graph holds (--graph): every GPU stage of the call but the replay itself.
-inline bool is_captured_stage(Stage s) { return is_gpu_stage(s) && s != Stage::graph_launch; }
 
 }  // namespace sdpa

@@ -6,6 +6,7 @@
 #include <cctype>
 #include <cstring>
 #include <set>
+#include <stdexcept>
 #include <sstream>
 
 #include "errors.h"
@@ -13,30 +14,18 @@
 
 namespace sdpa {
 
-const char* log_level_name(LogLevel l) {
-  switch (l) {
-    case LogLevel::off: return "off";
-    case LogLevel::stages: return "stages";
-    case LogLevel::sync: return "sync";
-    case LogLevel::values: return "values";
-  }
-  return "?";
-}
-
-bool parse_log_level(const std::string& name, LogLevel& out) {
-  for (LogLevel l : {LogLevel::off, LogLevel::stages, LogLevel::sync, LogLevel::values}) {
-    if (name == log_level_name(l)) {
-      out = l;
-      return true;
-    }
-  }
-  return false;
-}
-
 namespace {
+const NameTable<LogLevel> kLogLevels{
+    "--log", {{LogLevel::off, "off"}, {LogLevel::stages, "stages"}, {LogLevel::sync, "sync"}, {LogLevel::values, "values"}}};
 const NameTable<LogFormat> kLogFormats{"--log-format", {{LogFormat::harness, "harness"}, {LogFormat::sdpa_debug, "sdpa-debug"}}};
 }  // namespace
 
+const char* log_level_name(LogLevel l) { return kLogLevels.name(l); }
+bool parse_log_level(const std::string& name, LogLevel& out) {
+  const auto level = kLogLevels.find(name);
+  if (level) out = *level;
+  return level.has_value();
+}
 const char* log_format_name(LogFormat f) { return kLogFormats.name(f); }
 LogFormat parse_log_format(const std::string& name) { return kLogFormats.parse(name); }
 
@@ -67,140 +56,6 @@ std::string dims(std::initializer_list<int64_t> d) {
 // PyTorch's strides of a contiguous [B, H, N, E] tensor.
 std::string contiguous_strides(int64_t H, int64_t N, int64_t E) { return dims({H * N * E, N * E, E, 1}); }
 
-std::string with_summary(std::string line, const std::string& summary) {
-  return summary.empty() ? line : line + " " + summary;
-}
-
-// The backward's stages have no lines in the original instrumentation (it watched the forward
-// call); their tags are the stage's name, "[MATH_SOFTMAX_BACKWARD]" and "[MATH_SOFTMAX_BACKWARD_DONE]".
-std::string backward_tag(Stage s, const char* suffix = "") {
-  std::string tag = "[MATH_";
-  for (const char* c = stage_name(s); *c; ++c) tag += static_cast<char>(std::toupper(static_cast<unsigned char>(*c)));
-  return tag + suffix + "]";
-}
-
-bool is_backward_gemm(Stage s) {
-  return s == Stage::dp_gemm || s == Stage::dv_gemm || s == Stage::dq_gemm || s == Stage::dk_gemm;
-}
-
-}  // namespace
-
-// K's strides as PyTorch would print them: contiguous, or a view of a [B, S, H, E] buffer.
-std::string key_strides(const SdpaProblem& p, const PathSettings& ps) {
-  if (ps.k_layout == KLayout::bshe) return dims({p.kv_len * p.kv_heads * p.head_dim, p.head_dim, p.kv_heads * p.head_dim, 1});
-  return contiguous_strides(p.kv_heads, p.kv_len, p.head_dim);
-}
-
-// K^T's strides: the transposed view of K (of the expanded K for GQA).
-std::string key_t_strides(const SdpaProblem& p, const PathSettings& ps) {
-  if (ps.k_layout == KLayout::bshe && !p.gqa()) {
-    return dims({p.kv_len * p.q_heads * p.head_dim, p.head_dim, 1, p.q_heads * p.head_dim});
-  }
-  return dims({p.q_heads * p.kv_len * p.head_dim, p.kv_len * p.head_dim, 1, p.head_dim});
-}
-
-std::vector<std::string> stage_begin_lines(Stage s, const SdpaProblem& p, const PathSettings& ps,
-                                           const std::string& detail, const void* stream) {
-  const std::string q_shape = dims({p.batch, p.q_heads, p.q_len, p.head_dim});
-  const std::string kv_shape = dims({p.batch, p.kv_heads, p.kv_len, p.head_dim});
-  const std::string scores_shape = dims({p.batch, p.q_heads, p.q_len, p.kv_len});
-  std::ostringstream stream_id;
-  stream_id << stream;
-  if (is_memory_stage(s)) return {std::string(is_free_stage(s)
-                                                  ? "[MATH_FREE] "
-                                                  : "[MATH_ALLOC] ") +
-                                  stage_name(s) + (detail.empty() ? "" : " " + detail)};
-  if (is_backward_stage(s)) {
-    if (s == Stage::backward_sync) return {"[BACKWARD_SYNC] stream=" + stream_id.str() + " device=0"};
-    if (is_backward_gemm(s)) return {backward_tag(s), "[CUBLAS_GEMM_START] " + detail};
-    return {backward_tag(s) + (detail.empty() ? "" : " " + detail)};
-  }
-  switch (s) {
-    case Stage::entry_sync:
-      return {"[SDPA_ENTRY] Q shape=" + q_shape + " K=" + kv_shape + " V=" + kv_shape +
-              " device=cuda:0 dtype=" + torch_dtype_name(p.dtype) +
-              " is_causal=" + (p.mask == MaskKind::causal ? "true" : "false")};
-    case Stage::graph_capture: return {"[MATH_GRAPH_CAPTURE] " + detail};
-    case Stage::graph_instantiate: return {"[MATH_GRAPH_INSTANTIATE] " + detail};
-    case Stage::graph_launch: return {"[MATH_GRAPH_LAUNCH] " + detail};
-    case Stage::mask_prepare: return {"[MATH_MASK_PREPARE] kind=" + detail + " shape=" + dims({p.q_len, p.kv_len})};
-    case Stage::upcast: return {"[MATH_UPCAST] " + detail + " Q, K, V"};
-    case Stage::scale_q:
-      return {"[MATH_SDPA_START] About to compute QK^T", "[MATH_SCALE_Q] " + detail};
-    case Stage::gqa_expand: return {"[MATH_GQA_EXPAND] K, V " + kv_shape + " " + detail};
-    case Stage::scale_k:
-      return {"[MATH_KT_PREP] K^T strides=" + key_t_strides(p, ps) + " contiguous=false " + detail};
-    case Stage::kt_contiguous:
-      return {"[MATH_KT_CONTIGUOUS] K^T -> " + dims({p.batch * p.q_heads, p.head_dim, p.kv_len}) + " contiguous " + detail};
-    case Stage::qk_gemm: return {"[CUBLAS_GEMM_START] " + detail};
-    case Stage::mask_add: return {"[MATH_MASK] Applying attention mask kind=" + detail};
-    case Stage::scores_to_host: return {"[MATH_SCORES_TO_HOST] " + detail + " scores shape=" + scores_shape};
-    case Stage::softmax: return {"[MATH_SOFTMAX_START] Input shape=" + scores_shape + " " + detail};
-    case Stage::dropout: return {"[MATH_DROPOUT_START] " + detail};
-    case Stage::pv_gemm: return {"[MATH_FINAL_BMM_START]", "[CUBLAS_GEMM_START] " + detail};
-    case Stage::cast_output: return {"[MATH_CAST_OUTPUT] " + detail};
-    case Stage::stream_sync: return {"[STREAM_SYNC] stream=" + stream_id.str() + " device=0"};
-    default: break;  // alloc_* and free_*: above
-  }
-  return {};
-}
-
-std::vector<std::string> stage_end_lines(Stage s, const SdpaProblem& p, const PathSettings& ps,
-                                         const std::string& summary, int64_t duration_us, int64_t now_us) {
-  const std::string q_shape = dims({p.batch, p.q_heads, p.q_len, p.head_dim});
-  const std::string scores_shape = dims({p.batch, p.q_heads, p.q_len, p.kv_len});
-  if (is_memory_stage(s)) {
-    return {std::string(is_free_stage(s) ? "[MATH_FREE_DONE] "
-                                                                                               : "[MATH_ALLOC_DONE] ") +
-            stage_name(s) + " duration_us=" + std::to_string(duration_us)};
-  }
-  if (is_backward_stage(s)) {
-    if (s == Stage::backward_sync) return {"[BACKWARD_SYNC_DONE] result=success duration_ms=" + std::to_string(duration_us / 1000)};
-    if (is_backward_gemm(s)) return {"[CUBLAS_GEMM_DONE]", with_summary(backward_tag(s, "_DONE"), summary)};
-    return {with_summary(backward_tag(s, "_DONE"), summary)};
-  }
-  switch (s) {
-    case Stage::entry_sync:
-      return {"[CUDA_EVENT] sdpa_entry @ " + std::to_string(now_us), "[SDPA_ENTRY] Post-sync complete",
-              "[BACKEND_SELECT] Chosen backend: MATH use_flash=false use_mem_efficient=false use_math=true "
-              "use_cudnn=false"};
-    case Stage::graph_capture: return {"[MATH_GRAPH_CAPTURE_DONE]"};
-    case Stage::graph_instantiate: return {"[MATH_GRAPH_INSTANTIATE_DONE]"};
-    case Stage::graph_launch: return {"[MATH_GRAPH_LAUNCH_DONE]"};
-    case Stage::mask_prepare: return {"[MATH_MASK_PREPARE_DONE]"};
-    case Stage::upcast: return {"[MATH_UPCAST_DONE]"};
-    case Stage::scale_q:
-      return {"[CUDA_EVENT] math_qk_start @ " + std::to_string(now_us),
-              "[MATH_QK] Q strides=" + contiguous_strides(p.q_heads, p.q_len, p.head_dim) +
-                  " K strides=" + key_strides(p, ps) +
-                  " Q contiguous=true K contiguous=" + (ps.k_layout == KLayout::bshe ? "false" : "true")};
-    case Stage::gqa_expand: return {"[MATH_GQA_EXPAND_DONE]"};
-    case Stage::scale_k: return {"[MATH_KT_PREP_DONE]"};
-    case Stage::kt_contiguous: return {"[MATH_KT_CONTIGUOUS_DONE]"};
-    case Stage::qk_gemm:
-      return {"[CUBLAS_GEMM_DONE]", with_summary("[MATH_QK_DONE] scores shape=" + scores_shape, summary)};
-    case Stage::mask_add: return {"[MATH_MASK_DONE]"};
-    case Stage::scores_to_host: return {"[MATH_SCORES_TO_HOST_DONE] duration_ms=" + std::to_string(duration_us / 1000)};
-    case Stage::softmax: return {with_summary("[MATH_SOFTMAX_DONE] Output shape=" + scores_shape, summary)};
-    case Stage::dropout: return {"[MATH_DROPOUT_DONE]"};
-    case Stage::pv_gemm:
-      return {"[CUBLAS_GEMM_DONE]", with_summary("[MATH_FINAL_BMM_DONE] output shape=" + q_shape, summary)};
-    case Stage::cast_output: return {"[MATH_CAST_OUTPUT_DONE]"};
-    case Stage::stream_sync:
-      return {"[STREAM_SYNC_DONE] result=success duration_ms=" + std::to_string(duration_us / 1000),
-              "[CUDA_EVENT] math_sdpa_complete @ " + std::to_string(now_us)};
-    default: break;  // alloc_* and free_*: above
-  }
-  return {};
-}
-
-// ---------------------------------------------------------------------------- the sdpa-debug format
-// Each line as the instrumentation's macros print it (docs/LOG_FORMAT.md). DEBUG_LINE(...) records the
-// line of this file that makes the line, as __LINE__ does there.
-#define DEBUG_LINE(channel, message) DebugLine{DebugChannel::channel, message, __LINE__}
-
-namespace {
-
 // "M=128 N=128 K=64": the first three fields of a GEMM's description, all the instrumentation prints.
 std::string gemm_mnk(const std::string& detail) {
   size_t end = 0;
@@ -209,10 +64,12 @@ std::string gemm_mnk(const std::string& detail) {
 }
 
 // The fields `keys` of a "k=v k=v" summary, in that order ("" when there is none).
-std::string summary_fields(const std::string& summary, std::initializer_list<const char*> keys) {
+std::string summary_fields(const std::string& summary, const std::string& keys) {
   std::string out;
-  for (const char* key : keys) {
-    const std::string prefix = std::string(key) + "=";
+  for (size_t from = 0; from <= keys.size();) {
+    const size_t comma = std::min(keys.find(',', from), keys.size());
+    const std::string prefix = keys.substr(from, comma - from) + "=";
+    from = comma + 1;
     size_t at = summary.find(prefix);
     while (at != std::string::npos && at > 0 && summary[at - 1] != ' ') at = summary.find(prefix, at + 1);
     if (at == std::string::npos) continue;
@@ -221,12 +78,9 @@ std::string summary_fields(const std::string& summary, std::initializer_list<con
   return out;
 }
 
-// A bool as the instrumentation's macros stream it: 0 or 1 (no std::boolalpha).
-const char* ostream_bool(bool b) { return b ? "1" : "0"; }
-
 // The --log values fields `keys` as the instrumentation printed them: numbers as they are (the
 // summary has them as %.6g, which is how std::ostream prints a float), true/false as 1/0.
-std::string debug_values(const std::string& summary, std::initializer_list<const char*> keys) {
+std::string debug_values(const std::string& summary, const std::string& keys) {
   std::string out = summary_fields(summary, keys);
   for (const char* word : {"=true", "=false"}) {
     for (size_t at = out.find(word); at != std::string::npos; at = out.find(word, at)) {
@@ -243,7 +97,105 @@ std::string pointer_text(const void* p) {
   return s.str();
 }
 
+// What the placeholders of one boundary's line templates stand for (stage.h, the table's lines).
+struct LineValues {
+  Stage stage;
+  const SdpaProblem& p;
+  const PathSettings& ps;
+  LogFormat format;
+  std::string detail, summary;  // the stage's arguments; the values seen at its end
+  const void* stream = nullptr;
+  int64_t duration_us = 0, now = 0;
+
+  // Bools as the harness writes them, or as the instrumentation's std::ostream did (0/1).
+  std::string flag(bool b) const { return format == LogFormat::sdpa_debug ? (b ? "1" : "0") : (b ? "true" : "false"); }
+
+  std::string value(const std::string& name) const {
+    if (name == "name") return stage_name(stage);
+    if (name == "detail") return detail;
+    if (name == "+detail") return detail.empty() ? "" : " " + detail;
+    if (name == "+summary") return summary.empty() ? "" : " " + summary;
+    if (name.rfind("values:", 0) == 0) return debug_values(summary, name.substr(7));
+    if (name == "mnk") return gemm_mnk(detail);
+    if (name == "q_shape") return dims({p.batch, p.q_heads, p.q_len, p.head_dim});
+    if (name == "kv_shape") return dims({p.batch, p.kv_heads, p.kv_len, p.head_dim});
+    if (name == "scores_shape") return dims({p.batch, p.q_heads, p.q_len, p.kv_len});
+    if (name == "mask_shape") return dims({p.q_len, p.kv_len});
+    if (name == "kt_shape") return dims({p.batch * p.q_heads, p.head_dim, p.kv_len});
+    if (name == "q_strides") return contiguous_strides(p.q_heads, p.q_len, p.head_dim);
+    if (name == "key_strides") return key_strides(p, ps);
+    if (name == "key_t_strides") return key_t_strides(p, ps);
+    if (name == "dtype") return format == LogFormat::sdpa_debug ? type_meta_name(p.dtype) : torch_dtype_name(p.dtype);
+    if (name == "is_causal") return flag(p.mask == MaskKind::causal);
+    if (name == "true") return flag(true);
+    if (name == "k_contiguous") return flag(ps.k_layout != KLayout::bshe);
+    if (name == "stream") {
+      if (format == LogFormat::sdpa_debug) return pointer_text(stream);
+      std::ostringstream s;
+      s << stream;
+      return s.str();
+    }
+    if (name == "now") return std::to_string(now);
+    if (name == "duration_ms") return std::to_string(duration_us / 1000);
+    if (name == "duration_us") return std::to_string(duration_us);
+    throw std::logic_error(std::string("stage table: unknown placeholder {") + name + "} in a line of " + stage_name(stage));
+  }
+
+  std::string render(const char* text) const {
+    std::string out;
+    for (const char* c = text; *c;) {
+      const char* close = *c == '{' ? std::strchr(c, '}') : nullptr;
+      if (!close) {
+        out += *c++;
+        continue;
+      }
+      out += value(std::string(c + 1, close));
+      c = close + 1;
+    }
+    return out;
+  }
+
+  std::vector<std::string> lines(const std::vector<const char*>& templates) const {
+    std::vector<std::string> out;
+    for (const char* t : templates) out.push_back(render(t));
+    return out;
+  }
+  std::vector<DebugLine> debug_lines(const std::vector<DebugLineTemplate>& templates) const {
+    std::vector<DebugLine> out;
+    for (const DebugLineTemplate& t : templates) out.push_back({t.channel, render(t.text), t.source_line, true});
+    return out;
+  }
+};
+
 }  // namespace
+
+std::string key_strides(const SdpaProblem& p, const PathSettings& ps) {
+  if (ps.k_layout == KLayout::bshe) return dims({p.kv_len * p.kv_heads * p.head_dim, p.head_dim, p.kv_heads * p.head_dim, 1});
+  return contiguous_strides(p.kv_heads, p.kv_len, p.head_dim);
+}
+
+// The transposed view of K (of the expanded K for GQA).
+std::string key_t_strides(const SdpaProblem& p, const PathSettings& ps) {
+  if (ps.k_layout == KLayout::bshe && !p.gqa()) {
+    return dims({p.kv_len * p.q_heads * p.head_dim, p.head_dim, 1, p.q_heads * p.head_dim});
+  }
+  return dims({p.q_heads * p.kv_len * p.head_dim, p.kv_len * p.head_dim, 1, p.head_dim});
+}
+
+std::vector<std::string> stage_begin_lines(Stage s, const SdpaProblem& p, const PathSettings& ps,
+                                           const std::string& detail, const void* stream) {
+  return LineValues{s, p, ps, LogFormat::harness, detail, "", stream}.lines(stage_row(s).begin);
+}
+
+std::vector<std::string> stage_end_lines(Stage s, const SdpaProblem& p, const PathSettings& ps,
+                                         const std::string& summary, int64_t duration_us, int64_t now_us) {
+  return LineValues{s, p, ps, LogFormat::harness, "", summary, nullptr, duration_us, now_us}.lines(stage_row(s).end);
+}
+
+// ---------------------------------------------------------------------------- the sdpa-debug format
+// Each line as the instrumentation's macros print it (docs/LOG_FORMAT.md). DEBUG_LINE(...) records the
+// line of this file that makes the line, as __LINE__ does there.
+#define DEBUG_LINE(channel, message) DebugLine{DebugChannel::channel, message, __LINE__}
 
 bool is_instrumentation_line(const DebugLine& l) {
   // The macros' own steps, wherever they run (the backward's GEMMs go through the same
@@ -267,100 +219,20 @@ std::string debug_line_text(const DebugLine& l) {
     case DebugChannel::alloc: tag = "ALLOC_DEBUG"; break;
     case DebugChannel::cuda: tag = "CUDA_DEBUG"; break;
   }
-  return std::string("[") + tag + "] " + l.message + " [math_sdpa/stage_log.cpp:" + std::to_string(l.source_line) + "]";
+  // The harness's own lines (allocations, notes) name this file; the stages' lines the table's.
+  const char* file = l.from_table ? stage_table_source() : "math_sdpa/stage_log.cpp";
+  return std::string("[") + tag + "] " + l.message + " [" + file + ":" + std::to_string(l.source_line) + "]";
 }
 
 std::vector<DebugLine> debug_begin_lines(Stage s, const SdpaProblem& p, const PathSettings& ps, const std::string& detail,
                                        const void* stream) {
-  const std::string kv_shape = dims({p.batch, p.kv_heads, p.kv_len, p.head_dim});
-  const std::string scores_shape = dims({p.batch, p.q_heads, p.q_len, p.kv_len});
-  // The instrumentation logged allocations in the allocator itself (debug_allocation_lines), not
-  // as steps of the path.
-  if (is_memory_stage(s)) return {};
-  if (is_backward_stage(s)) {
-    if (s == Stage::backward_sync) return {DEBUG_LINE(cuda, "[BACKWARD_SYNC] stream=" + pointer_text(stream) + " device=0")};
-    if (is_backward_gemm(s)) return {DEBUG_LINE(sdpa, backward_tag(s)), DEBUG_LINE(sdpa, "[CUBLAS_GEMM_START] " + gemm_mnk(detail))};
-    return {DEBUG_LINE(sdpa, backward_tag(s))};
-  }
-  switch (s) {
-    case Stage::entry_sync:
-      return {DEBUG_LINE(sdpa, "[SDPA_ENTRY] Q shape=" + dims({p.batch, p.q_heads, p.q_len, p.head_dim}) + " K=" + kv_shape +
-                             " V=" + kv_shape + " device=cuda:0 dtype=" + type_meta_name(p.dtype) +
-                             " is_causal=" + ostream_bool(p.mask == MaskKind::causal))};
-    case Stage::graph_capture: return {DEBUG_LINE(sdpa, "[MATH_GRAPH_CAPTURE] " + detail)};
-    case Stage::graph_instantiate: return {DEBUG_LINE(sdpa, "[MATH_GRAPH_INSTANTIATE] " + detail)};
-    case Stage::graph_launch: return {DEBUG_LINE(sdpa, "[MATH_GRAPH_LAUNCH] " + detail)};
-    case Stage::mask_prepare: return {DEBUG_LINE(sdpa, "[MATH_MASK_PREPARE] kind=" + detail + " shape=" + dims({p.q_len, p.kv_len}))};
-    case Stage::upcast: return {DEBUG_LINE(sdpa, "[MATH_UPCAST] " + detail + " Q, K, V")};
-    case Stage::scale_q:
-      return {DEBUG_LINE(sdpa, "[MATH_SDPA_START] About to compute QK^T"), DEBUG_LINE(sdpa, "[MATH_SCALE_Q] " + detail)};
-    case Stage::gqa_expand: return {DEBUG_LINE(sdpa, "[MATH_GQA_EXPAND] K, V " + kv_shape + " " + detail)};
-    case Stage::scale_k: return {DEBUG_LINE(sdpa, "[MATH_KT_PREP] K^T strides=" + key_t_strides(p, ps) + " contiguous=false")};
-    case Stage::kt_contiguous:
-      return {DEBUG_LINE(sdpa, "[MATH_KT_CONTIGUOUS] K^T -> " + dims({p.batch * p.q_heads, p.head_dim, p.kv_len}) + " contiguous")};
-    case Stage::qk_gemm: return {DEBUG_LINE(sdpa, "[CUBLAS_GEMM_START] " + gemm_mnk(detail))};
-    case Stage::mask_add: return {DEBUG_LINE(sdpa, "[MATH_MASK] Applying attention mask")};
-    case Stage::scores_to_host: return {DEBUG_LINE(sdpa, "[MATH_SCORES_TO_HOST] " + detail + " scores shape=" + scores_shape)};
-    case Stage::softmax: return {DEBUG_LINE(sdpa, "[MATH_SOFTMAX_START] Input shape=" + scores_shape)};
-    case Stage::dropout: return {DEBUG_LINE(sdpa, "[MATH_DROPOUT_START]")};
-    case Stage::pv_gemm:
-      return {DEBUG_LINE(sdpa, "[MATH_FINAL_BMM_START]"), DEBUG_LINE(sdpa, "[CUBLAS_GEMM_START] " + gemm_mnk(detail))};
-    case Stage::cast_output: return {DEBUG_LINE(sdpa, "[MATH_CAST_OUTPUT] " + detail)};
-    case Stage::stream_sync: return {DEBUG_LINE(cuda, "[STREAM_SYNC] stream=" + pointer_text(stream) + " device=0")};
-    default: break;  // alloc_* and free_*: above
-  }
-  return {};
+  return LineValues{s, p, ps, LogFormat::sdpa_debug, detail, "", stream}.debug_lines(stage_row(s).debug_begin);
 }
 
 std::vector<DebugLine> debug_end_lines(Stage s, const SdpaProblem& p, const PathSettings& ps, const std::string& summary,
                                      int64_t duration_us, int64_t now_epoch_us) {
-  const std::string scores_shape = dims({p.batch, p.q_heads, p.q_len, p.kv_len});
-  const std::string at = " @ " + std::to_string(now_epoch_us);
-  if (is_memory_stage(s)) return {};
-  if (is_backward_stage(s)) {
-    if (s == Stage::backward_sync) {
-      return {DEBUG_LINE(cuda, "[BACKWARD_SYNC_DONE] result=no error duration_ms=" + std::to_string(duration_us / 1000))};
-    }
-    if (is_backward_gemm(s)) return {DEBUG_LINE(sdpa, "[CUBLAS_GEMM_DONE]"), DEBUG_LINE(sdpa, backward_tag(s, "_DONE"))};
-    return {DEBUG_LINE(sdpa, backward_tag(s, "_DONE"))};
-  }
-  switch (s) {
-    case Stage::entry_sync:
-      return {DEBUG_LINE(event, "sdpa_entry" + at), DEBUG_LINE(sdpa, "[SDPA_ENTRY] Post-sync complete"),
-              DEBUG_LINE(sdpa, "[BACKEND_SELECT] Chosen backend: MATH use_flash=0 use_mem_efficient=0 use_math=1 use_cudnn=0")};
-    case Stage::graph_capture: return {DEBUG_LINE(sdpa, "[MATH_GRAPH_CAPTURE_DONE]")};
-    case Stage::graph_instantiate: return {DEBUG_LINE(sdpa, "[MATH_GRAPH_INSTANTIATE_DONE]")};
-    case Stage::graph_launch: return {DEBUG_LINE(sdpa, "[MATH_GRAPH_LAUNCH_DONE]")};
-    case Stage::mask_prepare: return {DEBUG_LINE(sdpa, "[MATH_MASK_PREPARE_DONE]")};
-    case Stage::upcast: return {DEBUG_LINE(sdpa, "[MATH_UPCAST_DONE]")};
-    case Stage::scale_q:
-      return {DEBUG_LINE(event, "math_qk_start" + at),
-              DEBUG_LINE(sdpa, "[MATH_QK] Q strides=" + contiguous_strides(p.q_heads, p.q_len, p.head_dim) +
-                             " K strides=" + key_strides(p, ps) + " Q contiguous=1 K contiguous=" +
-                             ostream_bool(ps.k_layout != KLayout::bshe))};
-    case Stage::gqa_expand: return {DEBUG_LINE(sdpa, "[MATH_GQA_EXPAND_DONE]")};
-    case Stage::scale_k: return {DEBUG_LINE(sdpa, "[MATH_KT_PREP_DONE]")};
-    case Stage::kt_contiguous: return {DEBUG_LINE(sdpa, "[MATH_KT_CONTIGUOUS_DONE]")};
-    case Stage::qk_gemm:
-      return {DEBUG_LINE(sdpa, "[CUBLAS_GEMM_DONE]"),
-              DEBUG_LINE(sdpa, "[MATH_QK_DONE] scores shape=" + scores_shape + debug_values(summary, {"min", "max", "isnan", "isinf"}))};
-    case Stage::mask_add: return {DEBUG_LINE(sdpa, "[MATH_MASK_DONE]")};
-    case Stage::scores_to_host:
-      return {DEBUG_LINE(sdpa, "[MATH_SCORES_TO_HOST_DONE] duration_ms=" + std::to_string(duration_us / 1000))};
-    case Stage::softmax:
-      return {DEBUG_LINE(sdpa, "[MATH_SOFTMAX_DONE] Output shape=" + scores_shape + debug_values(summary, {"sum"}))};
-    case Stage::dropout: return {DEBUG_LINE(sdpa, "[MATH_DROPOUT_DONE]")};
-    case Stage::pv_gemm:
-      return {DEBUG_LINE(sdpa, "[CUBLAS_GEMM_DONE]"),
-              DEBUG_LINE(sdpa, "[MATH_FINAL_BMM_DONE] output shape=" + dims({p.batch, p.q_heads, p.q_len, p.head_dim}))};
-    case Stage::cast_output: return {DEBUG_LINE(sdpa, "[MATH_CAST_OUTPUT_DONE]")};
-    case Stage::stream_sync:
-      // cudaGetErrorString(cudaSuccess): the call returned, or this line would not be written.
-      return {DEBUG_LINE(cuda, "[STREAM_SYNC_DONE] result=no error duration_ms=" + std::to_string(duration_us / 1000)),
-              DEBUG_LINE(event, "math_sdpa_complete" + at)};
-    default: break;  // alloc_* and free_*: above
-  }
-  return {};
+  return LineValues{s, p, ps, LogFormat::sdpa_debug, "", summary, nullptr, duration_us, now_epoch_us}.debug_lines(
+      stage_row(s).debug_end);
 }
 
 std::vector<DebugLine> debug_allocation_lines(size_t bytes, uintptr_t address, bool unified_memory) {

@@ -63,18 +63,21 @@ std::vector<std::string> stage_end_lines(Stage s, const SdpaProblem& p, const Pa
                                          const std::string& summary, int64_t duration_us, int64_t now_us);
 
 // A line of the sdpa-debug format: its channel (the instrumentation's macro), its message, and the line
-// of stage_log.cpp that made it.
-enum class DebugChannel { sdpa, alloc, cuda, event };
+// that made it: of the stage table for a stage's lines, of stage_log.cpp for the others.
 struct DebugLine {
-  DebugChannel channel;
+  DebugChannel channel;  // stage.h
   std::string message;  // for event: "<name> @ <epoch us>"
   int source_line;
+  bool from_table = false;  // a stage's line from the stage table (its source line is the table's)
 };
 std::string debug_line_text(const DebugLine& l);  // the whole line, without its newline
 std::vector<DebugLine> debug_begin_lines(Stage s, const SdpaProblem& p, const PathSettings& ps, const std::string& detail,
                                        const void* stream);
 std::vector<DebugLine> debug_end_lines(Stage s, const SdpaProblem& p, const PathSettings& ps, const std::string& summary,
                                      int64_t duration_us, int64_t now_epoch_us);
+// K's strides as PyTorch prints them (contiguous, or a view of a [B, S, H, E] buffer), and K^T's.
+std::string key_strides(const SdpaProblem& p, const PathSettings& ps);
+std::string key_t_strides(const SdpaProblem& p, const PathSettings& ps);
 std::vector<DebugLine> debug_allocation_lines(size_t bytes, uintptr_t address, bool unified_memory);
 DebugLine debug_note_line(const std::string& note);
 // Whether a line is one the instrumentation's macros printed (its tags and its three events)

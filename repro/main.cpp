@@ -5,8 +5,10 @@
 
 #include "math_sdpa/errors.h"
 #include "repro/cli/run_options.h"
+#include "repro/cli/tables.h"
 #include "repro/commands.h"
 #include "repro/supervise/hang_snapshot.h"
+#include "scenarios/scenario.h"
 
 namespace {
 
@@ -38,23 +40,28 @@ std::string commands_with_help() {
   return names;
 }
 
-std::string help_topics() { return "scenarios, " + commands_with_help(); }
+std::string help_topics() { return "scenarios, stages, " + commands_with_help(); }
 
-// `repro help`: the run's --help; `repro help scenarios`: each scenario in full; `repro help
-// COMMAND`: `repro COMMAND --help`.
+// `repro help`: the run's --help; `repro help scenarios|stages [--json]`: each scenario or stage
+// in full, or as the JSON the scripts read; `repro help COMMAND`: `repro COMMAND --help`.
 int help_main(int argc, char** argv) {
-  if (argc > 2) {
-    std::cerr << "repro help: error: one topic at most (" << help_topics() << ")\n";
+  const std::string topic = argc >= 2 ? argv[1] : "";
+  const bool json = argc == 3 && std::string(argv[2]) == "--json" && (topic == "scenarios" || topic == "stages");
+  if (argc > 3 || (argc == 3 && !json)) {
+    std::cerr << "repro help: error: one topic at most, and --json only after scenarios or stages (" << help_topics() << ")\n";
     return kExitUsage;
   }
-  const std::string topic = argc == 2 ? argv[1] : "";
   char help_flag[] = "--help";
   if (topic.empty()) {
     char* run_help[] = {argv[0], help_flag};
     return run_main(2, run_help);
   }
-  if (topic == "scenarios") {
-    std::cout << scenarios_help();
+  if (topic == "scenarios" || topic == "stages") {
+    if (json) {
+      std::cout << (topic == "stages" ? stages_json() : scenarios_json()).dump(2) << "\n";
+    } else {
+      std::cout << (topic == "stages" ? stages_help() : scenarios_help());
+    }
     return kExitPass;
   }
   for (const Subcommand& c : kSubcommands) {

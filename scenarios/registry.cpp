@@ -1,22 +1,49 @@
-// registry.cpp: the scenario table.
+// registry.cpp: the scenario registry, and what every command asks of it.
 #include "scenario.h"
 
+#include <algorithm>
+
+#include <nlohmann/json.hpp>
+
 #include "math_sdpa/errors.h"
-#include "math_sdpa/softmax_plan.h"
+
+// Every scenario, one line each, in number order: each is a function in its own file that returns
+// its record (scenarioN_*.cpp).
+#define SDPA_SCENARIOS(X)            \
+  X(scenario0_full_path)             \
+  X(scenario1_cublas_stream_ordering) \
+  X(scenario2_softmax_migration)     \
+  X(scenario3_transposed_k)          \
+  X(scenario4_concurrent_faults)     \
+  X(scenario5_graph_replay)          \
+  X(scenario6_memory_exhaustion)
 
 namespace sdpa {
 
+#define SDPA_DECLARE_SCENARIO(name) ScenarioInfo name();
+SDPA_SCENARIOS(SDPA_DECLARE_SCENARIO)
+#undef SDPA_DECLARE_SCENARIO
+
 const std::vector<ScenarioInfo>& scenario_table() {
-  static const std::vector<ScenarioInfo> table = {scenario0_full_path(), scenario1_cublas_stream_ordering(),
-                                                  scenario2_softmax_migration(), scenario3_transposed_k(),
-                                                  scenario4_concurrent_faults(), scenario5_graph_replay(),
-                                                  scenario6_memory_exhaustion()};
+#define SDPA_SCENARIO_RECORD(name) name(),
+  static const std::vector<ScenarioInfo> table = [] {
+    std::vector<ScenarioInfo> t = {SDPA_SCENARIOS(SDPA_SCENARIO_RECORD)};
+    for (size_t i = 0; i < t.size(); ++i) {
+      if (t[i].number != static_cast<int>(i)) throw std::logic_error("scenario registry: scenario " + std::to_string(t[i].number) + " out of order");
+    }
+    return t;
+  }();
+#undef SDPA_SCENARIO_RECORD
   return table;
 }
 
+int scenario_count() { return static_cast<int>(scenario_table().size()); }
+
+std::string scenario_range() { return "0-" + std::to_string(scenario_count() - 1); }
+
 const ScenarioInfo& scenario_info(int number) {
-  if (number < 0 || number >= kScenarioCount) {
-    throw InputError("no scenario " + std::to_string(number) + " (scenarios are 0-" + std::to_string(kScenarioCount - 1) + ")");
+  if (number < 0 || number >= scenario_count()) {
+    throw InputError("no scenario " + std::to_string(number) + " (scenarios are " + scenario_range() + ")");
   }
   return scenario_table()[static_cast<size_t>(number)];
 }
@@ -24,6 +51,67 @@ const ScenarioInfo& scenario_info(int number) {
 void apply_scenario(int number, PathSettings& settings) {
   const ScenarioInfo& s = scenario_info(number);
   if (s.setup_fn) s.setup_fn(settings);
+}
+
+namespace {
+
+// A scenario number: decimal digits only, one the registry has.
+int scenario_number(const std::string& item, const std::string& text, const std::string& option) {
+  const bool digits = !item.empty() && item.size() <= 4 && item.find_first_not_of("0123456789") == std::string::npos;
+  if (!digits || std::stoi(item) >= scenario_count()) {
+    throw InputError(option + ": '" + item + "' in '" + text + "' is not a scenario (scenarios are " + scenario_range() +
+                     "; a list is N,N,.. or N-M)");
+  }
+  return std::stoi(item);
+}
+
+}  // namespace
+
+std::vector<int> parse_scenario_list(const std::string& text, const std::string& option) {
+  std::vector<int> out;
+  if (text == "all") {
+    for (const ScenarioInfo& s : scenario_table()) out.push_back(s.number);
+    return out;
+  }
+  for (size_t start = 0; start <= text.size();) {
+    const size_t comma = std::min(text.find(',', start), text.size());
+    const std::string item = text.substr(start, comma - start);
+    start = comma + 1;
+    if (item.empty()) throw InputError(option + ": empty item in '" + text + "'");
+    const size_t dash = item.find('-');
+    const int first = scenario_number(item.substr(0, dash), text, option);
+    const int last = dash == std::string::npos ? first : scenario_number(item.substr(dash + 1), text, option);
+    if (last < first) throw InputError(option + ": '" + item + "' in '" + text + "' is an empty range");
+    for (int n = first; n <= last; ++n) {
+      if (std::find(out.begin(), out.end(), n) != out.end()) {
+        throw InputError(option + ": scenario " + std::to_string(n) + " is listed twice in '" + text + "'");
+      }
+      out.push_back(n);
+    }
+  }
+  return out;
+}
+
+std::string scenario_list_text(const std::vector<int>& scenarios) {
+  std::string s;
+  for (int n : scenarios) s += (s.empty() ? "" : ",") + std::to_string(n);
+  return s;
+}
+
+std::vector<int> default_sweep_scenarios() {
+  std::vector<int> out;
+  for (const ScenarioInfo& s : scenario_table()) {
+    if (!s.not_by_default) out.push_back(s.number);
+  }
+  return out;
+}
+
+std::vector<int> default_triage_scenarios() {
+  std::vector<int> out;
+  for (int n : default_sweep_scenarios()) {
+    if (scenario_info(n).fix_number) out.push_back(n);
+  }
+  return out;
 }
 
 std::optional<std::string> scenario_waiver(int number, const PathSettings& conditions) {
@@ -37,17 +125,34 @@ std::optional<std::string> scenario_waiver(int number, const PathSettings& condi
 }
 
 std::vector<std::string> scenario_caveats(int number, const SdpaProblem& problem, const PathSettings& conditions) {
-  std::vector<std::string> caveats;
-  // Scenario 2 is about the block reduction; a run that reaches softmax with only warp rows never
-  // runs it (the backward's softmax splits its rows the same way).
-  if (number == 2 && conditions.scores_to_host != ScoresToHost::none &&
-      !softmax_uses_block_barriers(softmax_variant_for(problem.compute_dtype(), problem.kv_len))) {
-    caveats.push_back("scenario 2's hypothesis is about softmax's block reduction, but rows of S = " +
-                      std::to_string(problem.kv_len) + " <= " + std::to_string(kSoftmaxWarpRowMaxCols) +
-                      " keys take the warp path (no shared memory, no block barrier): a pass says nothing about it "
-                      "(use S > " + std::to_string(kSoftmaxWarpRowMaxCols) + ", as the default --workload qwen-image-1024 does)");
+  const ScenarioInfo& s = scenario_info(number);
+  return s.caveats ? s.caveats(problem, conditions) : std::vector<std::string>{};
+}
+
+nlohmann::json scenarios_json() {
+  nlohmann::json out = nlohmann::json::array();
+  for (const ScenarioInfo& s : scenario_table()) {
+    nlohmann::json signature = nlohmann::json::array();
+    for (const ScenarioSignature& g : s.signature) signature.push_back(stage_name(g.stage));
+    nlohmann::json preconditions = nlohmann::json::object();
+    for (const auto& [field, value] : s.preconditions) preconditions[field] = value;
+    out.push_back({{"number", s.number},
+                   {"title", s.title},
+                   {"hypothesis", s.hypothesis},
+                   {"setup", s.setup},
+                   {"runs", s.runs},
+                   {"fix", s.fix_number},
+                   {"hang_signature", s.hang_signature},
+                   {"signature_stages", signature},
+                   {"signature_memory_stages", s.signature_memory_stages},
+                   {"preconditions", preconditions},
+                   {"needs_migrating_memory", s.needs_migrating_memory},
+                   {"default_workload", s.default_workload},
+                   {"memory_trace", s.memory_trace},
+                   {"ladder", s.no_ladder ? nlohmann::json(s.no_ladder) : nlohmann::json(true)},
+                   {"by_default", s.not_by_default ? nlohmann::json(s.not_by_default) : nlohmann::json(true)}});
   }
-  return caveats;
+  return out;
 }
 
 }  // namespace sdpa

@@ -1,6 +1,8 @@
 // scenario1_cublas_stream_ordering.cpp: scenario 1, cuBLAS stream ordering with unified memory.
 #include "scenario.h"
 
+#include "hang_classification.h"
+
 namespace sdpa {
 
 namespace {
@@ -11,6 +13,21 @@ void setup(PathSettings& s) {
   s.qk_gemm_stream = GemmStream::blocking;
   s.qk_gemm_order = GemmOrder::none;
   s.last_stage = Stage::qk_gemm;
+}
+
+// The stream the GEMM ran on speaks for or against the hypothesis, with how it was ordered.
+void weigh(Stage, const SdpaProblem&, const PathSettings& ps, HangCandidate& c) {
+  if (ps.qk_gemm_stream == GemmStream::same) {
+    c.against.push_back("the Q.K^T GEMM ran on the path's own stream");
+    return;
+  }
+  c.evidence.push_back(std::string("the Q.K^T GEMM ran on the ") + gemm_stream_name(ps.qk_gemm_stream) +
+                       " stream, not the path's (" +
+                       (ps.qk_gemm_order == GemmOrder::event ? "ordered by an event"
+                        : implicitly_ordered_by_legacy_stream(ps.stream, ps.qk_gemm_stream)
+                            ? "no explicit ordering: only the legacy default stream's implicit one"
+                            : "not ordered at all") +
+                       ")");
 }
 }  // namespace
 
@@ -37,6 +54,18 @@ ScenarioInfo scenario1_cublas_stream_ordering() {
   s.preconditions = {{"qk_gemm_stream", "blocking"}, {"qk_gemm_order", "none"}, {"last_stage", "qk_gemm"}};
   s.needs_migrating_memory = true;
   s.setup_fn = setup;
+  // Fix 1 brackets every batched GEMM, not only Q.K^T; mask_add is the first kernel on the path's
+  // stream to read what the Q.K^T GEMM wrote on its own stream. The backward's GEMMs run where
+  // the Q.K^T GEMM runs.
+  s.signature = {{Stage::qk_gemm},
+                 {Stage::mask_add},
+                 {Stage::pv_gemm, "the P.V GEMM, a batched GEMM fix 1 brackets as it does Q.K^T"},
+                 {Stage::dp_gemm},
+                 {Stage::dv_gemm},
+                 {Stage::dq_gemm},
+                 {Stage::dk_gemm}};
+  s.kernels = {"gemm", "Gemm", "xmma", "cutlass", "cublas"};
+  s.weigh = weigh;
   return s;
 }
 

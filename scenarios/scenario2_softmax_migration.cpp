@@ -2,6 +2,9 @@
 // page migration.
 #include "scenario.h"
 
+#include "hang_classification.h"
+#include "math_sdpa/softmax_plan.h"
+
 namespace sdpa {
 
 namespace {
@@ -9,6 +12,36 @@ void setup(PathSettings& s) {
   s.scores_to_host = ScoresToHost::read;
   s.scores_host_phase = ScoresHostPhase::during;
   s.last_stage = Stage::softmax;
+}
+
+// The host's access to the scores, and whether softmax's rows took the block reduction.
+void weigh(Stage, const SdpaProblem& p, const PathSettings& ps, HangCandidate& c) {
+  if (ps.scores_to_host != ScoresToHost::none) {
+    c.evidence.push_back(std::string("the host touched the scores (") + scores_to_host_name(ps.scores_to_host) + ", " +
+                         scores_host_phase_name(ps.scores_host_phase) + " softmax)");
+  } else {
+    c.against.push_back("the host did not touch the scores");
+  }
+  const SoftmaxVariant v = softmax_variant_for(p.compute_dtype(), p.kv_len);
+  const std::string rows = "rows of " + std::to_string(p.kv_len) + " columns ran the " + softmax_variant_name(v) + " softmax";
+  if (softmax_uses_block_barriers(v)) {
+    c.evidence.push_back(rows + " (shared memory and block barriers)");
+  } else {
+    c.against.push_back(rows + " (no block barrier)");
+  }
+}
+
+// The hypothesis is about softmax's block reduction: a run that reaches softmax with only warp
+// rows never runs it (the backward's softmax splits its rows the same way).
+std::vector<std::string> caveats(const SdpaProblem& problem, const PathSettings& conditions) {
+  if (conditions.scores_to_host == ScoresToHost::none ||
+      softmax_uses_block_barriers(softmax_variant_for(problem.compute_dtype(), problem.kv_len))) {
+    return {};
+  }
+  return {"scenario 2's hypothesis is about softmax's block reduction, but rows of S = " + std::to_string(problem.kv_len) +
+          " <= " + std::to_string(kSoftmaxWarpRowMaxCols) +
+          " keys take the warp path (no shared memory, no block barrier): a pass says nothing about it (use S > " +
+          std::to_string(kSoftmaxWarpRowMaxCols) + ", as the default --workload qwen-image-1024 does)"};
 }
 }  // namespace
 
@@ -41,6 +74,10 @@ ScenarioInfo scenario2_softmax_migration() {
   // Rows longer than 1024 take the block reduction; the failing workload's own layer has 4608.
   s.default_workload = "qwen-image-1024";
   s.setup_fn = setup;
+  s.signature = {{Stage::scores_to_host}, {Stage::softmax}, {Stage::grads_to_host}, {Stage::softmax_backward}};
+  s.kernels = {"softmax", "SoftMax"};
+  s.weigh = weigh;
+  s.caveats = caveats;
   return s;
 }
 

@@ -1,6 +1,8 @@
 // scenario3_transposed_k.cpp: scenario 3, K^T reaching cuBLAS as a non-contiguous view.
 #include "scenario.h"
 
+#include "hang_classification.h"
+
 namespace sdpa {
 
 namespace {
@@ -8,6 +10,18 @@ void setup(PathSettings& s) {
   s.k_layout = KLayout::bshe;
   s.qk_gemm_api = GemmApi::batched;
   s.last_stage = Stage::qk_gemm;
+}
+
+// K's layout, and whether K^T reached cuBLAS as a view or was copied contiguous first.
+void weigh(Stage, const SdpaProblem& p, const PathSettings& ps, HangCandidate& c) {
+  if (ps.k_layout == KLayout::bshe) c.evidence.push_back("K was a view of a [B, S, H, E] buffer (not contiguous)");
+  if (kt_copy_needed(p, ps)) {
+    c.against.push_back(ps.kt_contiguous ? "K^T was copied contiguous before the GEMM (fix 3)"
+                                         : "K^T was copied contiguous before the GEMM (as at::matmul does for this view)");
+  } else {
+    c.evidence.push_back(std::string("K^T reached cuBLAS as a transposed view (") +
+                         (ps.qk_gemm_api == GemmApi::batched ? "pointer-array cublasGemmBatchedEx" : "strided-batched GEMM") + ")");
+  }
 }
 }  // namespace
 
@@ -35,6 +49,15 @@ ScenarioInfo scenario3_transposed_k() {
   s.preconditions = {{"k_layout", "bshe"}, {"qk_gemm_api", "batched"}, {"last_stage", "qk_gemm"}};
   s.needs_migrating_memory = true;
   s.setup_fn = setup;
+  // The K^T preparation, and the GEMMs that read K^T (dQ and dK read K and Q as the forward's did).
+  s.signature = {{Stage::gqa_expand},
+                 {Stage::scale_k},
+                 {Stage::kt_contiguous},
+                 {Stage::qk_gemm, "cuBLAS reading K^T"},
+                 {Stage::dq_gemm, "cuBLAS reading the K or Q the forward's GEMM read"},
+                 {Stage::dk_gemm, "cuBLAS reading the K or Q the forward's GEMM read"}};
+  s.kernels = {"gemm", "Gemm", "xmma", "cutlass", "cublas", "transpose_heads"};
+  s.weigh = weigh;
   return s;
 }
 

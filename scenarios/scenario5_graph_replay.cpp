@@ -2,6 +2,8 @@
 // unified memory.
 #include "scenario.h"
 
+#include "hang_classification.h"
+
 namespace sdpa {
 
 namespace {
@@ -9,6 +11,14 @@ namespace {
 void setup(PathSettings& s) {
   s.graph = true;
   s.stream = StreamMode::non_blocking;
+}
+
+void weigh(Stage, const SdpaProblem&, const PathSettings& ps, HangCandidate& c) {
+  if (ps.graph) {
+    c.evidence.push_back("the call's GPU stages ran as a CUDA graph");
+  } else {
+    c.against.push_back("no CUDA graph was used");
+  }
 }
 }  // namespace
 
@@ -34,6 +44,12 @@ ScenarioInfo scenario5_graph_replay() {
   s.preconditions = {{"graph", "on"}, {"stream", "non-blocking"}};
   s.needs_migrating_memory = true;
   s.setup_fn = setup;
+  s.signature = {{Stage::graph_capture}, {Stage::graph_instantiate}, {Stage::graph_launch}};
+  s.weigh = weigh;
+  // The ladder's rungs from per-call allocation on change the tensors' addresses every call or
+  // layer, which a graph replays fixed: they cannot go together (--graph refuses them).
+  s.no_ladder = "a CUDA graph replays one layer's tensors at fixed addresses, and the ladder's rungs from per-call "
+                "allocation on allocate inside each call or run several layers";
   return s;
 }
 

@@ -2,6 +2,7 @@
 // memory of GB10's one shared pool.
 #include "scenario.h"
 
+#include "hang_classification.h"
 #include "workload.h"
 
 namespace sdpa {
@@ -12,6 +13,26 @@ void setup(PathSettings& s) {
   s.alloc_timing = AllocTiming::per_call;
   s.layers = kQwenImageBlocks;
   s.retain = Retain::autograd;
+}
+
+// A pass of many layers (the training context, even allocated up front) can exhaust memory in any stage.
+bool training_context(const PathSettings& ps) {
+  return ps.alloc_timing == AllocTiming::per_call || ps.layers > 1 || ps.retain == Retain::autograd;
+}
+
+// About the amount of memory, whatever kind it is.
+void weigh(Stage, const SdpaProblem&, const PathSettings& ps, HangCandidate& c) {
+  if (ps.alloc_timing == AllocTiming::per_call) {
+    c.evidence.push_back("each call allocated its intermediates inside the call (per-call)");
+  } else {
+    c.against.push_back("every tensor was allocated before the first call");
+  }
+  if (ps.retain == Retain::autograd) {
+    c.evidence.push_back("each layer kept what autograd saves for the backward pass");
+  } else {
+    c.against.push_back("the layers kept nothing for a backward pass");
+  }
+  if (ps.layers > 1) c.evidence.push_back(std::to_string(ps.layers) + " layers in sequence");
 }
 }  // namespace
 
@@ -44,6 +65,14 @@ ScenarioInfo scenario6_memory_exhaustion() {
                      {"retain", "autograd"}};
   s.default_workload = "qwen-image-1024";
   s.setup_fn = setup;
+  s.memory_trace = true;
+  s.signature_memory_stages = true;
+  s.candidate_anywhere = training_context;
+  s.anywhere_why = "a stage of a pass that allocates as it goes";
+  s.weigh = weigh;
+  s.no_ladder = "its own conditions are the ladder's upper rungs (per-call allocation, the model's layers keeping what "
+                "autograd keeps)";
+  s.not_by_default = "it allocates past the memory there is on purpose: see its plan first (repro --scenario 6 --plan)";
   return s;
 }
 

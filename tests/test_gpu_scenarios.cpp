@@ -98,7 +98,7 @@ TEST_SUITE("gpu_scenarios") {
     std::printf("%-8s %-4s %-6s %-7s %-7s %10s %10s %s\n", "scenario", "fix", "dtype", "precis", "tensor", "err_off",
                 "err_on", "on==off");
     int cases = 0;
-    for (int scenario = 0; scenario < kScenarioCount; ++scenario) {
+    for (int scenario = 0; scenario < scenario_count(); ++scenario) {
       for (DType dtype : kDTypes) {
         for (Precision precision : kPrecisions) {
           const SdpaProblem p = small_problem(dtype, precision, seed_base() + cases);
@@ -129,7 +129,7 @@ TEST_SUITE("gpu_scenarios") {
         }
       }
     }
-    CHECK(cases == kScenarioCount * 6);
+    CHECK(cases == scenario_count() * 6);
   }
 
   TEST_CASE("every allocation mode runs or is waived with its reason") {
@@ -137,7 +137,7 @@ TEST_SUITE("gpu_scenarios") {
     CUDA_CHECK(cudaGetDevice(&device));
     CUDA_CHECK(cudaDeviceGetAttribute(&pageable, cudaDevAttrPageableMemoryAccess, device));
     for (AllocKind kind : {AllocKind::managed, AllocKind::device, AllocKind::async, AllocKind::host, AllocKind::system}) {
-      for (int scenario = 0; scenario < kScenarioCount; ++scenario) {
+      for (int scenario = 0; scenario < scenario_count(); ++scenario) {
         const SdpaProblem p = small_problem(DType::bf16, Precision::upcast, seed_base() + 100 + scenario);
         const HostInputs in = make_random_inputs(p, p.seed);
         PathSettings settings;

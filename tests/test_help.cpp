@@ -6,8 +6,13 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "math_sdpa/errors.h"
+#include "math_sdpa/stage.h"
+#include "repro/common/text.h"
 #include "run_program.h"
+#include "scenarios/scenario.h"
 
 using namespace sdpa;
 using test_util::lines_of;
@@ -103,5 +108,29 @@ TEST_SUITE("help") {
     for (const char* taken : {"-w,--warmup", "--fix-overhead", "--json", "--check", "--inputs", "--fixes"}) {
       CHECK_MESSAGE(lists(bench, taken), taken);
     }
+  }
+}
+
+TEST_SUITE("help") {
+  // The scripts read the stage table from scripts/stages.json, the JSON `repro help stages --json`
+  // writes (and the build writes beside the binary): a stage added, renamed or given other lines
+  // without the file written again fails here, not in a user's comparison with PyTorch.
+  TEST_CASE("scripts/stages.json is the stage table as the binary writes it; help stages and scenarios as JSON") {
+    const test_util::ProgramRun stages = repro({"help", "stages", "--json"});
+    REQUIRE(stages.exit_code == 0);
+    const nlohmann::json table = nlohmann::json::parse(stages.out);
+    REQUIRE(table.at("stages").size() == static_cast<size_t>(kStageCount));
+    for (int i = 0; i < kStageCount; ++i) CHECK(table["stages"][i]["name"] == stage_name(static_cast<Stage>(i)));
+    const std::string committed = read_file(std::string(SDPA_SOURCE_DIR) + "/scripts/stages.json").value_or("null");
+    CHECK_MESSAGE(nlohmann::json::parse(committed) == table,
+                  "scripts/stages.json is stale: build/repro help stages --json > scripts/stages.json");
+    const test_util::ProgramRun scenarios = repro({"help", "scenarios", "--json"});
+    REQUIRE(scenarios.exit_code == 0);
+    const nlohmann::json records = nlohmann::json::parse(scenarios.out);
+    REQUIRE(records.size() == static_cast<size_t>(scenario_count()));
+    for (const nlohmann::json& r : records) CHECK(r["title"] == scenario_info(r["number"].get<int>()).title);
+    CHECK(repro({"help", "stages"}).out.find("qk_gemm (gpu, call)") != std::string::npos);
+    CHECK(repro({"help", "stages", "--yaml"}).exit_code == kExitUsage);
+    CHECK(repro({"help", "report", "--json"}).exit_code == kExitUsage);
   }
 }

@@ -213,7 +213,7 @@ TEST_SUITE("hypotheses") {
     const HangClassification none = classify_hang(Stage::cast_output, s1.problem, s1.settings);
     CHECK(none.candidates.empty());
     CHECK(none.scenario() == 0);
-    CHECK(none.summary().find("unclassified (hung in stage cast_output): none, because cast_output is an elementwise") == 0);
+    CHECK(none.summary().find("unclassified (hung in stage cast_output): none, because no hypothesis names stage cast_output (an elementwise") == 0);
     // Conditions against a scenario count: with fix 1 on, the GEMM on the path's own stream has as
     // much for scenario 1 as against it, and scenario 3's transposed view of K leads.
     const RunOptions s1fix = run_options({"--scenario", "1", "--fix", "on", "--k-layout", "bshe", "--gemm-api", "batched"});

@@ -12,6 +12,7 @@
 #include "repro/bench/bench.h"
 #include "repro/cli/help_format.h"
 #include "repro/cli/run_options.h"
+#include "repro/cli/tables.h"
 #include "repro/sweep/sweep_options.h"
 #include "parse_words.h"
 #include "run_program.h"

@@ -307,12 +307,14 @@ class Backward(unittest.TestCase):
         every = harness_backward_stages()
         self.assertEqual(every, ["grad_upcast", "dp_gemm", "dv_gemm", "dropout_backward", "grads_to_host",
                                  "softmax_backward", "dq_gemm", "dk_gemm", "grad_inputs", "backward_sync"])
-        with open(os.path.join(ROOT, "math_sdpa", "stage_log.cpp")) as f:
-            stage_log = f.read()
-        # stage_log.cpp's rule for the backward's tags, and backward_sync's own lines.
-        self.assertIn('std::string tag = "[MATH_";', stage_log)
-        self.assertIn('DEBUG_LINE(cuda, "[BACKWARD_SYNC] stream="', stage_log)
-        self.assertIn('DEBUG_LINE(cuda, "[BACKWARD_SYNC_DONE] result=no error duration_ms="', stage_log)
+        with open(os.path.join(ROOT, "scripts", "stages.json")) as f:
+            table = {row["name"]: row for row in json.load(f)["stages"]}
+        # The stage table's tags for the backward (the stage's name), and backward_sync's own lines.
+        for name in every[:-1]:
+            self.assertEqual(table[name]["debug_begin"][-1 if "gemm" not in name else 0]["text"], "[MATH_%s]" % name.upper())
+        self.assertEqual(table["backward_sync"]["debug_begin"][0]["text"], "[BACKWARD_SYNC] stream={stream} device=0")
+        self.assertEqual(table["backward_sync"]["debug_end"][0]["text"],
+                         "[BACKWARD_SYNC_DONE] result=no error duration_ms={duration_ms}")
         L, S, E = 96, 160, 32
         gemms = harness_backward_gemm_shapes(L, S, E)
         self.assertEqual(sorted(gemms), ["dk_gemm", "dp_gemm", "dq_gemm", "dv_gemm"])

@@ -50,12 +50,6 @@ std::vector<std::string> log_level_words() {
   return words;
 }
 
-std::string stage_names() {
-  std::string s;
-  for (int i = 0; i < kStageCount; ++i) s += (i ? " " : "") + std::string(stage_name(static_cast<Stage>(i)));
-  return s;
-}
-
 const char* kRunDescription =
     "repro: the PyTorch Math SDPA path (bmm Q.K^T, mask, softmax, dropout, bmm V) rebuilt on cuBLAS and unified "
     "memory, to reproduce the DGX Spark hang in isolation.";
@@ -138,23 +132,6 @@ void check_graph_capturable(const RunOptions& o) {
 }
 
 }  // namespace
-
-std::string scenarios_help() {
-  std::string s = "Scenarios (--scenario N; docs/SCENARIOS.md has a section on each):\n";
-  for (const ScenarioInfo& sc : scenario_table()) {
-    s += "  " + std::to_string(sc.number) + "  " + sc.title + "\n";
-    if (sc.number == 0) continue;
-    s += "     sets up: " + std::string(sc.setup) + "\n";
-    s += "     runs: " + std::string(sc.runs) + "\n";
-    s += "     a hang looks like: " + std::string(sc.hang_signature) + "\n";
-    s += "     its fix (--fix on): fix " + std::to_string(sc.fix_number) + ", " + fix_info(sc.fix_number).what + "\n";
-  }
-  s += "Fixes (--fixes 1,2,3,4|all|none, any combination, any scenario):\n";
-  for (int n = 1; n <= kFixCount; ++n) {
-    s += "  " + std::to_string(n) + "  " + fix_info(n).name + " (" + fix_info(n).hook_point + "): " + fix_info(n).what + "\n";
-  }
-  return wrap_text(s);
-}
 
 void RunOptions::set_fixes(const FixSet& set) {
   fixes = set;
@@ -259,8 +236,8 @@ void add_memory_options(CLI::App& app, Fields& f) {
 
 void add_scenario_options(CLI::App& app, Fields& f, RunCommand command) {
   app.add_option("--scenario", f.o.scenario, "0: the whole path; 1-6: the hang scenarios (repro help scenarios)")
-      ->check(CLI::Range(0, kScenarioCount - 1))
-      ->option_text("0-6")
+      ->check(CLI::Range(0, scenario_count() - 1))
+      ->option_text(scenario_range())
       ->required(command == RunCommand::report);  // a report is about one scenario's hang
   if (command != RunCommand::report) {  // a report runs the scenario's own fix off and on
     app.add_option("--fix", f.fix, "the scenario's own fix: on (as designed), lean (its lean form), off")
@@ -457,7 +434,7 @@ void apply_context_options(const Fields& f, const Workload* workload, RunOptions
                      alloc_kind_name(b.kind) + " memory (--ballast-alloc managed, host or system)");
   }
   if (!f.chunk_size.empty()) o.chunk_size = parse_size(f.chunk_size, "--chunk-size");
-  if (o.scenario == 6) o.memory_trace = true;
+  if (scenario_info(o.scenario).memory_trace) o.memory_trace = true;
   if (f.backward) {
     // The backward reads what autograd saved, from the output the whole forward path made.
     if (c.retain == Retain::none && !f.retain.empty()) {
@@ -577,7 +554,7 @@ std::vector<std::string> with_replayed_call(const CLI::App& app, const std::vect
     const bool ladder = given("--ladder");
     for (const DerivedOption& d : replay.context) {
       if (decided_here(d.name)) continue;
-      if ((d.name == "--alloc" || d.name == "--alloc-timing") && scenario >= 1 && scenario <= 5) continue;
+      if ((d.name == "--alloc" || d.name == "--alloc-timing") && scenario_info(scenario).needs_migrating_memory) continue;
       if ((d.name == "--alloc-timing" || d.name == "--retain") && ladder) continue;
       // Options a command does not take (a bench has no ballast) are the command's to leave out.
       if (!app.get_option_no_throw(d.name)) continue;

@@ -138,10 +138,6 @@ struct ParseResult {
 // The plain run: `repro [options]`.
 ParseResult parse_command_line(int argc, const char* const* argv);
 
-// `repro help scenarios`: each scenario in full (what it sets up, runs, how its hang looks, its
-// fix) and each fix; --help lists them one line each.
-std::string scenarios_help();
-
 // Parses argv into `app` with the help format of every repro command (help_format.h), turning
 // --help into exit 0 with the help text and every parse error into exit 2 with one line
 // ("<program>: error: ..."); returns true when parsing succeeded. result.words holds what was parsed.

@@ -180,12 +180,7 @@ std::vector<std::string> SweepCell::run_args() const {
 }
 
 void canonicalise_axes(SweepAxes& a) {
-  canonicalise(a.scenarios, "--scenarios", [](int s) {
-    if (s < 0 || s >= kScenarioCount) {
-      throw InputError("--scenarios: " + std::to_string(s) + " is not a scenario (expected 0-" + std::to_string(kScenarioCount - 1) + ")");
-    }
-    return s;
-  });
+  canonicalise(a.scenarios, "--scenarios", [](int s) { return scenario_info(s).number; });
   canonicalise(a.fixes, "--fix", canonical_fix);
   canonicalise(a.dtypes, "--dtypes", [](const std::string& v) {
     if (v != kGivenAxisValue) parse_as_repro("--dtypes", {"--dtype", v});
@@ -315,8 +310,8 @@ SweepAxes parse_matrix(const std::string& text, const std::string& path) {
     a.scenarios.clear();
     for (const auto& x : v) {
       // Compared as JSON numbers, so 2^64 - 1 is not read as -1 first.
-      if (x < 0 || x >= kScenarioCount) {
-        throw InputError(where + "\"scenarios\": " + x.dump() + " is not a scenario (expected 0-" + std::to_string(kScenarioCount - 1) + ")");
+      if (x < 0 || x >= scenario_count()) {
+        throw InputError(where + "\"scenarios\": " + x.dump() + " is not a scenario (expected " + scenario_range() + ")");
       }
       a.scenarios.push_back(x.get<int>());
     }

@@ -15,10 +15,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include "scenarios/scenario.h"
+
 namespace sdpa {
 
 struct SweepAxes {
-  std::vector<int> scenarios{0, 1, 2, 3, 4, 5};
+  std::vector<int> scenarios = default_sweep_scenarios();
   // off, on (the scenario's own fix; scenario 0 has none, so "on" applies all four there),
   // all, or fix numbers joined by '+' ("1+3"): the comma separates axis values.
   std::vector<std::string> fixes{"off", "on"};

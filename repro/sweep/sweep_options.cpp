@@ -59,7 +59,8 @@ SweepParseResult parse_sweep_command_line(int argc, const char* const* argv) {
   CLI::App app{kDescription, "repro sweep"};
   app.footer(kFooter);
   std::vector<CLI::Option*> axis_options{
-      app.add_option("--scenarios", scenarios, "scenarios, 0-" + std::to_string(kScenarioCount - 1))->default_str("0,1,2,3,4,5"),
+      app.add_option("--scenarios", scenarios, "scenarios, " + scenario_range() + ": N,N,.. or N-M")
+          ->default_str(scenario_list_text(defaults.scenarios)),
       app.add_option("--fix", fixes, "fix modes: off, on (the scenario's own fix; all four for scenario 0), all, or fix "
                                      "numbers joined by '+' (1+3)")
           ->default_str(joined(defaults.fixes)),
@@ -140,13 +141,7 @@ SweepParseResult parse_sweep_command_line(int argc, const char* const* argv) {
       if (given(option)) out = split_axis_list(text, option);
     };
     if (given("--scenarios")) {
-      o.axes.scenarios.clear();
-      for (const auto& s : split_axis_list(scenarios, "--scenarios")) {
-        if (s.size() != 1 || s[0] < '0' || s[0] >= '0' + kScenarioCount) {
-          throw InputError("--scenarios: '" + s + "' is not a scenario (expected 0-" + std::to_string(kScenarioCount - 1) + ")");
-        }
-        o.axes.scenarios.push_back(s[0] - '0');
-      }
+      o.axes.scenarios = parse_scenario_list(scenarios, "--scenarios");
     }
     list(fixes, "--fix", o.axes.fixes);
     list(dtypes, "--dtypes", o.axes.dtypes);
