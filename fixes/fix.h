@@ -1,6 +1,6 @@
 // fix.h: a candidate fix as it acts on the path.
 //
-// Each of the five fixes is written once, in its own file in this folder, with its parts
+// Each fix is written once, in its own file in this folder, with its record and its parts
 // (fix_list.h), each acting at its own point: settings change how the path is built (configure:
 // the GEMM's stream, the K^T copy, the allocator), hooks act inside stages (synchronisations
 // around the GEMMs, a prefetch and synchronisations around softmax). Every action writes a
@@ -27,13 +27,6 @@ class Fix : public PathHook {
   // with the settings.
   virtual void configure(SdpaProblem&) const {}
 };
-
-// Each fix with the parts of `set` that are its own (fix_list.h).
-std::unique_ptr<Fix> make_gemm_stream_sync_fix(const FixSet& set);      // fix 1
-std::unique_ptr<Fix> make_prefetch_scores_fix(const FixSet& set);       // fix 2
-std::unique_ptr<Fix> make_contiguous_kt_fix(const FixSet& set);         // fix 3
-std::unique_ptr<Fix> make_stream_ordered_alloc_fix(const FixSet& set);  // fix 4
-std::unique_ptr<Fix> make_bounded_memory_fix(const FixSet& set);        // fix 5
 
 // The fixes of `set`, in number order, each with its parts.
 std::vector<std::unique_ptr<Fix>> make_fixes(const FixSet& set);

@@ -20,7 +20,7 @@ namespace {
 class GemmStreamSync : public Fix {
  public:
   explicit GemmStreamSync(const FixSet& set)
-      : set_stream_(set.has(FixPart::set_stream)), host_sync_(set.has(FixPart::gemm_host_sync)) {}
+      : set_stream_(set.has(1, "set-stream")), host_sync_(set.has(1, "host-sync")) {}
   int number() const override { return 1; }
   void configure(PathSettings& s) const override {
     if (set_stream_) s.qk_gemm_stream = GemmStream::same;
@@ -48,6 +48,27 @@ class GemmStreamSync : public Fix {
 
 }  // namespace
 
-std::unique_ptr<Fix> make_gemm_stream_sync_fix(const FixSet& set) { return std::make_unique<GemmStreamSync>(set); }
+FixInfo fix1_gemm_stream_sync() {
+  FixInfo f;
+  f.number = 1;
+  f.name = "gemm_stream_sync";
+  f.scenario = "scenario 1";
+  f.what = "bind the cuBLAS handle to the stream that produced Q and K, and synchronise that stream before and after "
+           "each GEMM";
+  f.hook_point = "around qk_gemm and pv_gemm";
+  f.budget = "5-10%";
+  f.parts = {{"set-stream", "the Q.K^T GEMM's cuBLAS handle follows the stream that produced Q and K", true, true},
+             {"host-sync", "cudaStreamSynchronize of that stream before and after each GEMM", true, false}};
+  f.make = [](const FixSet& set) -> std::unique_ptr<Fix> { return std::make_unique<GemmStreamSync>(set); };
+  // Its lean form (set-stream) is stream order and is captured into a graph; a host round trip is not.
+  f.refuse = [](const FixSet& set, const SdpaProblem&, const PathSettings& s) -> std::string {
+    if (s.graph && set.has(1, "host-sync")) {
+      return "--graph: fix 1's host-sync part synchronises the host inside the call, which a graph cannot hold "
+             "(--fixes 1:lean keeps its stream-ordered part)";
+    }
+    return "";
+  };
+  return f;
+}
 
 }  // namespace sdpa

@@ -24,10 +24,10 @@ namespace {
 class PrefetchScores : public Fix {
  public:
   explicit PrefetchScores(const FixSet& set)
-      : prefetch_(set.has(FixPart::prefetch)),
-        host_sync_(set.has(FixPart::softmax_host_sync)),
-        device_sync_(set.has(FixPart::device_sync)),
-        device_scores_(set.has(FixPart::device_scores)) {}
+      : prefetch_(set.has(2, "prefetch")),
+        host_sync_(set.has(2, "host-sync")),
+        device_sync_(set.has(2, "device-sync")),
+        device_scores_(set.has(2, "device-scores")) {}
   int number() const override { return 2; }
   void configure(PathSettings& s) const override {
     if (device_scores_) s.reduced_on_device = true;
@@ -65,6 +65,42 @@ class PrefetchScores : public Fix {
 
 }  // namespace
 
-std::unique_ptr<Fix> make_prefetch_scores_fix(const FixSet& set) { return std::make_unique<PrefetchScores>(set); }
+FixInfo fix2_prefetch_scores() {
+  FixInfo f;
+  f.number = 2;
+  f.name = "prefetch_scores";
+  f.scenario = "scenario 2";
+  f.what = "prefetch the scores to the GPU (cudaMemPrefetchAsync with a cudaMemLocation) and synchronise before softmax; "
+           "synchronise the device after it";
+  f.hook_point = "around softmax";
+  f.budget = "10-15%";
+  f.parts = {{"prefetch", "cudaMemPrefetchAsync of the scores to the GPU on the softmax's stream, ordered before the kernel",
+              true, false},
+             {"host-sync", "cudaStreamSynchronize before softmax", true, false},
+             {"device-sync", "cudaDeviceSynchronize after softmax", true, false},
+             {"device-scores",
+              "the scores (and, backward, the probabilities and their gradient) in device memory (cudaMalloc), which never "
+              "migrates: the host cannot touch their pages, so none moves",
+              false, true}};
+  f.make = [](const FixSet& set) -> std::unique_ptr<Fix> { return std::make_unique<PrefetchScores>(set); };
+  // Its lean form (device-scores) is where the scores are allocated, before a capture; its other parts
+  // are host work, and a prefetch in a capture fails with cudaErrorStreamCaptureUnsupported (CUDA
+  // 13.0, H100).
+  f.refuse = [](const FixSet& set, const SdpaProblem&, const PathSettings& s) -> std::string {
+    if (!s.graph) return "";
+    for (const char* part : {"host-sync", "device-sync"}) {
+      if (set.has(2, part)) {
+        return std::string("--graph: fix 2's ") + part + " part synchronises the host inside the call, which a graph "
+               "cannot hold (--fixes 2:lean, the scores in device memory, needs no capture)";
+      }
+    }
+    if (set.has(2, "prefetch")) {
+      return "--graph: fix 2's prefetch cannot be captured into a graph (cudaMemPrefetchAsync in a stream capture fails "
+             "with cudaErrorStreamCaptureUnsupported)";
+    }
+    return "";
+  };
+  return f;
+}
 
 }  // namespace sdpa

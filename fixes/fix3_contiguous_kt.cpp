@@ -19,6 +19,18 @@ class ContiguousKt : public Fix {
 
 }  // namespace
 
-std::unique_ptr<Fix> make_contiguous_kt_fix(const FixSet&) { return std::make_unique<ContiguousKt>(); }
+FixInfo fix3_contiguous_kt() {
+  FixInfo f;
+  f.number = 3;
+  f.name = "contiguous_kt";
+  f.scenario = "scenario 3";
+  f.what = "copy K^T to a contiguous [B*H, E, S] buffer with our own transpose kernel before the GEMM (op N instead of a "
+           "transposed view)";
+  f.hook_point = "the K^T preparation (stage kt_contiguous)";
+  f.budget = "2-5%";
+  f.parts = {{"contiguous-kt", "K^T copied to a contiguous [B*H, E, S] buffer before the GEMM", true, true}};
+  f.make = [](const FixSet&) -> std::unique_ptr<Fix> { return std::make_unique<ContiguousKt>(); };
+  return f;
+}
 
 }  // namespace sdpa

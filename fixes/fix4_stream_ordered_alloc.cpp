@@ -19,7 +19,7 @@ namespace {
 class StreamOrderedAlloc : public Fix {
  public:
   explicit StreamOrderedAlloc(const FixSet& set)
-      : pool_(set.has(FixPart::private_pool) ? AsyncPool::private_pool : AsyncPool::stream) {}
+      : pool_(set.has(4, "private-pool") ? AsyncPool::private_pool : AsyncPool::stream) {}
   int number() const override { return 4; }
   void configure(PathSettings& s) const override {
     s.alloc = AllocKind::async;
@@ -32,6 +32,21 @@ class StreamOrderedAlloc : public Fix {
 
 }  // namespace
 
-std::unique_ptr<Fix> make_stream_ordered_alloc_fix(const FixSet& set) { return std::make_unique<StreamOrderedAlloc>(set); }
+FixInfo fix4_stream_ordered_alloc() {
+  FixInfo f;
+  f.number = 4;
+  f.name = "stream_ordered_alloc";
+  f.scenario = "scenario 4";
+  f.what = "allocate every tensor with cudaMallocAsync, ordered on the path's stream, instead of cudaMallocManaged";
+  f.hook_point = "the allocator";
+  f.budget = "<= 0%";
+  f.parts = {{"stream-pool", "every tensor from cudaMallocAsync (the device's pool), ordered on the path's stream", true, true},
+             {"private-pool",
+              "every tensor from a pool of our own (cudaMallocFromPoolAsync), each allocation synchronised on the pool's "
+              "stream",
+              false, false, "stream-pool"}};  // one allocator
+  f.make = [](const FixSet& set) -> std::unique_ptr<Fix> { return std::make_unique<StreamOrderedAlloc>(set); };
+  return f;
+}
 
 }  // namespace sdpa

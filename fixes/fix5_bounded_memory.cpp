@@ -26,7 +26,7 @@ constexpr int64_t kDefaultChunkBytes = int64_t{256} << 20;
 class BoundedMemory : public Fix {
  public:
   explicit BoundedMemory(const FixSet& set)
-      : native_(set.has(FixPart::native_probs)), recompute_(set.has(FixPart::recompute)), chunk_(set.has(FixPart::chunk)) {}
+      : native_(set.has(5, "native")), recompute_(set.has(5, "recompute")), chunk_(set.has(5, "chunk")) {}
   int number() const override { return 5; }
   void configure(PathSettings& s) const override {
     if (recompute_) s.retain = Retain::none;
@@ -42,6 +42,39 @@ class BoundedMemory : public Fix {
 
 }  // namespace
 
-std::unique_ptr<Fix> make_bounded_memory_fix(const FixSet& set) { return std::make_unique<BoundedMemory>(set); }
+FixInfo fix5_bounded_memory() {
+  FixInfo f;
+  f.number = 5;
+  f.name = "bounded_memory";
+  f.scenario = "scenario 6";
+  f.what = "keep the forward pass inside the memory there is: each layer keeps nothing for the backward pass (it is "
+           "recomputed, as gradient checkpointing does) and the scores are computed in chunks of query rows of at most "
+           "256 MiB (--chunk-size)";
+  f.hook_point = "what each layer allocates and keeps";
+  // Its price is recomputation in the backward pass, not time in the call: no budget per call.
+  f.parts = {{"native",
+              "the scores and probabilities in the input dtype (bf16/fp16), as allow_fp16_bf16_reduction_math_sdp(True) "
+              "computes them: half the bytes kept per layer, and a result within that precision's tolerance",
+              false, false},
+             {"recompute", "each layer keeps nothing for the backward pass after its call, which recomputes it (gradient "
+                           "checkpointing)",
+              true, true},
+             {"chunk",
+              "the scores, probabilities and dropout computed in chunks of query rows, each chunk's scores at most "
+              "--chunk-size bytes (what autograd keeps is unchanged: every chunk's)",
+              true, false}};
+  f.make = [](const FixSet& set) -> std::unique_ptr<Fix> { return std::make_unique<BoundedMemory>(set); };
+  f.refuse = [](const FixSet& set, const SdpaProblem& p, const PathSettings& s) -> std::string {
+    if (s.backward && (set.has(5, "chunk") || set.has(5, "recompute"))) {
+      return "--backward: fix 5's chunk and recompute parts change what the forward keeps, and the backward call they "
+             "would need is not built (fix 5's native part works)";
+    }
+    if (chunk_rows(p, s) < p.q_len && s.qk_gemm_api == GemmApi::batched) {
+      return "fix 5's chunk part: the pointer-array GEMM (--gemm-api batched) cannot take chunks of query rows";
+    }
+    return "";
+  };
+  return f;
+}
 
 }  // namespace sdpa

@@ -1,115 +1,108 @@
-// fix_list.cpp
+// fix_list.cpp: the fix registry, the sets of their parts, and the --fixes list.
 #include "fix_list.h"
 
+#include <stdexcept>
+
+#include "fix.h"
 #include "math_sdpa/errors.h"
+
+// Every fix, one line each, in number order: each is a function in its own file that returns its
+// record (fixN_*.cpp).
+#define SDPA_FIXES(X)        \
+  X(fix1_gemm_stream_sync)   \
+  X(fix2_prefetch_scores)    \
+  X(fix3_contiguous_kt)      \
+  X(fix4_stream_ordered_alloc) \
+  X(fix5_bounded_memory)
 
 namespace sdpa {
 
+#define SDPA_DECLARE_FIX(name) FixInfo name();
+SDPA_FIXES(SDPA_DECLARE_FIX)
+#undef SDPA_DECLARE_FIX
+
 namespace {
 
-const FixInfo kFixes[kFixCount] = {
-    {1, "gemm_stream_sync", "scenario 1",
-     "bind the cuBLAS handle to the stream that produced Q and K, and synchronise that stream before and after "
-     "each GEMM",
-     "around qk_gemm and pv_gemm"},
-    {2, "prefetch_scores", "scenario 2",
-     "prefetch the scores to the GPU (cudaMemPrefetchAsync with a cudaMemLocation) and synchronise before softmax; "
-     "synchronise the device after it",
-     "around softmax"},
-    {3, "contiguous_kt", "scenario 3",
-     "copy K^T to a contiguous [B*H, E, S] buffer with our own transpose kernel before the GEMM (op N instead of a "
-     "transposed view)",
-     "the K^T preparation (stage kt_contiguous)"},
-    {4, "stream_ordered_alloc", "scenario 4",
-     "allocate every tensor with cudaMallocAsync, ordered on the path's stream, instead of cudaMallocManaged",
-     "the allocator"},
-    {5, "bounded_memory", "scenario 6",
-     "keep the forward pass inside the memory there is: each layer keeps nothing for the backward pass (it is "
-     "recomputed, as gradient checkpointing does) and the scores are computed in chunks of query rows of at most "
-     "256 MiB (--chunk-size)",
-     "what each layer allocates and keeps"},
-};
-
-}  // namespace
-
-const std::vector<FixPartInfo>& fix_part_table() {
-  static const std::vector<FixPartInfo> table = {
-      {FixPart::set_stream, 1, "set-stream", "the Q.K^T GEMM's cuBLAS handle follows the stream that produced Q and K",
-       true, true},
-      {FixPart::gemm_host_sync, 1, "host-sync", "cudaStreamSynchronize of that stream before and after each GEMM", true,
-       false},
-      {FixPart::prefetch, 2, "prefetch",
-       "cudaMemPrefetchAsync of the scores to the GPU on the softmax's stream, ordered before the kernel", true, false},
-      {FixPart::softmax_host_sync, 2, "host-sync", "cudaStreamSynchronize before softmax", true, false},
-      {FixPart::device_sync, 2, "device-sync", "cudaDeviceSynchronize after softmax", true, false},
-      {FixPart::device_scores, 2, "device-scores",
-       "the scores (and, backward, the probabilities and their gradient) in device memory (cudaMalloc), which never "
-       "migrates: the host cannot touch their pages, so none moves",
-       false, true},
-      {FixPart::contiguous_kt, 3, "contiguous-kt", "K^T copied to a contiguous [B*H, E, S] buffer before the GEMM",
-       true, true},
-      {FixPart::stream_pool, 4, "stream-pool",
-       "every tensor from cudaMallocAsync (the device's pool), ordered on the path's stream", true, true},
-      {FixPart::private_pool, 4, "private-pool",
-       "every tensor from a pool of our own (cudaMallocFromPoolAsync), each allocation synchronised on the pool's "
-       "stream",
-       false, false},
-      {FixPart::native_probs, 5, "native",
-       "the scores and probabilities in the input dtype (bf16/fp16), as allow_fp16_bf16_reduction_math_sdp(True) "
-       "computes them: half the bytes kept per layer, and a result within that precision's tolerance",
-       false, false},
-      {FixPart::recompute, 5, "recompute",
-       "each layer keeps nothing for the backward pass after its call, which recomputes it (gradient checkpointing)",
-       true, true},
-      {FixPart::chunk, 5, "chunk",
-       "the scores, probabilities and dropout computed in chunks of query rows, each chunk's scores at most "
-       "--chunk-size bytes (what autograd keeps is unchanged: every chunk's)",
-       true, false},
-  };
+const std::vector<FixInfo>& fix_table() {
+#define SDPA_FIX_RECORD(name) name(),
+  static const std::vector<FixInfo> table = [] {
+    std::vector<FixInfo> t = {SDPA_FIXES(SDPA_FIX_RECORD)};
+    size_t parts = 0;
+    for (size_t i = 0; i < t.size(); ++i) {
+      if (t[i].number != static_cast<int>(i) + 1) throw std::logic_error("fix registry: fix " + std::to_string(t[i].number) + " out of order");
+      parts += t[i].parts.size();
+    }
+    if (parts > 64) throw std::logic_error("fix registry: more parts than a FixSet holds");
+    return t;
+  }();
+#undef SDPA_FIX_RECORD
   return table;
 }
 
-const FixPartInfo& fix_part_info(FixPart p) { return fix_part_table()[static_cast<size_t>(p)]; }
+// A part's bit: the registry's parts in order, fix by fix.
+uint64_t bit(FixPart p) {
+  size_t offset = 0;
+  for (int n = 1; n < p.fix; ++n) offset += fix_info(n).parts.size();
+  return uint64_t{1} << (offset + static_cast<size_t>(p.index));
+}
+
+std::string fix_range() { return "1-" + std::to_string(fix_count()); }
+
+}  // namespace
+
+int fix_count() { return static_cast<int>(fix_table().size()); }
 
 const FixInfo& fix_info(int number) {
-  if (number < 1 || number > kFixCount) throw InputError("no fix " + std::to_string(number) + " (fixes are 1-4)");
-  return kFixes[number - 1];
+  if (number < 1 || number > fix_count()) {
+    throw InputError("no fix " + std::to_string(number) + " (fixes are " + fix_range() + ")");
+  }
+  return fix_table()[static_cast<size_t>(number - 1)];
+}
+
+const FixPartInfo& fix_part_info(FixPart p) { return fix_info(p.fix).parts.at(static_cast<size_t>(p.index)); }
+
+FixPart fix_part(int fix, const std::string& name) {
+  const FixInfo& f = fix_info(fix);
+  for (size_t i = 0; i < f.parts.size(); ++i) {
+    if (name == f.parts[i].name) return {fix, static_cast<int>(i)};
+  }
+  throw std::logic_error("fix " + std::to_string(fix) + " has no part " + name);
 }
 
 FixSet FixSet::all() {
   FixSet s;
-  for (int n = 1; n <= kFixCount; ++n) s.add(n);
+  for (int n = 1; n <= fix_count(); ++n) s.add(n);
   return s;
 }
 
 FixSet FixSet::lean() {
   FixSet s;
-  for (int n = 1; n <= kFixCount; ++n) s.add_lean(n);
+  for (int n = 1; n <= fix_count(); ++n) s.add_lean(n);
   return s;
 }
 
+void FixSet::add(FixPart part) { bits_ |= bit(part); }
+bool FixSet::has(FixPart part) const { return (bits_ & bit(part)) != 0; }
+
 void FixSet::add(int number) {
-  for (const auto& p : fix_part_table()) {
-    if (p.fix == number && p.design) add(p.part);
+  const FixInfo& f = fix_info(number);
+  for (size_t i = 0; i < f.parts.size(); ++i) {
+    if (f.parts[i].design) add(FixPart{number, static_cast<int>(i)});
   }
 }
 
 void FixSet::add_lean(int number) {
-  for (const auto& p : fix_part_table()) {
-    if (p.fix == number && p.lean) add(p.part);
+  const FixInfo& f = fix_info(number);
+  for (size_t i = 0; i < f.parts.size(); ++i) {
+    if (f.parts[i].lean) add(FixPart{number, static_cast<int>(i)});
   }
 }
 
-bool FixSet::has(int number) const {
-  for (const auto& p : fix_part_table()) {
-    if (p.fix == number && has(p.part)) return true;
-  }
-  return false;
-}
+bool FixSet::has(int number) const { return !parts(number).empty(); }
 
 std::vector<int> FixSet::numbers() const {
   std::vector<int> out;
-  for (int n = 1; n <= kFixCount; ++n) {
+  for (int n = 1; n <= fix_count(); ++n) {
     if (has(n)) out.push_back(n);
   }
   return out;
@@ -117,17 +110,17 @@ std::vector<int> FixSet::numbers() const {
 
 std::vector<FixPart> FixSet::parts(int number) const {
   std::vector<FixPart> out;
-  for (const auto& p : fix_part_table()) {
-    if (p.fix == number && has(p.part)) out.push_back(p.part);
+  for (size_t i = 0; i < fix_info(number).parts.size(); ++i) {
+    const FixPart p{number, static_cast<int>(i)};
+    if (has(p)) out.push_back(p);
   }
   return out;
 }
 
 const char* FixSet::form(int number) const {
-  FixSet design, lean;
+  FixSet design, lean, mine;
   design.add(number);
   lean.add_lean(number);
-  FixSet mine;
   for (FixPart p : parts(number)) mine.add(p);
   if (mine == design) return "design";
   if (mine == lean) return "lean";
@@ -155,53 +148,70 @@ FixSet parse_fix_list(const std::string& text) {
   if (text.empty() || text == "none") return {};
   if (text == "all") return FixSet::all();
   if (text == "all:lean") return FixSet::lean();
-  const std::string expected = " (expected items N, N:lean or N:part/part with N in 1-" + std::to_string(kFixCount) +
-                               ", or all, all:lean, none)";
+  const std::string expected = " (expected items N, N:lean or N:part/part with N in " + fix_range() + ", or all, all:lean, none)";
   FixSet set;
-  size_t start = 0;
-  while (true) {
-    const size_t comma = text.find(',', start);
-    const std::string item = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-    if (item.empty() || item[0] < '1' || item[0] > '0' + kFixCount || (item.size() > 1 && item[1] != ':') ||
-        item.size() == 2) {
+  for (size_t start = 0; start <= text.size();) {
+    const size_t comma = std::min(text.find(',', start), text.size());
+    const std::string item = text.substr(start, comma - start);
+    start = comma + 1;
+    const size_t colon = item.find(':');
+    const std::string number = item.substr(0, colon);
+    const bool digits = !number.empty() && number.size() <= 3 && number.find_first_not_of("0123456789") == std::string::npos;
+    if (!digits || std::stoi(number) < 1 || std::stoi(number) > fix_count() || colon + 1 == item.size()) {
       throw InputError("--fixes: '" + item + "' in '" + text + "' is not a fix" + expected);
     }
-    const int n = item[0] - '0';
+    const int n = std::stoi(number);
     if (set.has(n)) throw InputError("--fixes: fix " + std::to_string(n) + " listed twice in '" + text + "'");
-    const std::string form = item.size() > 2 ? item.substr(2) : "design";
+    const std::string form = colon == std::string::npos ? "design" : item.substr(colon + 1);
     if (form == "design") {
       set.add(n);
-    } else if (form == "lean") {
+      continue;
+    }
+    if (form == "lean") {
       set.add_lean(n);
-    } else {
-      size_t from = 0;
-      while (true) {
-        const size_t slash = form.find('/', from);
-        const std::string name = form.substr(from, slash == std::string::npos ? std::string::npos : slash - from);
-        bool found = false;
-        std::string names;
-        for (const auto& p : fix_part_table()) {
-          if (p.fix != n) continue;
-          names += (names.empty() ? "" : "|") + std::string(p.name);
-          if (name != p.name) continue;
-          if (set.has(p.part)) throw InputError("--fixes: part " + name + " of fix " + std::to_string(n) + " listed twice");
-          set.add(p.part);
-          found = true;
-        }
-        if (!found) {
-          throw InputError("--fixes: '" + name + "' is not a part of fix " + std::to_string(n) + " (its parts: " + names +
-                           "; or lean, design)");
-        }
-        if (slash == std::string::npos) break;
-        from = slash + 1;
+      continue;
+    }
+    const FixInfo& f = fix_info(n);
+    std::string names;
+    for (const FixPartInfo& p : f.parts) names += (names.empty() ? "" : "|") + std::string(p.name);
+    for (size_t from = 0; from <= form.size();) {
+      const size_t slash = std::min(form.find('/', from), form.size());
+      const std::string name = form.substr(from, slash - from);
+      from = slash + 1;
+      size_t i = 0;
+      while (i < f.parts.size() && name != f.parts[i].name) ++i;
+      if (i == f.parts.size()) {
+        throw InputError("--fixes: '" + name + "' is not a part of fix " + std::to_string(n) + " (its parts: " + names +
+                         "; or lean, design)");
+      }
+      const FixPart part{n, static_cast<int>(i)};
+      if (set.has(part)) throw InputError("--fixes: part " + name + " of fix " + std::to_string(n) + " listed twice");
+      set.add(part);
+    }
+    for (FixPart p : set.parts(n)) {
+      const char* other = fix_part_info(p).excludes;
+      if (other && set.has(n, other)) {
+        throw InputError("--fixes: fix " + std::to_string(n) + "'s " + fix_part_info(p).name + " and " + other +
+                         " exclude each other");
       }
     }
-    if (set.has(FixPart::stream_pool) && set.has(FixPart::private_pool)) {
-      throw InputError("--fixes: fix 4's stream-pool and private-pool exclude each other (one allocator)");
-    }
-    if (comma == std::string::npos) return set;
-    start = comma + 1;
   }
+  return set;
+}
+
+std::string fixes_refuse(const FixSet& set, const SdpaProblem& p, const PathSettings& settings) {
+  for (int n : set.numbers()) {
+    const FixInfo& f = fix_info(n);
+    const std::string why = f.refuse ? f.refuse(set, p, settings) : "";
+    if (!why.empty()) return why;
+  }
+  return "";
+}
+
+std::vector<std::unique_ptr<Fix>> make_fixes(const FixSet& set) {
+  std::vector<std::unique_ptr<Fix>> out;
+  for (int n : set.numbers()) out.push_back(fix_info(n).make(set));
+  return out;
 }
 
 }  // namespace sdpa

@@ -162,12 +162,12 @@ TEST_SUITE("scenarios") {
       CAPTURE(bad);
       CHECK_THROWS_AS(parse_fix_list(bad), InputError);
     }
-    for (int n = 1; n <= kFixCount; ++n) CHECK(fix_info(n).number == n);
+    for (int n = 1; n <= fix_count(); ++n) CHECK(fix_info(n).number == n);
     CHECK_THROWS_AS(fix_info(0), InputError);
   }
 
   TEST_CASE("each fix changes the settings at its own point, and fix 2 only acts as a hook") {
-    for (int n = 1; n <= kFixCount; ++n) {
+    for (int n = 1; n <= fix_count(); ++n) {
       FixSet one;
       one.add(n);
       PathSettings scenario;
@@ -284,21 +284,21 @@ TEST_SUITE("scenarios") {
   TEST_CASE("--help documents every scenario and fix") {
     const ParseResult r = parse({"--help"});
     for (const ScenarioInfo& s : scenario_table()) CHECK(r.message.find(s.title) != std::string::npos);
-    for (int n = 1; n <= kFixCount; ++n) CHECK(r.message.find(fix_info(n).name) != std::string::npos);
+    for (int n = 1; n <= fix_count(); ++n) CHECK(r.message.find(fix_info(n).name) != std::string::npos);
   }
 
   TEST_CASE("fix parts: the design form, the lean form, any selection, each named in the list") {
     const FixSet one = parse_fix_list("1");
-    CHECK(one.has(FixPart::set_stream));
-    CHECK(one.has(FixPart::gemm_host_sync));
+    CHECK(one.has(fix_part(1, "set-stream")));
+    CHECK(one.has(fix_part(1, "host-sync")));
     CHECK(std::string(one.form(1)) == "design");
     const FixSet lean = parse_fix_list("1:lean,2:lean");
-    CHECK(lean.has(FixPart::set_stream));
-    CHECK_FALSE(lean.has(FixPart::gemm_host_sync));
-    CHECK(lean.has(FixPart::device_scores));  // where the scores live, not a prefetch every call
-    CHECK_FALSE(lean.has(FixPart::prefetch));
-    CHECK_FALSE(lean.has(FixPart::softmax_host_sync));
-    CHECK_FALSE(lean.has(FixPart::device_sync));
+    CHECK(lean.has(fix_part(1, "set-stream")));
+    CHECK_FALSE(lean.has(fix_part(1, "host-sync")));
+    CHECK(lean.has(fix_part(2, "device-scores")));  // where the scores live, not a prefetch every call
+    CHECK_FALSE(lean.has(fix_part(2, "prefetch")));
+    CHECK_FALSE(lean.has(fix_part(2, "host-sync")));
+    CHECK_FALSE(lean.has(fix_part(2, "device-sync")));
     CHECK(lean.str() == "1:lean,2:lean");
     const FixSet parts = parse_fix_list("2:prefetch/device-sync,4:private-pool");
     CHECK(std::string(parts.form(2)) == "parts");
@@ -306,7 +306,7 @@ TEST_SUITE("scenarios") {
     CHECK(parse_fix_list(parts.str()) == parts);  // printed as it is parsed
     CHECK(parse_fix_list("2:prefetch/host-sync/device-sync").str() == "2");  // every design part: the fix
     CHECK(parse_fix_list("2:device-scores").str() == "2:lean");
-    CHECK(parse_fix_list("2:lean").parts(2) == std::vector<FixPart>{FixPart::device_scores});
+    CHECK(parse_fix_list("2:lean").parts(2) == std::vector<FixPart>{fix_part(2, "device-scores")});
     CHECK(parse_fix_list("all:lean") == FixSet::lean());
     CHECK(FixSet::lean().str() == "all:lean");
     CHECK(parse_fix_list("3:lean").str() == "3");  // fix 3's lean form is its design form

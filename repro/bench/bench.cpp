@@ -32,10 +32,18 @@ std::string format(const char* fmt, double a, double b = 0, double c = 0, double
 
 std::string mib(int64_t bytes) { return format("%.1f MiB", static_cast<double>(bytes) / (1 << 20)); }
 
+// The fix an --fix-overhead label ("1", "2:lean", "5:chunk") is of, or 0 for "all" and the rest.
+int overhead_fix(const std::string& label) {
+  const std::string number = label.substr(0, label.find(':'));
+  if (number.empty() || number.size() > 3 || number.find_first_not_of("0123456789") != std::string::npos) return 0;
+  const int n = std::stoi(number);
+  return n >= 1 && n <= fix_count() ? n : 0;
+}
+
 // The fix an --fix-overhead label names: "gemm_stream_sync" for "1" and "1:lean", "all" for the rest.
 std::string overhead_name(const std::string& label) {
-  if (label.rfind("all", 0) == 0 || label.empty() || label[0] < '1' || label[0] > '0' + kFixCount) return "all";
-  return fix_info(label[0] - '0').name;
+  const int n = overhead_fix(label);
+  return n ? fix_info(n).name : "all";
 }
 
 // One entry of a --fix-overhead list is one of a --fixes list, a fix number or all; none and ""
@@ -144,11 +152,9 @@ std::string overhead_verdict(double ratio) {
 }
 
 std::string overhead_budget(const std::string& label) {
-  // The fix as designed and its lean form answer to the same budget; fix 5 has none (its price is
-  // recomputation in the backward pass, not time in the call).
-  static const char* const kBudgets[kFixCount] = {"5-10%", "10-15%", "2-5%", "<= 0%", ""};
-  if (label.empty() || label[0] < '1' || label[0] > '0' + kFixCount || (label.size() > 1 && label[1] != ':')) return "";
-  return kBudgets[label[0] - '1'];
+  // The fix as designed and its lean form answer to the same budget, its record's.
+  const int n = overhead_fix(label);
+  return n ? fix_info(n).budget : "";
 }
 
 void summarize_series(BenchSeries& s) {

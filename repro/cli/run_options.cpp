@@ -71,7 +71,7 @@ std::string run_footer() {
     s += "\n";
   }
   s += "Fixes (--fix on: the scenario's own; --fixes LIST: any, in any scenario):\n";
-  for (int n = 1; n <= kFixCount; ++n) {
+  for (int n = 1; n <= fix_count(); ++n) {
     s += "  " + std::to_string(n) + "  " + fix_info(n).name + ": " + fix_info(n).hook_point + "\n";
   }
   s += std::string("Exit codes: ") + kExitCodeSummary + ".\n";
@@ -111,22 +111,6 @@ void parse_text_padding(const std::string& text, int64_t& tokens, int64_t& valid
 void check_graph_capturable(const RunOptions& o) {
   const std::string conflict = graph_conflict(o.settings);
   if (!conflict.empty()) throw InputError("--graph: " + conflict);
-  // Fix 1's lean form (set-stream) is stream order and is captured; fix 2's (device-scores) is where
-  // the scores are allocated, before the capture. Its other parts cannot be: its synchronisations are
-  // host work, and a prefetch in a capture fails with cudaErrorStreamCaptureUnsupported (CUDA 13.0,
-  // H100).
-  for (FixPart part : {FixPart::gemm_host_sync, FixPart::softmax_host_sync, FixPart::device_sync}) {
-    if (!o.fixes.has(part)) continue;
-    const FixPartInfo& info = fix_part_info(part);
-    throw InputError("--graph: fix " + std::to_string(info.fix) + "'s " + info.name + " part synchronises the host inside "
-                     "the call, which a graph cannot hold (" +
-                     (info.fix == 1 ? "--fixes 1:lean keeps its stream-ordered part" : "--fixes 2:lean, the scores in device memory, needs no capture") +
-                     ")");
-  }
-  if (o.fixes.has(FixPart::prefetch)) {
-    throw InputError("--graph: fix 2's prefetch cannot be captured into a graph (cudaMemPrefetchAsync in a stream "
-                     "capture fails with cudaErrorStreamCaptureUnsupported)");
-  }
   if (o.log >= LogLevel::sync) throw InputError("--graph: --log sync and values synchronise after every stage inside the graph");
   if (o.launch_blocking) throw InputError("--graph: --launch-blocking waits for each kernel as it is launched, which a capture cannot");
 }
@@ -141,7 +125,7 @@ void RunOptions::set_fixes(const FixSet& set) {
     fix->configure(settings);
     fix->configure(problem);
   }
-  if (chunk_size > 0 && fixes.has(FixPart::chunk)) settings.chunk_bytes = chunk_size;
+  if (chunk_size > 0 && settings.chunk_bytes > 0) settings.chunk_bytes = chunk_size;  // fix 5's chunk part is on
 }
 
 struct RunOptionParser::Fields {
@@ -468,21 +452,14 @@ bool fault_context_holds(const RunOptions& o) {
 // Context options that cannot act together.
 void refuse_context_conflicts(const Fields& f, const RunOptions& o) {
   const PathSettings& ps = o.settings;
-  if (!f.chunk_size.empty() && !o.fixes.has(FixPart::chunk)) {
+  if (!f.chunk_size.empty() && ps.chunk_bytes == 0) {
     throw InputError("--chunk-size: fix 5's chunk part is not on (--fixes 5 or 5:chunk)");
   }
   if (ps.graph && (ps.layers > 1 || ps.alloc_timing == AllocTiming::per_call)) {
     throw InputError("--graph replays one layer's tensors at fixed addresses: it takes --layers 1 and --alloc-timing upfront");
   }
-  if (ps.backward) {
-    if (o.fixes.has(FixPart::chunk) || o.fixes.has(FixPart::recompute)) {
-      throw InputError("--backward: fix 5's chunk and recompute parts change what the forward keeps, and the backward "
-                       "call they would need is not built (fix 5's native part works)");
-    }
-  }
-  if (chunk_rows(o.problem, ps) < o.problem.q_len && ps.qk_gemm_api == GemmApi::batched) {
-    throw InputError("fix 5's chunk part: the pointer-array GEMM (--gemm-api batched) cannot take chunks of query rows");
-  }
+  const std::string refused = fixes_refuse(o.fixes, o.problem, ps);
+  if (!refused.empty()) throw InputError(refused);
   if (o.plan_only && (!o.json_path.empty() || !o.save_output_path.empty() || o.check)) {
     throw InputError("--plan prints the memory plan and runs nothing: --json, --save-output and --check have nothing to do");
   }

@@ -65,7 +65,7 @@ std::string scenarios_help() {
     if (sc.not_by_default) s += "     not in the default sweep and triage: " + std::string(sc.not_by_default) + "\n";
   }
   s += "Fixes (--fixes LIST: any combination, any scenario):\n";
-  for (int n = 1; n <= kFixCount; ++n) {
+  for (int n = 1; n <= fix_count(); ++n) {
     s += "  " + std::to_string(n) + "  " + fix_info(n).name + " (" + fix_info(n).hook_point + "): " + fix_info(n).what + "\n";
   }
   return wrap_text(s);

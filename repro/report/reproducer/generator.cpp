@@ -102,17 +102,17 @@ std::string gemm_literal(const GemmCall& g, const std::string& indent) {
 std::string config_literal(const SdpaProblem& p, const PathSettings& s, const FixSet& fixes,
                            const std::map<std::string, bool>& flags) {
   std::vector<std::string> fields;
-  if (flags.at("qk_stream_varies")) fields.push_back(std::string("/*gemm_set_stream=*/") + yes(fixes.has(FixPart::set_stream)));
-  if (flags.at("fix1_host_sync")) fields.push_back(std::string("/*gemm_host_sync=*/") + yes(fixes.has(FixPart::gemm_host_sync)));
-  if (flags.at("fix2_prefetch")) fields.push_back(std::string("/*prefetch_scores=*/") + yes(fixes.has(FixPart::prefetch)));
+  if (flags.at("qk_stream_varies")) fields.push_back(std::string("/*gemm_set_stream=*/") + yes(fixes.has(fix_part(1, "set-stream"))));
+  if (flags.at("fix1_host_sync")) fields.push_back(std::string("/*gemm_host_sync=*/") + yes(fixes.has(fix_part(1, "host-sync"))));
+  if (flags.at("fix2_prefetch")) fields.push_back(std::string("/*prefetch_scores=*/") + yes(fixes.has(fix_part(2, "prefetch"))));
   if (flags.at("fix2_host_sync")) {
-    fields.push_back(std::string("/*softmax_host_sync=*/") + yes(fixes.has(FixPart::softmax_host_sync)));
+    fields.push_back(std::string("/*softmax_host_sync=*/") + yes(fixes.has(fix_part(2, "host-sync"))));
   }
   if (flags.at("fix2_device_sync")) {
-    fields.push_back(std::string("/*softmax_device_sync=*/") + yes(fixes.has(FixPart::device_sync)));
+    fields.push_back(std::string("/*softmax_device_sync=*/") + yes(fixes.has(fix_part(2, "device-sync"))));
   }
   if (flags.at("fix2_device_scores")) {
-    fields.push_back(std::string("/*device_scores=*/") + yes(fixes.has(FixPart::device_scores)));
+    fields.push_back(std::string("/*device_scores=*/") + yes(fixes.has(fix_part(2, "device-scores"))));
   }
   if (flags.at("kt_copy_varies")) {
     fields.push_back(std::string("/*kt_copy=*/") + yes(stage_runs(Stage::kt_contiguous, p, s)));
@@ -359,7 +359,7 @@ std::string generate_reproducer(const RunOptions& off, const RunOptions& on, con
   const bool qk_stream_varies = so.qk_gemm_stream != sn.qk_gemm_stream;
   const bool kt_copy_varies = stage_runs(Stage::kt_contiguous, p, so) != stage_runs(Stage::kt_contiguous, p, sn);
   if ((pool_varies && sn.alloc != AllocKind::async) ||
-      (qk_stream_varies && (!on.fixes.has(FixPart::set_stream) || sn.qk_gemm_stream != GemmStream::same))) {
+      (qk_stream_varies && (!on.fixes.has(fix_part(1, "set-stream")) || sn.qk_gemm_stream != GemmStream::same))) {
     throw std::logic_error("reproducer: the fix-on run changes the allocator or the GEMM's stream as no fix does");
   }
   // The fix-off run's allocator is the one the template writes out; fix 4's pool is the other.
@@ -422,15 +422,15 @@ std::string generate_reproducer(const RunOptions& off, const RunOptions& on, con
       {"storm", storm},
       {"host_touch", host_touch},
       {"advice", advice},
-      {"fix1_host_sync", either(FixPart::gemm_host_sync)},
-      {"fix2_prefetch", either(FixPart::prefetch)},
-      {"fix2_prefetch_migrates", either(FixPart::prefetch) && migratable(alloc)},
-      {"fix2_host_sync", either(FixPart::softmax_host_sync)},
-      {"fix2_device_sync", either(FixPart::device_sync)},
-      {"fix2_device_scores", either(FixPart::device_scores) && migratable(alloc)},
+      {"fix1_host_sync", either(fix_part(1, "host-sync"))},
+      {"fix2_prefetch", either(fix_part(2, "prefetch"))},
+      {"fix2_prefetch_migrates", either(fix_part(2, "prefetch")) && migratable(alloc)},
+      {"fix2_host_sync", either(fix_part(2, "host-sync"))},
+      {"fix2_device_sync", either(fix_part(2, "device-sync"))},
+      {"fix2_device_scores", either(fix_part(2, "device-scores")) && migratable(alloc)},
       {"migrates", migratable(alloc)},
       {"host_location", advice || scores_advise},
-      {"device_location", advice || (either(FixPart::prefetch) && migratable(alloc))},
+      {"device_location", advice || (either(fix_part(2, "prefetch")) && migratable(alloc))},
       {"pool_varies", pool_varies},
       {"pool_private", pool_varies && sn.async_pool == AsyncPool::private_pool},
       {"pool_stream", pool_varies && sn.async_pool == AsyncPool::stream},
@@ -455,7 +455,7 @@ std::string generate_reproducer(const RunOptions& off, const RunOptions& on, con
       {"softmax_backward_warp", softmax_backward_warp},
       {"dq_varies", backward && kt_copy_varies},
       {"dq_per_batch", backward && !kt_copy_varies && dq_off.per_batch},
-      {"fix2_device_grads", backward && either(FixPart::device_scores) && migratable(alloc)},
+      {"fix2_device_grads", backward && either(fix_part(2, "device-scores")) && migratable(alloc)},
   };
 
   const ScenarioInfo& sc = scenario_info(off.scenario);
