@@ -76,30 +76,6 @@ BallastSpec parse_ballast(const std::string& text) {
   return b;
 }
 
-std::vector<ContextRung> context_ladder(const ContextLadderValues& v) {
-  std::vector<ContextRung> rungs;
-  std::vector<std::string> options;
-  auto rung = [&](const char* name, std::vector<std::string> adds) {
-    options.insert(options.end(), adds.begin(), adds.end());
-    rungs.push_back({name, options});
-  };
-  rung("isolated", {});
-  rung("per-call", {"--alloc-timing", "per-call"});
-  rung("layers", {"--layers", v.layers, "--retain", "autograd"});
-  rung("ballast", {"--ballast", v.ballast, "--ballast-alloc", v.ballast_alloc, "--ballast-touch", v.ballast_touch});
-  rung("host-load", {"--host-load", v.host_load});
-  rung("steps", {"--steps", v.steps});
-  // The training step: each step's forward pass followed by its backward pass.
-  rung("backward", {"--backward"});
-  return rungs;
-}
-
-std::vector<std::string> context_rung_names() {
-  std::vector<std::string> names;
-  for (const ContextRung& r : context_ladder()) names.push_back(r.name);
-  return names;
-}
-
 std::string ballast_string(const BallastSpec& b) {
   char buf[64];
   if (b.fraction > 0) {

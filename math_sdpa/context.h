@@ -45,20 +45,4 @@ BallastSpec parse_ballast(const std::string& text);
 // "41.00 GiB" or "80% of the memory available"
 std::string ballast_string(const BallastSpec& b);
 
-// The context ladder (docs/CONTEXT.md): the training process's conditions added to the call one
-// at a time, in a fixed order. Each rung's options add to the rungs' below it (they are given in
-// full, cumulative); the values are those of its rung.
-struct ContextLadderValues {
-  std::string layers = "60";  // the workload's block count ("model" with a workload; Qwen-Image's 60)
-  std::string ballast = "0.5", ballast_alloc = "device", ballast_touch = "gpu";
-  std::string host_load = "4";
-  std::string steps = "10";
-};
-struct ContextRung {
-  std::string name;                  // isolated, per-call, layers, ballast, host-load, steps, backward
-  std::vector<std::string> options;  // the run options of this rung, the ones below it included
-};
-std::vector<ContextRung> context_ladder(const ContextLadderValues& values = {});
-std::vector<std::string> context_rung_names();
-
 }  // namespace sdpa

@@ -70,8 +70,6 @@ ScenarioInfo scenario6_memory_exhaustion() {
   s.candidate_anywhere = training_context;
   s.anywhere_why = "a stage of a pass that allocates as it goes";
   s.weigh = weigh;
-  s.no_ladder = "its own conditions are the ladder's upper rungs (per-call allocation, the model's layers keeping what "
-                "autograd keeps)";
   s.not_by_default = "it allocates past the memory there is on purpose: see its plan first (repro --scenario 6 --plan)";
   return s;
 }

@@ -14,12 +14,19 @@ call (from the first SDPA_ENTRY to the first math_sdpa_complete), as tests/log_t
 --lines compares the lines themselves once what differs between runs and programs is set aside:
 [file:line] locations, timestamps, pointers and streams, durations, the values of --log values,
 and the numbers in the scenario and fix notes. Exit 0: the same; 1: they differ (the first
-divergence is printed with both lines and their line numbers; a call that stops early, as a hung
-one does, is named as such); 2: a file cannot be read.
+divergence is printed with both lines, their line numbers and the stage each is a line of; a call
+that stops early, as a hung one does, is named as such, with the stage it stopped in); 2: a file,
+or the stage table stages.json beside this script, cannot be read.
 """
 import argparse
+import json
+import os
 import re
 import sys
+
+# The harness's stage table (math_sdpa/stage.cpp, as `repro help stages --json` prints it): which
+# stage writes which tags.
+STAGE_TABLE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "stages.json")
 
 # ---------------------------------------------------------------------------------------- tags
 
@@ -64,6 +71,37 @@ def first_call(tagged):
     return call
 
 
+# ------------------------------------------------------------------------------------- stages
+CHANNELS = {"sdpa": "SDPA_DEBUG", "alloc": "ALLOC_DEBUG", "cuda": "CUDA_DEBUG", "event": "CUDA_EVENT"}
+
+
+def load_stage_tags(path=STAGE_TABLE):
+    """[(stage, the tags of its sdpa-debug lines, begin's then end's)] in the table's order."""
+    with open(path) as f:
+        rows = json.load(f)["stages"]
+    return [(row["name"], [line_tag("[%s] %s" % (CHANNELS[t["channel"]], t["text"]))
+                           for t in row["debug_begin"] + row["debug_end"]]) for row in rows]
+
+
+def line_stages(tagged, stage_tags):
+    """{line number: the stage whose line it is} for the tagged lines of a log that a stage writes
+    (not the notes, allocations and layers). Where several stages write the tag (a GEMM's
+    [CUBLAS_GEMM_START]), it is the stage the line before it was in, if its lines go on with that
+    tag, else the first that comes after that stage in the table's order (a new call: the first)."""
+    where = {}  # tag -> [(the stage's place in the table, the line's place in the stage)]
+    for i, (_, tags) in enumerate(stage_tags):
+        for j, tag in enumerate(tags):
+            where.setdefault(tag, []).append((i, j))
+    out, at = {}, (-1, -1)
+    for number, tag, _ in tagged:
+        places = where.get(tag)
+        if places:
+            at = (min((p for p in places if p[0] == at[0] and p[1] > at[1]), default=None)
+                  or min((p for p in places if p[0] > at[0]), default=None) or min(places))
+            out[number] = stage_tags[at[0]][0]
+    return out
+
+
 # -------------------------------------------------------------------------------- normalising
 _RULES = [
     (re.compile(r" \[[^\[\]]+:\d+\]$"), " [FILE:LINE]"),          # where the line was written
@@ -89,21 +127,29 @@ def normalise(line):
 
 
 # --------------------------------------------------------------------------------- comparing
-def compare(a_text, b_text, whole=False, lines=False):
-    """(same, report lines) for two logs."""
+def compare(a_text, b_text, whole=False, lines=False, stage_tags=()):
+    """(same, report lines) for two logs; `stage_tags` (load_stage_tags) names each line's stage."""
     a, b = tagged_lines(a_text), tagged_lines(b_text)
+    stages = [line_stages(a, stage_tags), line_stages(b, stage_tags)]
     if not whole:
         a, b = first_call(a), first_call(b)
     key = (lambda e: normalise(e[2])) if lines else (lambda e: e[1])
+
+    def stage(e, log):
+        return "stage " + stages[log][e[0]] if e[0] in stages[log] else "no stage's line"
+
     for i in range(max(len(a), len(b))):
         if i >= len(a) or i >= len(b):
             short, name, other = (a, "A", b) if i >= len(a) else (b, "B", a)
-            last = ("after tag #%d, %s (line %d)" % (i, short[-1][1], short[-1][0])) if short else "before any tag"
-            return False, ["first divergence at tag #%d: %s ends %s; the other goes on with %s (line %d)" % (
-                i + 1, name, last, other[i][1], other[i][0]),
+            log = 0 if short is a else 1
+            last = ("after tag #%d, %s (line %d, %s)" % (i, short[-1][1], short[-1][0], stage(short[-1], log))
+                    if short else "before any tag")
+            return False, ["first divergence at tag #%d: %s ends %s; the other goes on with %s (line %d, %s)" % (
+                i + 1, name, last, other[i][1], other[i][0], stage(other[i], 1 - log)),
                 "  a call that stops early is one that hung, failed or was cut short there"]
         if key(a[i]) != key(b[i]):
-            return False, ["first divergence at tag #%d:" % (i + 1),
+            return False, ["first divergence at tag #%d: line %d (%s) vs line %d (%s)" % (
+                i + 1, a[i][0], stage(a[i], 0), b[i][0], stage(b[i], 1)),
                            "  A line %d: %s" % (a[i][0], a[i][2]),
                            "  B line %d: %s" % (b[i][0], b[i][2])]
     if not a:
@@ -121,6 +167,12 @@ def main(argv):
     args = ap.parse_args(argv)
     if (args.b is None) != args.normalise:
         ap.error("two logs to compare, or one with --normalise")
+    try:
+        stage_tags = load_stage_tags()
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        sys.stderr.write("compare_logs.py: error: the stage table %s cannot be read: %s\n" % (
+            STAGE_TABLE, e.strerror if isinstance(e, OSError) else str(e).splitlines()[0]))
+        return 2
     texts = []
     for path in (args.a, args.b) if args.b else (args.a,):
         try:
@@ -132,7 +184,7 @@ def main(argv):
     if args.normalise:
         print("\n".join(normalise(line) for _, _, line in tagged_lines(texts[0])))
         return 0
-    same, report = compare(texts[0], texts[1], whole=args.all, lines=args.lines)
+    same, report = compare(texts[0], texts[1], whole=args.all, lines=args.lines, stage_tags=stage_tags)
     print("\n".join(report))
     return 0 if same else 1
 

@@ -41,6 +41,7 @@ import hashlib
 import json
 import math
 import os
+import re
 import shutil
 import statistics
 import struct
@@ -79,17 +80,44 @@ def usage_error(message):
     return ScriptError(EXIT_USAGE, message)
 
 
-# ------------------------------------------------------------------------------------------ words
-# The stages of one call, in order (math_sdpa/stage.h).
-STAGES = ("entry_sync", "mask_prepare", "upcast", "scale_q", "gqa_expand", "scale_k", "kt_contiguous", "qk_gemm",
-          "mask_add", "scores_to_host", "softmax", "dropout", "pv_gemm", "cast_output", "stream_sync")
-# --backward: the backward call's stages, in autograd's order (stage.h, grad_upcast .. backward_sync; the
-# harness's alloc_*/free_* stages of --alloc-timing per-call are not here: PyTorch allocates inside its ops).
-BACKWARD_STAGES = ("grad_upcast", "dp_gemm", "dv_gemm", "dropout_backward", "grads_to_host", "softmax_backward",
-                   "dq_gemm", "dk_gemm", "grad_inputs", "backward_sync")
+# ------------------------------------------------------------------------------------ the stage table
+# Every fact about a stage (its name, kind, when it runs, its log lines and where the harness writes
+# them) is a row of the harness's one stage table, math_sdpa/stage.cpp; stages.json beside this
+# script is its copy (`repro help stages --json`, held equal to the binary's by a C++ test). What
+# PyTorch runs for a stage is this script's own (DISPATCH, below).
+STAGE_TABLE = os.path.join(HERE, "stages.json")
+
+
+def load_stage_table(path):
+    """(the rows in the path's order, the source file their debug lines name); exit 2 if unreadable."""
+    try:
+        with open(path) as f:
+            table = json.load(f)
+        if table["format"] != 1:
+            raise ValueError("format %s, where this script reads format 1" % table["format"])
+        return table["stages"], table["source"]
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        sys.stderr.write("%s: error: the stage table %s cannot be read: %s\n" % (
+            PROG, path, e.strerror if isinstance(e, OSError) else str(e).splitlines()[0]))
+        sys.exit(EXIT_USAGE)
+
+
+TABLE, TABLE_SOURCE = load_stage_table(STAGE_TABLE)
+ROWS = {row["name"]: row for row in TABLE}
+
+
+def pytorch_stages(when):
+    """The stages of one call (when "call") or of its backward ("backward") that PyTorch's side has,
+    in the table's order: GPU and host work. The harness's allocation and free stages are not
+    (PyTorch allocates inside its ops), nor its load, graph and step stages (one call here, no graph)."""
+    return tuple(row["name"] for row in TABLE if row["when"] == when and row["kind"] in ("gpu", "host"))
+
+
+STAGES = pytorch_stages("call")
+BACKWARD_STAGES = pytorch_stages("backward")
 ALL_STAGES = STAGES + BACKWARD_STAGES
 # Stages whose work the host does or waits for itself; every other one is GPU work.
-HOST_STAGES = ("entry_sync", "scores_to_host", "stream_sync", "grads_to_host", "backward_sync")
+HOST_STAGES = frozenset(row["name"] for row in TABLE if row["kind"] == "host")
 
 
 class DType:
@@ -289,37 +317,75 @@ def kt_copy_needed(p, s):
     return s.k_layout == "bshe" and not p.gqa() and p.batch > 1 and p.kv_len > 1
 
 
+def upcasts(p, s):
+    return p.compute_dtype() != p.dtype
+
+
+def has_dropout(p, s):
+    return p.dropout > 0
+
+
+def host_reads(p, s):  # scenario 2's host access
+    return s.scores_to_host != "none"
+
+
+def gemm_mnk(m, n, k):
+    """A GEMM's detail: M, N, K of its row-major result in terms of L, S, E (gemm.cpp)."""
+    return lambda p, s: "M=%d N=%d K=%d" % tuple({"L": p.q_len, "S": p.kv_len, "E": p.head_dim}[x] for x in (m, n, k))
+
+
+class Op:
+    """What the script does for one stage of the table. PyTorch's op is the backend's method of the
+    stage's name (TorchBackend; DryBackend's only notes); `detail` gives the stage's argument in the
+    harness's words (math_sdpa/pipeline.cpp) where its lines print it ({detail}, {mnk}); `runs` whether
+    it runs in a call (path_settings.cpp stage_runs); `gemm` that it runs on the Q.K^T GEMM's stream
+    (scenario 1's side stream), as repro's GEMMs do."""
+
+    def __init__(self, detail=None, runs=lambda p, s: True, gemm=False):
+        self.detail, self.runs, self.gemm = detail, runs, gemm
+
+
+# Every stage of the table that PyTorch runs has its op here (the tests check it): those of
+# _scaled_dot_product_attention_math, and with --backward those of its autograd nodes.
+DISPATCH = {
+    "entry_sync": Op(),
+    "mask_prepare": Op(lambda p, s: p.mask, lambda p, s: p.mask in ("bool", "causal") and STAGES.index(
+        s.last_stage) >= STAGES.index("mask_add")),
+    "upcast": Op(lambda p, s: "%s->fp32" % p.dtype, upcasts),
+    "scale_q": Op(lambda p, s: "factor=%f" % float32(scale_factors(p)[0])),
+    "gqa_expand": Op(lambda p, s: "group=%d" % (p.q_heads // p.kv_heads), lambda p, s: p.gqa()),
+    "scale_k": Op(),
+    "kt_contiguous": Op(runs=kt_copy_needed),
+    "qk_gemm": Op(gemm_mnk("L", "S", "E"), gemm=True),
+    "mask_add": Op(runs=lambda p, s: p.mask != "none"),
+    "scores_to_host": Op(lambda p, s: "mode=" + s.scores_to_host, host_reads),
+    "softmax": Op(),
+    "dropout": Op(runs=has_dropout),
+    "pv_gemm": Op(gemm_mnk("L", "E", "S")),
+    "cast_output": Op(lambda p, s: "fp32->" + p.dtype, upcasts),
+    "stream_sync": Op(),
+    "grad_upcast": Op(runs=upcasts),
+    "dp_gemm": Op(gemm_mnk("L", "S", "E"), gemm=True),  # dPd = dO . V^T
+    "dv_gemm": Op(gemm_mnk("S", "E", "L"), gemm=True),  # dV = Pd^T . dO
+    "dropout_backward": Op(runs=has_dropout),
+    "grads_to_host": Op(runs=host_reads),
+    "softmax_backward": Op(),
+    "dq_gemm": Op(gemm_mnk("L", "E", "S"), gemm=True),  # dQs = dS . Ks
+    "dk_gemm": Op(gemm_mnk("S", "E", "L"), gemm=True),  # dKs = dS^T . Qs
+    "grad_inputs": Op(),
+    "backward_sync": Op(),
+}
+
+
 def stage_runs(stage, p, s):
-    """Whether `stage` runs in a call of `p` under `s` (path_settings.cpp stage_runs)."""
-    if stage == "stream_sync":
-        return True
+    """Whether `stage` runs in a call of `p` under `s` (path_settings.cpp stage_runs): a scenario's
+    call stops after its last stage, but for the closing synchronisation; the backward's run with --backward."""
     if stage in BACKWARD_STAGES:
         if not s.backward:
             return False
-        if stage == "grad_upcast":
-            return p.compute_dtype() != p.dtype
-        if stage == "dropout_backward":
-            return p.dropout > 0
-        if stage == "grads_to_host":  # scenario 2's host access, before softmax's backward
-            return s.scores_to_host != "none"
-        return True
-    if STAGES.index(stage) > STAGES.index(s.last_stage):
+    elif stage != "stream_sync" and STAGES.index(stage) > STAGES.index(s.last_stage):
         return False
-    if stage == "mask_prepare":
-        return p.mask in ("bool", "causal") and STAGES.index(s.last_stage) >= STAGES.index("mask_add")
-    if stage in ("upcast", "cast_output"):
-        return p.compute_dtype() != p.dtype
-    if stage == "gqa_expand":
-        return p.gqa()
-    if stage == "kt_contiguous":
-        return kt_copy_needed(p, s)
-    if stage == "mask_add":
-        return p.mask != "none"
-    if stage == "scores_to_host":
-        return s.scores_to_host != "none"
-    if stage == "dropout":
-        return p.dropout > 0
-    return True
+    return DISPATCH[stage].runs(p, s)
 
 
 def result_tensor_of(s):
@@ -334,13 +400,15 @@ def result_tensor_of(s):
 
 # ------------------------------------------------------------------------------------ the sdpa-debug log
 # The lines of `repro --log-format sdpa-debug` (math_sdpa/stage_log.cpp), to the character: the four
-# channels of the original instrumentation, [file:line] the line of this file that made the line.
-CHANNELS = ("SDPA_DEBUG", "ALLOC_DEBUG", "CUDA_DEBUG", "CUDA_EVENT")
+# channels of the original instrumentation. A line is (channel, message, file, line): a stage's lines
+# are the table's, rendered from its templates and ending with the table's [file:line], as the
+# harness's do; the script's own lines (notes, allocations) name the line of this file that made them.
+CHANNELS = {"sdpa": "SDPA_DEBUG", "alloc": "ALLOC_DEBUG", "cuda": "CUDA_DEBUG", "event": "CUDA_EVENT"}
 
 
 def debug_line(channel, message):
-    """A line on `channel`, remembering the line of this file that made it (as __LINE__ does)."""
-    return (channel, message, sys._getframe(1).f_lineno)
+    """A line of this script on `channel`, remembering the line of this file that made it (as __LINE__ does)."""
+    return (channel, message, LOG_FILE_NAME, sys._getframe(1).f_lineno)
 
 
 # The instrumentation's own tags and events (stage_log.cpp is_instrumentation_line): without
@@ -360,17 +428,17 @@ def ostream_bool(b):
 
 
 def is_instrumentation_line(line):
-    channel, message, _ = line
+    channel, message = line[0], line[1]
     if channel == "CUDA_EVENT":
         return message.split(" ")[0] in INSTRUMENTATION_EVENTS
     return message.startswith("[") and message[1:message.find("]")] in INSTRUMENTATION_TAGS
 
 
 def debug_line_text(line):
-    channel, message, source_line = line
+    channel, message, source, number = line
     if channel == "CUDA_EVENT":
         return "[CUDA_EVENT] " + message
-    return "[%s] %s [%s:%d]" % (channel, message, LOG_FILE_NAME, source_line)
+    return "[%s] %s [%s:%d]" % (channel, message, source, number)
 
 
 def dims(values):
@@ -416,141 +484,60 @@ def pointer_p(handle):
     return "0x%x" % handle if handle else "(nil)"
 
 
-def begin_lines(stage, p, s, stream=0):
-    """The sdpa-debug lines at the start of a stage (stage_log.cpp debug_begin_lines)."""
-    kv_shape = dims([p.batch, p.kv_heads, p.kv_len, p.head_dim])
-    scores_shape = dims([p.batch, p.q_heads, p.q_len, p.kv_len])
-    if stage == "entry_sync":
-        return [debug_line("SDPA_DEBUG", "[SDPA_ENTRY] Q shape=%s K=%s V=%s device=cuda:0 dtype=%s is_causal=%s" % (
-            dims([p.batch, p.q_heads, p.q_len, p.head_dim]), kv_shape, kv_shape, TYPE_META_NAMES[p.dtype],
-            ostream_bool(p.mask == "causal")))]
-    if stage == "mask_prepare":
-        return [debug_line("SDPA_DEBUG", "[MATH_MASK_PREPARE] kind=%s shape=%s" % (p.mask, dims([p.q_len, p.kv_len])))]
-    if stage == "upcast":
-        return [debug_line("SDPA_DEBUG", "[MATH_UPCAST] %s->fp32 Q, K, V" % p.dtype)]
-    if stage == "scale_q":
-        return [debug_line("SDPA_DEBUG", "[MATH_SDPA_START] About to compute QK^T"),
-                debug_line("SDPA_DEBUG", "[MATH_SCALE_Q] factor=%f" % float32(scale_factors(p)[0]))]
-    if stage == "gqa_expand":
-        return [debug_line("SDPA_DEBUG", "[MATH_GQA_EXPAND] K, V %s group=%d" % (kv_shape, p.q_heads // p.kv_heads))]
-    if stage == "scale_k":
-        return [debug_line("SDPA_DEBUG", "[MATH_KT_PREP] K^T strides=%s contiguous=false" % dims(key_t_strides(p, s)))]
-    if stage == "kt_contiguous":
-        return [debug_line("SDPA_DEBUG", "[MATH_KT_CONTIGUOUS] K^T -> %s contiguous"
-                     % dims([p.batch * p.q_heads, p.head_dim, p.kv_len]))]
-    if stage == "qk_gemm":  # M, N, K of the Q.K^T GEMM (gemm.cpp: M = L, N = S, K = E)
-        return [debug_line("SDPA_DEBUG", "[CUBLAS_GEMM_START] M=%d N=%d K=%d" % (p.q_len, p.kv_len, p.head_dim))]
-    if stage == "mask_add":
-        return [debug_line("SDPA_DEBUG", "[MATH_MASK] Applying attention mask")]
-    if stage == "scores_to_host":
-        return [debug_line("SDPA_DEBUG", "[MATH_SCORES_TO_HOST] mode=%s scores shape=%s" % (s.scores_to_host, scores_shape))]
-    if stage == "softmax":
-        return [debug_line("SDPA_DEBUG", "[MATH_SOFTMAX_START] Input shape=%s" % scores_shape)]
-    if stage == "dropout":
-        return [debug_line("SDPA_DEBUG", "[MATH_DROPOUT_START]")]
-    if stage == "pv_gemm":  # P.V: M = L, N = E, K = S
-        return [debug_line("SDPA_DEBUG", "[MATH_FINAL_BMM_START]"),
-                debug_line("SDPA_DEBUG", "[CUBLAS_GEMM_START] M=%d N=%d K=%d" % (p.q_len, p.head_dim, p.kv_len))]
-    if stage == "cast_output":
-        return [debug_line("SDPA_DEBUG", "[MATH_CAST_OUTPUT] fp32->%s" % p.dtype)]
-    if stage == "stream_sync":
-        return [debug_line("CUDA_DEBUG", "[STREAM_SYNC] stream=%s device=0" % pointer_text(stream))]
-    # --backward (stage_log.cpp debug_begin_lines): the stage's name as its tag, no parameters; a
-    # GEMM's [CUBLAS_GEMM_START] with M, N, K of its row-major result (gemm.cpp backward_gemm_calls).
-    if stage == "grad_upcast":
-        return [debug_line("SDPA_DEBUG", "[MATH_GRAD_UPCAST]")]
-    if stage == "dp_gemm":  # dPd = dO . V^T: M = L, N = S, K = E
-        return [debug_line("SDPA_DEBUG", "[MATH_DP_GEMM]"),
-                debug_line("SDPA_DEBUG", "[CUBLAS_GEMM_START] M=%d N=%d K=%d" % (p.q_len, p.kv_len, p.head_dim))]
-    if stage == "dv_gemm":  # dV = Pd^T . dO: M = S, N = E, K = L
-        return [debug_line("SDPA_DEBUG", "[MATH_DV_GEMM]"),
-                debug_line("SDPA_DEBUG", "[CUBLAS_GEMM_START] M=%d N=%d K=%d" % (p.kv_len, p.head_dim, p.q_len))]
-    if stage == "dropout_backward":
-        return [debug_line("SDPA_DEBUG", "[MATH_DROPOUT_BACKWARD]")]
-    if stage == "grads_to_host":
-        return [debug_line("SDPA_DEBUG", "[MATH_GRADS_TO_HOST]")]
-    if stage == "softmax_backward":
-        return [debug_line("SDPA_DEBUG", "[MATH_SOFTMAX_BACKWARD]")]
-    if stage == "dq_gemm":  # dQs = dS . Ks: M = L, N = E, K = S
-        return [debug_line("SDPA_DEBUG", "[MATH_DQ_GEMM]"),
-                debug_line("SDPA_DEBUG", "[CUBLAS_GEMM_START] M=%d N=%d K=%d" % (p.q_len, p.head_dim, p.kv_len))]
-    if stage == "dk_gemm":  # dKs = dS^T . Qs: M = S, N = E, K = L
-        return [debug_line("SDPA_DEBUG", "[MATH_DK_GEMM]"),
-                debug_line("SDPA_DEBUG", "[CUBLAS_GEMM_START] M=%d N=%d K=%d" % (p.kv_len, p.head_dim, p.q_len))]
-    if stage == "grad_inputs":
-        return [debug_line("SDPA_DEBUG", "[MATH_GRAD_INPUTS]")]
-    if stage == "backward_sync":
-        return [debug_line("CUDA_DEBUG", "[BACKWARD_SYNC] stream=%s device=0" % pointer_text(stream))]
-    raise AssertionError(stage)
+class Boundary:
+    """The start or the end of a stage: what its lines' placeholders stand for."""
+
+    def __init__(self, stage, p, s, detail="", values=None, stream=0, duration_us=0, now=0):
+        self.stage, self.p, self.s, self.detail, self.stream = stage, p, s, detail, stream
+        self.values = values or {}  # the --log values fields the instrumentation printed, as it printed them
+        self.duration_us, self.now = duration_us, now
 
 
-def end_lines(stage, p, s, values, duration_us, now_epoch_us):
-    """The sdpa-debug lines at the end of a stage (stage_log.cpp debug_end_lines); `values` holds the
-    --log values fields the instrumentation printed (min, max, isnan, isinf; sum)."""
-    scores_shape = dims([p.batch, p.q_heads, p.q_len, p.kv_len])
-    at = " @ %d" % now_epoch_us
-    fields = "".join(" %s=%s" % (k, values[k]) for k in ("min", "max", "isnan", "isinf", "sum") if k in values)
-    if stage == "entry_sync":
-        return [debug_line("CUDA_EVENT", "sdpa_entry" + at), debug_line("SDPA_DEBUG", "[SDPA_ENTRY] Post-sync complete"),
-                debug_line("SDPA_DEBUG", "[BACKEND_SELECT] Chosen backend: MATH use_flash=0 use_mem_efficient=0 use_math=1 "
-                                   "use_cudnn=0")]
-    if stage == "mask_prepare":
-        return [debug_line("SDPA_DEBUG", "[MATH_MASK_PREPARE_DONE]")]
-    if stage == "upcast":
-        return [debug_line("SDPA_DEBUG", "[MATH_UPCAST_DONE]")]
-    if stage == "scale_q":
-        return [debug_line("CUDA_EVENT", "math_qk_start" + at),
-                debug_line("SDPA_DEBUG", "[MATH_QK] Q strides=%s K strides=%s Q contiguous=1 K contiguous=%s" % (
-                    dims(contiguous_strides(p.q_heads, p.q_len, p.head_dim)), dims(key_strides(p, s)),
-                    ostream_bool(s.k_layout != "bshe")))]
-    if stage == "gqa_expand":
-        return [debug_line("SDPA_DEBUG", "[MATH_GQA_EXPAND_DONE]")]
-    if stage == "scale_k":
-        return [debug_line("SDPA_DEBUG", "[MATH_KT_PREP_DONE]")]
-    if stage == "kt_contiguous":
-        return [debug_line("SDPA_DEBUG", "[MATH_KT_CONTIGUOUS_DONE]")]
-    if stage == "qk_gemm":
-        return [debug_line("SDPA_DEBUG", "[CUBLAS_GEMM_DONE]"),
-                debug_line("SDPA_DEBUG", "[MATH_QK_DONE] scores shape=%s%s" % (scores_shape, fields))]
-    if stage == "mask_add":
-        return [debug_line("SDPA_DEBUG", "[MATH_MASK_DONE]")]
-    if stage == "scores_to_host":
-        return [debug_line("SDPA_DEBUG", "[MATH_SCORES_TO_HOST_DONE] duration_ms=%d" % (duration_us // 1000))]
-    if stage == "softmax":
-        return [debug_line("SDPA_DEBUG", "[MATH_SOFTMAX_DONE] Output shape=%s%s" % (scores_shape, fields))]
-    if stage == "dropout":
-        return [debug_line("SDPA_DEBUG", "[MATH_DROPOUT_DONE]")]
-    if stage == "pv_gemm":
-        return [debug_line("SDPA_DEBUG", "[CUBLAS_GEMM_DONE]"),
-                debug_line("SDPA_DEBUG", "[MATH_FINAL_BMM_DONE] output shape=%s"
-                     % dims([p.batch, p.q_heads, p.q_len, p.head_dim]))]
-    if stage == "cast_output":
-        return [debug_line("SDPA_DEBUG", "[MATH_CAST_OUTPUT_DONE]")]
-    if stage == "stream_sync":
-        # cudaGetErrorString(cudaSuccess): the call returned, or this line would not be written.
-        return [debug_line("CUDA_DEBUG", "[STREAM_SYNC_DONE] result=no error duration_ms=%d" % (duration_us // 1000)),
-                debug_line("CUDA_EVENT", "math_sdpa_complete" + at)]
-    if stage == "grad_upcast":
-        return [debug_line("SDPA_DEBUG", "[MATH_GRAD_UPCAST_DONE]")]
-    if stage == "dp_gemm":
-        return [debug_line("SDPA_DEBUG", "[CUBLAS_GEMM_DONE]"), debug_line("SDPA_DEBUG", "[MATH_DP_GEMM_DONE]")]
-    if stage == "dv_gemm":
-        return [debug_line("SDPA_DEBUG", "[CUBLAS_GEMM_DONE]"), debug_line("SDPA_DEBUG", "[MATH_DV_GEMM_DONE]")]
-    if stage == "dropout_backward":
-        return [debug_line("SDPA_DEBUG", "[MATH_DROPOUT_BACKWARD_DONE]")]
-    if stage == "grads_to_host":
-        return [debug_line("SDPA_DEBUG", "[MATH_GRADS_TO_HOST_DONE]")]
-    if stage == "softmax_backward":
-        return [debug_line("SDPA_DEBUG", "[MATH_SOFTMAX_BACKWARD_DONE]")]
-    if stage == "dq_gemm":
-        return [debug_line("SDPA_DEBUG", "[CUBLAS_GEMM_DONE]"), debug_line("SDPA_DEBUG", "[MATH_DQ_GEMM_DONE]")]
-    if stage == "dk_gemm":
-        return [debug_line("SDPA_DEBUG", "[CUBLAS_GEMM_DONE]"), debug_line("SDPA_DEBUG", "[MATH_DK_GEMM_DONE]")]
-    if stage == "grad_inputs":
-        return [debug_line("SDPA_DEBUG", "[MATH_GRAD_INPUTS_DONE]")]
-    if stage == "backward_sync":
-        return [debug_line("CUDA_DEBUG", "[BACKWARD_SYNC_DONE] result=no error duration_ms=%d" % (duration_us // 1000))]
-    raise AssertionError(stage)
+# Each placeholder of the table's line templates as stage_log.cpp's LineValues::value writes it in the
+# sdpa-debug format (bools 0/1, the dtype as TypeMeta prints it, a null stream "0"); {values:a,b} is
+# handled in render_template.
+PLACEHOLDERS = {
+    "name": lambda b: b.stage,
+    "detail": lambda b: b.detail,
+    "+detail": lambda b: " " + b.detail if b.detail else "",
+    "+summary": lambda b: " " + " ".join("%s=%s" % kv for kv in b.values.items()) if b.values else "",
+    "mnk": lambda b: " ".join(b.detail.split(" ")[:3]),
+    "q_shape": lambda b: dims([b.p.batch, b.p.q_heads, b.p.q_len, b.p.head_dim]),
+    "kv_shape": lambda b: dims([b.p.batch, b.p.kv_heads, b.p.kv_len, b.p.head_dim]),
+    "scores_shape": lambda b: dims([b.p.batch, b.p.q_heads, b.p.q_len, b.p.kv_len]),
+    "mask_shape": lambda b: dims([b.p.q_len, b.p.kv_len]),
+    "kt_shape": lambda b: dims([b.p.batch * b.p.q_heads, b.p.head_dim, b.p.kv_len]),
+    "q_strides": lambda b: dims(contiguous_strides(b.p.q_heads, b.p.q_len, b.p.head_dim)),
+    "key_strides": lambda b: dims(key_strides(b.p, b.s)),
+    "key_t_strides": lambda b: dims(key_t_strides(b.p, b.s)),
+    "dtype": lambda b: TYPE_META_NAMES[b.p.dtype],
+    "is_causal": lambda b: ostream_bool(b.p.mask == "causal"),
+    "true": lambda b: ostream_bool(True),
+    "k_contiguous": lambda b: ostream_bool(b.s.k_layout != "bshe"),
+    "stream": lambda b: pointer_text(b.stream),
+    "now": lambda b: str(b.now),
+    "duration_ms": lambda b: str(b.duration_us // 1000),
+    "duration_us": lambda b: str(b.duration_us),
+}
+PLACEHOLDER = re.compile(r"\{([^}]*)\}")
+
+
+def render_template(text, b):
+    def value(m):
+        name = m.group(1)
+        if name.startswith("values:"):  # the fields asked for, in that order, where there are values
+            return "".join(" %s=%s" % (k, b.values[k]) for k in name[len("values:"):].split(",") if k in b.values)
+        if name not in PLACEHOLDERS:
+            raise ScriptError(EXIT_USAGE, "%s: a line of stage %s has the placeholder {%s}, which this script "
+                                          "does not know" % (STAGE_TABLE, b.stage, name))
+        return PLACEHOLDERS[name](b)
+    return PLACEHOLDER.sub(value, text)
+
+
+def stage_lines(b, which):
+    """The table's sdpa-debug lines of stage b.stage, `which` "debug_begin" or "debug_end"."""
+    return [(CHANNELS[t["channel"]], render_template(t["text"], b), TABLE_SOURCE, t["line"])
+            for t in ROWS[b.stage][which]]
 
 
 def allocation_lines(nbytes, address, unified_memory):
@@ -653,7 +640,7 @@ class Watchdog:
 
 # ----------------------------------------------------------------------------- the staged call
 class StagedCall:
-    """One call of the path, stage by stage, in the order of repro's MathSdpa::run
+    """One call of the path, stage by stage, in the stage table's order, which is repro's MathSdpa::run's
     (math_sdpa/pipeline.cpp): the sdpa-debug lines and the watchdog around each stage, the work done by
     the backend (TorchBackend on the GPU, DryBackend for --dry-run)."""
 
@@ -665,78 +652,57 @@ class StagedCall:
     def note(self, text):
         self.log.write([note_line(text)])
 
-    def runs(self, stage):
-        return stage_runs(stage, self.p, self.s)
+    def run_stage(self, stage):
+        """One stage of the table: its op (DISPATCH) between its lines."""
+        be, op, p, s = self.backend, DISPATCH[stage], self.p, self.s
+        if op.gemm:
+            be.order_gemm_after_producers(stage)
 
-    def stage(self, name, work):
-        be = self.backend
+        def work():
+            getattr(be, stage)()
+            # As the original instrumentation: wait for the stage, so that its _DONE line means
+            # "finished on the GPU"; the sdpa-debug format also waits before math_qk_start.
+            if stage not in HOST_STAGES and (self.level in ("sync", "values") or stage == "scale_q"):
+                be.synchronize()
+            return be.values(stage) if self.level == "values" else {}
+
+        detail = op.detail(p, s) if op.detail else ""
+        self.timed(stage, stage_lines(Boundary(stage, p, s, detail, stream=be.stream_handle()), "debug_begin"), work,
+                   lambda values, d: stage_lines(Boundary(stage, p, s, values=values, duration_us=d, now=epoch_us()),
+                                                 "debug_end"))
+        if op.gemm:
+            be.order_path_after_gemm()
+
+    def timed(self, stage, begin, work, end):
+        """A stage's work between its lines (`end` made from what the work returns and the duration),
+        timed, and watched by the watchdog."""
         if self.watchdog:
-            self.watchdog.arm(name)
+            self.watchdog.arm(stage)
         t0 = monotonic_us()
-        self.log.write(begin_lines(name, self.p, self.s, be.stream_handle()))
-        if self.inject == name:
-            be.stall()
-        work()
-        # As the original instrumentation: wait for the stage, so that its _DONE line means
-        # "finished on the GPU"; the sdpa-debug format also waits before math_qk_start.
-        if name not in HOST_STAGES and (self.level in ("sync", "values") or name == "scale_q"):
-            be.synchronize()
-        values = be.values(name) if self.level == "values" else {}
+        self.log.write(begin)
+        if self.inject == stage:
+            self.backend.stall()
+        result = work()
         duration = monotonic_us() - t0
-        self.log.write(end_lines(name, self.p, self.s, values, duration, epoch_us()))
-        self.timings.setdefault(name, []).append(duration / 1000.0)
+        self.log.write(end(result, duration))
+        self.timings.setdefault(stage, []).append(duration / 1000.0)
         if self.watchdog:
             self.watchdog.disarm()
 
     def run(self, step=1):
-        be = self.backend
-        if step > 1:
-            self.log.write([layer_line(step)])
-        be.start_call()
-        self.stage("entry_sync", be.entry_sync)
-        for name in ("mask_prepare", "upcast"):
-            if self.runs(name):
-                self.stage(name, getattr(be, name))
-        self.stage("scale_q", be.scale_q)
-        if self.runs("gqa_expand"):
-            self.stage("gqa_expand", be.gqa_expand)
-        self.stage("scale_k", be.scale_k)
-        if self.runs("kt_contiguous"):
-            self.stage("kt_contiguous", be.kt_contiguous)
-        self.gemm_stage("qk_gemm")
-        for name in ("mask_add", "scores_to_host", "softmax", "dropout", "pv_gemm", "cast_output"):
-            if self.runs(name):
-                self.stage(name, getattr(be, name))
-        self.stage("stream_sync", be.stream_sync)
+        """One call, and with --backward its backward as autograd runs _scaled_dot_product_attention_math's
+        graph for dO (repro's MathSdpa::run and run_backward, one layer)."""
+        self.run_stages(step, self.backend.start_call, STAGES)
         if self.s.backward:
-            self.run_backward(step)
+            self.run_stages(step, self.backend.start_backward, BACKWARD_STAGES)
 
-    def gemm_stage(self, name):
-        """A GEMM on the Q.K^T GEMM's stream (scenario 1's side stream, ordered or not), as repro's."""
-        self.backend.order_gemm_after_producers(name)
-        self.stage(name, getattr(self.backend, name))
-        self.backend.order_path_after_gemm()
-
-    def run_backward(self, step):
-        """--backward: the call's backward as autograd runs _scaled_dot_product_attention_math's graph
-        for dO (repro's MathSdpa::run_backward and issue_backward_stages, one layer): the output's
-        cast back, bmm(P, V)'s two gradients, dropout's, softmax's, bmm(Q, K^T)'s two, the inputs'."""
-        be = self.backend
+    def run_stages(self, step, start, stages):
         if step > 1:
             self.log.write([layer_line(step)])
-        be.start_backward()
-        if self.runs("grad_upcast"):
-            self.stage("grad_upcast", be.grad_upcast)
-        self.gemm_stage("dp_gemm")
-        self.gemm_stage("dv_gemm")
-        for name in ("dropout_backward", "grads_to_host"):
-            if self.runs(name):
-                self.stage(name, getattr(be, name))
-        self.stage("softmax_backward", be.softmax_backward)
-        self.gemm_stage("dq_gemm")
-        self.gemm_stage("dk_gemm")
-        self.stage("grad_inputs", be.grad_inputs)
-        self.stage("backward_sync", be.backward_sync)
+        start()
+        for stage in stages:
+            if stage_runs(stage, self.p, self.s):
+                self.run_stage(stage)
 
 
 # The notes of the scenario conditions and fixes, in repro's words (math_sdpa/conditions.cpp, fixes/).
@@ -744,10 +710,10 @@ def pages_of(nbytes):
     return (nbytes + TOUCH_PAGE_BYTES - 1) // TOUCH_PAGE_BYTES
 
 
-def scenario1_note(gemm_stream, path_stream, ordered, gemm="qk_gemm"):
+def scenario1_note(gemm_stream, path_stream, ordered, stage):
     """conditions.cpp order_gemm_after_producers: the Q.K^T GEMM, or a backward GEMM by its stage's name."""
     how = "ordered after stream %s by an event" if ordered else "NOT ordered after stream %s: a deliberate race"
-    what = "Q.K^T" if gemm == "qk_gemm" else gemm
+    what = "Q.K^T" if stage == "qk_gemm" else stage
     return "[SCENARIO_1] %s GEMM on stream %s (aux), " % (what, pointer_p(gemm_stream)) + how % pointer_p(path_stream)
 
 
@@ -866,9 +832,9 @@ class DryBackend:
             self.note(fix1_note(0, "before"))
             self.note(fix1_note(0, "after"))
 
-    def order_gemm_after_producers(self, gemm):
+    def order_gemm_after_producers(self, stage):
         if self.s.qk_gemm_stream == "aux":
-            self.note(scenario1_note(0, 0, self.s.qk_gemm_order == "event", gemm))
+            self.note(scenario1_note(0, 0, self.s.qk_gemm_order == "event", stage))
 
     def scores_to_host(self):
         nbytes = self.p.score_elems() * DTYPES[self.p.compute_dtype()].size
@@ -1003,6 +969,10 @@ class Options:
 
 def resolve(args, argv):
     """repro's RunOptionParser::finish (repro/cli/run_options.cpp), for the options this script has."""
+    missing = [name for name in ALL_STAGES if name not in DISPATCH]
+    if missing:  # a stage the harness runs and this script would silently skip
+        raise usage_error("%s has the stage(s) %s, for which this script has no PyTorch op (DISPATCH)"
+                          % (STAGE_TABLE, ", ".join(missing)))
     o = Options(args, argv)
     shape_given = any(v is not None for v in (args.batch, args.heads, args.kv_heads, args.q_len, args.kv_len,
                                                args.head_dim)) or args.inputs is not None
@@ -1133,8 +1103,11 @@ def check_inject(o):
                           "scenario 2)" % o.inject)
 
 
-# Whole mode's stages: the entry synchronisation, the one call, the end synchronisation.
-WHOLE_STAGES = ("entry_sync", "sdpa_call", "stream_sync")
+# Whole mode's stages: the entry synchronisation, the one call (a stage of this script's own, which
+# the harness's table does not have), the end synchronisation.
+SDPA_CALL = "sdpa_call"
+OWN_STAGES = (SDPA_CALL,)
+WHOLE_STAGES = ("entry_sync", SDPA_CALL, "stream_sync")
 
 
 def check_whole_mode(o):
@@ -1728,14 +1701,14 @@ class TorchBackend:
             self.findings.append("kt_contiguous: at::matmul's reshape of K^T returned a view, where the plan "
                                  "expected a copy")
 
-    def order_gemm_after_producers(self, gemm):
+    def order_gemm_after_producers(self, stage):
         side = self.side_stream
         if side is None:
             return
         ordered = self.s.qk_gemm_order == "event"
         if ordered:
             side.wait_stream(self.path_stream)  # an event recorded on the path's stream, waited on by the side one
-        self.note(scenario1_note(side.cuda_stream, self.path_stream.cuda_stream, ordered, gemm))
+        self.note(scenario1_note(side.cuda_stream, self.path_stream.cuda_stream, ordered, stage))
 
     def qk_gemm(self):
         """at::matmul(query, K^T) for 4-d operands: both reshaped to [B*H, ., .], at::bmm, a view back."""
@@ -1990,50 +1963,28 @@ class TorchBackend:
         return x.float().cpu().numpy()
 
 
-class WholeCall:
-    """--mode whole: F.scaled_dot_product_attention under sdpa_kernel(SDPBackend.MATH), with the
+class WholeCall(StagedCall):
+    """--mode whole: F.scaled_dot_product_attention under sdpa_kernel(SDPBackend.MATH), between the
     entry and end synchronisations of the staged call (and scenario 4's storm at entry)."""
 
-    def __init__(self, backend, problem, log, watchdog, inject, timings):
-        self.be, self.p, self.log, self.watchdog = backend, problem, log, watchdog
-        self.inject, self.timings = inject, timings
-        backend.note = lambda text: log.write([note_line(text)])
-
-    def stage(self, name, lines_before, work, lines_after):
-        if self.watchdog:
-            self.watchdog.arm(name)
-        t0 = monotonic_us()
-        self.log.write(lines_before)
-        if self.inject == name:
-            self.be.stall()
-        work()
-        duration = monotonic_us() - t0
-        self.log.write(lines_after(duration))
-        self.timings.setdefault(name, []).append(duration / 1000.0)
-        if self.watchdog:
-            self.watchdog.disarm()
-
     def run(self, step=1):
-        be, p, t = self.be, self.p, self.be.t
+        be, p = self.backend, self.p
         if step > 1:
             self.log.write([layer_line(step)])
         be.start_call()
-        s = be.s
-        self.stage("entry_sync", begin_lines("entry_sync", p, s), be.entry_sync,
-                   lambda d: end_lines("entry_sync", p, s, {}, d, epoch_us()))
+        self.run_stage("entry_sync")
 
         def call():
             from torch.nn.attention import SDPBackend, sdpa_kernel
             with sdpa_kernel(SDPBackend.MATH):
-                be.out = t.nn.functional.scaled_dot_product_attention(
+                be.out = be.t.nn.functional.scaled_dot_product_attention(
                     be.q, be.k, be.v, attn_mask=be.mask, dropout_p=p.dropout, is_causal=p.mask == "causal",
                     scale=p.scale, enable_gqa=p.gqa())
 
-        self.stage("sdpa_call", [debug_line("SDPA_DEBUG", "[TORCH_SDPA_CALL] F.scaled_dot_product_attention under "
-                                                    "sdpa_kernel(SDPBackend.MATH)")], call,
-                   lambda d: [debug_line("SDPA_DEBUG", "[TORCH_SDPA_CALL_DONE] issued")])
-        self.stage("stream_sync", begin_lines("stream_sync", p, s, be.stream_handle()), be.stream_sync,
-                   lambda d: end_lines("stream_sync", p, s, {}, d, epoch_us()))
+        self.timed(SDPA_CALL, [debug_line("SDPA_DEBUG", "[TORCH_SDPA_CALL] F.scaled_dot_product_attention under "
+                                                        "sdpa_kernel(SDPBackend.MATH)")], call,
+                   lambda _, d: [debug_line("SDPA_DEBUG", "[TORCH_SDPA_CALL_DONE] issued")])
+        self.run_stage("stream_sync")
 
 
 # ----------------------------------------------------------------------------------- the result
@@ -2216,8 +2167,7 @@ def run_torch(o, run, log, watchdog):
             ptr, nbytes = storage_span(x)
             if log.extras:  # made before the call: the instrumentation's malloc lines are the call's own
                 log.write(allocation_lines(nbytes, ptr, s.memory == "managed"))
-    call = WholeCall(backend, p, log, watchdog, o.inject, run.timings) if a.mode == "whole" else StagedCall(
-        p, s, a.log, log, backend, watchdog, o.inject, run.timings)
+    call = (WholeCall if a.mode == "whole" else StagedCall)(p, s, a.log, log, backend, watchdog, o.inject, run.timings)
     try:
         for _ in range(a.iters):
             t0 = time.monotonic()

@@ -6,6 +6,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -38,6 +40,15 @@ inline std::string find_nvcc() {
   if (!built.empty() && ::access(built.c_str(), X_OK) == 0) return built;
   if (std::system("command -v nvcc > /dev/null 2>&1") == 0) return "nvcc";
   return "";
+}
+
+// How many of `builds` independent nvcc builds to run at once: one per core (nvcc's processes run
+// one after another, each on one core), SDPA_NVCC_JOBS when set, never more than there are builds.
+inline int builds_at_once(size_t builds) {
+  const char* jobs = std::getenv("SDPA_NVCC_JOBS");
+  long n = jobs && std::atol(jobs) > 0 ? std::atol(jobs) : ::sysconf(_SC_NPROCESSORS_ONLN);
+  n = std::min<long>(std::max(1L, n), static_cast<long>(std::max<size_t>(1, builds)));
+  return static_cast<int>(n);
 }
 
 // The value of `key=` in a reproducer's result line ("result: pass rel_error=... l2=... ...").

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "math_sdpa/errors.h"
+#include "repro/cli/run_options.h"
 #include "repro/minimize/minimize_steps.h"
 #include "repro/minimize/minimizer.h"
 #include "repro/supervise/child_process.h"
@@ -21,6 +22,8 @@ using nlohmann::json;
 
 namespace {
 
+using Options = std::vector<std::string>;
+
 bool contains(const Options& o, const std::vector<std::string>& seq) {
   for (size_t i = 0; i + seq.size() <= o.size(); ++i) {
     if (std::equal(seq.begin(), seq.end(), o.begin() + static_cast<long>(i))) return true;
@@ -28,7 +31,15 @@ bool contains(const Options& o, const std::vector<std::string>& seq) {
   return false;
 }
 
-bool has_option(const Options& o, const std::string& name) { return std::find(o.begin(), o.end(), name) != o.end(); }
+bool contains(const RunSpec& o, const std::vector<std::string>& seq) { return contains(o.to_argv(), seq); }
+
+bool has_option(const RunSpec& o, const std::string& name) { return o.given(name); }
+
+// A configuration given as a command line, as minimize carries it.
+RunSpec canonical_options(const Options& args) { return carried_options(parse_run_spec(args)); }
+
+// A configuration of the state file.
+Options options_of(const json& spec) { return RunSpec::from_json(spec).to_argv(); }
 
 // The run options given to minimize in the end-to-end tests: every condition and feature a step
 // can drop, and the fault that hangs only from S = 2048 on managed memory.
@@ -70,7 +81,7 @@ void check_known_answer(const Options& smallest) {
 TEST_SUITE("minimize") {
 
 TEST_CASE("minimize's steps: each proposes the smaller run it names, checked by the run's parser") {
-  const Options base = canonical_options({"-L", "512", "-S", "4096", "--ballast", "1G", "--ballast-touch", "gpu", "--mask", "bool"});
+  const RunSpec base = canonical_options({"-L", "512", "-S", "4096", "--ballast", "1G", "--ballast-touch", "gpu", "--mask", "bool"});
   SUBCASE("a size is halved and set explicitly, in long form") {
     const auto p = propose("halve S", base);
     REQUIRE(p);
@@ -90,7 +101,7 @@ TEST_CASE("minimize's steps: each proposes the smaller run it names, checked by 
     CHECK_FALSE(propose("halve B", canonical_options({"-b", "1"})));
   }
   SUBCASE("a proposal the parser refuses is not made: text padding longer than the halved S") {
-    const Options padded = canonical_options({"-L", "64", "-S", "64", "--text-padding", "48:16"});
+    const RunSpec padded = canonical_options({"-L", "64", "-S", "64", "--text-padding", "48:16"});
     CHECK_FALSE(propose("halve S", padded));
     REQUIRE(propose("no mask", padded));
     CHECK(contains(propose("no mask", padded)->options, {"--mask", "none"}));
@@ -109,7 +120,7 @@ TEST_CASE("minimize's steps: each proposes the smaller run it names, checked by 
     CHECK(canonical_options({"-L", "64", "--json", "/tmp/x.json", "--on-hang", "kill"}) == canonical_options({"--q-len=64"}));
   }
   SUBCASE("a report gets the options it takes: not --fixes, --check or --inputs") {
-    const Options r = report_options({"--scenario", "2", "--fixes", "1", "--check", "-L", "2048"});
+    const RunSpec r = report_options(parse_run_spec({"--scenario", "2", "--fixes", "1", "--check", "-L", "2048"}));
     CHECK(contains(r, {"--scenario", "2"}));
     CHECK(contains(r, {"--q-len", "2048"}));
     CHECK_FALSE(has_option(r, "--fixes"));
@@ -127,7 +138,7 @@ TEST_CASE("repro minimize ends at the conditional fault's known answer: S = 2048
   const json state = state_of(out);
   CHECK(state.at("phase") == "done");
   CHECK(state.at("fails_with") == json::array({"hang"}));
-  check_known_answer(state.at("smallest").get<Options>());
+  check_known_answer(options_of(state.at("smallest")));
   // Progress on every step, fsync'd to the log; the summary and the report of the smallest case.
   CHECK(r.out.find("kept: halve S (S 4096 -> 2048)") != std::string::npos);
   CHECK(r.out.find("rejected: halve S (S 2048 -> 1024)") != std::string::npos);
@@ -154,7 +165,7 @@ TEST_CASE("repro minimize keeps a fault that comes only once in a while, as long
                                                                  "hang:softmax@S>=2048@alloc=managed"});
   INFO(r.out << r.err);
   REQUIRE(r.exit_code == 0);
-  const Options smallest = state_of(out).at("smallest").get<Options>();
+  const Options smallest = options_of(state_of(out).at("smallest"));
   CHECK(contains(smallest, {"--kv-len", "2048"}));
   CHECK(contains(smallest, {"--q-len", "1"}));
   test_util::remove_tree(dir);
@@ -181,8 +192,8 @@ TEST_CASE("repro minimize resumes after the machine froze mid-run and after an i
     REQUIRE(state.at("given_runs").size() == 2);
     CHECK(state.at("given_runs")[1].value("machine_stopped", false));
     CHECK(state.at("given_runs")[1].at("class") == "hang");
-    CHECK(state.at("original") == json(canonical_options(kGiven)));
-    check_known_answer(state.at("smallest").get<Options>());
+    CHECK(state.at("original") == canonical_options(kGiven).to_json());
+    check_known_answer(options_of(state.at("smallest")));
   }
   SUBCASE("interrupted (SIGINT): the run is not counted and is run again on --resume") {
     env.set("MINIMIZE_FAKE_INT_AT", "7");
@@ -196,7 +207,7 @@ TEST_CASE("repro minimize resumes after the machine froze mid-run and after an i
     const auto resumed = minimize(out, {"--resume", "--no-report"});
     INFO(resumed.out << resumed.err);
     REQUIRE(resumed.exit_code == 0);
-    check_known_answer(state_of(out).at("smallest").get<Options>());
+    check_known_answer(options_of(state_of(out).at("smallest")));
   }
   test_util::remove_tree(dir);
 }
@@ -232,14 +243,14 @@ TEST_CASE("repro minimize: a configuration that does not fail, and bad command l
 
 TEST_CASE("repro minimize takes a sweep's cell by its index") {
   const std::string dir = test_util::temp_dir("minimize_sweep");
-  json cell = {{"index", 4},
-               {"command_line", {"repro", "--scenario", "0", "-L", "64", "-S", "4096", "--alloc", "managed", "--inject",
-                                 "hang:softmax@S>=2048", "--stage-timeout", "20"}}};
-  std::ofstream(dir + "/sweep.jsonl") << json{{"index", 3}, {"command_line", {"repro"}}}.dump() << "\n" << cell.dump() << "\n";
+  const RunSpec run = parse_run_spec({"--scenario", "0", "-L", "64", "-S", "4096", "--alloc", "managed", "--inject",
+                                      "hang:softmax@S>=2048", "--stage-timeout", "20"});
+  json cell = {{"index", 4}, {"run_options", run.to_json()}};
+  std::ofstream(dir + "/sweep.jsonl") << json{{"index", 3}, {"run_options", json::object()}}.dump() << "\n" << cell.dump() << "\n";
   const auto r = minimize(dir + "/m", {"--runs", "1", "--no-report", "--from-sweep", dir + "/sweep.jsonl", "--cell", "4"});
   INFO(r.out << r.err);
   REQUIRE(r.exit_code == 0);
-  CHECK(contains(state_of(dir + "/m").at("smallest").get<Options>(), {"--kv-len", "2048"}));
+  CHECK(contains(options_of(state_of(dir + "/m").at("smallest")), {"--kv-len", "2048"}));
   const auto missing = minimize(dir + "/m2", {"--from-sweep", dir + "/sweep.jsonl", "--cell", "9"});
   CHECK(missing.exit_code == kExitUsage);
   CHECK(missing.err.find("--cell 9: " + dir + "/sweep.jsonl has no such cell") != std::string::npos);
@@ -255,7 +266,7 @@ TEST_CASE("repro minimize takes a report's failing configuration (its fix-off co
   const auto r = minimize(dir + "/m", {"--runs", "1", "--no-report", "--from-report", dir + "/r"});
   INFO(r.out << r.err);
   REQUIRE(r.exit_code == 0);
-  const Options smallest = state_of(dir + "/m").at("smallest").get<Options>();
+  const Options smallest = options_of(state_of(dir + "/m").at("smallest"));
   CHECK(contains(smallest, {"--kv-len", "2048"}));
   CHECK(contains(smallest, {"--scenario", "2"}));
   const auto missing = minimize(dir + "/m2", {"--from-report", dir + "/nowhere"});

@@ -270,7 +270,7 @@ TEST_SUITE("report") {
         CHECK_MESSAGE(at > last, section);
         last = at;
       }
-      CHECK(md.find("./repro --scenario " + std::to_string(scenario) + " --iters 25 --check --log stages --fix off") !=
+      CHECK(md.find("./repro --scenario " + std::to_string(scenario) + " --fix off --log stages --iters 25 --check") !=
             std::string::npos);  // repeated calls by default, every call checked
       CHECK(md.find("nvcc -O2 -std=c++17 -arch=native " + cu_name + " -lcublas -o repro_scenario" +
                     std::to_string(scenario)) != std::string::npos);
@@ -349,7 +349,7 @@ TEST_SUITE("report") {
       if (scenario == 4) CHECK(cu.find("grad_query = alloc<Elem>(B * H * L * E);") != std::string::npos);  // the storm's pages
       // The harness runs with --backward; the reproducer carries it, and says so.
       const std::string md = file_text(out + "/REPORT.md");
-      CHECK(md.find("--backward --iters 25 --check") != std::string::npos);
+      CHECK(md.find("--backward --log stages --iters 25 --check") != std::string::npos);
       CHECK(md.find("the single-file reproducer of one call and its backward call.") != std::string::npos);
       CHECK(md.find("leaves out") == std::string::npos);
       const nlohmann::json j = nlohmann::json::parse(file_text(out + "/result.json"));
@@ -405,12 +405,12 @@ TEST_SUITE("report") {
     const nlohmann::json j = nlohmann::json::parse(file_text(out + "/result.json"));
     REQUIRE(j["runs"].size() == 4);
     CHECK(j["runs"][0]["fix"] == "on");
-    CHECK(j["runs"][0]["command"] == "./repro --scenario 3 --dtype fp16 --iters 25 --check --log stages --fix on");
+    CHECK(j["runs"][0]["command"] == "./repro --dtype fp16 --scenario 3 --fix on --log stages --iters 25 --check");
     CHECK(j["runs"][3]["result"]["outcome"] == "no_gpu");
     CHECK(j["runs"][3]["result"]["config"]["problem"]["dtype"] == "fp16");  // the child parsed the same options
     CHECK(j["report"]["finding"] == "no_gpu");
     const std::string log = file_text(out + "/stage.log");
-    CHECK(log.find("=== run 4 of 4: fix off, repeat 2 of 2: ./repro --scenario 3 --dtype fp16") != std::string::npos);
+    CHECK(log.find("=== run 4 of 4: fix off, repeat 2 of 2: ./repro --dtype fp16 --scenario 3 --fix off") != std::string::npos);
     CHECK(log.find("no usable CUDA GPU") != std::string::npos);
     CHECK(exists(out + "/repro_scenario3.cu"));
     remove_tree(dir);
@@ -831,27 +831,9 @@ TEST_SUITE("report_nvcc") {
          "256"},
         {"--scenario", "4", "--backward", "--log", "sync", "--advise", "read-mostly", "--mask", "float", "--mask-dims", "Bx1"},
     };
-    const std::string dir = temp_dir("report_nvcc");
-    for (size_t i = 0; i < configs.size(); ++i) {
-      std::string line;
-      for (const auto& a : configs[i]) line += a + " ";
-      CAPTURE(line);
-      const std::string out = dir + "/c" + std::to_string(i);
-      std::vector<std::string> args = {"report", "--no-run", "--out", out};
-      args.insert(args.end(), configs[i].begin(), configs[i].end());
-      const Ran generated = run_repro(args);
-      REQUIRE(generated.exit_code == 0);
-      const std::string cu = out + "/repro_scenario" + configs[i][1] + ".cu";
-      // As the first comment says, with -arch=sm_90 for speed and host warnings on.
-      const Ran built = run({nvcc, "-O2", "-std=c++17", "-arch=sm_90", "-Xcompiler", "-Wall,-Wextra", cu, "-lcublas",
-                             "-o", out + "/repro"});
-      CHECK_MESSAGE(built.exit_code == 0, built.err);
-      CHECK_MESSAGE(built.err.find("warning") == std::string::npos, built.err);
-      std::printf("compiled %-22s %s\n", ("repro_scenario" + configs[i][1] + ".cu").c_str(), line.c_str());
-    }
-
-    // Its host side alone (no GPU): the inputs (and with --backward dO) must be the harness's, bit
-    // for bit, and its float64 reference (and the gradients') the harness's.
+    // The host checks: a reproducer's host side alone (no GPU), whose inputs (and with --backward
+    // dO) must be the harness's, bit for bit, and its float64 reference (and the gradients') the
+    // harness's.
     struct HostCheck {
       std::vector<std::string> args;
       SdpaProblem problem;
@@ -907,12 +889,39 @@ TEST_SUITE("report_nvcc") {
     checks[5].problem.kv_len = 36;
     checks[5].tensor = "output";
     checks[5].backward = true;
-    for (size_t i = 0; i < checks.size(); ++i) {
+
+    // Every build at once, a pool of min(cores, builds) threads, each running its own processes
+    // (repro report --no-run, nvcc, and for a host check the host side): the reproducers' builds,
+    // then the host sides'. The checks come after, on this thread and in the same order (doctest's
+    // assertions are not thread-safe). SDPA_NVCC_JOBS sets the pool's size (builds_at_once).
+    const std::string dir = temp_dir("report_nvcc");
+    struct Build {
+      Ran generated, built, ran;  // repro report --no-run; nvcc; the host side (host checks only)
+      double wall_s = 0;
+    };
+    auto generate = [&](const std::vector<std::string>& config, const std::string& out) {
+      std::vector<std::string> args = {"report", "--no-run", "--out", out};
+      args.insert(args.end(), config.begin(), config.end());
+      return run_repro(args);
+    };
+    auto build_reproducer = [&](size_t i) {
+      Build b;
+      const std::string out = dir + "/c" + std::to_string(i);
+      b.generated = generate(configs[i], out);
+      if (b.generated.exit_code != 0) return b;
+      const std::string cu = out + "/repro_scenario" + configs[i][1] + ".cu";
+      // As the first comment says, with -arch=sm_90 for speed and host warnings on.
+      b.built = run({nvcc, "-O2", "-std=c++17", "-arch=sm_90", "-Xcompiler", "-Wall,-Wextra", cu, "-lcublas", "-o",
+                     out + "/repro"});
+      b.wall_s = b.generated.wall_s + b.built.wall_s;
+      return b;
+    };
+    auto build_host_side = [&](size_t i) {
+      Build b;
       const HostCheck& c = checks[i];
       const std::string out = dir + "/h" + std::to_string(i), name = "repro_scenario" + c.args[1] + ".cu";
-      std::vector<std::string> args = {"report", "--no-run", "--out", out};
-      args.insert(args.end(), c.args.begin(), c.args.end());
-      REQUIRE(run_repro(args).exit_code == 0);
+      b.generated = generate(c.args, out);
+      if (b.generated.exit_code != 0) return b;
       // The reproducer's main renamed away, and a main that writes its inputs and reference raw.
       const SdpaProblem& p = c.problem;
       std::ofstream(out + "/host_side.cu")
@@ -931,11 +940,47 @@ TEST_SUITE("report_nvcc") {
                            "  for (const auto* x : {&g.query, &g.key, &g.value}) std::fwrite(x->data(), 8, x->size(), f);\n"
                          : "")
           << "  return std::fclose(f);\n}\n";
-      const Ran built = run({nvcc, "-O2", "-std=c++17", "-arch=sm_90", out + "/host_side.cu", "-lcublas", "-o",
-                             out + "/host_side"});
-      REQUIRE_MESSAGE(built.exit_code == 0, built.err);
-      REQUIRE(run({out + "/host_side", out + "/host_side.bin"}).exit_code == 0);
+      b.built = run({nvcc, "-O2", "-std=c++17", "-arch=sm_90", out + "/host_side.cu", "-lcublas", "-o",
+                     out + "/host_side"});
+      if (b.built.exit_code == 0) b.ran = run({out + "/host_side", out + "/host_side.bin"});
+      b.wall_s = b.generated.wall_s + b.built.wall_s + b.ran.wall_s;
+      return b;
+    };
+    const size_t builds = configs.size() + checks.size();
+    const int at_once = builds_at_once(builds);
+    const auto pool_start = std::chrono::steady_clock::now();
+    const std::vector<Build> done = test_util::in_parallel(builds, at_once, [&](size_t j) {
+      return j < configs.size() ? build_reproducer(j) : build_host_side(j - configs.size());
+    });
+    double busy_s = 0;
+    for (const Build& b : done) busy_s += b.wall_s;
+    std::printf("%zu reproducers and %zu host sides built, %d at a time: %.1f s (%.1f s one after another)\n",
+                configs.size(), checks.size(), at_once,
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - pool_start).count(), busy_s);
+
+    for (size_t i = 0; i < configs.size(); ++i) {
+      std::string line;
+      for (const auto& a : configs[i]) line += a + " ";
+      CAPTURE(line);
+      const Build& b = done[i];
+      REQUIRE(b.generated.exit_code == 0);
+      CHECK_MESSAGE(b.built.exit_code == 0, b.built.err);
+      CHECK_MESSAGE(b.built.err.find("warning") == std::string::npos, b.built.err);
+      std::printf("compiled %-22s in %5.1f s: %s\n", ("repro_scenario" + configs[i][1] + ".cu").c_str(), b.wall_s,
+                  line.c_str());
+    }
+
+    // Its host side alone (no GPU): the inputs (and with --backward dO) must be the harness's, bit
+    // for bit, and its float64 reference (and the gradients') the harness's.
+    for (size_t i = 0; i < checks.size(); ++i) {
+      const HostCheck& c = checks[i];
+      const std::string out = dir + "/h" + std::to_string(i), name = "repro_scenario" + c.args[1] + ".cu";
+      const Build& b = done[configs.size() + i];
+      REQUIRE(b.generated.exit_code == 0);
+      REQUIRE_MESSAGE(b.built.exit_code == 0, b.built.err);
+      REQUIRE(b.ran.exit_code == 0);
       const std::string bytes = file_text(out + "/host_side.bin");
+      const SdpaProblem& p = c.problem;
 
       HostInputs in = make_random_inputs(p, p.seed);
       if (c.backward) in.grad_out = make_grad_output(p, 1);

@@ -444,7 +444,7 @@ TEST_SUITE("schemas") {
     CHECK(printed["report"]["finding"] == "hang");
     CHECK(printed["runs"][2]["outcome"] == "no_result");
     CHECK(printed["ladder"].is_null());
-    in.ladder = ladder_rungs(LadderValues{});
+    in.ladder = ladder_rungs(ContextLadderValues{});
     in.ladder.resize(4);
     for (LadderRung& r : in.ladder) r.finding = "not_reproduced";
     in.ladder.back().finding = "hang";

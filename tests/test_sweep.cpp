@@ -247,7 +247,7 @@ size_t runs_of(const std::vector<FakeRun>& runs, const std::string& options) {
 // The canary's options as the fake child logs them (without --on-hang, like every run's).
 std::string canary_options() {
   std::string s;
-  const auto args = canary_args();
+  const auto args = canary_spec().to_argv();
   for (size_t i = 0; i < args.size(); ++i) {
     if (args[i] == "--on-hang") {
       ++i;
@@ -384,7 +384,10 @@ TEST_SUITE("sweep") {
     CHECK(args_of(cells[0]).find("--alloc-timing") == std::string::npos);
     CHECK(args_of(cells[1]).find(" --alloc-timing per-call --layers 60 --retain autograd --iters 5") != std::string::npos);
     // The steps rung counts the cell's --iters as steps; every rung below it comes with it.
-    CHECK(args_of(cells[2]).find(" --host-load 4 --steps 5 --check") != std::string::npos);
+    CHECK(args_of(cells[2]).find(" --host-load 4 --iters") == std::string::npos);
+    CHECK(args_of(cells[2]).find(" --steps 5 --backward") == std::string::npos);
+    CHECK(args_of(cells[2]).find(" --steps 5 ") != std::string::npos);
+    CHECK(args_of(cells[2]).find(" --host-load 4 ") != std::string::npos);
     CHECK(args_of(cells[2]).find("--iters") == std::string::npos);
     // A workload's layers are its blocks.
     CHECK(args_of(cells[4]).find(" --layers model ") != std::string::npos);
@@ -392,7 +395,8 @@ TEST_SUITE("sweep") {
     axes.contexts = {"backward"};
     const std::vector<SweepCell> training = expand_matrix(axes);
     REQUIRE(training.size() == 2);
-    CHECK(args_of(training[0]).find(" --steps 5 --backward --check") != std::string::npos);
+    CHECK(args_of(training[0]).find(" --steps 5 ") != std::string::npos);
+    CHECK(args_of(training[0]).find(" --backward ") != std::string::npos);
     CHECK(args_of(training[0]).find("--iters") == std::string::npos);
     axes.contexts = {"ladder"};
     CHECK_THROWS_WITH_AS(expand_matrix(axes), doctest::Contains("not a rung of the context ladder"), InputError);
@@ -426,7 +430,8 @@ TEST_SUITE("sweep") {
     CHECK(axes.cell_options == std::vector<std::string>{"--seed", "7"});
     const auto cells = expand_matrix(axes);
     REQUIRE(cells.size() == 1);
-    CHECK(args_of(cells[0]).find(" --check --seed 7") != std::string::npos);
+    CHECK(args_of(cells[0]).find(" --seed 7 ") != std::string::npos);
+    CHECK(args_of(cells[0]).find(" --check") != std::string::npos);
     CHECK(axes_to_json(axes)["cell_options"] == nlohmann::json({"--seed", "7"}));
     CHECK_FALSE(axes_to_json(SweepAxes{}).contains("cell_options"));  // older documents stay as they were
     CHECK(axes_from_document_matrix(axes_to_json(axes), "s.json").cell_options == axes.cell_options);
@@ -504,7 +509,7 @@ TEST_SUITE("sweep") {
     std::set<int> long_rows;
     for (const auto& c : cells) {
       if (c.shape == "1x8x256x2048x64") {
-        CHECK(has_args(c.run_args(), {"-S", "2048"}));
+        CHECK(has_args(c.run_args(), {"--kv-len", "2048"}));
         long_rows.insert(c.scenario);
       }
     }
@@ -555,7 +560,7 @@ TEST_SUITE("sweep") {
     CHECK(last.key() ==
           "scenario=2 fix=1+3 dtype=fp32 precision=native shape=1x24x4608x4608x128 alloc=device stream=legacy iters=3 "
           "repeat=1");
-    CHECK(has_args(last.run_args(), {"-b", "1", "--heads", "24", "-L", "4608", "-S", "4608", "-E", "128"}));
+    CHECK(has_args(last.run_args(), {"--batch", "1", "--heads", "24", "--q-len", "4608", "--kv-len", "4608", "--head-dim", "128"}));
     CHECK(has_args(last.run_args(), {"--stream", "legacy", "--iters", "3"}));
 
     const SweepParseResult defaults = parse_sweep({});
@@ -1244,10 +1249,12 @@ TEST_SUITE("sweep") {
     CHECK(waived["gpu"] == "1");
     CHECK(waived["call_median_ms"].is_null());
     CHECK(waived["axes"]["fix_list"] == "2");
-    CHECK(waived["command_line"] == json({"repro", "--scenario", "2", "--fix", "on", "--dtype", "bf16", "--precision",
-                                          "upcast", "-b", "2", "--heads", "8", "-L", "128", "-S", "1152", "-E", "64",
-                                          "--alloc", "device", "--iters", "5", "--check",
-                                          "--stage-timeout", "10"}));
+    CHECK(waived["command_line"] == json({"repro", "--dtype", "bf16", "--precision", "upcast", "--batch", "2", "--heads", "8",
+                                          "--q-len", "128", "--kv-len", "1152", "--head-dim", "64", "--alloc", "device",
+                                          "--scenario", "2", "--fix", "on", "--stage-timeout", "10", "--iters", "5",
+                                          "--check"}));
+    CHECK(RunSpec::from_json(waived["run_options"]).to_argv() ==
+          std::vector<std::string>(waived["command_line"].begin() + 1, waived["command_line"].end()));
     json typed_wrong = waived_result;
     typed_wrong["error"] = 42;
     CHECK(finished_cell_json(cell, 10, "", ended(ChildEnd::exited, 6), typed_wrong.dump())["outcome"] == "crash");

@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
-"""test_torch_stages.py: scripts/torch_stages.py and scripts/compare_logs.py without PyTorch.
+"""test_torch_stages.py: scripts/torch_stages.py, compare_logs.py and scenario_table.py without PyTorch.
 
 CTest's cpu.torch_stages (skipped, exit 77, where there is no python3). Checks:
   - the commands `repro report` prints for the script parse, and describe the report's problem;
   - bad options exit 2 with one line;
   - the script's --dry-run lines equal the harness's own (tests/fixtures/torch_stages/*.log, made
-    by make_fixtures.cpp from math_sdpa/stage_log.cpp), and the default call's tags equal the
-    sequence docs/LOG_FORMAT.md documents;
+    by make_fixtures.cpp from math_sdpa/stage_log.cpp), a stage's ending with the stage table's
+    [file:line], and the default call's tags equal the sequence docs/LOG_FORMAT.md documents;
   - the watchdog catches an injected stall: the stage named, the stacks dumped, the JSON, exit 3,
     within the deadline plus a second;
   - --backward: the backward call's stages in math_sdpa/stage.h's order with the tags
@@ -16,10 +16,18 @@ CTest's cpu.torch_stages (skipped, exit 77, where there is no python3). Checks:
   - the workload table equals scenarios/workload.cpp's;
   - the random inputs equal the harness's bit for bit (--dump-inputs: the build's
     tests/fixtures/torch_stages/dump_random_inputs.cpp; needs numpy);
-  - compare_logs.py finds the first divergence and a call that stops early.
+  - compare_logs.py finds the first divergence and a call that stops early, each line named by its stage;
+  - the stage table (scripts/stages.json) is the one source of the stages: the scripts name no stage
+    it lacks, torch_stages.py has an op for every stage of it that PyTorch runs (a renamed stage, a
+    new one and a new detail, planted in a copy of the table, are caught), rows that are not
+    PyTorch's (load, graph, step; allocations) change nothing, a table it cannot run or read exits 2;
+    scenario_table.py takes its scenarios from `repro help scenarios --json` and its columns' order
+    from the table.
 
     python3 tests/test_torch_stages.py [--repro BIN] [--dump-inputs BIN]
 """
+import ast
+import copy
 import importlib.util
 import json
 import os
@@ -34,6 +42,8 @@ import unittest
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPT = os.path.join(ROOT, "scripts", "torch_stages.py")
 COMPARE = os.path.join(ROOT, "scripts", "compare_logs.py")
+SCENARIO_TABLE = os.path.join(ROOT, "scripts", "scenario_table.py")
+STAGES_JSON = os.path.join(ROOT, "scripts", "stages.json")
 FIXTURES = os.path.join(ROOT, "tests", "fixtures", "torch_stages")
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
 import compare_logs  # noqa: E402
@@ -202,21 +212,25 @@ class LogLines(unittest.TestCase):
 
     def test_every_line_has_one_of_the_four_shapes(self):
         tagged = re.compile(r"^\[(SDPA_DEBUG|ALLOC_DEBUG|CUDA_DEBUG)\] \[[A-Z0-9_]+\].* "
-                            r"\[scripts/torch_stages\.py:\d+\]$")
+                            r"\[(scripts/torch_stages\.py|math_sdpa/stage\.cpp):\d+\]$")
         event = re.compile(r"^\[CUDA_EVENT\] [a-z_]+ @ \d{16}$")
         lines = self.dry_run(["--mask", "bool", "--kv-heads", "4", "--dropout", "0.2", "--scenario", "2", "--full",
                               "--memory", "managed", "--fixes", "all", "--log-extras", "--backward"]).splitlines()
         self.assertGreater(len(lines), 30)
         for line in lines:
             self.assertTrue(tagged.match(line) or event.match(line), line)
-        # [file:line] is the line of the script that made the message (notes: the note's line maker).
-        with open(SCRIPT) as f:
-            source = f.read().splitlines()
+        # [file:line]: a stage's line names the stage table's line that holds its template, as the
+        # harness's does; the script's own (notes, allocations) the line of the script that made it.
+        sources = {}
+        for name in ("scripts/torch_stages.py", "math_sdpa/stage.cpp"):
+            with open(os.path.join(ROOT, name)) as f:
+                sources[name] = f.read().splitlines()
         for line in lines:
-            m = re.search(r"^\[[A-Z_]+\] \[([A-Z_0-9]+)\] .*\[scripts/torch_stages\.py:(\d+)\]$", line)
+            m = re.search(r"^\[[A-Z_]+\] \[([A-Z_0-9]+)\] .*\[([a-z_/]+\.(?:py|cpp)):(\d+)\]$", line)
             if m:
-                made_at = source[int(m.group(2)) - 1] + source[int(m.group(2))]
-                self.assertIn("debug_line(", made_at, line)
+                source = sources[m.group(2)]
+                made_at = source[int(m.group(3)) - 1] + source[int(m.group(3))]
+                self.assertIn("debug_line(" if m.group(2).endswith(".py") else "D(", made_at, line)
                 if not re.match(r"(SCENARIO|FIX)_\d$", m.group(1)):
                     self.assertIn('"[' + m.group(1), made_at, line)
 
@@ -349,7 +363,7 @@ class Backward(unittest.TestCase):
                         stage = entries[i - 1][1][len("SDPA_DEBUG MATH_"):].lower()
                         self.assertIn("[CUBLAS_GEMM_START] M=%d N=%d K=%d [" % gemms[stage], line)
                     elif tag.startswith("SDPA_DEBUG MATH_"):
-                        self.assertRegex(line, r"^\[SDPA_DEBUG\] \[MATH_[A-Z_]+\] \[scripts/torch_stages\.py:\d+\]$")
+                        self.assertRegex(line, r"^\[SDPA_DEBUG\] \[MATH_[A-Z_]+\] \[math_sdpa/stage\.cpp:\d+\]$")
 
     def test_the_backward_tags_are_the_documented_sequence(self):
         with open(os.path.join(ROOT, "docs", "TORCH_STAGES.md")) as f:
@@ -528,6 +542,196 @@ class Tables(unittest.TestCase):
         self.assertEqual(found, torch_stages.SCENARIO_WORKLOADS)
 
 
+def stage_literals(source):
+    """(line, text) of each string literal a script's code uses as a stage's name: the keys of
+    DISPATCH; what is compared with a name or attribute called *stage*, `name` or `inject`, or
+    assigned to or defaulted for one called *stage*; an argument for a parameter called *stage* of a
+    function or class of the same script; what STAGES.index and the like take."""
+    tree = ast.parse(source)
+
+    def ident(node):
+        return getattr(node, "id", None) or getattr(node, "attr", None) or getattr(node, "arg", None) or ""
+
+    def stagey(node):
+        return "stage" in ident(node).lower()
+
+    def strings(node):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            return [(node.lineno, node.value)]
+        if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+            return [x for e in node.elts for x in strings(e)]
+        return []
+
+    stage_params = {}  # function or class name -> the places of its parameters called *stage*
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            f = node if isinstance(node, ast.FunctionDef) else next(
+                (d for d in node.body if isinstance(d, ast.FunctionDef) and d.name == "__init__"), None)
+            if f is not None:
+                params = [a for a in f.args.args if a.arg != "self"]
+                stage_params.setdefault(node.name, set()).update(i for i, a in enumerate(params) if stagey(a))
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign):
+            for target in node.targets:
+                if isinstance(target, ast.Name) and target.id == "DISPATCH" and isinstance(node.value, ast.Dict):
+                    out += [x for k in node.value.keys for x in strings(k)]
+                pairs = (zip(target.elts, node.value.elts) if isinstance(target, ast.Tuple)
+                         and isinstance(node.value, ast.Tuple) else [(target, node.value)])
+                out += [x for t, v in pairs if stagey(t) for x in strings(v)]
+        elif isinstance(node, ast.Compare):
+            operands = [node.left] + node.comparators
+            if any(stagey(o) or ident(o) in ("name", "inject") for o in operands):
+                out += [x for o in operands for x in strings(o)]
+        elif isinstance(node, ast.Call):
+            places = stage_params.get(ident(node.func), set())
+            out += [x for i, a in enumerate(node.args) if i in places for x in strings(a)]
+            out += [x for k in node.keywords if "stage" in (k.arg or "") for x in strings(k.value)]
+            if ident(node.func) == "index" and "STAGES" in ident(node.func.value):
+                out += [x for a in node.args for x in strings(a)]
+        elif isinstance(node, ast.FunctionDef):
+            params = node.args.args[len(node.args.args) - len(node.args.defaults):]
+            out += [x for a, d in zip(params, node.args.defaults) if stagey(a) for x in strings(d)]
+    return out
+
+
+def table_problems(rows, sources):
+    """What the scripts (name -> source) say of the stages that the table `rows` does not: a stage
+    named that the table does not have, a stage PyTorch runs (a call's or its backward's GPU or host
+    work) without an op in torch_stages.py's DISPATCH, a stage whose lines print its detail without
+    one there. The harness's other stages (load, graph, step; allocations and frees) are not the script's."""
+    names = {row["name"] for row in rows}
+    problems = []
+    for script, source in sorted(sources.items()):
+        for line, text in stage_literals(source):
+            if text not in names and text not in torch_stages.OWN_STAGES:
+                problems.append("%s:%d names stage '%s', which the stage table does not have" % (script, line, text))
+    for row in rows:
+        name, op = row["name"], torch_stages.DISPATCH.get(row["name"])
+        if row["when"] in ("call", "backward") and row["kind"] in ("gpu", "host") and op is None:
+            problems.append("stage %s: PyTorch runs it, and torch_stages.py's DISPATCH has no op for it" % name)
+        prints_detail = any(re.search(r"\{(\+?detail|mnk)\}", t["text"]) for t in row["debug_begin"])
+        if op is not None and op.detail is None and prints_detail:
+            problems.append("stage %s: its lines print its detail, which torch_stages.py's DISPATCH does not give" % name)
+    return problems
+
+
+class StageTable(unittest.TestCase):
+    """The stages' facts live in the stage table (scripts/stages.json, math_sdpa/stage.cpp's): the
+    scripts name no stage it lacks, and torch_stages.py runs every stage of it that PyTorch runs."""
+
+    @classmethod
+    def setUpClass(cls):
+        with open(STAGES_JSON) as f:
+            cls.table = json.load(f)
+        cls.sources = {}
+        for path in (SCRIPT, COMPARE, SCENARIO_TABLE):
+            with open(path) as f:
+                cls.sources[os.path.basename(path)] = f.read()
+
+    def test_the_scripts_name_only_the_table_stages_and_the_dispatch_covers_it(self):
+        self.assertEqual(table_problems(self.table["stages"], self.sources), [])
+        # The check sees DISPATCH's keys and the stages named elsewhere (the scenarios' last stages,
+        # stage_runs, the result tensor, the values, whole mode), so a name the table loses is caught there too.
+        found = [text for _, text in stage_literals(self.sources["torch_stages.py"])]
+        self.assertTrue(set(torch_stages.DISPATCH) <= set(found), found)
+        self.assertEqual({"entry_sync", "scale_q", "qk_gemm", "mask_add", "scores_to_host", "softmax", "pv_gemm",
+                          "stream_sync"}, {text for text in found if found.count(text) > 1})
+        for name in torch_stages.DISPATCH:  # each op is a method of both backends
+            self.assertTrue(callable(getattr(torch_stages.TorchBackend, name, None)), name)
+            self.assertTrue(callable(getattr(torch_stages.DryBackend, name, None)), name)
+        self.assertFalse(set(torch_stages.OWN_STAGES) & {row["name"] for row in self.table["stages"]})
+
+    def test_a_planted_table_change_is_caught(self):
+        rows = copy.deepcopy(self.table["stages"])
+        names = [row["name"] for row in rows]
+        rows[names.index("softmax")]["name"] = "softmax_forward"  # a stage renamed in the table only
+        rows[names.index("grad_inputs")]["debug_begin"][0]["text"] = "[MATH_GRAD_INPUTS]{+detail}"  # a new detail
+        rows.insert(names.index("qk_gemm"), dict(rows[names.index("qk_gemm")], name="qk_gemm_split"))  # a new GPU stage
+        problems = table_problems(rows, self.sources)
+        self.assertIn("torch_stages.py:", "\n".join(problems))
+        self.assertTrue(any("names stage 'softmax'," in x for x in problems), problems)
+        for name in ("softmax_forward", "qk_gemm_split"):
+            self.assertIn("stage %s: PyTorch runs it, and torch_stages.py's DISPATCH has no op for it" % name, problems)
+        self.assertIn("stage grad_inputs: its lines print its detail, which torch_stages.py's DISPATCH does not give",
+                      problems)
+        # The harness's own stages are not the script's: a load stage, another allocation, another step stage.
+        rows = copy.deepcopy(self.table["stages"])
+        for name, kind, when in (("load_weights", "host", "load"), ("alloc_extra", "alloc", "call"),
+                                 ("step_sync", "gpu", "step")):
+            rows.insert(0, dict(rows[0], name=name, kind=kind, when=when))
+        self.assertEqual(table_problems(rows, self.sources), [])
+
+    def run_with_table(self, rows, args, script=SCRIPT):
+        """`script` run from a folder of its own whose stages.json has `rows` (no stages.json: None)."""
+        with tempfile.TemporaryDirectory() as tmp:
+            copy_path = os.path.join(tmp, os.path.basename(script))
+            with open(script) as f, open(copy_path, "w") as out:
+                out.write(f.read())
+            if rows is not None:
+                with open(os.path.join(tmp, "stages.json"), "w") as out:
+                    json.dump(dict(self.table, stages=rows), out)
+            return run_script(args, cwd=tmp, script=copy_path)
+
+    def test_stages_that_are_not_pytorch_side_change_nothing(self):
+        rows = copy.deepcopy(self.table["stages"])
+        load = dict(rows[0], name="load_weights", kind="host", when="load")
+        load["debug_begin"] = [{"channel": "sdpa", "line": 1, "text": "[MATH_LOAD_WEIGHTS] {weights}"}]
+        rows.insert(0, load)
+        args = ["--dry-run", "--backward", "--log-extras", "--dropout", "0.1", "--mask", "bool"]
+        mine, expected = self.run_with_table(rows, args), run_script(args)
+        self.assertEqual((mine.returncode, normalised(mine.stderr)), (0, normalised(expected.stderr)))
+
+    def test_a_table_the_script_cannot_run_exits_2_with_one_line(self):
+        rows = copy.deepcopy(self.table["stages"])
+        rows.insert(1, dict(rows[1], name="extra_gemm", kind="gpu", when="call"))
+        for table, words in ((rows, "has the stage(s) extra_gemm, for which this script has no PyTorch op"),
+                             (None, "cannot be read")):
+            with self.subTest(words=words):
+                r = self.run_with_table(table, ["--dry-run"])
+                self.assertEqual(r.returncode, 2, r.stderr)
+                self.assertEqual(len(r.stderr.splitlines()), 1, r.stderr)
+                self.assertIn(words, r.stderr)
+                r = self.run_with_table(table, [os.path.join(FIXTURES, "default.log")] * 2, script=COMPARE)
+                self.assertEqual(r.returncode, 0 if table else 2, r.stderr)
+
+    def test_scenario_table_runs_the_default_scenarios_with_the_table_stage_order(self):
+        """scripts/scenario_table.py against a stand-in repro: the scenarios it lists by default, one
+        that is not (by_default names why), the stages of each run in the table's order."""
+        stages = [row["name"] for row in self.table["stages"]]
+        fake = """import json, sys
+args = sys.argv[1:]
+if args[:2] == ["help", "scenarios"]:
+    print(json.dumps([{"number": 0, "by_default": True, "fix": 0}, {"number": 3, "by_default": True, "fix": 3},
+                      {"number": 6, "by_default": "it allocates past the memory there is", "fix": 5}]))
+    sys.exit(0)
+with open(sys.argv[0] + ".calls", "a") as f:
+    f.write(" ".join(args) + "\\n")
+json.dump({"outcome": "pass", "result_tensor": "output", "config": {"alloc": "managed"},
+           "check": {"rel_error": 0.001}, "stages": [{"stage": n, "median_ms": 0.5} for n in %r]},
+          open(args[args.index("--json") + 1], "w"))
+""" % list(reversed(stages[:4] + ["stream_sync"]))
+        with tempfile.TemporaryDirectory() as tmp:
+            repro = os.path.join(tmp, "repro")
+            with open(repro, "w") as f:
+                f.write("#!%s\n%s" % (sys.executable, fake))
+            os.chmod(repro, 0o755)
+            r = subprocess.run([sys.executable, SCENARIO_TABLE, repro, os.path.join(tmp, "out"), "--iters", "2"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            with open(repro + ".calls") as f:
+                calls = f.read().splitlines()
+        lines = r.stdout.splitlines()
+        columns = lines[1].split()[7:]
+        self.assertEqual(columns, [n for n in stages if n in stages[:4] + ["stream_sync"]])
+        self.assertEqual([line.split()[:3] for line in lines[2:]],
+                         [[str(n), fix, dtype] for n in (0, 3) for fix in ("off", "on") for dtype in ("bf16", "fp16", "fp32")])
+        self.assertEqual(len(calls), 12)
+        self.assertIn("--scenario 0 --fixes all --dtype bf16", calls[3])
+        self.assertIn("--scenario 3 --fix on --dtype bf16", calls[9])
+        self.assertTrue(all(c.endswith("--iters 2") for c in calls), calls)
+
+
 @unittest.skipUnless(has_numpy(), "numpy is not installed for this python3")
 class RandomInputs(unittest.TestCase):
     PROBLEMS = [  # seed dtype B Hq Hkv L S E mask mask_dims tokens valid
@@ -596,15 +800,24 @@ class CompareLogs(unittest.TestCase):
         without = "".join(line for line in lines if "MATH_UPCAST" not in line)
         r = self.compare(self.log, without)
         self.assertEqual(r.returncode, 1)
-        self.assertIn("first divergence at tag #5:", r.stdout)
+        # Each line named by the stage of the table that writes it.
+        self.assertIn("first divergence at tag #5: line 5 (stage upcast) vs line 5 (stage scale_q)", r.stdout)
         self.assertIn("[MATH_UPCAST] bf16->fp32", r.stdout)
+        note = "[SDPA_DEBUG] [SCENARIO_2] host read scores: 4 bytes [FILE:LINE]\n"
+        r = self.compare(self.log, "".join(lines[:4]) + note + "".join(lines[4:]))
+        self.assertIn("first divergence at tag #5: line 5 (stage upcast) vs line 5 (no stage's line)", r.stdout)
+        # A tag several stages write (a GEMM's) is named by the stage the log is in.
+        for cut, stage in ((12, "qk_gemm"), (18, "pv_gemm")):
+            r = self.compare("".join(lines[:cut]), self.log)
+            self.assertIn("the other goes on with SDPA_DEBUG CUBLAS_GEMM_START (line %d, stage %s)" % (cut + 1, stage),
+                          r.stdout)
 
     def test_a_call_that_stops_is_named(self):
         lines = self.log.splitlines(True)
         hung = "".join(lines[:lines.index(next(x for x in lines if "MATH_SOFTMAX_START" in x)) + 1])
         r = self.compare(self.log, hung)
         self.assertEqual(r.returncode, 1)
-        self.assertIn("B ends after tag #16, SDPA_DEBUG MATH_SOFTMAX_START", r.stdout)
+        self.assertIn("B ends after tag #16, SDPA_DEBUG MATH_SOFTMAX_START (line 16, stage softmax)", r.stdout)
 
     def test_lines_compare_what_tags_do_not(self):
         other = self.log.replace("M=128 N=128 K=64", "M=128 N=128 K=32")

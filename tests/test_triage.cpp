@@ -103,8 +103,10 @@ TEST_CASE("repro triage runs every step to the known answer and archives what SU
   // Progress on every step, in the durable log too.
   CHECK(r.out.find("triage: [") != std::string::npos);
   CHECK(test_util::file_text(out + "/triage.log").find("minimize: exit 0") != std::string::npos);
-  // Scenario 2 hung in the sweep: no ladder for it (its budget is the minimization's).
-  CHECK(test_util::file_text(out + "/triage.log").find("ladder-2") == std::string::npos);
+  // Scenario 2 hung in the sweep: no ladder for it (its budget is the minimization's), and the log says so.
+  CHECK(test_util::file_text(out + "/triage.log").find("ladder-2: not run: a sweep cell of scenario 2 hung") != std::string::npos);
+  CHECK_FALSE(std::filesystem::exists(out + "/ladder-2"));
+  CHECK(test_util::file_text(out + "/triage.log").find("ladder-2: report") == std::string::npos);
   // A second triage into the same folder is refused, the first left as it was.
   const auto again = triage(out, {"--budget", "5m"});
   CHECK(again.exit_code == sdpa::kExitUsage);
@@ -121,7 +123,8 @@ TEST_CASE("repro triage: a ladder for each scenario that did not hang, and nothi
   CHECK(r.exit_code == 0);
   const std::string summary = test_util::file_text(out + "/SUMMARY.md");
   CHECK(summary.find("Nothing hung, so nothing was minimized.") != std::string::npos);
-  CHECK(test_util::file_text(out + "/triage.log").find("ladder-2: report --ladder --scenario 2") != std::string::npos);
+  CHECK(test_util::file_text(out + "/triage.log").find("ladder-2: report --scenario 2 ") != std::string::npos);
+  CHECK(test_util::file_text(out + "/triage.log").find(" --ladder ") != std::string::npos);
   // The real report climbed the ladder (its runs the fake's, which all pass): the summary says what it found.
   CHECK(summary.find("scenario 2's context ladder (`ladder-2/REPORT.md`)") != std::string::npos);
   CHECK(summary.find("(finding: not_reproduced)") != std::string::npos);
@@ -181,9 +184,10 @@ TEST_CASE("repro triage interrupted (SIGINT) during its sweep: the sweep stopped
   INFO(r.out << r.err);
   CHECK(r.exit_code == 0);
   const std::string log = test_util::file_text(out + "/triage.log");
-  CHECK(log.find("--allocs managed --iters 5") != std::string::npos);
+  CHECK(log.find("--allocs managed ") != std::string::npos);
+  CHECK(log.find(" --iters 5 ") != std::string::npos);
   CHECK(log.find("--resume (at most") != std::string::npos);  // the sweep's command, continuing
-  CHECK(log.find("ladder-2: report --ladder --scenario 2") != std::string::npos);
+  CHECK(log.find("ladder-2: report --scenario 2 ") != std::string::npos);
   const std::string resumed = test_util::file_text(out + "/SUMMARY.md");
   CHECK(resumed.find("The sweep (`sweep/`): 4 cells, 4 passed or waived") != std::string::npos);
   CHECK(resumed.find("Where the machine stopped") == std::string::npos);  // an interrupt is not a freeze
@@ -234,7 +238,7 @@ TEST_CASE("repro triage killed with the machine during its sweep: --resume names
   CHECK(runs.find("sweep.cells") == std::string::npos);  // no cell of the sweep ran
   const std::string log = test_util::file_text(out + "/triage.log");
   CHECK(log.find("sweep: was running when the triage stopped: not run again") != std::string::npos);
-  CHECK(log.find("ladder-2: report --ladder --scenario 2") != std::string::npos);
+  CHECK(log.find("ladder-2: report --scenario 2 ") != std::string::npos);
   CHECK(summary.find("scenario 2's context ladder (`ladder-2/REPORT.md`)") != std::string::npos);
   CHECK(test_util::run_program({"tar", "tzf", out + ".tar.gz"}).out.find("t/triage.json") != std::string::npos);
 
@@ -270,7 +274,8 @@ TEST_CASE("repro triage: bad command lines exit 2 with one line, before anything
            {{"--budget", "later"}, "--budget: 'later' is not a duration"},
            {{"--workload-file", dir + "/none.json"}, "--workload-file " + dir + "/none.json: cannot be read"},
            {{"--call", "2"}, "--call: it selects from a --workload-file"},
-           {{"--scenarios", "2,9"}, "--scenarios: '2,9' is not a list of scenarios 0-6"},
+           {{"--scenarios", "2,9"}, "--scenarios: '9' in '2,9' is not a scenario (scenarios are 0-"},
+           {{"--scenarios", "2,2"}, "--scenarios: scenario 2 is listed twice"},
            {{"--inject", "hang:nowhere"}, "--inject hang:nowhere: unknown stage"}}) {
     const auto r = triage(dir + "/t", extra);
     INFO(r.err);
@@ -278,6 +283,60 @@ TEST_CASE("repro triage: bad command lines exit 2 with one line, before anything
     CHECK(r.err.find(why) != std::string::npos);
     CHECK(test_util::lines_of(r.err).size() == 1);
   }
+  test_util::remove_tree(dir);
+}
+
+// The plan, every step's command checked as its child would check it, nothing run: what a user on a
+// machine that may freeze sees before the first step starts.
+TEST_CASE("repro triage --dry-run lists every step's command, each valid, and runs nothing") {
+  const std::string dir = test_util::temp_dir("triage_plan"), out = dir + "/t";
+  const auto r = test_util::run_program({SDPA_REPRO_BINARY, "triage", "--dry-run", "--out", out, "--scenarios", "1-6",
+                                         "--no-bug-report"},
+                                        {120, ""});
+  INFO(r.out << r.err);
+  CHECK(r.exit_code == 0);
+  CHECK_FALSE(std::filesystem::exists(out));  // nothing written
+  for (const char* step : {"\ninfo:", "\nsweep:", "\nladder-1:", "\nladder-2:", "\nladder-3:", "\nladder-4:", "\nladder-6:",
+                           "\nminimize:", "\nnvidia-bug-report:"}) {
+    CHECK_MESSAGE(r.out.find(step) != std::string::npos, step);
+  }
+  CHECK(r.out.find("--scenarios 1,2,3,4,5,6 --fix off,on") != std::string::npos);
+  CHECK(r.out.find("repro report --scenario 2 ") != std::string::npos);
+  // Scenario 5's graph cannot take the ladder's rungs: its record leaves the ladder out, and says why.
+  CHECK(r.out.find("ladder-5: scenario 5's context ladder") != std::string::npos);
+  CHECK(r.out.find("left out: scenario 5's record leaves the ladder out: a CUDA graph") != std::string::npos);
+  CHECK(r.out.find("CANNOT RUN") == std::string::npos);
+  CHECK(r.out.find("# every step can run") != std::string::npos);
+  test_util::remove_tree(dir);
+}
+
+TEST_CASE("repro triage: a step that cannot run is said before anything runs, in SUMMARY.md and the exit code") {
+  const std::string dir = test_util::temp_dir("triage_cannot"), out = dir + "/t";
+  // A fault in a stage scenario 2's call never reaches: every run of the sweep and the ladder would
+  // be a usage error.
+  const std::vector<std::string> incompatible = {"--scenarios", "2", "--inject", "error:graph_launch", "--budget", "2m"};
+  std::vector<std::string> plan_args = {SDPA_REPRO_BINARY, "triage", "--dry-run", "--out", out, "--no-bug-report"};
+  plan_args.insert(plan_args.end(), incompatible.begin(), incompatible.end());
+  const auto plan = test_util::run_program(plan_args, {120, ""});
+  INFO(plan.out << plan.err);
+  CHECK(plan.exit_code == sdpa::kExitUsage);
+  CHECK(plan.out.find("CANNOT RUN: cell ") != std::string::npos);
+  CHECK(plan.out.find("stage graph_launch does not run in this configuration") != std::string::npos);
+  CHECK(plan.out.find("# a step cannot run (exit 2)") != std::string::npos);
+  // Run for real: the plan is said at once, before the environment step, and nothing of those steps runs.
+  test_util::ScopedEnv env;
+  env.set("MINIMIZE_FAKE_LOG", dir + "/fake.log");
+  const auto r = triage(out, incompatible);
+  INFO(r.out << r.err);
+  CHECK(r.exit_code == sdpa::kExitUsage);
+  const size_t said = r.out.find("sweep: cannot run: "), info = r.out.find("info: exit");
+  CHECK(said != std::string::npos);
+  CHECK(said < info);
+  CHECK_FALSE(std::filesystem::exists(out + "/sweep.log"));
+  const std::string summary = test_util::file_text(out + "/SUMMARY.md");
+  CHECK(summary.find("## Steps that could not run") != std::string::npos);
+  CHECK(summary.find("- sweep: cell ") != std::string::npos);
+  CHECK(summary.find("- ladder-2: ") != std::string::npos);
   test_util::remove_tree(dir);
 }
 

@@ -117,7 +117,7 @@ BenchParse parse_bench_command_line(int argc, const char* const* argv) {
       ->default_str("none");
   RunOptionParser parser(app, RunCommand::bench);
   ParseResult parsed;
-  if (!parse_run_app(app, argc, argv, "repro bench", parsed)) {
+  if (!parser.parse(argc, argv, "repro bench", parsed)) {
     result.exit_code = parsed.exit_code;
     result.message = parsed.message;
     return result;

@@ -26,6 +26,7 @@
 #include "math_sdpa/problem.h"
 #include "math_sdpa/stage_log.h"
 #include "repro/cli/hang_options.h"
+#include "repro/cli/run_spec.h"
 #include "repro/common/text.h"
 
 namespace CLI {
@@ -91,37 +92,53 @@ struct RunOptions {
   // are the files'. Shared, not copied: captured tensors can be gigabytes.
   std::shared_ptr<const HostInputs> inputs;
 
+  // The options as given (with a replay's derived options): what a child of this run is handed.
+  RunSpec spec;
+
   // Applies `set` to the conditions and to problem_given: fixes, settings and the problem,
   // decided once here and read everywhere else (each fix's settings are host-only data, fixes/fix.h).
   void set_fixes(const FixSet& set);
 };
 
-// The commands that take run options. A report runs the scenario's own fix off and on, checks
-// every call and writes its own JSON, logs and snapshots; a bench counts its own calls: each
-// leaves out the options it decides itself.
-enum class RunCommand { run, report, bench };
+struct ParseResult;
 
-// A report's calls per run unless --iters says otherwise: a first call that passes and a later
-// one that hangs or fails is a failure class of its own.
-constexpr int kReportIters = 25;
-
-// Adds the options of a run to a CLI11 app, in the help groups Problem, Memory, Scenario and
-// fixes, Logging and watchdog, Run and output; finish() turns what was parsed into RunOptions.
+// Adds the options of a run to a CLI11 app (run_spec.h: the table, in its help groups);
+// parse() parses a command line into the RunSpec those options fill, and finish() turns that into
+// RunOptions.
 class RunOptionParser {
  public:
   explicit RunOptionParser(CLI::App& app, RunCommand command = RunCommand::run);
   ~RunOptionParser();
+  // Parses argv into the app (parse_app), and with --workload-file parses it again with the
+  // call's derived options in front of the command line's (the command line's win): result.words
+  // holds that longer command line. False (with result's exit code and message) on --help or a
+  // parse error.
+  bool parse(int argc, const char* const* argv, const std::string& program, ParseResult& result);
+  void expand_replay(bool on) { expand_replay_ = on; }
+  // What was parsed, as given.
+  const RunSpec& spec() const { return spec_; }
   // Throws InputError (one line) on values that are individually valid but wrong together, on
   // --inputs files that do not load or agree, on an output path that cannot be written, and on
-  // an option this configuration would ignore.
-  RunOptions finish(int argc, const char* const* argv) const;
+  // an option this configuration would ignore. `words` is the command line as given, kept in the
+  // result for its JSON and reports.
   RunOptions finish(const std::vector<std::string>& words) const;
 
-  struct Fields;  // what CLI11 parses into (run_options.cpp)
-
  private:
-  std::unique_ptr<Fields> f_;
+  CLI::App& app_;
+  RunCommand command_;
+  RunSpec spec_;
+  bool expand_replay_ = true;
 };
+
+// The RunOptions of `spec` exactly as a child of `command` given spec.to_argv() would make them:
+// its command line parsed (CLI11's checks included) and finished. Throws InputError with the
+// child's one line (without its "repro: error: " prefix).
+RunOptions validate_run_spec(const RunSpec& spec, RunCommand command = RunCommand::run);
+
+// A command line's run options as a RunSpec, parsed as `command` parses them, a workload file's
+// call expanded unless `expand_replay` is false (options a child will be given, whose command line
+// decides which of the call's options it takes); throws InputError with the parser's line.
+RunSpec parse_run_spec(const std::vector<std::string>& args, RunCommand command = RunCommand::run, bool expand_replay = true);
 
 // What parsing decided: run with `options`, or exit now with `exit_code` after printing
 // `message` (help text on stdout for --help, one error line on stderr otherwise).
@@ -142,10 +159,5 @@ ParseResult parse_command_line(int argc, const char* const* argv);
 // --help into exit 0 with the help text and every parse error into exit 2 with one line
 // ("<program>: error: ..."); returns true when parsing succeeded. result.words holds what was parsed.
 bool parse_app(CLI::App& app, int argc, const char* const* argv, const std::string& program, ParseResult& result);
-
-// parse_app for an app with run options (RunOptionParser): given --workload-file, it is parsed
-// again with the call's derived options in front of the command line's (the command line's
-// win), and result.words holds that longer command line.
-bool parse_run_app(CLI::App& app, int argc, const char* const* argv, const std::string& program, ParseResult& result);
 
 }  // namespace sdpa

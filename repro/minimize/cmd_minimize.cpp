@@ -35,33 +35,8 @@ std::vector<std::string> split_list(const std::string& text) {
   return items;
 }
 
-// Words of a command as shell_command writes it (plain words, and '...' with '\'' for a quote).
-std::vector<std::string> shell_words(const std::string& text) {
-  std::vector<std::string> words;
-  std::string word;
-  bool in_word = false;
-  for (size_t i = 0; i < text.size(); ++i) {
-    const char c = text[i];
-    if (c == ' ') {
-      if (in_word) words.push_back(word), word.clear(), in_word = false;
-    } else if (c == '\'') {
-      in_word = true;
-      const size_t end = text.find('\'', i + 1);
-      if (end == std::string::npos) throw InputError("unbalanced quote in the command '" + text.substr(0, 60) + "'");
-      word += text.substr(i + 1, end - i - 1);
-      i = end;
-    } else if (c == '\\' && i + 1 < text.size()) {
-      word += text[++i], in_word = true;
-    } else {
-      word += c, in_word = true;
-    }
-  }
-  if (in_word) words.push_back(word);
-  return words;
-}
-
 // The run options of cell `index` of a sweep's document or JSON-lines file.
-Options sweep_cell_options(const std::string& path, int index) {
+RunSpec sweep_cell_options(const std::string& path, int index) {
   const std::optional<std::string> text = read_file(path);
   if (!text) throw InputError("--from-sweep: " + path + " cannot be read");
   std::vector<json> cells;
@@ -79,29 +54,46 @@ Options sweep_cell_options(const std::string& path, int index) {
   }
   for (const json& c : cells) {
     if (c.value("index", -1) != index) continue;
-    Options o = c.at("command_line").get<Options>();
-    o.erase(o.begin());  // "repro"
-    return o;
+    try {
+      return RunSpec::from_json(c.at("run_options"));
+    } catch (const json::exception& e) {
+      throw InputError("--from-sweep: cell " + std::to_string(index) + " of " + path + " has no run_options (" +
+                       one_line(e.what()) + ")");
+    }
   }
   throw InputError("--cell " + std::to_string(index) + ": " + path + " has no such cell");
 }
 
 // A report's failing configuration: its fix-off command (at the rung a ladder stopped at), from
 // its result.json.
-Options report_options_of(const std::string& dir) {
+RunSpec report_options_of(const std::string& dir) {
   const std::string path = (fs::path(dir) / "result.json").string();
   const std::optional<std::string> text = read_file(path);
   if (!text) throw InputError("--from-report: " + path + " cannot be read");
   try {
-    Options o = shell_words(json::parse(*text).at("commands").at("fix_off").get<std::string>());
-    o.erase(o.begin());  // "./repro"
-    return o;
+    return RunSpec::from_json(json::parse(*text).at("run_options").at("fix_off"));
   } catch (const json::exception& e) {
-    throw InputError("--from-report: " + path + " has no commands.fix_off (" + one_line(e.what()) + ")");
+    throw InputError("--from-report: " + path + " has no run_options.fix_off (" + one_line(e.what()) + ")");
   }
 }
 
 }  // namespace
+
+std::vector<std::string> MinimizeRequest::to_argv() const {
+  std::vector<std::string> args{"minimize", "--out", out_dir, "--runs", std::to_string(runs), "--budget",
+                                format_number("%.0f", budget_s) + "s"};
+  if (resume) args.push_back("--resume");
+  if (force) args.push_back("--force");
+  if (!from_sweep.empty()) args.insert(args.end(), {"--from-sweep", from_sweep, "--cell", std::to_string(cell)});
+  if (!from_report.empty()) args.insert(args.end(), {"--from-report", from_report});
+  if (!repro_binary.empty()) args.insert(args.end(), {"--repro-binary", repro_binary});
+  const std::vector<std::string> options = run.to_argv();
+  if (!options.empty()) {
+    args.push_back("--");
+    args.insert(args.end(), options.begin(), options.end());
+  }
+  return args;
+}
 
 int minimize_main(int argc, char** argv) {
   CLI::App app{"repro minimize: run a configuration that hangs or fails a few times, then shrink it (halve its sizes, "
@@ -159,10 +151,10 @@ int minimize_main(int argc, char** argv) {
       if (fs::exists(fs::path(s.out_dir) / "state.json") && !force) {
         throw InputError("--out " + s.out_dir + " holds a minimization: --resume to go on, --force to start again");
       }
-      Options given = !from_sweep.empty() ? sweep_cell_options(from_sweep, cell)
-                      : !from_report.empty() ? report_options_of(from_report)
-                                             : run_options;
-      s.original = canonical_options(given);
+      const RunSpec given = !from_sweep.empty()    ? sweep_cell_options(from_sweep, cell)
+                            : !from_report.empty() ? report_options_of(from_report)
+                                                   : parse_run_spec(run_options);
+      s.original = carried_options(given);
     }
     if (cell >= 0 && from_sweep.empty()) throw InputError("--cell selects a cell of --from-sweep");
     s.budget_s = parse_duration(budget, "--budget");

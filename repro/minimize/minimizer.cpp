@@ -1,5 +1,6 @@
 // minimizer.cpp: the resumable minimization loop (minimizer.h).
 #include "repro/minimize/minimizer.h"
+#include "repro/report/report_request.h"
 
 #include <signal.h>
 
@@ -43,15 +44,19 @@ struct State {
   json doc;
 
   json& trial() { return doc["trial"]; }  // the configuration under test, or null
-  Options current() const { return doc.at("current").get<Options>(); }
+  RunSpec current() const { return RunSpec::from_json(doc.at("current")); }
   std::set<std::string> fails_with() const { return doc.at("fails_with").get<std::set<std::string>>(); }
 };
+
+// 2: configurations as RunSpec JSON objects (1 had command lines).
+constexpr int kStateFormat = 2;
 
 std::string state_path(const std::string& out) { return (fs::path(out) / "state.json").string(); }
 
 void save(const State& s, const std::string& out) { write_file_atomic(state_path(out), s.doc.dump(1) + "\n"); }
 
-std::string key_of(const Options& o) { return shell_command(o); }
+// Configurations compare as values: the same options, whatever order they were written in.
+std::string key_of(const RunSpec& o) { return o.to_json().dump(); }
 
 class Minimizer {
  public:
@@ -72,7 +77,7 @@ class Minimizer {
     session_start_ = now_s();
     save(s_, m_.out_dir);
   }
-  std::string one_run(const Options& options, int number, bool& timed_out, int& exit_code);
+  std::string one_run(const RunSpec& options, int number, bool& timed_out, int& exit_code);
   bool next_trial();
   int finish(const std::string& why);
   bool trial_failed() const;
@@ -84,14 +89,15 @@ class Minimizer {
 };
 
 // Runs one configuration once, as a repro process of its own, its output in OUT/runs/N.log.
-std::string Minimizer::one_run(const Options& options, int number, bool& timed_out, int& exit_code) {
+std::string Minimizer::one_run(const RunSpec& options, int number, bool& timed_out, int& exit_code) {
   const fs::path runs = fs::path(m_.out_dir) / "runs";
   fs::create_directories(runs);
   char name[32];
   std::snprintf(name, sizeof name, "%04d.log", number);
-  std::vector<std::string> args = options;
+  RunSpec run = options;
   // A hang's evidence is the report's to take, at the end: here a hang only needs naming.
-  if (std::find(options.begin(), options.end(), "--on-hang") == options.end()) args.insert(args.end(), {"--on-hang", "kill"});
+  if (!run.on_hang) run.on_hang = "kill";
+  const std::vector<std::string> args = run.to_argv();
   const std::string log_path = (runs / name).string();
   const ChildResult r = run_child(m_.repro_binary.empty() ? self_executable() : m_.repro_binary, args, log_path, log_path,
                                   m_.run_timeout_s, 30, "", 2, &g_stop_signal);
@@ -127,7 +133,7 @@ bool Minimizer::next_trial() {
     s_.doc["next_step"] = next + 1;
     const std::optional<Proposal> p = propose(steps[next].name, s_.current());
     if (!p || rejected.count(key_of(p->options))) continue;
-    s_.trial() = {{"step", steps[next].name}, {"change", p->change}, {"options", p->options}, {"runs", json::array()}};
+    s_.trial() = {{"step", steps[next].name}, {"change", p->change}, {"options", p->options.to_json()}, {"runs", json::array()}};
     return true;
   }
 }
@@ -157,7 +163,7 @@ int Minimizer::run(bool resume) {
     }
     const bool baseline = s_.doc.at("phase") == "baseline";
     json& trial = s_.trial();
-    const Options options = trial.at("options").get<Options>();
+    const RunSpec options = RunSpec::from_json(trial.at("options"));
     const int done = static_cast<int>(trial.at("runs").size());
     // The given configuration runs all its runs (they say which failures to look for); a
     // proposal stops at its first failure.
@@ -188,7 +194,7 @@ int Minimizer::run(bool resume) {
         s_.doc["given_runs"] = trial.at("runs");
         s_.doc["phase"] = "shrinking";
       } else if (failed) {
-        s_.doc["current"] = options;
+        s_.doc["current"] = options.to_json();
         s_.doc["kept"].push_back(trial);
         s_.doc["pass_kept"] = true;
         say("kept: " + step + " (" + trial.at("change").get<std::string>() + ")");
@@ -232,36 +238,36 @@ int Minimizer::run(bool resume) {
 }
 
 int Minimizer::finish(const std::string& why) {
-  const Options current = without_defaults(s_.current());
-  const std::string command = "repro " + shell_command(current);
+  const RunSpec current = without_defaults(s_.current());
+  const std::string command = "repro " + shell_command(current.to_argv());
   say("smallest failing configuration (" + why + "): " + command);
   s_.doc["phase"] = "done";
   s_.doc["ended_because"] = why;
-  s_.doc["smallest"] = current;
+  s_.doc["smallest"] = current.to_json();
   checkpoint();
   std::string steps_text;
   for (const json& k : s_.doc.at("kept")) {
     steps_text += "- " + k.at("step").get<std::string>() + ": " + k.at("change").get<std::string>() + "\n";
   }
-  std::string summary = "# repro minimize\n\nGiven:\n\n    repro " + shell_command(s_.doc.at("original").get<Options>()) +
+  std::string summary = "# repro minimize\n\nGiven:\n\n    repro " + shell_command(RunSpec::from_json(s_.doc.at("original")).to_argv()) +
                         "\n\nSmallest configuration that still fails (" + why + "):\n\n    " + command +
                         "\n\nSteps kept, in order:\n\n" + (steps_text.empty() ? "(none)\n" : steps_text);
   if (m_.report && !s_.doc.contains("report_exit")) {
-    const Options report_args = report_options(current);
-    const fs::path report_dir = fs::path(m_.out_dir) / "report";
-    std::vector<std::string> args{"report"};
-    args.insert(args.end(), report_args.begin(), report_args.end());
-    args.insert(args.end(), {"--out", report_dir.string(), "--force"});
-    if (std::find(current.begin(), current.end(), "--inject") != current.end()) args.push_back("--allow-inject");
+    ReportRequest report;
+    report.run = report_options(current);
+    report.out_dir = (fs::path(m_.out_dir) / "report").string();
+    report.force = true;
+    report.allow_inject = current.inject.has_value();
     // The report is this program's; only its runs are the --repro-binary's (a fake in tests).
-    if (!m_.repro_binary.empty()) args.insert(args.end(), {"--repro-binary", m_.repro_binary});
+    report.repro_binary = m_.repro_binary;
+    const std::vector<std::string> args = report.to_argv();
     say("repro " + shell_command(args));
     const std::string log = (fs::path(m_.out_dir) / "report.log").string();
     const ChildResult r = run_child(self_executable(), args, log, log, std::max(600.0, m_.budget_s - spent()), 30, "", 10,
                                     &g_stop_signal);
     s_.doc["report_exit"] = r.exit_code;
     checkpoint();
-    say("report: exit " + std::to_string(r.exit_code) + (r.exit_code == 2 ? " (see report.log)" : "") + ", " + report_dir.string());
+    say("report: exit " + std::to_string(r.exit_code) + (r.exit_code == 2 ? " (see report.log)" : "") + ", " + report.out_dir);
   }
   if (s_.doc.contains("report_exit")) {
     summary += "\nReport: `report/` (`repro report` exit " + std::to_string(s_.doc.at("report_exit").get<int>()) +
@@ -311,17 +317,20 @@ int run_minimize(const MinimizeSettings& settings, bool resume) {
     } catch (const json::exception& e) {
       throw InputError("--resume: " + path + " is not a minimize state (" + one_line(e.what()) + ")");
     }
-    if (state.doc.value("format", "") != "sdpa-repro-minimize") throw InputError("--resume: " + path + " is not a minimize state");
+    if (state.doc.value("format", "") != "sdpa-repro-minimize" || state.doc.value("format_version", 0) != kStateFormat) {
+      throw InputError("--resume: " + path + " is not a minimize state of this version (format_version " +
+                       std::to_string(kStateFormat) + ")");
+    }
   } else {
     state.doc = {{"format", "sdpa-repro-minimize"},
-                 {"format_version", 1},
+                 {"format_version", kStateFormat},
                  {"started_utc", utc_now()},
-                 {"original", settings.original},
+                 {"original", settings.original.to_json()},
                  {"runs_per_configuration", settings.runs},
                  {"fails_with", settings.fails_with},
-                 {"current", settings.original},
+                 {"current", settings.original.to_json()},
                  {"phase", "baseline"},
-                 {"trial", {{"step", "the configuration given"}, {"change", ""}, {"options", settings.original}, {"runs", json::array()}}},
+                 {"trial", {{"step", "the configuration given"}, {"change", ""}, {"options", settings.original.to_json()}, {"runs", json::array()}}},
                  {"kept", json::array()},
                  {"rejected", json::array()},
                  {"next_step", 0},
@@ -335,7 +344,7 @@ int run_minimize(const MinimizeSettings& settings, bool resume) {
   }
   MinimizeSettings m = settings;
   if (resume) {  // the minimization's own settings are the state's; the budget may be given anew
-    m.original = state.doc.at("original").get<Options>();
+    m.original = RunSpec::from_json(state.doc.at("original"));
     m.runs = state.doc.at("runs_per_configuration").get<int>();
   }
   struct sigaction sa {};

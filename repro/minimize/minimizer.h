@@ -32,7 +32,7 @@ bool is_failure_class(const std::string& c);
 const std::vector<std::string>& failure_classes();  // mismatch, hang, error, crash, stall
 
 struct MinimizeSettings {
-  Options original;                  // the failing configuration's run options
+  RunSpec original;                  // the failing configuration's run options
   int runs = 3;                      // runs per configuration; it fails if one of them does
   double budget_s = 3600;            // the whole minimization, resumes included
   double run_timeout_s = 600;        // a run's deadline (its own watchdog usually ends it first)
@@ -41,6 +41,21 @@ struct MinimizeSettings {
   bool report = true;                // `repro report` on the smallest configuration
   std::string out_dir;
   std::string repro_binary;          // what each run runs ("" this executable; tests: a fake child)
+};
+
+// `repro minimize`'s command line as a value (triage builds one): where the configuration comes
+// from (a sweep's cell, a report's failing runs, or run options) and the minimization's settings.
+struct MinimizeRequest {
+  std::string out_dir;
+  std::string from_sweep;   // a sweep's JSON-lines file or document, with cell
+  int cell = -1;
+  std::string from_report;  // or a report's folder
+  RunSpec run;              // or the run options themselves
+  int runs = 3;
+  double budget_s = 3600;
+  bool resume = false, force = false;
+  std::string repro_binary;
+  std::vector<std::string> to_argv() const;  // "minimize", ...
 };
 
 // Minimize exit codes: 0 a smallest configuration was found (the budget may have ended it:

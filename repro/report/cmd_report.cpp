@@ -33,11 +33,13 @@
 
 #include "math_sdpa/atomic_file.h"
 #include "math_sdpa/errors.h"
+#include "repro/cli/context_ladder.h"
 #include "repro/cli/help_format.h"
 #include "repro/cli/run_options.h"
 #include "repro/commands.h"
 #include "repro/common/output_paths.h"
 #include "repro/common/text.h"
+#include "repro/report/report_request.h"
 #include "repro/report/report_writer.h"
 #include "repro/report/reproducer/generator.h"
 #include "repro/run/run_json.h"
@@ -52,61 +54,25 @@ namespace fs = std::filesystem;
 
 constexpr double kInfoTimeoutS = 60;  // `repro info` only queries; longer means a stuck driver
 
-// The run options of the report's command line: without the report's own options, and
-// without --log, which the report sets for every run.
-std::vector<std::string> run_args(int argc, char** argv) {
-  static const std::set<std::string> with_value = {"--out", "--repeat", "--log", "--fix-form", "--repro-binary"};
-  static const std::set<std::string> flags = {"--no-run", "--force", "--allow-inject", "--ladder"};
-  std::vector<std::string> out;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i], name = arg.substr(0, arg.find('='));
-    if (flags.count(arg)) continue;
-    if (with_value.count(name)) {
-      if (name == arg) ++i;  // "--out DIR" rather than "--out=DIR"
-      continue;
-    }
-    out.push_back(arg);
-  }
-  return out;
-}
-
-// The options a run's child parses from `args`: the report's two configurations are read from
-// the commands it runs, so what REPORT.md and the reproducer describe is what the children ran.
-RunOptions options_of_child(const std::vector<std::string>& args) {
-  std::vector<const char*> argv{"repro"};
-  for (const auto& a : args) argv.push_back(a.c_str());
-  const ParseResult parsed = parse_command_line(static_cast<int>(argv.size()), argv.data());
-  if (!parsed.run) throw InputError(parsed.message);
-  return parsed.options;
-}
-
 std::string read_text(const fs::path& path) { return read_file(path.string()).value_or(""); }
 
-// --ladder: the options that set a rung's values are taken out of the scenario's command (each
+// --ladder: the options that set a rung's values are taken out of the scenario's options (each
 // rung adds them where it climbs); the values they give replace the ladder's own.
-std::vector<std::string> take_ladder_values(const std::vector<std::string>& args, LadderValues& v) {
-  const std::map<std::string, std::string*> slots = {
-      {"--layers", &v.layers},   {"--ballast", &v.ballast},     {"--ballast-alloc", &v.ballast_alloc},
-      {"--ballast-touch", &v.ballast_touch}, {"--host-load", &v.host_load}, {"--steps", &v.steps}};
-  static const std::set<std::string> decided = {"--alloc-timing", "--retain", "--backward"};  // the rungs decide them
-  std::vector<std::string> rest;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string arg = args[i], name = arg.substr(0, arg.find('='));
-    const bool inline_value = name != arg;
-    const std::string value = inline_value ? arg.substr(name.size() + 1) : (i + 1 < args.size() ? args[i + 1] : "");
-    const auto slot = slots.find(name);
-    if (slot == slots.end() && !decided.count(name)) {
-      rest.push_back(arg);
-      continue;
+RunSpec take_ladder_values(RunSpec base, ContextLadderValues& v) {
+  for (const char* decided : {"--alloc-timing", "--retain", "--backward"}) {
+    if (base.given(decided)) {
+      throw InputError(std::string(decided) + ": with --ladder the rungs decide it (per-call from the second rung, autograd "
+                       "retention from the third, the backward pass at the last)");
     }
-    if (decided.count(name)) {
-      throw InputError(name + ": with --ladder the rungs decide it (per-call from the second rung, autograd retention from "
-                              "the third, the backward pass at the last)");
-    }
-    *slot->second = value;
-    if (!inline_value) ++i;
   }
-  return rest;
+  if (base.layers) v.layers = *base.layers;
+  if (base.ballast) v.ballast = *base.ballast;
+  if (base.ballast_alloc) v.ballast_alloc = *base.ballast_alloc;
+  if (base.ballast_touch) v.ballast_touch = *base.ballast_touch;
+  if (base.host_load) v.host_load = *base.host_load;
+  if (base.steps) v.steps = *base.steps;
+  for (const char* taken : {"--layers", "--ballast", "--ballast-alloc", "--ballast-touch", "--host-load", "--steps"}) base.unset(taken);
+  return base;
 }
 
 // The configuration of one call of `o`: what the single-file reproducer can hold (the training
@@ -137,6 +103,12 @@ RunOptions one_call(RunOptions o, std::string* leaves_out) {
   for (size_t i = 0; i < out.size(); ++i) words += (i == 0 ? "" : i + 1 == out.size() ? " and " : ", ") + out[i];
   if (leaves_out) *leaves_out = words;
   return o;
+}
+
+// The single-file reproducer of a report's first configuration, and what it leaves out.
+std::string reproducer_of(ReportInput& in) {
+  const RunOptions off = one_call(in.fix_off, &in.reproducer_leaves_out), on = one_call(in.fix_on, nullptr);
+  return generate_reproducer(off, on, display_command(in.args_off), display_command(in.args_on));
 }
 
 // A private scratch folder for the children's files, removed whatever happens.
@@ -184,20 +156,21 @@ std::string outcome_word(const nlohmann::json& result) {
 std::string run_log_name(int index) { return "run-" + std::to_string(index) + ".log"; }
 std::string snapshot_name(int index) { return "hang-snapshot-run-" + std::to_string(index); }
 
-ReportRun run_once(const std::string& self, const ScratchDir& scratch, const fs::path& out_dir,
-                   const std::vector<std::string>& args, bool fix_on, int repeat, int index) {
+ReportRun run_once(const std::string& self, const ScratchDir& scratch, const fs::path& out_dir, const RunSpec& spec,
+                   bool fix_on, int repeat, int index) {
   ReportRun run;
   run.fix_on = fix_on;
   run.repeat = repeat;
-  run.args = args;
+  run.args = spec.to_argv();
   run.snapshot_dir = snapshot_name(index);
   const fs::path json = scratch.path / ("run" + std::to_string(index) + ".json");
   const fs::path output = scratch.path / ("run" + std::to_string(index) + ".log");
   const fs::path log = out_dir / run_log_name(index);
-  std::vector<std::string> with_json = args;
-  with_json.insert(with_json.end(), {"--json", json.string(), "--log-file", log.string(), "--snapshot-dir",
-                                     (out_dir / run.snapshot_dir).string()});
-  const ChildResult r = run_child(self, with_json, output.string(), output.string());
+  RunSpec with_files = spec;
+  with_files.json = json.string();
+  with_files.log_file = log.string();
+  with_files.snapshot_dir = (out_dir / run.snapshot_dir).string();
+  const ChildResult r = run_child(self, with_files.to_argv(), output.string(), output.string());
   run.exit_code = r.exit_code;
   run.wall_s = r.wall_s;
   run.output = read_text(output);
@@ -221,28 +194,22 @@ void remove_earlier_runs(const fs::path& out_dir) {
   }
 }
 
-// The command lines of one configuration, fix off and on, as its children run them.
-void set_commands(ReportInput& in, const std::vector<std::string>& base, const std::vector<std::string>& rung_options,
-                  bool iters_given, LogLevel log, const std::string& fix_form) {
-  // Repeated calls by default (kReportIters), every call's result checked (--check over several
-  // calls); each child is told the count. A rung of steps counts steps instead (a given --iters
-  // is the other rungs').
-  const bool steps = std::find(rung_options.begin(), rung_options.end(), "--steps") != rung_options.end();
-  std::vector<std::string> common;
-  for (size_t i = 0; i < base.size(); ++i) {
-    if (steps && (base[i] == "--iters" || base[i].rfind("--iters=", 0) == 0)) {
-      if (base[i] == "--iters") ++i;
-      continue;
-    }
-    common.push_back(base[i]);
-  }
-  common.insert(common.end(), rung_options.begin(), rung_options.end());
-  if (!iters_given && !steps) common.insert(common.end(), {"--iters", std::to_string(kReportIters)});
+// The command lines of one configuration, fix off and on, as its children run them: the scenario's
+// options with a rung's added, every call checked (several calls: kReportIters unless --iters says
+// otherwise; a rung of steps counts steps, a given --iters being the other rungs').
+void set_commands(ReportInput& in, const RunSpec& base, const RunSpec& rung, LogLevel log, const std::string& fix_form) {
+  RunSpec common = base;
+  if (rung.steps) common.iters.reset();
+  common.overlay(rung);
+  if (!common.iters && !common.steps) common.iters = kReportIters;
+  common.check = true;
+  common.log = log_level_name(log);
   for (bool fix_on : {false, true}) {
-    std::vector<std::string>& args = fix_on ? in.args_on : in.args_off;
-    args = common;
-    args.insert(args.end(), {"--check", "--log", log_level_name(log), "--fix", !fix_on ? "off" : fix_form == "lean" ? "lean" : "on"});
-    (fix_on ? in.fix_on : in.fix_off) = options_of_child(args);
+    RunSpec spec = common;
+    spec.fix = !fix_on ? "off" : fix_form == "lean" ? "lean" : "on";
+    (fix_on ? in.args_on : in.args_off) = spec.to_argv();
+    (fix_on ? in.spec_on : in.spec_off) = spec;
+    (fix_on ? in.fix_on : in.fix_off) = validate_run_spec(spec);
   }
 }
 
@@ -264,94 +231,110 @@ std::string outcome_counts(const ReportInput& in) {
   return s;
 }
 
-int write_report(CLI::App& app, const RunOptionParser& parser, int argc, char** argv, const std::string& out_dir,
-                 int repeat, bool no_run, bool force, bool allow_inject, const std::string& fix_form, bool ladder,
-                 const std::string& repro_binary) {
-  check_dir_creatable("--out", out_dir);
+// What a report will do, decided and checked before anything runs or is written: its two
+// configurations (fix off and on) per rung, the rungs, the reproducer of the first.
+struct ReportPlan {
   ReportInput in;
-  in.report_argv.assign(argv, argv + argc);
+  RunSpec base;                     // the runs' options without the rung's
+  LogLevel log = LogLevel::stages;  // every run logs its stages, at least
+  std::vector<LadderRung> rungs;    // {one rung of no options} without --ladder
+  std::string reproducer;
+};
+
+ReportPlan plan_report(const ReportRequest& r, const std::vector<std::string>& words) {
+  check_dir_creatable("--out", r.out_dir);
+  ReportPlan plan;
+  ReportInput& in = plan.in;
+  in.report_argv = words;
   in.report_argv[0] = "report";
-  in.repeat = repeat;
-  in.no_run = no_run;
+  in.repeat = r.repeat;
+  in.no_run = r.no_run;
   in.created_utc = utc_now();
-  const RunOptions given = parser.finish(argc, argv);
+  const RunOptions given = validate_run_spec(r.run, RunCommand::report);
   check_reproducible(given);
-  if (given.inject.kind != FaultSpec::none && !allow_inject) {
+  if (given.inject.kind != FaultSpec::none && !r.allow_inject) {
     throw InputError("--inject: a report documents a real run; an injected fault would read as the finding "
                      "(--allow-inject lets it through to test the report itself, and says so in its title)");
   }
   if (!given.waiver.empty()) throw InputError("this configuration is waived: " + given.waiver);
-  // Every run logs its stages (at least), and every run is checked against the reference.
-  const LogLevel log = given.log > LogLevel::stages ? given.log : LogLevel::stages;
-  std::vector<std::string> base = run_args(argc, argv);
+  plan.log = given.log > LogLevel::stages ? given.log : LogLevel::stages;
+  // The runs' options: the report's own decide the fix, the checks, the log and where files go.
+  plan.base = r.run;
+  plan.base.log.reset();
   // One configuration, or the context ladder's rungs (each checked now, before anything runs).
-  std::vector<LadderRung> rungs = {LadderRung{}};
-  if (ladder) {
-    LadderValues values;
+  plan.rungs = {LadderRung{}};
+  if (r.ladder) {
+    const ScenarioInfo& sc = scenario_info(given.scenario);
+    if (sc.no_ladder) {
+      throw InputError("--ladder: scenario " + std::to_string(sc.number) + " is not climbed by the context ladder: " +
+                       sc.no_ladder);
+    }
+    ContextLadderValues values;
     if (!given.workload.empty()) values.layers = "model";
-    base = take_ladder_values(base, values);
-    rungs = ladder_rungs(values);
-    for (auto r = rungs.begin(); r != rungs.end();) {
+    plan.base = take_ladder_values(plan.base, values);
+    plan.rungs = ladder_rungs(values);
+    for (auto rung = plan.rungs.begin(); rung != plan.rungs.end();) {
       ReportInput probe;
       try {
-        set_commands(probe, base, r->options, app.count("--iters") > 0, log, fix_form);
+        set_commands(probe, plan.base, rung->options, plan.log, r.fix_form);
       } catch (const InputError& e) {
         // A fix whose forward keeps nothing (fix 5's recompute and chunks) has no backward call
         // yet: the ladder ends at the steps. Any other rung that cannot run is the command's error.
-        if (r->name != "backward") throw;
+        if (rung->name != "backward") throw;
         std::cout << "repro report: the backward rung is left out: " << e.what() << "\n";
-        r = rungs.erase(r);
+        rung = plan.rungs.erase(rung);
         continue;
       }
-      ++r;
+      ++rung;
     }
   }
-  set_commands(in, base, rungs.front().options, app.count("--iters") > 0, log, fix_form);
+  set_commands(in, plan.base, plan.rungs.front().options, plan.log, r.fix_form);
   // The reproducer holds one call: the first rung's (the isolated call) with --ladder, and of a
   // configuration with a training context, its call without it (the report says what it leaves out).
-  auto reproducer_of = [&](const ReportInput& r) {
-    const RunOptions off = one_call(r.fix_off, &in.reproducer_leaves_out), on = one_call(r.fix_on, nullptr);
-    return generate_reproducer(off, on, display_command(r.args_off), display_command(r.args_on));
-  };
-  std::string reproducer = reproducer_of(in);
-
+  plan.reproducer = reproducer_of(in);
   std::error_code ec;
-  const fs::file_status status = fs::status(out_dir, ec);
+  const fs::file_status status = fs::status(r.out_dir, ec);
   if (fs::exists(status)) {
-    if (!fs::is_directory(status)) throw InputError("--out: " + out_dir + " exists and is not a directory");
-    if (!force) throw InputError("--out: " + out_dir + " exists; use --force to replace the report in it");
+    if (!fs::is_directory(status)) throw InputError("--out: " + r.out_dir + " exists and is not a directory");
+    if (!r.force) throw InputError("--out: " + r.out_dir + " exists; use --force to replace the report in it");
   }
+  return plan;
+}
 
-  const std::string self = repro_binary.empty() ? self_executable() : repro_binary;
+int write_report(const ReportRequest& r, ReportPlan plan) {
+  ReportInput& in = plan.in;
+  const std::string& out_dir = r.out_dir;
+  std::error_code ec;
+  const std::string self = r.repro_binary.empty() ? self_executable() : r.repro_binary;
   ScratchDir scratch;
   query_environment_in_child(self, scratch, in);
-  if (no_run && ladder) in.ladder = rungs;  // the rungs it would climb
-  if (!no_run) {
+  if (r.no_run && r.ladder) in.ladder = plan.rungs;  // the rungs it would climb
+  if (!r.no_run) {
     fs::create_directories(out_dir, ec);
     if (ec) throw InputError("--out: cannot create " + out_dir + ": " + ec.message());
     remove_earlier_runs(out_dir);
     int index = 0;
-    for (LadderRung& rung : rungs) {
-      set_commands(in, base, rung.options, app.count("--iters") > 0, log, fix_form);
+    for (LadderRung& rung : plan.rungs) {
+      set_commands(in, plan.base, rung.options, plan.log, r.fix_form);
       in.runs.clear();
       // Fix on first: a hang with the fix off may leave the GPU unusable, and must not pass for
       // the fix failing.
-      const int total = 2 * repeat;
+      const int total = 2 * r.repeat;
       for (bool fix_on : {true, false}) {
-        for (int k = 1; k <= repeat; ++k) {
+        for (int k = 1; k <= r.repeat; ++k) {
           ++index;
-          std::cout << "repro report: " << (ladder ? "rung " + rung.name + ": " : std::string()) << "run "
+          std::cout << "repro report: " << (r.ladder ? "rung " + rung.name + ": " : std::string()) << "run "
                     << in.runs.size() + 1 << " of " << total << ": fix " << (fix_on ? "on" : "off") << " (" << k << " of "
-                    << repeat << ") ... " << std::flush;
-          in.runs.push_back(run_once(self, scratch, out_dir, fix_on ? in.args_on : in.args_off, fix_on, k, index));
-          const ReportRun& r = in.runs.back();
+                    << r.repeat << ") ... " << std::flush;
+          in.runs.push_back(run_once(self, scratch, out_dir, fix_on ? in.spec_on : in.spec_off, fix_on, k, index));
+          const ReportRun& run = in.runs.back();
           char wall[32];
-          std::snprintf(wall, sizeof wall, "%.2f s", r.wall_s);
-          std::cout << (r.result ? outcome_word(*r.result) : std::string("no result"))
-                    << " (exit " << r.exit_code << ", " << wall << ")\n";
+          std::snprintf(wall, sizeof wall, "%.2f s", run.wall_s);
+          std::cout << (run.result ? outcome_word(*run.result) : std::string("no result"))
+                    << " (exit " << run.exit_code << ", " << wall << ")\n";
         }
       }
-      if (!ladder) break;
+      if (!r.ladder) break;
       rung.finding = report_finding(in);
       rung.outcomes = outcome_counts(in);
       in.ladder.push_back(rung);
@@ -361,14 +344,14 @@ int write_report(CLI::App& app, const RunOptionParser& parser, int argc, char** 
       // a machine without a GPU.
       if (finding_ends_climb(rung.finding) || rung.finding == "no_gpu") break;
     }
-    if (ladder) reproducer = reproducer_of(in);
+    if (r.ladder) plan.reproducer = reproducer_of(in);
   }
 
   fs::create_directories(out_dir, ec);
   if (ec) throw InputError("--out: cannot create " + out_dir + ": " + ec.message());
   const fs::path dir(out_dir);
   const std::string cu = reproducer_file_name(in.fix_off.scenario);
-  write_file_atomic((dir / cu).string(), reproducer);
+  write_file_atomic((dir / cu).string(), plan.reproducer);
   write_file_atomic((dir / "result.json").string(), report_json(in).dump(2) + "\n");
   write_file_atomic((dir / "stage.log").string(), report_stage_log(in));
   write_file_atomic((dir / "REPORT.md").string(), report_markdown(in));
@@ -380,60 +363,29 @@ int write_report(CLI::App& app, const RunOptionParser& parser, int argc, char** 
 }  // namespace
 
 int report_main(int argc, char** argv) {
-  CLI::App app{"repro report: a bug-report folder for NVIDIA. Runs the scenario with its own fix off and on (--repeat "
-               "K times each, every run supervised as a plain run is, every call checked) and writes DIR/REPORT.md "
-               "(the finding, the environment, the exact commands, expected and actual, how often, the hung stage, "
-               "stage times, fix off/on), DIR/result.json, DIR/stage.log and DIR/repro_scenarioN.cu, a single-file "
-               "reproducer. --no-run writes all of it without a GPU. The report decides the fixes, the checks and "
-               "where every file goes, so it takes no --fix, --fixes, --check, --json, --save-output, --log-file, "
-               "--snapshot-dir, --no-fork or --inputs.",
-               "repro report"};
-  use_help_format(app, "repro report --out DIR --scenario N [--repeat K] [--no-run] [run options]");
-  app.footer("Exit codes: 0 the folder was written; 2 usage (nothing run, nothing written); 7 the folder was "
-             "written but no run found a usable GPU.");
-  std::string out_dir;
-  int repeat = 1;
-  bool no_run = false, force = false, allow_inject = false, ladder = false;
-  std::string repro_binary;
-  std::string fix_form = "design";
-  app.option_defaults()->group("Report");
-  app.add_option("--out", out_dir, "the report folder (must not exist, unless --force)")->required()->option_text("DIR");
-  app.add_option("--repeat", repeat, "runs of each setting, fix off and fix on")
-      ->check(CLI::Range(1, 1000))
-      ->option_text("K")
-      ->capture_default_str();
-  app.add_flag("--no-run", no_run, "write what needs no GPU: the reproducer, the commands, the REPORT.md template");
-  app.add_flag("--force", force, "replace the report in an existing --out folder");
-  app.add_option("--fix-form", fix_form, "the fix-on runs' fix: as designed, or its lean form (docs/FIXES.md)")
-      ->check(CLI::IsMember({"design", "lean"}))
-      ->option_text("design|lean")
-      ->capture_default_str();
-  app.add_flag("--ladder", ladder,
-               "climb the context ladder: the scenario isolated, then per-call allocation, layers with autograd's "
-               "retention, a ballast, a host load, steps, the backward pass (docs/CONTEXT.md); stop at the first rung that "
-               "hangs or fails "
-               "and report it. --layers, --ballast*, --host-load and --steps set their rungs' values");
-  app.add_option("--repro-binary", repro_binary, "the program each run runs (tests)")->group("");
-  app.add_flag("--allow-inject", allow_inject,
-               "for testing the report itself: let --inject through (refused otherwise); the title then says the "
-               "fault was injected");
-  RunOptionParser parser(app, RunCommand::report);
-  ParseResult parsed;
-  if (!parse_run_app(app, argc, argv, "repro report", parsed)) {
+  const ReportParse parsed = parse_report_command_line(argc, argv);
+  if (!parsed.run) {
     (parsed.exit_code == 0 ? std::cout : std::cerr) << parsed.message << "\n";
     return parsed.exit_code;
   }
-  // The command line as parsed: a --workload-file call's derived options are every run's.
-  std::vector<std::string> words = parsed.words;
-  std::vector<char*> word_ptrs;
-  for (std::string& w : words) word_ptrs.push_back(w.data());
   try {
-    return write_report(app, parser, static_cast<int>(word_ptrs.size()), word_ptrs.data(), out_dir, repeat, no_run, force,
-                        allow_inject, fix_form, ladder, repro_binary);
+    return write_report(parsed.request, plan_report(parsed.request, parsed.words));
   } catch (const std::exception& e) {  // InputError; a generator bug (std::logic_error) reads the same way
     std::cerr << "repro report: error: " << one_line(e.what()) << "\n";
     return kExitUsage;
   }
+}
+
+void validate_report(const ReportRequest& request) {
+  std::vector<std::string> words = request.to_argv();
+  std::vector<const char*> argv;
+  for (const std::string& w : words) argv.push_back(w.c_str());
+  const ReportParse parsed = parse_report_command_line(static_cast<int>(argv.size()), argv.data());
+  const std::string prefix = "repro report: error: ";
+  if (!parsed.run) {
+    throw InputError(parsed.message.rfind(prefix, 0) == 0 ? parsed.message.substr(prefix.size()) : parsed.message);
+  }
+  plan_report(parsed.request, parsed.words);
 }
 
 }  // namespace sdpa

@@ -500,9 +500,9 @@ bool finding_ends_climb(const std::string& finding) {
   return finding == "hang" || finding == "stalled" || finding == "failure" || finding == "refused";
 }
 
-std::vector<LadderRung> ladder_rungs(const LadderValues& v) {
+std::vector<LadderRung> ladder_rungs(const ContextLadderValues& v) {
   std::vector<LadderRung> rungs;
-  for (const ContextRung& r : context_ladder(v)) rungs.push_back({r.name, r.options, "", ""});
+  for (const ContextRung& r : context_ladder(v)) rungs.push_back({r.name, r.adds, "", ""});
   return rungs;
 }
 
@@ -572,7 +572,7 @@ std::string ladder_section(const ReportInput& in) {
     << "at the first rung that hangs or fails, and this report is about the last rung climbed.\n\n"
     << "| rung | adds (cumulative) | finding | runs |\n|---|---|---|---|\n";
   for (const LadderRung& r : in.ladder) {
-    s << "| " << r.name << " | `" << (r.options.empty() ? std::string("(the call alone)") : display_command(r.options).substr(8))
+    s << "| " << r.name << " | `" << (r.options.to_argv().empty() ? std::string("(the call alone)") : display_command(r.options.to_argv()).substr(8))
       << "` | " << (r.finding.empty() ? std::string("not climbed") : r.finding) << " | " << r.outcomes << " |\n";
   }
   s << "\n";
@@ -644,6 +644,7 @@ json report_json(const ReportInput& in) {
   j["scenario"] = scenario_to_json(n);
   j["environment"] = in.environment ? environment_to_json(*in.environment) : json(nullptr);
   j["environment_error"] = in.environment ? json(nullptr) : json(in.environment_error);
+  j["run_options"] = {{"fix_off", in.spec_off.to_json()}, {"fix_on", in.spec_on.to_json()}};
   j["commands"] = {{"fix_off", display_command(in.args_off)},
                    {"fix_on", display_command(in.args_on)},
                    {"reproducer_build", reproducer_nvcc_command(n)},
@@ -652,7 +653,7 @@ json report_json(const ReportInput& in) {
   j["runs"] = runs;
   json ladder = json::array();
   for (const LadderRung& r : in.ladder) {
-    ladder.push_back({{"rung", r.name}, {"options", r.options}, {"finding", r.finding}, {"outcomes", r.outcomes}});
+    ladder.push_back({{"rung", r.name}, {"options", r.options.to_argv()}, {"finding", r.finding}, {"outcomes", r.outcomes}});
   }
   j["ladder"] = in.ladder.empty() ? json(nullptr) : ladder;
   j["reproducer_leaves_out"] = in.reproducer_leaves_out.empty() ? json(nullptr) : json(in.reproducer_leaves_out);

@@ -18,9 +18,9 @@
 #include <string>
 #include <vector>
 
-#include "repro/info/environment.h"
-#include "math_sdpa/context.h"
+#include "repro/cli/context_ladder.h"
 #include "repro/cli/run_options.h"
+#include "repro/info/environment.h"
 
 namespace sdpa {
 
@@ -40,7 +40,7 @@ struct ReportRun {
 // training process it adds to the rungs below it, and what its runs found.
 struct LadderRung {
   std::string name;                  // "isolated", "per-call", "layers", "ballast", "host-load", "steps"
-  std::vector<std::string> options;  // everything it adds to the scenario's command, the rungs below included
+  RunSpec options;                   // everything it adds to the scenario's options, the rungs below included
   std::string finding;               // report_finding of its runs ("" when not climbed)
   std::string outcomes;              // "fix off: 1 hang; fix on: 1 pass"
 };
@@ -48,6 +48,7 @@ struct LadderRung {
 struct ReportInput {
   RunOptions fix_off, fix_on;                 // the two configurations (as the children parse them)
   std::vector<std::string> args_off, args_on; // their command lines, without the binary
+  RunSpec spec_off, spec_on;                  // ...as the values they were made from
   std::vector<std::string> report_argv;       // `repro report ...` as given
   int repeat = 1;
   bool no_run = false;
@@ -62,9 +63,8 @@ struct ReportInput {
   std::string reproducer_leaves_out;
 };
 
-// The rungs of the context ladder (math_sdpa/context.h), not yet climbed.
-using LadderValues = ContextLadderValues;
-std::vector<LadderRung> ladder_rungs(const LadderValues& values);
+// The rungs of the context ladder (repro/cli/context_ladder.h), not yet climbed.
+std::vector<LadderRung> ladder_rungs(const ContextLadderValues& values);
 
 // "hang", "not_reproduced", "not_exercised" (every run passed but RunOptions::caveats says they
 // could not show the hypothesis), "failure" (a crash, CUDA error, mismatch... with the fix off),

@@ -174,20 +174,19 @@ std::string sweep_cells_dir(const std::string& jsonl_path) {
 
 std::string cell_log_name(int index) { return "cell-" + std::to_string(index) + ".log"; }
 
-std::vector<std::string> cell_command_args(const SweepCell& cell, double stage_timeout_s) {
-  std::vector<std::string> args = cell.run_args();
-  std::ostringstream timeout;
-  timeout << stage_timeout_s;
-  args.insert(args.end(), {"--stage-timeout", timeout.str()});
-  return args;
+RunSpec cell_command_spec(const SweepCell& cell, double stage_timeout_s) {
+  RunSpec spec = cell.run_spec();
+  spec.stage_timeout = stage_timeout_s;
+  return spec;
 }
 
 nlohmann::json planned_cell_json(const SweepCell& cell, double stage_timeout_s) {
   using nlohmann::json;
+  const RunSpec spec = cell_command_spec(cell, stage_timeout_s);
   json command_line = json::array({"repro"});
-  for (const auto& a : cell_command_args(cell, stage_timeout_s)) command_line.push_back(a);
+  for (const auto& a : spec.to_argv()) command_line.push_back(a);
   return {{"index", cell.index},         {"key", cell.key()},          {"axes", cell_axes_to_json(cell)},
-          {"command_line", command_line}, {"gpu", nullptr},            {"outcome", outcome_name(Outcome::planned)},
+          {"command_line", command_line}, {"run_options", spec.to_json()}, {"gpu", nullptr},            {"outcome", outcome_name(Outcome::planned)},
           {"exit_code", nullptr},         {"signal", nullptr},         {"stage", nullptr},
           {"classification", nullptr},    {"error", nullptr},          {"rel_error", nullptr},
           {"tolerance", nullptr},         {"call_median_ms", nullptr}, {"stage_median_ms", json::object()},
@@ -277,9 +276,15 @@ nlohmann::json gpu_checks_json(const std::vector<GpuCheck>& checks) {
   return out;
 }
 
-std::vector<std::string> canary_args() {
-  return {"--scenario", "0", "--alloc", "device", "-b", "1", "--heads", "1", "-L", "16", "-E", "16", "--check",
-          "--stage-timeout", "5", "--on-hang", "kill"};
+RunSpec canary_spec() {
+  RunSpec spec;
+  spec.scenario = 0;
+  spec.alloc = "device";
+  spec.batch = 1, spec.heads = 1, spec.q_len = 16, spec.head_dim = 16;
+  spec.check = true;
+  spec.stage_timeout = 5;
+  spec.on_hang = "kill";
+  return spec;
 }
 
 CellsRun run_cells(const std::vector<SweepCell>& cells, const SweepRunSettings& settings,
@@ -323,12 +328,10 @@ CellsRun run_cells(const std::vector<SweepCell>& cells, const SweepRunSettings& 
     r.deadline_s = settings.cell_timeout_s;
     r.scratch_path = settings.scratch_prefix + std::to_string(r.cell->index) + ".json";
     std::remove(r.scratch_path.c_str());
-    std::vector<std::string> argv{settings.repro_binary};
-    for (const auto& a : cell_command_args(*r.cell, settings.stage_timeout_s)) argv.push_back(a);
-    argv.insert(argv.end(), {"--json", r.scratch_path, "--on-hang", on_hang_name(settings.on_hang)});
-    if (settings.on_hang == OnHang::snapshot) {
-      argv.insert(argv.end(), {"--snapshot-timeout", format_number("%g", settings.snapshot_timeout_s)});
-    }
+    RunSpec spec = cell_command_spec(*r.cell, settings.stage_timeout_s);
+    spec.json = r.scratch_path;
+    spec.on_hang = on_hang_name(settings.on_hang);
+    if (settings.on_hang == OnHang::snapshot) spec.snapshot_timeout = settings.snapshot_timeout_s;
     if (!settings.cells_dir.empty()) {
       const std::string name = "cell-" + std::to_string(r.cell->index);
       r.log_file = settings.cells_dir + "/" + cell_log_name(r.cell->index);
@@ -342,8 +345,11 @@ CellsRun run_cells(const std::vector<SweepCell>& cells, const SweepRunSettings& 
       // A folder of its own: an earlier attempt's snapshot (a sweep resumed after a freeze) stays.
       r.snapshot_dir = fresh_snapshot_dir(settings.cells_dir + "/" + name + ".snapshot");
       r.snapshot_link = settings.cells_link + "/" + fs::path(r.snapshot_dir).filename().string();
-      argv.insert(argv.end(), {"--log-file", r.log_file, "--snapshot-dir", r.snapshot_dir});
+      spec.log_file = r.log_file;
+      spec.snapshot_dir = r.snapshot_dir;
     }
+    std::vector<std::string> argv = spec.to_argv();
+    argv.insert(argv.begin(), settings.repro_binary);
     launch_in(w, std::move(r), argv);
   };
   auto start_canary = [&](size_t w) {
@@ -352,9 +358,10 @@ CellsRun run_cells(const std::vector<SweepCell>& cells, const SweepRunSettings& 
     r.deadline_s = std::min(settings.cell_timeout_s, kCanaryTimeoutS);
     r.scratch_path = settings.scratch_prefix + "canary-" + std::to_string(w) + ".json";
     std::remove(r.scratch_path.c_str());
-    std::vector<std::string> argv{settings.repro_binary};
-    for (const auto& a : canary_args()) argv.push_back(a);
-    argv.insert(argv.end(), {"--json", r.scratch_path});
+    RunSpec spec = canary_spec();
+    spec.json = r.scratch_path;
+    std::vector<std::string> argv = spec.to_argv();
+    argv.insert(argv.begin(), settings.repro_binary);
     gpus[r.gpu].canary_running = true;
     launch_in(w, std::move(r), argv);
   };

@@ -65,8 +65,9 @@ struct GpuCheck {
 };
 nlohmann::json gpu_checks_json(const std::vector<GpuCheck>& checks);
 
-// A cell's options as run: `repro` followed by them is the cell's command line.
-std::vector<std::string> cell_command_args(const SweepCell& cell, double stage_timeout_s);
+// A cell's options as run (the runner adds where its files go): `repro` followed by their
+// to_argv() is the cell's command line.
+RunSpec cell_command_spec(const SweepCell& cell, double stage_timeout_s);
 
 // The record of a cell that has not run (--dry-run): axes, command line, results null.
 nlohmann::json planned_cell_json(const SweepCell& cell, double stage_timeout_s);
@@ -106,8 +107,8 @@ struct CellsRun {
 CellsRun run_cells(const std::vector<SweepCell>& cells, const SweepRunSettings& settings,
                    const std::function<void(const nlohmann::json&)>& on_done);
 
-// The canary's command line after the binary: one small checked call of the path on device memory.
-std::vector<std::string> canary_args();
+// The canary: one small checked call of the path on device memory.
+RunSpec canary_spec();
 
 // One worker per visible GPU, without initialising CUDA: --gpus N (gpus_option > 0), else the
 // entries of CUDA_VISIBLE_DEVICES, else the GPUs the NVIDIA driver lists in /proc. Returns the

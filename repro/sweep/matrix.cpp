@@ -7,7 +7,7 @@
 #include <sstream>
 
 #include "fixes/fix_list.h"
-#include "math_sdpa/context.h"
+#include "repro/cli/context_ladder.h"
 #include "math_sdpa/errors.h"
 #include "repro/cli/run_options.h"
 #include "repro/common/text.h"
@@ -18,19 +18,25 @@ namespace sdpa {
 
 namespace {
 
-// Parses `repro <args>` the way a plain run would; returns the options, or throws InputError
-// with repro's own message after `context`.
-RunOptions parse_as_repro(const std::string& context, std::vector<std::string> args) {
-  args.insert(args.begin(), "repro");
-  std::vector<const char*> argv;
-  for (const auto& a : args) argv.push_back(a.c_str());
-  const ParseResult r = parse_command_line(static_cast<int>(argv.size()), argv.data());
-  if (!r.run) {
-    const std::string prefix = "repro: error: ";
-    const std::string message = r.message.rfind(prefix, 0) == 0 ? r.message.substr(prefix.size()) : r.message;
-    throw InputError(context + ": " + message);
+// A RunSpec validated the way a plain run would; the run's options, or InputError with repro's
+// own message after `context`.
+RunOptions validated(const std::string& context, const RunSpec& spec) {
+  try {
+    return validate_run_spec(spec);
+  } catch (const InputError& e) {
+    throw InputError(context + ": " + e.what());
   }
-  return r.options;
+}
+
+// One run option's value, checked by the run's own parser.
+void check_run_option(const std::string& context, const std::string& option, const std::string& value) {
+  RunSpec spec;
+  try {
+    spec.set(option, value);
+  } catch (const InputError& e) {
+    throw InputError(context + ": " + e.what());
+  }
+  validated(context, spec);
 }
 
 std::array<int64_t, 5> parse_shape(const std::string& text) {
@@ -65,14 +71,15 @@ bool is_workload(const std::string& text) {
 std::string canonical_shape(const std::string& text) {
   if (text == kGivenAxisValue) return text;
   if (is_workload(text)) {  // a layer of the failing workload, by name
-    parse_as_repro("--shapes: " + text, {"--workload", text});
+    check_run_option("--shapes: " + text, "--workload", text);
     return text;
   }
   const auto d = parse_shape(text);
   std::string s;
   for (size_t i = 0; i < d.size(); ++i) s += (i ? "x" : "") + std::to_string(d[i]);
-  parse_as_repro("--shapes: " + s, {"-b", std::to_string(d[0]), "--heads", std::to_string(d[1]), "-L",
-                                     std::to_string(d[2]), "-S", std::to_string(d[3]), "-E", std::to_string(d[4])});
+  RunSpec spec;
+  spec.batch = d[0], spec.heads = d[1], spec.q_len = d[2], spec.kv_len = d[3], spec.head_dim = d[4];
+  validated("--shapes: " + s, spec);
   return s;
 }
 
@@ -109,7 +116,7 @@ template <typename T, typename F> void canonicalise(std::vector<T>& values, cons
 // A string axis whose values are those of one run option (--dtypes -> --dtype).
 void canonicalise_run_option(std::vector<std::string>& values, const std::string& option, const std::string& run_option) {
   canonicalise(values, option, [&](const std::string& v) {
-    parse_as_repro(option, {run_option, v});
+    check_run_option(option, run_option, v);
     return v;
   });
 }
@@ -141,56 +148,62 @@ std::string SweepCell::key() const {
          " repeat=" + std::to_string(repeat);
 }
 
-std::vector<std::string> SweepCell::run_args() const {
-  std::vector<std::string> args{"--scenario", std::to_string(scenario)};
+RunSpec SweepCell::run_spec() const {
+  RunSpec axes;
+  axes.scenario = scenario;
   if (fix == "on") {
-    // Scenario 0 has no fix of its own; its "fixed" row applies all four.
-    args.insert(args.end(), {scenario == 0 ? "--fixes" : "--fix", scenario == 0 ? "all" : "on"});
+    // Scenario 0 has no fix of its own; its "fixed" row applies all of them.
+    (scenario == 0 ? axes.fixes : axes.fix) = scenario == 0 ? "all" : "on";
   } else if (fix != "off") {
     std::string list = fix;
     std::replace(list.begin(), list.end(), '+', ',');
-    args.insert(args.end(), {"--fixes", list});
+    axes.fixes = list;
   }
-  if (dtype != kGivenAxisValue) args.insert(args.end(), {"--dtype", dtype});
-  args.insert(args.end(), {"--precision", precision});
+  if (dtype != kGivenAxisValue) axes.dtype = dtype;
+  axes.precision = precision;
   if (shape == kGivenAxisValue) {
     // the cell options' shape
   } else if (is_workload(shape)) {
-    args.insert(args.end(), {"--workload", shape});
+    axes.workload = shape;
   } else {
     const auto d = parse_shape(shape);
-    args.insert(args.end(), {"-b", std::to_string(d[0]), "--heads", std::to_string(d[1]), "-L", std::to_string(d[2]), "-S",
-                             std::to_string(d[3]), "-E", std::to_string(d[4])});
+    axes.batch = d[0], axes.heads = d[1], axes.q_len = d[2], axes.kv_len = d[3], axes.head_dim = d[4];
   }
-  args.insert(args.end(), {"--alloc", alloc});
-  if (stream != "default") args.insert(args.end(), {"--stream", stream});
+  axes.alloc = alloc;
+  if (stream != "default") axes.stream = stream;
   ContextLadderValues values;
   if (is_workload(shape)) values.layers = "model";
-  values.steps = std::to_string(iters);
-  bool steps = false;  // the steps rung and those above it count steps, not --iters
+  values.steps = iters;
   for (const ContextRung& rung : context_ladder(values)) {
-    if (rung.name != context) continue;
-    args.insert(args.end(), rung.options.begin(), rung.options.end());
-    steps = std::find(rung.options.begin(), rung.options.end(), "--steps") != rung.options.end();
+    if (rung.name == context) axes.overlay(rung.adds);
   }
-  if (!steps) args.insert(args.end(), {"--iters", std::to_string(iters)});
-  args.push_back("--check");
-  args.insert(args.end(), cell_options.begin(), cell_options.end());
-  return args;
+  // The steps rung and those above it count steps, not --iters.
+  if (!axes.steps) axes.iters = iters;
+  axes.check = true;
+  for (const std::string& option : run_option_names()) {
+    if (axes.given(option) && options.given(option)) {
+      throw InputError("the cell option " + option + " is set by the sweep's axes (a captured call's shape and dtype are "
+                       "the axes' value \"given\")");
+    }
+  }
+  axes.overlay(options);
+  return axes;
 }
+
+std::vector<std::string> SweepCell::run_args() const { return run_spec().to_argv(); }
 
 void canonicalise_axes(SweepAxes& a) {
   canonicalise(a.scenarios, "--scenarios", [](int s) { return scenario_info(s).number; });
   canonicalise(a.fixes, "--fix", canonical_fix);
   canonicalise(a.dtypes, "--dtypes", [](const std::string& v) {
-    if (v != kGivenAxisValue) parse_as_repro("--dtypes", {"--dtype", v});
+    if (v != kGivenAxisValue) check_run_option("--dtypes", "--dtype", v);
     return v;
   });
   canonicalise_run_option(a.precisions, "--precisions", "--precision");
   canonicalise(a.shapes, "--shapes", canonical_shape);
   canonicalise_run_option(a.allocs, "--allocs", "--alloc");
   canonicalise(a.streams, "--streams", [](const std::string& v) {
-    if (v != "default") parse_as_repro("--streams", {"--stream", v});
+    if (v != "default") check_run_option("--streams", "--stream", v);
     return v;
   });
   canonicalise(a.contexts, "--contexts", [](const std::string& c) {
@@ -218,6 +231,12 @@ std::vector<SweepCell> expand_matrix(SweepAxes a, int* left_out, std::string* le
     throw InputError("the matrix has " + std::to_string(static_cast<long long>(planned)) + " cells, more than " +
                      std::to_string(kMaxSweepCells) + " (fewer repeats, or split it into several sweeps)");
   }
+  RunSpec options;
+  try {
+    options = parse_run_spec(a.cell_options, RunCommand::run, false);  // each cell's run replays the call
+  } catch (const InputError& e) {
+    throw InputError(std::string("cell options: ") + e.what());
+  }
   std::vector<SweepCell> cells;
   int skipped = 0;
   std::string why;
@@ -242,17 +261,17 @@ std::vector<SweepCell> expand_matrix(SweepAxes a, int* left_out, std::string* le
                   c.context = context;
                   c.iters = a.iters;
                   c.repeat = repeat;
-                  c.cell_options = a.cell_options;
-                  const RunOptions options = parse_as_repro("cell " + c.key(), c.run_args());
-                  const std::string not_a_cell = !options.caveats.empty() ? options.caveats.front()
-                                                 : !a.keep_waived             ? options.waiver
-                                                                              : "";
+                  c.options = options;
+                  const RunOptions run = validated("cell " + c.key(), c.run_spec());
+                  const std::string not_a_cell = !run.caveats.empty() ? run.caveats.front()
+                                                 : !a.keep_waived         ? run.waiver
+                                                                          : "";
                   if (!not_a_cell.empty()) {
                     if (why.empty()) why = c.key() + ": " + not_a_cell;
                     ++skipped;
                     continue;
                   }
-                  c.fix_list = options.fixes.str();
+                  c.fix_list = run.fixes.str();
                   cells.push_back(c);
                 }
   if (cells.empty() && skipped) {
@@ -367,7 +386,7 @@ int64_t expected_cell_cost(const SweepCell& cell) {
   constexpr int64_t kProcessStartCost = 5000000000;
   int64_t batch_heads_rows_keys_dim = 0;
   if (cell.shape == kGivenAxisValue) {
-    const SdpaProblem p = parse_as_repro("cell " + cell.key(), cell.run_args()).problem;
+    const SdpaProblem p = validated("cell " + cell.key(), cell.run_spec()).problem;
     batch_heads_rows_keys_dim = p.score_elems() * p.head_dim;
   } else if (is_workload(cell.shape)) {
     const SdpaProblem& p = find_workload(cell.shape).problem;

@@ -15,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "repro/cli/run_spec.h"
 #include "scenarios/scenario.h"
 
 namespace sdpa {
@@ -61,11 +62,13 @@ struct SweepCell {
   int iters = 1;
   int repeat = 0;
   std::string fix_list;  // the fixes the run applies: "none", "1,3", "all"
-  std::vector<std::string> cell_options;  // SweepAxes::cell_options
+  RunSpec options;       // SweepAxes::cell_options, parsed
 
   std::string key() const;
-  // The run options of this cell as `repro` takes them (without the program name and --json).
-  std::vector<std::string> run_args() const;
+  // The run options of this cell: its axes' values and the cell options (without --json, which
+  // the runner adds); InputError when a cell option is also an axis's.
+  RunSpec run_spec() const;
+  std::vector<std::string> run_args() const;  // run_spec().to_argv()
 };
 
 // Splits "a,b,c" into its items; throws InputError naming `option` on an empty item.

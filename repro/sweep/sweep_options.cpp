@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "math_sdpa/errors.h"
+#include "repro/common/text.h"
 #include "repro/cli/run_options.h"
 #include "scenarios/scenario.h"
 
@@ -49,7 +50,57 @@ void name_outputs(const std::string& out_dir, std::string& json_path, std::strin
   svg_path = stem + ".svg";
 }
 
+// "a,b,c" of any axis's values.
+template <typename T> std::string axis_text(const std::vector<T>& values) {
+  std::string s;
+  for (const T& v : values) {
+    if constexpr (std::is_same_v<T, int>) {
+      s += (s.empty() ? "" : ",") + std::to_string(v);
+    } else {
+      s += (s.empty() ? "" : ",") + v;
+    }
+  }
+  return s;
+}
+
 }  // namespace
+
+std::vector<std::string> SweepOptions::to_argv() const {
+  std::vector<std::string> args{"sweep", "--json", json_path,
+                                "--scenarios", axis_text(axes.scenarios), "--fix", axis_text(axes.fixes),
+                                "--dtypes", axis_text(axes.dtypes), "--precisions", axis_text(axes.precisions),
+                                "--shapes", axis_text(axes.shapes), "--allocs", axis_text(axes.allocs),
+                                "--streams", axis_text(axes.streams), "--contexts", axis_text(axes.contexts),
+                                "--iters", std::to_string(axes.iters), "--repeats", std::to_string(axes.repeats),
+                                "--cell-timeout", format_number("%g", cell_timeout_s),
+                                "--stage-timeout", format_number("%g", stage_timeout_s),
+                                "--cells-per-gpu", std::to_string(cells_per_gpu), "--on-hang", on_hang_name(on_hang),
+                                "--snapshot-timeout", format_number("%g", snapshot_timeout_s)};
+  if (axes.keep_waived) args.push_back("--keep-waived");
+  if (!shard.whole()) args.insert(args.end(), {"--shard", shard.str()});
+  if (force) args.push_back("--force");
+  if (resume) args.push_back("--resume");
+  if (dry_run) args.push_back("--dry-run");
+  if (gpus > 0) args.insert(args.end(), {"--gpus", std::to_string(gpus)});
+  if (!repro_binary.empty()) args.insert(args.end(), {"--repro-binary", repro_binary});
+  if (!axes.cell_options.empty()) {
+    args.push_back("--");
+    args.insert(args.end(), axes.cell_options.begin(), axes.cell_options.end());
+  }
+  return args;
+}
+
+void validate_sweep(const SweepOptions& options) {
+  const std::vector<std::string> words = options.to_argv();
+  std::vector<const char*> argv;
+  for (const std::string& w : words) argv.push_back(w.c_str());
+  const SweepParseResult parsed = parse_sweep_command_line(static_cast<int>(argv.size()), argv.data());
+  const std::string prefix = "repro sweep: error: ";
+  if (!parsed.run) {
+    throw InputError(parsed.message.rfind(prefix, 0) == 0 ? parsed.message.substr(prefix.size()) : parsed.message);
+  }
+  expand_matrix(parsed.options.axes);
+}
 
 SweepParseResult parse_sweep_command_line(int argc, const char* const* argv) {
   SweepParseResult result;

@@ -28,7 +28,15 @@ struct SweepOptions {
   double snapshot_timeout_s = 60;     // each cell's --snapshot-timeout
   std::string repro_binary;      // hidden: the program each cell runs (tests pass a fake child)
   std::vector<std::string> argv;  // the command line as given
+
+  // `sweep` and its options, every axis written out: `repro` followed by them is the command
+  // (triage builds a sweep this way). The JSON-lines and SVG files follow from json_path.
+  std::vector<std::string> to_argv() const;
 };
+
+// Everything `repro sweep` checks before its first cell runs (its options, every cell's run
+// options): throws InputError with the sweep's line. Runs nothing.
+void validate_sweep(const SweepOptions& options);
 
 struct SweepParseResult {
   bool run = false;

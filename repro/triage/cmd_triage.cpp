@@ -11,6 +11,7 @@
 #include "repro/commands.h"
 #include "repro/common/text.h"
 #include "repro/triage/triage.h"
+#include "scenarios/scenario.h"
 
 namespace sdpa {
 
@@ -22,9 +23,9 @@ int triage_main(int argc, char** argv) {
                "repro triage"};
   use_help_format(app, "repro triage --out DIR [--budget 2h] [--workload-file capture/workload.json [--call N]] | --resume");
   TriageSettings t;
-  std::string budget = "2h", workload_file;
+  std::string budget = "2h", workload_file, scenarios = scenario_list_text(default_triage_scenarios());
   int call = -1;
-  bool no_bug_report = false;
+  bool no_bug_report = false, dry_run = false;
   app.add_option("--out", t.out_dir, "the triage's folder (OUT.tar.gz is written beside it)")->required()->option_text("DIR");
   app.add_option("--budget", budget, "the whole triage's time; each step gets a share of what is left")
       ->option_text("TIME")
@@ -33,7 +34,9 @@ int triage_main(int argc, char** argv) {
                                                    "swept, and its process's context is the ladder's")
       ->option_text("FILE");
   app.add_option("--call", call, "the captured call (default 0)")->option_text("N");
-  app.add_option("--scenarios", t.scenarios, "the scenarios to sweep and climb")->option_text("LIST")->capture_default_str();
+  app.add_option("--scenarios", scenarios, "the scenarios to sweep and climb: N,N,.. or N-M (repro help scenarios)")
+      ->option_text("LIST")
+      ->capture_default_str();
   app.add_option("--runs", t.runs, "minimize's runs per configuration")->check(CLI::Range(1, 100))->option_text("N")->capture_default_str();
   app.add_option("--stage-timeout", t.stage_timeout_s, "every run's watchdog deadline per stage, seconds")
       ->check(CLI::Range(0.5, 3600.0))
@@ -43,6 +46,8 @@ int triage_main(int argc, char** argv) {
   app.add_option("--inject", t.inject,
                  "for testing the triage itself: a fault every run gets (--inject of a run); SUMMARY.md says so")
       ->option_text("FAULT");
+  app.add_flag("--dry-run", dry_run,
+               "print every step's command, each checked as its child would check it, and run nothing (no GPU needed)");
   bool resume = false;
   app.add_flag("--resume", resume,
                "continue the triage in --out DIR with its own options (interrupted, killed, or stopped with the "
@@ -60,7 +65,7 @@ int triage_main(int argc, char** argv) {
   try {
     if (resume) {
       for (const char* option : {"--budget", "--workload-file", "--call", "--scenarios", "--runs", "--stage-timeout",
-                                 "--no-bug-report", "--inject"}) {
+                                 "--no-bug-report", "--inject", "--dry-run"}) {
         if (app.count(option)) {
           throw InputError(std::string("--resume continues the triage in --out with the options it started with: ") +
                            option + " is not one to give again");
@@ -73,22 +78,19 @@ int triage_main(int argc, char** argv) {
     t.budget_s = parse_duration(budget, "--budget");
     if (!workload_file.empty()) {
       replay_call(load_workload_file(workload_file), std::max(call, 0));  // a bad file is refused before anything runs
-      t.call_options = {"--workload-file", std::filesystem::absolute(workload_file).string(), "--call",
-                        std::to_string(std::max(call, 0))};
+      t.capture.workload_file = std::filesystem::absolute(workload_file).string();
+      t.capture.call = std::max(call, 0);
     } else if (call >= 0) {
       throw InputError("--call: it selects from a --workload-file");
     }
-    for (const std::string& s : {t.scenarios}) {
-      if (s.empty() || s.find_first_not_of("0123456,") != std::string::npos) {
-        throw InputError("--scenarios: '" + s + "' is not a list of scenarios 0-6");
-      }
-    }
+    t.scenarios = parse_scenario_list(scenarios, "--scenarios");
     if (!t.inject.empty()) parse_fault_spec(t.inject);
+    t.bug_report = !no_bug_report;
+    if (dry_run) return print_triage_plan(t);
     if (std::filesystem::exists(std::filesystem::path(t.out_dir) / "SUMMARY.md") ||
         std::filesystem::exists(std::filesystem::path(t.out_dir) / "triage.json")) {
       throw InputError("--out " + t.out_dir + " holds a triage already: give another folder, or --resume to continue it");
     }
-    t.bug_report = !no_bug_report;
     return run_triage(t);
   } catch (const InputError& e) {
     std::cerr << "repro triage: error: " << one_line(e.what()) << "\n";

@@ -1,4 +1,5 @@
-// triage.cpp: the steps of `repro triage` and its SUMMARY.md (triage.h).
+// triage.cpp: the steps of `repro triage`, planned and checked before the first runs, and its
+// SUMMARY.md (triage.h).
 #include "repro/triage/triage.h"
 
 #include <signal.h>
@@ -18,12 +19,16 @@
 #include "math_sdpa/errors.h"
 #include "repro/common/text.h"
 #include "repro/info/environment.h"
+#include "repro/minimize/minimizer.h"
+#include "repro/report/report_request.h"
 #include "repro/supervise/child_process.h"
 #include "repro/supervise/durable_log.h"
 #include "repro/supervise/snapshot_collectors.h"
 #include "repro/supervise/watchdog.h"
 #include "repro/sweep/cell_runner.h"
+#include "repro/sweep/sweep_options.h"
 #include "repro/sweep/sweep_output.h"
+#include "scenarios/scenario.h"
 
 namespace sdpa {
 
@@ -54,11 +59,13 @@ bool is_failure(const std::string& outcome) {
 
 // The options a resumed triage continues with (triage.json's "settings").
 json settings_json(const TriageSettings& t) {
-  return {{"budget_s", t.budget_s},   {"call_options", t.call_options}, {"scenarios", t.scenarios}, {"runs", t.runs},
+  return {{"budget_s", t.budget_s},   {"capture", t.capture.to_json()}, {"scenarios", t.scenarios}, {"runs", t.runs},
           {"stage_timeout_s", t.stage_timeout_s}, {"inject", t.inject}, {"bug_report", t.bug_report}};
 }
 
 std::string state_path(const std::string& out_dir) { return (fs::path(out_dir) / "triage.json").string(); }
+
+std::string step_path(const TriageSettings& t, const std::string& name) { return (fs::path(t.out_dir) / name).string(); }
 
 // The last line of `text` that is not empty ("" when there is none).
 std::string last_line(const std::string& text) {
@@ -68,13 +75,71 @@ std::string last_line(const std::string& text) {
   return text.substr(start == std::string::npos ? 0 : start + 1, end + 1 - (start == std::string::npos ? 0 : start + 1));
 }
 
+// The run options every run of the triage gets: the captured call alone (its process's context is
+// the ladder's to add), a fault to test the triage itself.
+RunSpec cell_options(const TriageSettings& t) {
+  RunSpec cell = t.capture;
+  if (cell.workload_file) cell.call_only = true;
+  if (!t.inject.empty()) cell.inject = t.inject;
+  return cell;
+}
+
+// The sweep: the scenarios, fix off and on, on memory that migrates.
+SweepOptions sweep_of(const TriageSettings& t) {
+  SweepOptions s;
+  s.json_path = step_path(t, "sweep") + "/sweep.json";
+  s.axes.scenarios = t.scenarios;
+  s.axes.fixes = {"off", "on"};
+  s.axes.allocs = {"managed"};
+  s.axes.iters = 5;
+  // A captured call is swept as it was captured; otherwise bf16, the failing workload's dtype.
+  if (t.capture.workload_file) {
+    s.axes.shapes = s.axes.dtypes = {kGivenAxisValue};
+  } else {
+    s.axes.dtypes = {"bf16"};
+  }
+  s.axes.cell_options = cell_options(t).to_argv();
+  s.stage_timeout_s = t.stage_timeout_s;
+  s.cell_timeout_s = std::max(120.0, 6 * t.stage_timeout_s);
+  s.repro_binary = t.repro_binary;
+  return s;
+}
+
+// Scenario N's context ladder: a report that climbs it, with the captured process's conditions.
+ReportRequest ladder_of(const TriageSettings& t, int scenario) {
+  ReportRequest r;
+  r.run = t.capture;
+  r.run.scenario = scenario;
+  r.run.iters = 5;
+  r.run.stage_timeout = t.stage_timeout_s;
+  if (!t.inject.empty()) r.run.inject = t.inject, r.allow_inject = true;
+  r.out_dir = step_path(t, "ladder-" + std::to_string(scenario));
+  r.force = true;
+  r.ladder = true;
+  r.repro_binary = t.repro_binary;
+  return r;
+}
+
+// The minimization of the first hang found: its source is known once the sweep or a ladder hung.
+MinimizeRequest minimize_of(const TriageSettings& t, double budget_s) {
+  MinimizeRequest m;
+  m.out_dir = step_path(t, "minimize");
+  m.runs = t.runs;
+  m.budget_s = budget_s;
+  m.force = true;
+  m.repro_binary = t.repro_binary;
+  return m;
+}
+
+std::string join(const std::vector<std::string>& words) { return shell_command(words); }
+
 class Triage {
  public:
   explicit Triage(const TriageSettings& t)
       : t_(t), log_((fs::path(t.out_dir) / "triage.log").string(), 0), self_(self_executable()),
-        gpu_program_(t.repro_binary.empty() ? self_ : t.repro_binary) {
+        gpu_program_(t.repro_binary.empty() ? self_ : t.repro_binary), plan_(plan_triage(t)) {
     state_ = t.resume ? json_file(state_path(t.out_dir)) : json::object();
-    state_["format"] = 1;
+    state_["format"] = 2;
     state_["settings"] = settings_json(t);
     if (!state_.contains("steps") || !state_["steps"].is_object()) state_["steps"] = json::object();
   }
@@ -89,10 +154,16 @@ class Triage {
     std::cout << "triage: " << text << std::endl;
     log_.record("step", text);
   }
+  const TriageStep* planned(const std::string& name) const {
+    for (const TriageStep& s : plan_) {
+      if (s.name == name) return &s;
+    }
+    return nullptr;
+  }
   // Runs `program args` as step `name` (its output in OUT/name.log) for at most `share` of the
   // budget left; returns its exit code (-1 when it was stopped at its deadline).
   int step(const std::string& name, const std::string& program, const std::vector<std::string>& args, double share);
-  std::string path(const std::string& name) const { return (fs::path(t_.out_dir) / name).string(); }
+  std::string path(const std::string& name) const { return step_path(t_, name); }
   // What an earlier run of this triage left of step `name` (--resume): "" never started, "done",
   // "stopped" (at its share of the budget), "interrupted" (by a signal), "running" (in flight when
   // that triage stopped without a word: a freeze, a reboot, SIGKILL).
@@ -114,12 +185,17 @@ class Triage {
     state_["spent_s"] = spent();
     write_file_atomic(state_path(t_.out_dir), state_.dump(2) + "\n");
   }
+  void run_sweep();
+  void run_ladders();
+  void run_minimize();
+  void run_bug_report();
   void write_summary();
   void write_archive();
 
   TriageSettings t_;
   DurableLog log_;
   std::string self_, gpu_program_;
+  std::vector<TriageStep> plan_;
   double start_ = now_s();
   // What the steps found, for SUMMARY.md.
   std::string device = "unknown";
@@ -133,6 +209,7 @@ class Triage {
   std::string bug_report;                     // its file, or why there is none
   std::vector<std::string> notes;             // steps stopped at their deadline, skipped, ...
   std::vector<std::string> stopped_in;        // what was running when an earlier run stopped (--resume)
+  std::vector<std::string> could_not_run;     // steps whose command was refused: "name: why"
   json state_;                                // triage.json
 };
 
@@ -195,15 +272,137 @@ int Triage::step(const std::string& name, const std::string& program, const std:
   say(name + ": " + (r.timed_out ? "stopped at its deadline" : r.stopped ? "interrupted" : "exit " + std::to_string(r.exit_code)) +
       " after " + seconds_text(r.wall_s));
   set_step(name, r.timed_out ? "stopped" : r.stopped ? "interrupted" : "done", r.exit_code);
+  // A child's usage error is a step that could not run: the plan checked its command, so this is
+  // what the plan could not know (a file that vanished, a capture that changed).
+  if (!r.timed_out && !r.stopped && r.exit_code == kExitUsage) {
+    could_not_run.push_back(name + ": its command was refused (exit 2; `" + name + ".log` has the line)");
+  }
   return r.timed_out || r.stopped ? -1 : r.exit_code;
+}
+
+void Triage::run_sweep() {
+  const TriageStep& plan = *planned("sweep");
+  if (!plan.cannot_run.empty()) return;
+  std::vector<std::string> args = plan.argv;
+  const bool continuing = prior("sweep") == "interrupted";
+  const std::string as = resumed_as("sweep");
+  if (as == "run") {
+    if (continuing) args.push_back("--resume");
+    if (step("sweep", self_, args, plan.share) == kExitNoGpu) no_gpu = true;
+  }
+  try {
+    cells = latest_records(read_jsonl(path("sweep/sweep.jsonl")).records);
+  } catch (const InputError& e) {  // a damaged line before the last: what the sweep found is unknown
+    notes.push_back("the sweep's records cannot be read: " + one_line(e.what()));
+  }
+  if (as == "stopped_machine") note_cells_running();
+  for (const json& cell : cells) {
+    const std::string outcome = cell.value("outcome", "");
+    if (outcome == "pass" || outcome == "waived") ++cells_passed;
+    if (is_hang(outcome)) hung_cells.push_back(cell);
+    if (is_failure(outcome)) failed_cells.push_back(cell);
+  }
+}
+
+void Triage::run_ladders() {
+  std::vector<const TriageStep*> climb;
+  for (const TriageStep& s : plan_) {
+    if (s.name.rfind("ladder-", 0) != 0 || !s.left_out.empty() || !s.cannot_run.empty()) continue;
+    const int scenario = std::atoi(s.name.c_str() + 7);
+    const bool hung = std::any_of(hung_cells.begin(), hung_cells.end(),
+                                  [&](const json& cell) { return cell.at("axes").value("scenario", -1) == scenario; });
+    if (hung) {
+      say(s.name + ": not run: a sweep cell of scenario " + std::to_string(scenario) + " hung (the minimization takes it)");
+      continue;
+    }
+    climb.push_back(&s);
+  }
+  for (size_t i = 0; i < climb.size() && !no_gpu && !g_stop_signal; ++i) {
+    const TriageStep& s = *climb[i];
+    const int scenario = std::atoi(s.name.c_str() + 7);
+    // The ladders share half the budget left, and the minimization what remains after them.
+    const std::string as = resumed_as(s.name);
+    if (as == "run") step(s.name, self_, s.argv, s.share / static_cast<double>(climb.size() - i));
+    if (as == "stopped_machine") {
+      stopped_in.push_back("scenario " + std::to_string(scenario) + "'s context ladder (`" + s.name + "/`: what it wrote)");
+      continue;
+    }
+    const json result = json_file(path(s.name + "/result.json"));
+    if (result.is_object() && result.contains("report")) ladders.emplace_back(scenario, result.at("report"));
+  }
+}
+
+void Triage::run_minimize() {
+  // The first hang, made as small as it can be, and reported: a cell without its fix first, of a
+  // scenario a report can take (one with a fix of its own to switch).
+  MinimizeRequest m = minimize_of(t_, std::max(60.0, left() * 0.8));
+  const auto rank = [](const json& cell) {
+    const int scenario = cell.at("axes").value("scenario", 0);
+    return (scenario_info(scenario).fix_number ? 0 : 2) + (cell.at("axes").value("fix", "") == "off" ? 0 : 1);
+  };
+  const auto best = std::min_element(hung_cells.begin(), hung_cells.end(),
+                                     [&](const json& a, const json& b) { return rank(a) < rank(b); });
+  if (best != hung_cells.end()) {
+    m.from_sweep = path("sweep/sweep.jsonl");
+    m.cell = best->value("index", 0);
+    minimized_from = "sweep cell " + std::to_string(m.cell) + " (" + best->value("key", "") + ")";
+  }
+  for (const auto& [scenario, report] : ladders) {
+    if (!minimized_from.empty()) break;
+    if (report.value("finding", "") == "hang" || report.value("finding", "") == "stalled") {
+      m.from_report = path("ladder-" + std::to_string(scenario));
+      minimized_from = "scenario " + std::to_string(scenario) + "'s ladder (" + report.value("title", "") + ")";
+    }
+  }
+  if (minimized_from.empty() || no_gpu || g_stop_signal) return;
+  const std::string was = prior("minimize");
+  if (!ended_before("minimize")) {
+    // A minimization that was interrupted or in flight goes on from its state: one in flight when
+    // the triage stopped counts its own run in flight as a hang (repro minimize --resume).
+    if (was != "" && fs::exists(path("minimize/state.json"))) {
+      m.force = false;
+      m.resume = true;
+      m.from_sweep.clear();
+      m.from_report.clear();
+    }
+    if (was == "running") {
+      notes.push_back("the minimization was running when the triage stopped: it went on from its state, its run in "
+                      "flight counted as a hang (`minimize/progress.log`)");
+    }
+    step("minimize", self_, m.to_argv(), planned("minimize")->share);
+  }
+  minimize_state = json_file(path("minimize/state.json"));
+}
+
+void Triage::run_bug_report() {
+  const TriageStep& plan = *planned("nvidia-bug-report");
+  if (!plan.left_out.empty()) {
+    bug_report = plan.left_out;
+  } else if (prior("nvidia-bug-report") == "done" && fs::exists(path("nvidia-bug-report.log.gz"))) {
+    bug_report = "nvidia-bug-report.log.gz";
+  } else if (!g_stop_signal) {
+    const std::string tool = find_tool("nvidia-bug-report.sh", default_tool_dirs());
+    const int code = step("nvidia-bug-report", tool, plan.argv, plan.share);
+    bug_report = fs::exists(path("nvidia-bug-report.log.gz")) ? "nvidia-bug-report.log.gz"
+                                                              : "nvidia-bug-report.sh ended with " + std::to_string(code);
+  }
 }
 
 int Triage::run() {
   if (t_.resume) say("resuming the triage in " + t_.out_dir + " (" + seconds_text(t_.spent_before_s) + " spent before)");
+  // The plan, checked before anything runs: a step that cannot run is said now.
+  for (const TriageStep& s : plan_) {
+    if (!s.cannot_run.empty()) {
+      could_not_run.push_back(s.name + ": " + s.cannot_run);
+      say(s.name + ": cannot run: " + s.cannot_run);
+    } else if (!s.left_out.empty()) {
+      say(s.name + ": left out: " + s.left_out);
+    }
+  }
   save_state();
   // 1. The environment: with no usable GPU nothing else can run.
   {
-    const ChildResult r = run_child(gpu_program_, {"info", "--json"}, path("info.json"), path("info.log"), 120, 60);
+    const ChildResult r = run_child(gpu_program_, planned("info")->argv, path("info.json"), path("info.log"), 120, 60);
     say("info: exit " + std::to_string(r.exit_code));
     const json info = json_file(path("info.json"));
     if (info.is_object() && info.contains("device") && info["device"].is_object()) device = info["device"].value("name", device);
@@ -212,127 +411,10 @@ int Triage::run() {
       say("no usable GPU (repro info exit 7): nothing else can run");
     }
   }
-  const std::string stage_timeout = format_number("%g", t_.stage_timeout_s);
-  std::vector<std::string> cell_options = t_.call_options;
-  if (!t_.call_options.empty()) cell_options.push_back("--call-only");
-  if (!t_.inject.empty()) cell_options.insert(cell_options.end(), {"--inject", t_.inject});
-  const std::vector<std::string> binary =
-      t_.repro_binary.empty() ? std::vector<std::string>{} : std::vector<std::string>{"--repro-binary", t_.repro_binary};
-
-  // 2. The scenarios, fix off and on, on memory that migrates.
-  if (!no_gpu && !g_stop_signal) {
-    std::vector<std::string> args{"sweep", "--out", path("sweep"), "--scenarios", t_.scenarios, "--fix", "off,on",
-                                  "--allocs", "managed", "--iters", "5", "--stage-timeout", stage_timeout,
-                                  "--cell-timeout", format_number("%g", std::max(120.0, 6 * t_.stage_timeout_s))};
-    if (t_.call_options.empty()) args.insert(args.end(), {"--dtypes", "bf16"});
-    args.insert(args.end(), binary.begin(), binary.end());
-    if (!cell_options.empty()) {
-      args.push_back("--");
-      args.insert(args.end(), cell_options.begin(), cell_options.end());
-    }
-    const bool continuing = prior("sweep") == "interrupted";
-    const std::string as = resumed_as("sweep");
-    if (as == "run") {
-      if (continuing) args.push_back("--resume");
-      if (step("sweep", self_, args, 0.35) == kExitNoGpu) no_gpu = true;
-    }
-    try {
-      cells = latest_records(read_jsonl(path("sweep/sweep.jsonl")).records);
-    } catch (const InputError& e) {  // a damaged line before the last: what the sweep found is unknown
-      notes.push_back("the sweep's records cannot be read: " + one_line(e.what()));
-    }
-    if (as == "stopped_machine") note_cells_running();
-    for (const json& cell : cells) {
-      const std::string outcome = cell.value("outcome", "");
-      if (outcome == "pass" || outcome == "waived") ++cells_passed;
-      if (is_hang(outcome)) hung_cells.push_back(cell);
-      if (is_failure(outcome)) failed_cells.push_back(cell);
-    }
-  }
-
-  // 3. The context ladder for each scenario none of whose cells hung.
-  std::vector<int> climb;
-  for (char c : t_.scenarios) {
-    if (c < '1' || c > '9') continue;
-    const int scenario = c - '0';
-    bool hung = false;
-    for (const json& cell : hung_cells) hung = hung || cell.at("axes").value("scenario", -1) == scenario;
-    if (!hung) climb.push_back(scenario);
-  }
-  for (size_t i = 0; i < climb.size() && !no_gpu && !g_stop_signal; ++i) {
-    const int scenario = climb[i];
-    const std::string name = "ladder-" + std::to_string(scenario);
-    std::vector<std::string> args{"report", "--ladder", "--scenario", std::to_string(scenario), "--out", path(name),
-                                  "--force", "--repeat", "1", "--iters", "5", "--stage-timeout", stage_timeout};
-    args.insert(args.end(), t_.call_options.begin(), t_.call_options.end());
-    args.insert(args.end(), binary.begin(), binary.end());
-    if (!t_.inject.empty()) args.insert(args.end(), {"--allow-inject", "--inject", t_.inject});
-    // The ladders share half the budget left, and the minimization what remains after them.
-    const std::string as = resumed_as(name);
-    if (as == "run") step(name, self_, args, 0.5 / static_cast<double>(climb.size() - i));
-    if (as == "stopped_machine") {
-      stopped_in.push_back("scenario " + std::to_string(scenario) + "'s context ladder (`" + name + "/`: what it wrote)");
-      continue;
-    }
-    const json result = json_file(path(name + "/result.json"));
-    if (result.is_object() && result.contains("report")) ladders.emplace_back(scenario, result.at("report"));
-  }
-
-  // 4. The first hang, made as small as it can be, and reported: a cell without its fix first, of a
-  // scenario a report can take (1 and up: scenario 0 has no fix of its own to switch).
-  std::vector<std::string> from;
-  const auto rank = [](const json& cell) {
-    return (cell.at("axes").value("scenario", 0) >= 1 ? 0 : 2) + (cell.at("axes").value("fix", "") == "off" ? 0 : 1);
-  };
-  const auto best = std::min_element(hung_cells.begin(), hung_cells.end(),
-                                     [&](const json& a, const json& b) { return rank(a) < rank(b); });
-  const json* chosen = best == hung_cells.end() ? nullptr : &*best;
-  if (chosen) {
-    from = {"--from-sweep", path("sweep/sweep.jsonl"), "--cell", std::to_string(chosen->value("index", 0))};
-    minimized_from = "sweep cell " + std::to_string(chosen->value("index", 0)) + " (" + chosen->value("key", "") + ")";
-  }
-  for (const auto& [scenario, report] : ladders) {
-    if (!from.empty()) break;
-    if (report.value("finding", "") == "hang" || report.value("finding", "") == "stalled") {
-      from = {"--from-report", path("ladder-" + std::to_string(scenario))};
-      minimized_from = "scenario " + std::to_string(scenario) + "'s ladder (" + report.value("title", "") + ")";
-    }
-  }
-  if (!from.empty() && !no_gpu && !g_stop_signal) {
-    const double budget = std::max(60.0, left() * 0.8);
-    std::vector<std::string> args{"minimize", "--out", path("minimize"), "--force", "--runs", std::to_string(t_.runs),
-                                  "--budget", format_number("%.0f", budget)};
-    args.insert(args.end(), from.begin(), from.end());
-    args.insert(args.end(), binary.begin(), binary.end());
-    const std::string was = prior("minimize");
-    if (!ended_before("minimize")) {
-      // A minimization that was interrupted or in flight goes on from its state: one in flight when
-      // the triage stopped counts its own run in flight as a hang (repro minimize --resume).
-      if (was != "" && fs::exists(path("minimize/state.json"))) std::replace(args.begin(), args.end(), std::string("--force"), std::string("--resume"));
-      if (was == "running") {
-        notes.push_back("the minimization was running when the triage stopped: it went on from its state, its run in "
-                        "flight counted as a hang (`minimize/progress.log`)");
-      }
-      step("minimize", self_, args, 0.9);
-    }
-    minimize_state = json_file(path("minimize/state.json"));
-  }
-
-  // 5. The driver's own report, where it can be taken.
-  const std::string nvidia_bug_report = find_tool("nvidia-bug-report.sh", default_tool_dirs());
-  if (!t_.bug_report) {
-    bug_report = "not taken (--no-bug-report)";
-  } else if (geteuid() != 0) {
-    bug_report = "not taken: it needs root (sudo nvidia-bug-report.sh)";
-  } else if (nvidia_bug_report.empty()) {
-    bug_report = "not taken: nvidia-bug-report.sh is not installed";
-  } else if (prior("nvidia-bug-report") == "done" && fs::exists(path("nvidia-bug-report.log.gz"))) {
-    bug_report = "nvidia-bug-report.log.gz";
-  } else if (!g_stop_signal) {
-    const int code = step("nvidia-bug-report", nvidia_bug_report, {"--output-file", path("nvidia-bug-report.log")}, 0.9);
-    bug_report = fs::exists(path("nvidia-bug-report.log.gz")) ? "nvidia-bug-report.log.gz"
-                                                              : "nvidia-bug-report.sh ended with " + std::to_string(code);
-  }
+  if (!no_gpu && !g_stop_signal) run_sweep();
+  run_ladders();
+  run_minimize();
+  run_bug_report();
   if (g_stop_signal) notes.push_back("interrupted by signal " + std::to_string(g_stop_signal) + ": the steps after it did not run");
   save_state();
   write_summary();
@@ -340,6 +422,7 @@ int Triage::run() {
   if (g_stop_signal) return 128 + g_stop_signal;
   if (no_gpu) return kExitNoGpu;
   if (!hung_cells.empty() || !minimized_from.empty() || !stopped_in.empty()) return kExitHang;
+  if (!could_not_run.empty()) return kExitUsage;
   bool ladder_failed = false;
   for (const auto& l : ladders) ladder_failed = ladder_failed || l.second.value("finding", "") == "failure";
   return failed_cells.empty() && !ladder_failed ? kExitPass : kExitMismatch;
@@ -350,12 +433,20 @@ void Triage::write_summary() {
   const std::string name = fs::path(t_.out_dir).filename().string();
   s << "# repro triage\n\n"
     << "GPU: " << device << ". Budget " << seconds_text(t_.budget_s) << ", used " << seconds_text(spent()) << ".";
-  if (!t_.call_options.empty()) s << " The call replayed: `" << shell_command(t_.call_options) << "`.";
+  if (t_.capture.workload_file) s << " The call replayed: `" << shell_command(t_.capture.to_argv()) << "`.";
   if (!t_.inject.empty()) {
     s << " **Every run had an injected fault (`--inject " << t_.inject << "`): this triage tests the harness, it "
       << "says nothing about the GPU.**";
   }
-  s << "\n\n## What hung\n\n";
+  s << "\n\n";
+  if (!could_not_run.empty()) {
+    s << "## Steps that could not run\n\n"
+      << "Their commands were refused before they started (`triage.log`; `repro triage --dry-run` shows the plan): what "
+         "they were to find is not known.\n\n";
+    for (const std::string& why : could_not_run) s << "- " << why << "\n";
+    s << "\n";
+  }
+  s << "## What hung\n\n";
   if (no_gpu) s << "Nothing ran: no usable CUDA GPU (`info.log`).\n";
   if (!cells.empty()) {
     s << "The sweep (`sweep/`): " << cells.size() << " cells, " << cells_passed << " passed or waived, " << hung_cells.size()
@@ -389,7 +480,7 @@ void Triage::write_summary() {
     for (const json& c : minimize_state.value("fails_with", json::array())) classes += (classes.empty() ? "" : ", ") + c.get<std::string>();
     s << "The smallest configuration that still fails (" << classes << "), from "
       << minimized_from << " (`minimize/SUMMARY.md` has the steps):\n\n    repro "
-      << shell_command(minimize_state.at("smallest").get<std::vector<std::string>>()) << "\n";
+      << shell_command(RunSpec::from_json(minimize_state.at("smallest")).to_argv()) << "\n";
   } else if (!minimized_from.empty()) {
     s << "The minimization of " << minimized_from << " did not finish (`minimize/progress.log`; `repro minimize --out "
       << path("minimize") << " --resume` goes on).\n";
@@ -475,6 +566,87 @@ void Triage::write_archive() {
 
 }  // namespace
 
+std::vector<TriageStep> plan_triage(const TriageSettings& t) {
+  std::vector<TriageStep> plan;
+  const auto checked = [](TriageStep& s, const std::function<void()>& check) {
+    try {
+      check();
+    } catch (const std::exception& e) {  // InputError; a reproducer generator bug reads the same way
+      s.cannot_run = one_line(e.what());
+    }
+  };
+  plan.push_back({"info", "the environment block: GPU, driver, CUDA, unified memory, OS", "", 0, "repro", {"info", "--json"}, "", ""});
+
+  TriageStep sweep{"sweep", "the scenarios " + scenario_list_text(t.scenarios) + ", fix off and on, on managed memory", "",
+                   0.35, "repro", {}, "", ""};
+  const SweepOptions sweep_options = sweep_of(t);
+  sweep.argv = sweep_options.to_argv();
+  checked(sweep, [&] { validate_sweep(sweep_options); });
+  plan.push_back(sweep);
+
+  for (int scenario : t.scenarios) {
+    TriageStep ladder{"ladder-" + std::to_string(scenario), "scenario " + std::to_string(scenario) + "'s context ladder",
+                      "no sweep cell of scenario " + std::to_string(scenario) + " hung", 0.5, "repro", {}, "", ""};
+    const ReportRequest request = ladder_of(t, scenario);
+    ladder.argv = request.to_argv();
+    const ScenarioInfo& sc = scenario_info(scenario);
+    if (sc.no_ladder) {
+      ladder.left_out = "scenario " + std::to_string(scenario) + "'s record leaves the ladder out: " + sc.no_ladder;
+    } else if (!sc.fix_number) {
+      ladder.left_out = "scenario " + std::to_string(scenario) + " has no fix of its own for a report to switch";
+    } else {
+      checked(ladder, [&] { validate_report(request); });
+    }
+    plan.push_back(ladder);
+  }
+
+  TriageStep minimize{"minimize", "the first hang found made as small as it can be, and reported",
+                      "a sweep cell or a ladder's rung hung (its configuration is the minimization's)", 0.9, "repro", {}, "",
+                      ""};
+  MinimizeRequest m = minimize_of(t, t.budget_s);
+  m.from_sweep = step_path(t, "sweep/sweep.jsonl");
+  m.cell = 0;
+  minimize.argv = m.to_argv();
+  plan.push_back(minimize);
+
+  TriageStep bug{"nvidia-bug-report", "nvidia-bug-report.sh's log of the driver and the machine", "", 0.9,
+                 "nvidia-bug-report.sh", {"--output-file", step_path(t, "nvidia-bug-report.log")}, "", ""};
+  if (!t.bug_report) {
+    bug.left_out = "not taken (--no-bug-report)";
+  } else if (geteuid() != 0) {
+    bug.left_out = "not taken: it needs root (sudo nvidia-bug-report.sh)";
+  } else if (find_tool("nvidia-bug-report.sh", default_tool_dirs()).empty()) {
+    bug.left_out = "not taken: nvidia-bug-report.sh is not installed";
+  }
+  plan.push_back(bug);
+  return plan;
+}
+
+int print_triage_plan(const TriageSettings& t) {
+  const std::vector<TriageStep> plan = plan_triage(t);
+  bool all_can_run = true;
+  std::cout << "repro triage --dry-run: the plan of " << t.out_dir << " (budget " << seconds_text(t.budget_s)
+            << "); nothing is run\n";
+  for (const TriageStep& s : plan) {
+    std::cout << "\n" << s.name << ": " << s.what << "\n";
+    if (!s.when.empty()) std::cout << "  runs when: " << s.when << "\n";
+    if (s.share > 0) std::cout << "  share: " << format_number("%.0f", 100 * s.share) << "% of the budget left\n";
+    std::cout << "  command: " << s.program << " " << join(s.argv) << "\n";
+    if (!s.cannot_run.empty()) {
+      all_can_run = false;
+      std::cout << "  CANNOT RUN: " << s.cannot_run << "\n";
+    } else if (!s.left_out.empty()) {
+      std::cout << "  left out: " << s.left_out << "\n";
+    } else if (s.name == "minimize") {
+      std::cout << "  valid: its configuration is checked when it starts (the hang's own)\n";
+    } else {
+      std::cout << "  valid\n";
+    }
+  }
+  std::cout << "\n# " << (all_can_run ? "every step can run" : "a step cannot run (exit 2)") << "\n";
+  return all_can_run ? kExitPass : kExitUsage;
+}
+
 TriageSettings resumed_settings(const std::string& out_dir) {
   const std::string file = state_path(out_dir);
   const json doc = json_file(file);
@@ -487,8 +659,8 @@ TriageSettings resumed_settings(const std::string& out_dir) {
     TriageSettings t;
     t.out_dir = out_dir;
     t.budget_s = s.at("budget_s").get<double>();
-    t.call_options = s.at("call_options").get<std::vector<std::string>>();
-    t.scenarios = s.at("scenarios").get<std::string>();
+    t.capture = RunSpec::from_json(s.at("capture"));
+    t.scenarios = s.at("scenarios").get<std::vector<int>>();
     t.runs = s.at("runs").get<int>();
     t.stage_timeout_s = s.at("stage_timeout_s").get<double>();
     t.inject = s.at("inject").get<std::string>();

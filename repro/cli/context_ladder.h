@@ -1,0 +1,30 @@
+// context_ladder.h: the context ladder (docs/CONTEXT.md): the training process's conditions added
+// to the call one at a time, in a fixed order, each rung a RunSpec of the options it adds to the
+// rungs below it (given in full, cumulative). `repro report --ladder` climbs it; a sweep's
+// contexts axis takes one rung each.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "repro/cli/run_spec.h"
+
+namespace sdpa {
+
+// The values of the rungs (a report's --layers, --ballast*, --host-load and --steps replace them).
+struct ContextLadderValues {
+  std::string layers = "60";  // the workload's block count ("model" with a workload; Qwen-Image's 60)
+  std::string ballast = "0.5", ballast_alloc = "device", ballast_touch = "gpu";
+  int64_t host_load = 4;
+  int64_t steps = 10;
+};
+
+struct ContextRung {
+  std::string name;  // isolated, per-call, layers, ballast, host-load, steps, backward
+  RunSpec adds;      // the run options of this rung, the ones below it included
+};
+
+std::vector<ContextRung> context_ladder(const ContextLadderValues& values = {});
+std::vector<std::string> context_rung_names();
+
+}  // namespace sdpa

@@ -1,0 +1,113 @@
+// run_spec.h: a run's settings as one typed value (RunSpec), what every command hands another.
+//
+// A RunSpec holds each run option as given (unset where it was not): parsed once, from a command
+// line (RunOptionParser fills it), validated once (run_options.h turns it into RunOptions, with
+// every default, scenario precondition, fix and check applied). Sweep cells, minimize's steps, a
+// report's runs, the context ladder's rungs and triage's steps build and change RunSpec values and
+// hand them to a child as to_argv(); state files keep them as to_json(). Two specs that give the
+// same options compare equal, whatever order or spelling the command lines had.
+//
+// The run options themselves are one table (run_spec.cpp): each option's names, field, help
+// group, label, help, default text, the commands that take it and the checks CLI11 makes; the
+// help, the parser, to_argv, to_json and from_json all read it.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace CLI {
+class App;
+}
+
+namespace sdpa {
+
+// The commands that take run options. A report runs the scenario's own fix off and on, checks
+// every call and writes its own JSON, logs and snapshots; a bench counts its own calls: each
+// leaves out the options it decides itself.
+enum class RunCommand { run, report, bench };
+
+// A report's calls per run unless --iters says otherwise: a first call that passes and a later
+// one that hangs or fails is a failure class of its own.
+constexpr int kReportIters = 25;
+
+struct RunSpec {
+  // Problem.
+  std::optional<std::string> workload, workload_file;
+  std::optional<int64_t> call;
+  bool call_only = false;
+  std::optional<std::string> dtype, precision;
+  std::optional<int64_t> batch, heads, kv_heads, q_len, kv_len, head_dim;
+  std::optional<std::string> mask, mask_dims, text_padding;
+  std::optional<double> dropout, scale;
+  std::optional<std::string> seed, inputs;
+  // Memory.
+  std::optional<std::string> alloc;
+  bool allow_oversubscription = false;
+  std::optional<std::string> advise;
+  std::optional<int64_t> touch_streams;
+  std::optional<std::string> host_touch;
+  // Scenario, fixes and conditions.
+  std::optional<int64_t> scenario;
+  std::optional<std::string> fix, fixes;
+  bool full = false, graph = false;
+  std::optional<std::string> stream, gemm_stream, gemm_order, k_layout, gemm_api, scores_to_host, scores_host_phase;
+  // Training context.
+  std::optional<std::string> alloc_timing, layers, retain;
+  std::optional<int64_t> steps;
+  std::optional<std::string> chunk_size;
+  bool backward = false;
+  std::optional<std::string> ballast, ballast_alloc, ballast_touch;
+  std::optional<int64_t> host_load;
+  bool memory_trace = false, uvm_counters = false, plan = false;
+  // Logging and watchdog.
+  std::optional<std::string> log, log_format;
+  bool log_extras = false;
+  std::optional<double> stage_timeout, stall_threshold, timeout;
+  bool no_fork = false, launch_blocking = false;
+  std::optional<std::string> on_hang;
+  std::optional<double> snapshot_timeout, keep_timeout;
+  std::optional<std::string> snapshot_dir, log_file;
+  bool nvidia_bug_report = false;
+  std::optional<std::string> inject;
+  // Run and output.
+  std::optional<int64_t> iters, sample_every;
+  bool check = false;
+  std::optional<std::string> json, save_output;
+
+  // The options given, in the table's order, by their long names ("--kv-len", "4608").
+  std::vector<std::string> to_argv() const;
+  // {"kv-len": 4608, "check": true, ...}: the options given, by long name without the dashes.
+  nlohmann::json to_json() const;
+  // Throws InputError naming the key at fault (an option no run has, a value of the wrong type).
+  static RunSpec from_json(const nlohmann::json& j);
+
+  // One option by its long name ("--kv-len"), as text: whether it was given, its value ("" for a
+  // flag), set from text (strictly: an integer option takes an integer), or unset. Unknown names
+  // are a bug (std::logic_error); a bad value an InputError naming the option.
+  bool given(const std::string& option) const;
+  std::string value(const std::string& option) const;
+  void set(const std::string& option, const std::string& value);
+  void unset(const std::string& option);
+
+  // Every option `adds` gives, given here too (its value replacing this one's).
+  void overlay(const RunSpec& adds);
+
+  bool operator==(const RunSpec& o) const { return to_argv() == o.to_argv(); }
+  bool operator!=(const RunSpec& o) const { return !(*this == o); }
+};
+
+// Whether `command` takes run option `option` (its long name); false for a name no run option has.
+bool takes_run_option(RunCommand command, const std::string& option);
+// Every run option's long name, in the table's order.
+std::vector<std::string> run_option_names();
+
+// Adds the run options `command` takes to `app`, in their help groups (Problem, Memory, Scenario
+// and fixes, Training context, Logging and watchdog, Run and output), each parsed into `spec`
+// (which must outlive the parse).
+void add_run_options(CLI::App& app, RunSpec& spec, RunCommand command);
+
+}  // namespace sdpa
