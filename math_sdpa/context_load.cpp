@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "cuda_check.h"
+#include "host_memory.h"
 #include "kernels.h"
 
 namespace sdpa {
@@ -30,7 +31,10 @@ MemoryFacts query_memory_facts() {
   size_t free_bytes = 0, total_bytes = 0;
   CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
   f.gpu_free = static_cast<int64_t>(free_bytes);
-  f.host_available = static_cast<int64_t>(host_memory_available());
+  const HostMemory host = read_host_memory();
+  f.host_available = host.available;
+  f.host_free = host.free;
+  f.page_cache = host.cached;
   return f;
 }
 

@@ -181,6 +181,9 @@ MemoryPlan plan_memory(const SdpaProblem& p, const PathSettings& ps, const Conte
   MemoryPlan plan;
   plan.tensors = path_tensors(p, ps);
   plan.layers = ps.layers;
+  plan.weights_bytes = ps.weights.bytes;
+  plan.weights_cache_bytes = ps.weights.io == WeightsIo::mapped && !ps.weights.drop_pages ? ps.weights.bytes : 0;
+  plan.against_free = ps.plan_against_free;
   plan.kind = ps.alloc;
   plan.timing = ps.alloc_timing;
   plan.context = context;
@@ -251,6 +254,13 @@ std::vector<PoolUse> plan_pools(const MemoryPlan& plan, const MemoryFacts& facts
   auto budget = [fraction](int64_t available) {
     return available < 0 ? int64_t{-1} : static_cast<int64_t>(fraction * static_cast<double>(available));
   };
+  // A pool judged by MemAvailable: the page cache in it, and what there is without reclaiming it.
+  auto with_page_cache = [&](PoolUse& u, bool reclaim_allowed) {
+    u.page_cache = facts.page_cache;
+    u.without_reclaim = facts.host_free;
+    u.budget_without_reclaim = budget(facts.host_free);
+    u.reclaim_allowed = reclaim_allowed && !plan.against_free;
+  };
   std::vector<PoolUse> pools;
   if (facts.integrated) {
     PoolUse u;
@@ -259,6 +269,7 @@ std::vector<PoolUse> plan_pools(const MemoryPlan& plan, const MemoryFacts& facts
     u.need = plan.total_bytes();
     u.available = facts.host_available;
     u.budget = budget(u.available);
+    with_page_cache(u, false);
     pools.push_back(u);
     return pools;
   }
@@ -271,10 +282,11 @@ std::vector<PoolUse> plan_pools(const MemoryPlan& plan, const MemoryFacts& facts
   host.available = facts.host_available;
   (in_gpu_pool(plan.kind) ? gpu : host).need += plan.path_bytes;
   (in_gpu_pool(c.ballast_kind) ? gpu : host).need += c.ballast_bytes;
-  host.need += c.host_load_host_bytes;
-  gpu.need += c.host_load_gpu_bytes;
+  host.need += c.host_load_host_bytes + plan.weights_cache_bytes;
+  gpu.need += c.host_load_gpu_bytes + plan.weights_bytes;
   gpu.budget = budget(gpu.available);
   host.budget = budget(host.available);
+  with_page_cache(host, true);
   pools.push_back(gpu);
   if (host.need > 0) pools.push_back(host);
   return pools;
@@ -289,6 +301,18 @@ std::string gigabytes(int64_t bytes) {
 std::string plan_refusal(const MemoryPlan& plan, const std::vector<PoolUse>& pools) {
   for (const PoolUse& u : pools) {
     if (u.fits()) continue;
+    if (u.fits_only_by_reclaim()) {
+      return "the memory plan needs " + gigabytes(u.need) + " of " + u.name + " (the path's peak " + gigabytes(plan.path_bytes) +
+             (plan.weights_bytes ? ", the mapped weights " + gigabytes(plan.weights_bytes) + " and their page cache " +
+                                       gigabytes(plan.weights_cache_bytes)
+                                 : std::string()) +
+             "): it fits MemAvailable (" + gigabytes(u.available) + ") only if the page cache (" + gigabytes(u.page_cache) +
+             ") is reclaimed; without reclaiming it there is " + gigabytes(u.without_reclaim) + " (MemFree), " +
+             gigabytes(u.budget_without_reclaim) + " of it allowed (90%), and " +
+             (plan.against_free ? std::string("fix 6's guard plans against that")
+                                : "on an integrated GPU the GPU's allocations may stall on that reclaim instead of failing") +
+             " (--allow-oversubscription overrides)";
+    }
     return "the memory plan needs " + gigabytes(u.need) + " of " + u.name + " (the path's peak " + gigabytes(plan.path_bytes) +
            " over " + std::to_string(plan.layers) + " layer" + (plan.layers == 1 ? "" : "s") +
            (plan.context.ballast_bytes ? ", ballast " + gigabytes(plan.context.ballast_bytes) : std::string()) +
@@ -324,6 +348,10 @@ std::string plan_text(const MemoryPlan& plan, const std::vector<PoolUse>& pools)
       << gigabytes(c.host_load_host_bytes) << " host + " << gigabytes(c.host_load_gpu_bytes) << " GPU; total "
       << gigabytes(plan.total_bytes()) << "\n";
   }
+  if (plan.weights_bytes) {
+    s << "# the mapped weights: " << gigabytes(plan.weights_bytes) << " of GPU copies, and " << gigabytes(plan.weights_cache_bytes)
+      << " of page cache their load leaves\n";
+  }
   for (const PoolUse& u : pools) {
     s << "# " << u.name << ": needs " << gigabytes(u.need) << ", ";
     if (u.available < 0) {
@@ -331,7 +359,14 @@ std::string plan_text(const MemoryPlan& plan, const std::vector<PoolUse>& pools)
       continue;
     }
     s << "available " << gigabytes(u.available) << " (" << u.measured << "), guard " << gigabytes(u.budget) << " (90%): "
-      << (u.fits() ? "fits" : "does not fit") << "\n";
+      << (!u.fits_with_reclaim() ? "does not fit" : u.fits_only_by_reclaim() ? "fits only if the page cache is reclaimed" : "fits")
+      << (u.fits_only_by_reclaim() && !u.fits() ? " (refused)" : "") << "\n";
+    if (u.page_cache >= 0) {
+      s << "#   of which page cache " << gigabytes(u.page_cache) << " (Cached); without reclaiming it " << gigabytes(u.without_reclaim)
+        << " (MemFree), guard " << gigabytes(u.budget_without_reclaim) << " (90%)"
+        << (u.reclaim_allowed ? "" : ": the plan is judged by this (" + std::string(plan.against_free ? "fix 6's guard" : "an integrated GPU") + ")")
+        << "\n";
+    }
   }
   return s.str();
 }

@@ -126,7 +126,15 @@ struct MemoryPlan {
   Stage call_peak_stage = Stage::entry_sync;  // the stage at whose end that peak is reached
   int64_t path_bytes = 0;        // the path's predicted peak: the last layer's call peak over all the rest
   ContextMemory context;
-  int64_t total_bytes() const { return path_bytes + context.ballast_bytes + context.host_load_host_bytes + context.host_load_gpu_bytes; }
+  // --mapped-weights (scenario 7): the GPU copies of the model's weights, and the page cache their
+  // load leaves behind (the file's pages, unless read with O_DIRECT or dropped after each copy).
+  int64_t weights_bytes = 0;
+  int64_t weights_cache_bytes = 0;
+  bool against_free = false;  // fix 6's guard: the page cache never counts as available
+  int64_t total_bytes() const {
+    return path_bytes + context.ballast_bytes + context.host_load_host_bytes + context.host_load_gpu_bytes + weights_bytes +
+           weights_cache_bytes;
+  }
 };
 
 MemoryPlan plan_memory(const SdpaProblem& p, const PathSettings& ps, const ContextMemory& context = {});
@@ -136,6 +144,8 @@ struct MemoryFacts {
   bool integrated = false;     // an integrated GPU such as GB10: one pool for CPU and GPU
   int64_t gpu_free = -1;       // cudaMemGetInfo's free memory
   int64_t host_available = -1;  // /proc/meminfo's MemAvailable
+  int64_t host_free = -1;       // MemFree: what there is without reclaiming anything
+  int64_t page_cache = -1;      // Cached: the page cache, which MemAvailable counts as available
 };
 
 // One pool of memory the plan draws on: a discrete GPU's memory and the host's, or an integrated
@@ -147,7 +157,17 @@ struct PoolUse {
   int64_t need = 0;
   int64_t available = -1;  // -1: unknown
   int64_t budget = -1;     // the guard's share of it
-  bool fits() const { return available < 0 || need <= budget; }
+  // Pools judged by MemAvailable: the page cache it counts, and what there is without reclaiming it
+  // (MemFree) with the guard's share of that; -1 elsewhere or unknown.
+  int64_t page_cache = -1, without_reclaim = -1, budget_without_reclaim = -1;
+  // Whether the page cache may be counted as available: not on an integrated GPU, where the GPU's
+  // allocations would have the pool reclaim it (scenario 7's hypothesis), nor under fix 6's guard.
+  bool reclaim_allowed = true;
+  bool fits_with_reclaim() const { return available < 0 || need <= budget; }
+  bool fits_without_reclaim() const { return budget_without_reclaim < 0 || need <= budget_without_reclaim; }
+  // Fits only if the page cache is reclaimed: said on any machine, refused where reclaim is not allowed.
+  bool fits_only_by_reclaim() const { return fits_with_reclaim() && !fits_without_reclaim(); }
+  bool fits() const { return fits_with_reclaim() && (reclaim_allowed || fits_without_reclaim()); }
 };
 
 // The guard's share of available memory: what the allocator guard has always allowed.

@@ -6,6 +6,7 @@
 #include <stdexcept>
 #include <utility>
 
+#include "context.h"
 #include "errors.h"
 #include "name_table.h"
 
@@ -47,12 +48,33 @@ const NameTable<Advice> kAdvice{"--advise",
                              {Advice::accessed_by_gpu, "accessed-by:gpu"},
                              {Advice::accessed_by_cpu, "accessed-by:cpu"},
                              {Advice::read_mostly, "read-mostly"}}};
+const NameTable<WeightsIo> kWeightsIo{"weights io", {{WeightsIo::mapped, "mapped"}, {WeightsIo::direct, "direct"}}};
+const NameTable<WeightsMapping> kWeightsMappings{"--weights-mapping",
+                                                {{WeightsMapping::unmap, "unmap"}, {WeightsMapping::keep, "keep"}}};
 const NameTable<ResultTensor> kResultTensors{
     "result tensor", {{ResultTensor::scores, "scores"}, {ResultTensor::probs, "probs"}, {ResultTensor::output, "output"}}};
 
 }  // namespace
 
 const char* stream_mode_name(StreamMode m) { return kStreamModes.name(m); }
+const char* weights_io_name(WeightsIo w) { return kWeightsIo.name(w); }
+const char* weights_mapping_name(WeightsMapping m) { return kWeightsMappings.name(m); }
+WeightsMapping parse_weights_mapping(const std::string& s) { return kWeightsMappings.parse(s); }
+
+MappedWeights parse_mapped_weights(const std::string& text) {
+  MappedWeights w;
+  const size_t colon = text.find(':');
+  const std::string size = text.substr(0, colon);
+  if (size.empty() || size.find_first_not_of("0123456789.") == std::string::npos) {
+    throw InputError("--mapped-weights: '" + text.substr(0, 60) + "' is not SIZE[:FILE] with a unit (e.g. 30G, 41GB)");
+  }
+  w.bytes = parse_size(size, "--mapped-weights");
+  if (colon != std::string::npos) {
+    w.file = text.substr(colon + 1);
+    if (w.file.empty()) throw InputError("--mapped-weights: '" + text.substr(0, 60) + "' names no file after the ':'");
+  }
+  return w;
+}
 const char* gemm_stream_name(GemmStream g) { return kGemmStreams.name(g); }
 bool implicitly_ordered_by_legacy_stream(StreamMode path, GemmStream gemm) {
   switch (gemm) {
@@ -156,7 +178,12 @@ std::map<std::string, std::string> settings_fields(const PathSettings& s) {
           {"retain", retain_name(s.retain)},
           {"chunk_bytes", std::to_string(s.chunk_bytes)},
           {"backward", s.backward ? "true" : "false"},
-          {"reduced_on_device", s.reduced_on_device ? "on" : "off"}};
+          {"reduced_on_device", s.reduced_on_device ? "on" : "off"},
+          {"mapped_weights", std::to_string(s.weights.bytes)},
+          {"weights_io", weights_io_name(s.weights.io)},
+          {"weights_pages", s.weights.drop_pages ? "drop" : "keep"},
+          {"weights_mapping", weights_mapping_name(s.weights.mapping)},
+          {"plan_against", s.plan_against_free ? "free" : "available"}};
 }
 
 bool kt_copy_needed(const SdpaProblem& p, const PathSettings& ps) {

@@ -90,6 +90,23 @@ enum class Retain {
 // One cudaMemAdvise applied to every managed tensor after allocation (--advise).
 enum class Advice { preferred_gpu, preferred_cpu, accessed_by_gpu, accessed_by_cpu, read_mostly };
 
+// How the model's weights reach the GPU before the first call (--mapped-weights; scenario 7): read
+// from a memory-mapped file through the page cache, as safetensors' safe_open maps it and
+// `.to("cuda")` copies each tensor from the mapped pages, or read with O_DIRECT, bypassing the page
+// cache (fix 6).
+enum class WeightsIo { mapped, direct };
+// After the load, the mapping is dropped (the CPU state dict freed once the model is on the GPU,
+// as from_pretrained(...).to("cuda") leaves it) or kept (a script that holds the CPU tensors).
+enum class WeightsMapping { unmap, keep };
+
+struct MappedWeights {
+  int64_t bytes = 0;   // 0: no weights loaded
+  std::string file;    // the weights file; "" the default one (weights_load.h)
+  WeightsIo io = WeightsIo::mapped;
+  bool drop_pages = false;  // fix 6: each tensor's pages dropped from the page cache and unmapped after its copy
+  WeightsMapping mapping = WeightsMapping::unmap;
+};
+
 struct PathSettings {
   AllocKind alloc = AllocKind::managed;
   AsyncPool async_pool = AsyncPool::private_pool;  // which allocator `async` memory comes from
@@ -125,6 +142,11 @@ struct PathSettings {
   // Fix 2's device-scores part: what softmax and its backward reduce over (the scores; the
   // probabilities and their gradient) allocated in device memory, whatever `alloc` is.
   bool reduced_on_device = false;
+  // The model's weights, loaded into GPU memory before the first call (scenario 7).
+  MappedWeights weights;
+  // Fix 6's guard part: the memory plan and the load judged against the memory there is without
+  // reclaiming the page cache (MemFree), on any machine, not against MemAvailable.
+  bool plan_against_free = false;
 };
 
 const char* stream_mode_name(StreamMode m);
@@ -137,6 +159,8 @@ const char* scores_host_phase_name(ScoresHostPhase p);
 const char* advice_name(Advice a);
 const char* alloc_timing_name(AllocTiming t);
 const char* retain_name(Retain r);
+const char* weights_io_name(WeightsIo w);
+const char* weights_mapping_name(WeightsMapping m);
 
 // Parsers for the CLI and matrix files; each throws InputError naming the accepted values.
 StreamMode parse_stream_mode(const std::string& s);
@@ -148,6 +172,9 @@ ScoresToHost parse_scores_to_host(const std::string& s);
 ScoresHostPhase parse_scores_host_phase(const std::string& s);
 AllocKind parse_alloc_kind(const std::string& s);
 AsyncPool parse_async_pool(const std::string& s);
+WeightsMapping parse_weights_mapping(const std::string& s);
+// --mapped-weights SIZE[:FILE]: the size (a unit is required: 30G, 41GB) and the file, if given.
+MappedWeights parse_mapped_weights(const std::string& text);
 AllocTiming parse_alloc_timing(const std::string& s);
 Retain parse_retain(const std::string& s);
 std::vector<Advice> parse_advice_list(const std::string& s);  // "preferred:cpu,read-mostly"; "" or "none"

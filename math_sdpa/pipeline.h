@@ -17,6 +17,7 @@
 #include <array>
 #include <atomic>
 #include <functional>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -29,6 +30,7 @@
 #include "path_settings.h"
 #include "problem.h"
 #include "stage.h"
+#include "weights_load.h"
 
 namespace sdpa {
 
@@ -58,6 +60,10 @@ class MathSdpa {
   // nothing fails. Per call there is nothing to fill yet: each call fills its result tensor when it
   // allocates it.
   void poison_result();
+  // --mapped-weights: the model's weights copied from the mapped file into GPU memory, tensor by
+  // tensor, each copy a load_weights stage (weights_load.h); they stay until the path goes. Call it
+  // once the observers are attached, before the first call.
+  WeightsLoad load_weights();
   // One pass: a call of every layer in order, each synchronised at entry and at its end (the
   // training step's forward pass). What the layers keep stays until end_step(), which a next
   // run() calls first.
@@ -213,6 +219,7 @@ class MathSdpa {
   bool step_pending_ = false;  // a pass ran and its kept tensors are not freed yet
   int64_t chunk_rows_ = 0;    // query rows per chunk (q_len without chunks)
   int chunks_ = 1;
+  std::unique_ptr<LoadedWeights> weights_;  // --mapped-weights: the file, its mapping, the GPU copies
 };
 
 }  // namespace sdpa

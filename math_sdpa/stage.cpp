@@ -57,6 +57,12 @@ const char* stage_table_source() { return "math_sdpa/stage.cpp"; }
 const std::vector<StageRow>& stage_table() {
   static const std::vector<StageRow> table = [] {
     std::vector<StageRow> t = {
+        {Stage::load_weights, "load_weights", K::host, W::load, Stage::load_weights,
+         [](const SdpaProblem&, const PathSettings& ps) { return ps.weights.bytes > 0; },
+         {"[LOAD_WEIGHTS] {detail}"}, {"[LOAD_WEIGHTS_DONE] duration_ms={duration_ms}{+summary}"},
+         {D(sdpa, "[LOAD_WEIGHTS] {detail}")}, {D(sdpa, "[LOAD_WEIGHTS_DONE] duration_ms={duration_ms}")},
+         "a copy of the model's weights from the mapped file to the GPU never returned (the pages it reads share the "
+         "pool with the GPU's allocations on an integrated GPU)"},
         {Stage::entry_sync, "entry_sync", K::host, W::call, Stage::entry_sync, nullptr,
          {"[SDPA_ENTRY] Q shape={q_shape} K={kv_shape} V={kv_shape} device=cuda:0 dtype={dtype} is_causal={is_causal}"},
          {"[CUDA_EVENT] sdpa_entry @ {now}", "[SDPA_ENTRY] Post-sync complete",

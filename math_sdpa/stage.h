@@ -29,6 +29,9 @@ struct SdpaProblem;       // problem.h
 struct PathSettings;      // path_settings.h
 
 enum class Stage : uint8_t {
+  // --mapped-weights: before the first call, one of the model's weight tensors copied from the
+  // memory-mapped file into GPU memory, as `.to("cuda")` copies each (a host stage, once a tensor).
+  load_weights,
   entry_sync,    // cudaDeviceSynchronize at SDPA entry
   // --graph: the GPU stages below (mask_prepare .. cast_output) captured once into a CUDA graph
   // on the first call, instantiated, and replayed by every call (scenario 5).

@@ -39,6 +39,9 @@ cudaEvent_t StageTimer::take_event() {
 }
 
 void StageTimer::stage_begin(Stage s, const std::string&, void* stream) {
+  // The weights' load before the first call is the run's, not a call's: its time is the load's own
+  // (weights_load.h), never a call's stage time or stall.
+  if (stage_when(s) == StageWhen::load) return;
   const int i = static_cast<int>(s);
   if (span_only_) {
     if (s == span_first_ && !span_begin_) {
@@ -57,6 +60,7 @@ void StageTimer::stage_begin(Stage s, const std::string&, void* stream) {
 }
 
 void StageTimer::stage_end(Stage s, const std::string&, void* stream) {
+  if (stage_when(s) == StageWhen::load) return;
   const int i = static_cast<int>(s);
   if (span_only_) {
     if (s == span_last_ && span_begin_) {

@@ -14,6 +14,7 @@
 #include "math_sdpa/context.h"
 #include "math_sdpa/errors.h"
 #include "math_sdpa/fault_spec.h"
+#include "math_sdpa/host_memory.h"
 #include "math_sdpa/memory_plan.h"
 #include "math_sdpa/problem.h"
 #include "parse_words.h"
@@ -171,6 +172,101 @@ TEST_SUITE("memory_plan") {
     CHECK(with_host[0].fits());
     // Unknown memory (no GPU to ask) is never a refusal.
     CHECK(plan_refusal(plan, plan_pools(plan, MemoryFacts{})).empty());
+  }
+
+  // The memory-mapped weights' page cache (scenario 7): MemAvailable counts it as available, so a
+  // plan judged by MemAvailable fits on a GB10 where the pool would have to reclaim the cache for the
+  // GPU's allocations. The plan shows the cache, says when a plan fits only by reclaiming it, and on
+  // an integrated GPU (or under fix 6's guard) refuses such a plan before anything is allocated.
+  TEST_CASE("the page cache: its own line, and a plan that fits only if it is reclaimed is refused on one pool") {
+    MemoryFacts spark;  // 100 GB available, of which 60 GB is page cache: 40 GB free
+    spark.integrated = true;
+    spark.host_available = 100'000'000'000LL;
+    spark.page_cache = 60'000'000'000LL;
+    spark.host_free = 40'000'000'000LL;
+    MemoryFacts h100 = spark;  // the same host beside a discrete GPU with 80 GB free
+    h100.integrated = false;
+    h100.gpu_free = 80'000'000'000LL;
+    // 30 GB of mapped weights: 30 GB of GPU copies and, read through the page cache, 30 GB of cache.
+    const RunOptions loaded = run_options({"--mapped-weights", "30GB"});
+    const MemoryPlan plan = plan_of(loaded);
+    CHECK(plan.weights_bytes == 30'000'000'000LL);
+    CHECK(plan.weights_cache_bytes == 30'000'000'000LL);
+    const auto on_spark = plan_pools(plan, spark);
+    REQUIRE(on_spark.size() == 1);
+    CHECK(on_spark[0].need > 60'000'000'000LL);       // copies and cache, in one pool
+    CHECK(on_spark[0].fits_with_reclaim());           // under 90% of MemAvailable (90 GB)...
+    CHECK(on_spark[0].fits_only_by_reclaim());        // ...but over 90% of MemFree (36 GB)
+    CHECK_FALSE(on_spark[0].fits());                  // refused on one pool
+    const std::string refusal = plan_refusal(plan, on_spark);
+    CHECK(refusal.find("only if the page cache (60.00 GB) is reclaimed") != std::string::npos);
+    CHECK(refusal.find("40.00 GB (MemFree)") != std::string::npos);
+    CHECK(refusal.find("--allow-oversubscription") != std::string::npos);
+    const std::string text = plan_text(plan, on_spark);
+    CHECK(text.find("fits only if the page cache is reclaimed (refused)") != std::string::npos);
+    CHECK(text.find("of which page cache 60.00 GB (Cached)") != std::string::npos);
+    CHECK(text.find("the mapped weights: 30.00 GB of GPU copies, and 30.00 GB of page cache") != std::string::npos);
+    // On a discrete GPU the copies are GPU memory and the cache host memory: said, not refused.
+    const auto on_h100 = plan_pools(plan, h100);
+    REQUIRE(on_h100.size() == 2);
+    CHECK(on_h100[0].need == plan.path_bytes + 30'000'000'000LL);
+    CHECK(on_h100[0].fits());
+    CHECK(on_h100[1].need == 30'000'000'000LL);
+    CHECK(on_h100[1].fits());
+    CHECK_FALSE(on_h100[1].fits_only_by_reclaim());  // 30 GB fits the 36 GB allowed of MemFree
+    // The same plan with 20 GB less free memory: said on the discrete GPU, refused under fix 6's guard.
+    h100.host_free = 20'000'000'000LL;
+    CHECK(plan_pools(plan, h100)[1].fits_only_by_reclaim());
+    CHECK(plan_pools(plan, h100)[1].fits());
+    MemoryPlan guarded = plan;
+    guarded.against_free = true;
+    CHECK_FALSE(plan_pools(guarded, h100)[1].fits());
+    CHECK(plan_refusal(guarded, plan_pools(guarded, h100)).find("fix 6's guard plans against that") != std::string::npos);
+    // Weights read with O_DIRECT, or dropped after each copy, leave no cache: 30 GB fits the Spark's 36.
+    PathSettings direct = loaded.settings;
+    direct.weights.io = WeightsIo::direct;
+    const MemoryPlan no_cache = plan_memory(loaded.problem, direct, {});
+    CHECK(no_cache.weights_cache_bytes == 0);
+    CHECK(plan_pools(no_cache, spark)[0].fits());
+  }
+
+  TEST_CASE("the host's memory as /proc says it: MemFree, MemAvailable, Cached, RssFile") {
+    const HostMemory m = parse_host_memory("MemTotal:       131072000 kB\nMemFree:        39062500 kB\n"
+                                           "MemAvailable:   97656250 kB\nBuffers:          1024 kB\nCached:         58593750 kB\n"
+                                           "SwapCached:            0 kB\n",
+                                           "Name:\trepro\nRssAnon:\t  102400 kB\nRssFile:\t 2048000 kB\n");
+    CHECK(m.total == 131072000LL * 1024);
+    CHECK(m.free == 39062500LL * 1024);
+    CHECK(m.available == 97656250LL * 1024);
+    CHECK(m.cached == 58593750LL * 1024);  // Cached, not SwapCached
+    CHECK(m.rss_file == 2048000LL * 1024);
+    CHECK(host_memory_text(m).find("Cached 60.00 GB") != std::string::npos);
+    const HostMemory none = parse_host_memory("", "");
+    CHECK(none.free == -1);
+    CHECK(host_memory_text(none).find("MemFree unknown") == 0);
+    // What a run reads on this machine: every field there, and consistent.
+    const HostMemory here = read_host_memory();
+    CHECK(here.total > 0);
+    CHECK(here.free <= here.total);
+    CHECK(here.available >= 0);
+  }
+
+  TEST_CASE("--mapped-weights: a size with a unit and a file; what the load is told") {
+    const RunOptions o = run_options({"--mapped-weights", "30G:/tmp/no-such-dir/w.bin", "--weights-mapping", "keep"});
+    CHECK(o.settings.weights.bytes == 30LL << 30);
+    CHECK(o.settings.weights.file == "/tmp/no-such-dir/w.bin");
+    CHECK(o.settings.weights.mapping == WeightsMapping::keep);
+    CHECK(stage_runs(Stage::load_weights, o.problem, o.settings));
+    CHECK_FALSE(stage_runs(Stage::load_weights, SdpaProblem{}, PathSettings{}));
+    for (const std::vector<std::string>& bad : std::vector<std::vector<std::string>>{
+             {"--mapped-weights", "30"}, {"--mapped-weights", "1.5"}, {"--mapped-weights", "30G:"},
+             {"--mapped-weights", "lots"}, {"--weights-mapping", "keep"}}) {
+      CAPTURE(bad[0] + " " + bad[1]);
+      CHECK(parse(bad).exit_code == kExitUsage);
+    }
+    CHECK(parse({"--mapped-weights", "30"}).message.find("with a unit") != std::string::npos);
+    // A file of the user's that holds less than asked is refused: it is read, never written.
+    CHECK(parse({"--mapped-weights", "1G:/proc/self/status"}).message.find("fewer than the") != std::string::npos);
   }
 
   TEST_CASE("a ballast given as a fraction is of the memory its kind draws on") {

@@ -198,21 +198,24 @@ TEST_SUITE("report") {
     const Ran all = run_repro({"report", "--ladder", "--scenario", "2", "--out", out + "2", "--repro-binary", SWEEP_TEST_FAKE_CHILD});
     CHECK(all.exit_code == 0);
     const nlohmann::json k = nlohmann::json::parse(file_text(out + "2/result.json"));
-    REQUIRE(k["ladder"].size() == 7);
-    CHECK(k["ladder"][5]["rung"] == "steps");
-    CHECK(k["ladder"][6]["rung"] == "backward");
+    REQUIRE(k["ladder"].size() == 8);
+    CHECK(k["ladder"][4]["rung"] == "mapped-weights");
+    CHECK(k["ladder"][6]["rung"] == "steps");
+    CHECK(k["ladder"][7]["rung"] == "backward");
     CHECK(k["report"]["title"].get<std::string>().find("at every rung of the context ladder") != std::string::npos);
     std::vector<std::string> last;
     for (const std::string& line : test_util::lines_of(file_text(log))) {
       if (line.rfind("start ", 0) == 0 && line.find("--check") != std::string::npos) last.push_back(line);
     }
-    REQUIRE(last.size() == 14);
-    CHECK(last[10].find("--steps 10") != std::string::npos);
-    CHECK(last[10].find("--iters") == std::string::npos);
-    CHECK(last[10].find("--backward") == std::string::npos);
-    CHECK(last[12].find("--steps 10 --backward") != std::string::npos);
+    REQUIRE(last.size() == 16);
+    CHECK(last[8].find("--mapped-weights 16G") != std::string::npos);
+    CHECK(last[6].find("--mapped-weights") == std::string::npos);
+    CHECK(last[12].find("--steps 10") != std::string::npos);
     CHECK(last[12].find("--iters") == std::string::npos);
-    CHECK(last[8].find("--iters 25") != std::string::npos);
+    CHECK(last[12].find("--backward") == std::string::npos);
+    CHECK(last[14].find("--steps 10 --backward") != std::string::npos);
+    CHECK(last[14].find("--iters") == std::string::npos);
+    CHECK(last[10].find("--iters 25") != std::string::npos);
     // A given --iters is the count of every rung but the steps', which counts steps.
     std::remove(log.c_str());
     CHECK(run_repro({"report", "--ladder", "--scenario", "2", "--iters", "3", "--out", out + "4", "--repro-binary",
@@ -221,9 +224,9 @@ TEST_SUITE("report") {
     for (const std::string& line : test_util::lines_of(file_text(log))) {
       if (line.rfind("start ", 0) == 0 && line.find("--check") != std::string::npos) counted.push_back(line);
     }
-    REQUIRE(counted.size() == 14);
+    REQUIRE(counted.size() == 16);
     CHECK(counted[0].find("--iters 3") != std::string::npos);
-    CHECK(counted[10].find("--iters") == std::string::npos);
+    CHECK(counted[12].find("--iters") == std::string::npos);
     // A rung whose plan the memory guard refuses ends the climb (the rungs above keep its layers),
     // with its own finding, not a failure of the scenario.
     std::remove(log.c_str());
@@ -247,8 +250,8 @@ TEST_SUITE("report") {
     CHECK(six.exit_code == 0);
     CHECK(six.out.find("the backward rung is left out") != std::string::npos);
     const nlohmann::json s6 = nlohmann::json::parse(file_text(out + "6/result.json"));
-    REQUIRE(s6["ladder"].size() == 6);
-    CHECK(s6["ladder"][5]["rung"] == "steps");
+    REQUIRE(s6["ladder"].size() == 7);
+    CHECK(s6["ladder"][6]["rung"] == "steps");
   }
 
   TEST_CASE("repro report --no-run writes the reproducer, the commands and the REPORT.md template of every scenario") {

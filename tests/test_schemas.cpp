@@ -116,7 +116,9 @@ std::string listed(const std::set<std::string>& keys) {
 const char* const kKeysAddedLater[] = {"/config/conditions/backward", "/config/settings/backward", "/nonfinite_gradients",
                                        "/caveats", "/stalls", "/config/launch_blocking", "/launch_blocking_probe_ms",
                                        "/config/log_extras", "/config/conditions/reduced_on_device",
-                                       "/config/settings/reduced_on_device"};
+                                       "/config/settings/reduced_on_device", "/weights_load"};
+// The settings added later, in a run's conditions and settings and in a bench's settings.
+const char* const kSettingsAddedLater[] = {"mapped_weights", "weights_io", "weights_pages", "weights_mapping", "plan_against"};
 
 // unpinned_keys() of `doc` must be exactly `free` (with the keys, when it is not, in the failure).
 void check_unpinned(const std::string& schema, const json& doc, const std::set<std::string>& free, const std::string& what) {
@@ -352,6 +354,9 @@ TEST_SUITE("schemas") {
     std::set<std::string> free{"/scenario/preconditions/last_stage", "/scenario/preconditions/scores_host_phase",
                                "/scenario/preconditions/scores_to_host"};
     for (const char* key : kKeysAddedLater) free.insert(key);
+    for (const char* setting : kSettingsAddedLater) {
+      for (const char* in : {"/config/conditions/", "/config/settings/"}) free.insert(in + std::string(setting));
+    }
     check_unpinned("run.schema.json", doc, free,
                    "a pass with a watchdog block");
     check_unpinned("run.schema.json", committed("h100-2026-11-25/context/default_device.json"), {}, "context/default_device.json");
@@ -403,13 +408,13 @@ TEST_SUITE("schemas") {
 
   TEST_CASE("a renamed or missing key of a bench result fails, and a measured comparison must be complete") {
     const json printed = bench_to_json(bench_examples::overhead_result());
-    check_unpinned("bench.schema.json", with_short_arrays(printed),
-                   {"/benchmarks/0/settings/backward", "/config/conditions/backward", "/config/settings/backward",
-                    "/fix_overhead/0/a/settings/backward", "/fix_overhead/0/b/settings/backward",
-                    "/benchmarks/0/settings/reduced_on_device", "/config/conditions/reduced_on_device",
-                    "/config/settings/reduced_on_device", "/fix_overhead/0/a/settings/reduced_on_device",
-                    "/fix_overhead/0/b/settings/reduced_on_device"},
-                   "bench_to_json");
+    std::set<std::string> free;
+    for (const char* in : {"/benchmarks/0/settings/", "/config/conditions/", "/config/settings/", "/fix_overhead/0/a/settings/",
+                           "/fix_overhead/0/b/settings/"}) {
+      for (const char* setting : {"backward", "reduced_on_device"}) free.insert(in + std::string(setting));
+      for (const char* setting : kSettingsAddedLater) free.insert(in + std::string(setting));
+    }
+    check_unpinned("bench.schema.json", with_short_arrays(printed), free, "bench_to_json");
     check_unpinned("bench.schema.json", with_short_arrays(committed("h100-2026-11-25/context/bench_layers60.json")), {},
                    "context/bench_layers60.json");
     json skipped_but_measured = printed;
@@ -445,7 +450,7 @@ TEST_SUITE("schemas") {
     CHECK(printed["runs"][2]["outcome"] == "no_result");
     CHECK(printed["ladder"].is_null());
     in.ladder = ladder_rungs(ContextLadderValues{});
-    in.ladder.resize(4);
+    in.ladder.resize(4);  // isolated, per-call, layers, ballast
     for (LadderRung& r : in.ladder) r.finding = "not_reproduced";
     in.ladder.back().finding = "hang";
     in.reproducer_leaves_out = "the per-call allocation";
@@ -464,6 +469,11 @@ TEST_SUITE("schemas") {
     }
     for (const char* key : kKeysAddedLater) {
       for (const char* run : {"/runs/0/result", "/runs/1/result"}) free.insert(run + std::string(key));
+    }
+    for (const char* setting : kSettingsAddedLater) {
+      for (const char* run : {"/runs/0/result", "/runs/1/result"}) {
+        for (const char* in : {"/config/conditions/", "/config/settings/"}) free.insert(run + std::string(in) + setting);
+      }
     }
     check_unpinned("report.schema.json", report_json(made_up_report()), free,
                    "report_json");

@@ -17,6 +17,8 @@ std::vector<ContextRung> context_ladder(const ContextLadderValues& v) {
   adds.ballast_alloc = v.ballast_alloc;
   adds.ballast_touch = v.ballast_touch;
   rung("ballast");
+  adds.mapped_weights = v.mapped_weights;
+  rung("mapped-weights");
   adds.host_load = v.host_load;
   rung("host-load");
   adds.steps = v.steps;

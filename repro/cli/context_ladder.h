@@ -11,16 +11,20 @@
 
 namespace sdpa {
 
-// The values of the rungs (a report's --layers, --ballast*, --host-load and --steps replace them).
+// The values of the rungs (a report's --layers, --ballast*, --mapped-weights, --host-load and
+// --steps replace them).
 struct ContextLadderValues {
   std::string layers = "60";  // the workload's block count ("model" with a workload; Qwen-Image's 60)
   std::string ballast = "0.5", ballast_alloc = "device", ballast_touch = "gpu";
+  // The model's weights loaded from a mapped file: Qwen-Image's text encoder's 16 GB (its
+  // transformer's 41 GB are scenario 7's, at the model's full size).
+  std::string mapped_weights = "16G";
   int64_t host_load = 4;
   int64_t steps = 10;
 };
 
 struct ContextRung {
-  std::string name;  // isolated, per-call, layers, ballast, host-load, steps, backward
+  std::string name;  // isolated, per-call, layers, ballast, mapped-weights, host-load, steps, backward
   RunSpec adds;      // the run options of this rung, the ones below it included
 };
 

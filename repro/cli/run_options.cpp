@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 
 #include "fixes/fix.h"
 #include "math_sdpa/errors.h"
@@ -156,6 +157,21 @@ void apply_context_options(const RunSpec& g, const Workload* workload, RunOption
                      alloc_kind_name(b.kind) + " memory (--ballast-alloc managed, host or system)");
   }
   o.context.host_load_threads = static_cast<int>(g.host_load.value_or(0));
+  if (g.mapped_weights) {
+    c.weights = parse_mapped_weights(*g.mapped_weights);
+    // A file of the user's (a real model's) is read, never written: it must hold SIZE already.
+    std::error_code absent;
+    const auto size = c.weights.file.empty() ? 0 : std::filesystem::file_size(c.weights.file, absent);
+    if (!c.weights.file.empty() && !absent && static_cast<int64_t>(size) < c.weights.bytes) {
+      throw InputError("--mapped-weights: " + c.weights.file + " holds " + std::to_string(size) + " bytes, fewer than the " +
+                       std::to_string(c.weights.bytes) + " asked for (name a larger file, a smaller size, or a file that does "
+                       "not exist yet, which is made)");
+    }
+  }
+  if (g.weights_mapping) {
+    if (c.weights.bytes == 0) throw InputError("--weights-mapping describes a load of weights: give its size with --mapped-weights");
+    c.weights.mapping = parse_weights_mapping(*g.weights_mapping);
+  }
   if (g.chunk_size) o.chunk_size = parse_size(*g.chunk_size, "--chunk-size");
   o.memory_trace = g.memory_trace || scenario_info(o.scenario).memory_trace;
   if (g.backward) {

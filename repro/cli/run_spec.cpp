@@ -184,6 +184,13 @@ const std::vector<OptionDef>& option_table() {
          "who touches it while the path runs: " + listed(ballast_touch_choices()), "none", kRun | kReport},
         {"--host-load", "", &RunSpec::host_load, C, "THREADS",
          "data-loader-like host threads (pageable reads and writes, pinned copies)", "0", kRun | kReport, nullptr, {}, 0, 256},
+        {"--mapped-weights", "", &RunSpec::mapped_weights, C, "SIZE[:FILE]",
+         "the model's weights, SIZE of them (a unit: 30G), loaded before the first call from a memory-mapped file "
+         "(made once, then reused; default ~/.cache/sdpa-repro/weights.bin) into GPU memory tensor by tensor",
+         "", kRun | kReport, "mapped_weights"},
+        {"--weights-mapping", "", &RunSpec::weights_mapping, C, "unmap|keep",
+         "after the load: the mapping dropped, as PyTorch frees the CPU state dict, or kept by the process", "unmap",
+         kRun | kReport, nullptr, {"unmap", "keep"}},
         {"--memory-trace", "", &RunSpec::memory_trace, C, "",
          "memory (MemAvailable, cudaMemGetInfo) at every stage, in the log and the JSON (" + traced_scenarios() + ": on)", "",
          kRun | kReport},

@@ -62,6 +62,7 @@ struct RunSpec {
   bool backward = false;
   std::optional<std::string> ballast, ballast_alloc, ballast_touch;
   std::optional<int64_t> host_load;
+  std::optional<std::string> mapped_weights, weights_mapping;
   bool memory_trace = false, uvm_counters = false, plan = false;
   // Logging and watchdog.
   std::optional<std::string> log, log_format;

@@ -69,9 +69,13 @@ RunSpec take_ladder_values(RunSpec base, ContextLadderValues& v) {
   if (base.ballast) v.ballast = *base.ballast;
   if (base.ballast_alloc) v.ballast_alloc = *base.ballast_alloc;
   if (base.ballast_touch) v.ballast_touch = *base.ballast_touch;
+  if (base.mapped_weights) v.mapped_weights = *base.mapped_weights;
   if (base.host_load) v.host_load = *base.host_load;
   if (base.steps) v.steps = *base.steps;
-  for (const char* taken : {"--layers", "--ballast", "--ballast-alloc", "--ballast-touch", "--host-load", "--steps"}) base.unset(taken);
+  for (const char* taken :
+       {"--layers", "--ballast", "--ballast-alloc", "--ballast-touch", "--mapped-weights", "--host-load", "--steps"}) {
+    base.unset(taken);
+  }
   return base;
 }
 
@@ -87,6 +91,7 @@ RunOptions one_call(RunOptions o, std::string* leaves_out) {
   if (s.retain == Retain::autograd && !backward) out.push_back("autograd's retention");
   if (s.chunk_bytes > 0) out.push_back("fix 5's chunks");
   if (o.context.ballast.given()) out.push_back("the ballast");
+  if (s.weights.bytes > 0) out.push_back("the mapped weights' load");
   if (o.context.host_load_threads > 0) out.push_back("the host load");
   if (o.steps) out.push_back("the steps");
   if (s.alloc == AllocKind::vmm) out.push_back("vmm memory (cudaMalloc there)");
@@ -96,6 +101,7 @@ RunOptions one_call(RunOptions o, std::string* leaves_out) {
     p->layers = 1;
     p->retain = backward ? Retain::autograd : Retain::none;
     p->chunk_bytes = 0;
+    p->weights = MappedWeights{};
   }
   o.problem.precision = o.problem_given.precision;
   o.context = ContextSettings{};

@@ -51,8 +51,10 @@ ReportParse parse_report_command_line(int argc, const char* const* argv) {
       ->capture_default_str();
   app.add_flag("--ladder", r.ladder,
                "climb the context ladder: the scenario isolated, then per-call allocation, layers with autograd's "
-               "retention, a ballast, a host load, steps, the backward pass (docs/CONTEXT.md); stop at the first rung that "
-               "hangs or fails and report it. --layers, --ballast*, --host-load and --steps set their rungs' values");
+               "retention, a ballast, the model's mapped weights, a host load, steps, the backward pass (docs/CONTEXT.md); stop "
+               "at the first rung that "
+               "hangs or fails and report it. --layers, --ballast*, --mapped-weights, --host-load and --steps set their rungs' "
+               "values");
   app.add_option("--repro-binary", r.repro_binary, "the program each run runs (tests)")->group("");
   app.add_flag("--allow-inject", r.allow_inject,
                "for testing the report itself: let --inject through (refused otherwise); the title then says the "

@@ -7,6 +7,7 @@
 #include <cstdio>
 
 #include "math_sdpa/cuda_check.h"
+#include "math_sdpa/host_memory.h"
 
 namespace sdpa {
 
@@ -21,7 +22,11 @@ MemoryTraceSample MemoryTracer::read(const char* stage) {
   size_t free_bytes = 0, total = 0;
   CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total));
   m.gpu_free = static_cast<int64_t>(free_bytes);
-  m.mem_available = static_cast<int64_t>(host_memory_available());
+  const HostMemory host = read_host_memory();
+  m.mem_available = host.available;
+  m.mem_free = host.free;
+  m.cached = host.cached;
+  m.rss_file = host.rss_file;
   m.live_bytes = static_cast<int64_t>(allocator_.live_bytes());
   m.reserved_bytes = static_cast<int64_t>(allocator_.reserved_bytes());
   into_.min_gpu_free = std::min(into_.min_gpu_free, m.gpu_free);
@@ -34,9 +39,12 @@ void MemoryTracer::stage_begin(Stage stage, const std::string&, void*) {
   ++into_.trace_samples;
   if (into_.trace.size() < MemoryMeasured::kMaxTraceSamples) into_.trace.push_back(m);
   if (!write_lines_) return;
-  char line[256];
-  std::snprintf(line, sizeof line, "[MEMORY] step=%d layer=%d stage=%s mem_available=%lld gpu_free=%lld live=%lld reserved=%lld",
-                m.step, m.layer, m.stage.c_str(), static_cast<long long>(m.mem_available), static_cast<long long>(m.gpu_free),
+  char line[384];
+  std::snprintf(line, sizeof line,
+                "[MEMORY] step=%d layer=%d stage=%s mem_available=%lld mem_free=%lld cached=%lld rss_file=%lld gpu_free=%lld "
+                "live=%lld reserved=%lld",
+                m.step, m.layer, m.stage.c_str(), static_cast<long long>(m.mem_available), static_cast<long long>(m.mem_free),
+                static_cast<long long>(m.cached), static_cast<long long>(m.rss_file), static_cast<long long>(m.gpu_free),
                 static_cast<long long>(m.live_bytes), static_cast<long long>(m.reserved_bytes));
   log_.write(line);
 }

@@ -2,7 +2,10 @@
 //
 // At the start of every stage (so after each alloc_* stage, at the next stage's start) it reads
 // the host's MemAvailable (/proc/meminfo, which NVIDIA's DGX Spark guidance says to judge by),
-// the GPU's free memory (cudaMemGetInfo) and what the path's allocator holds, and writes one
+// MemFree and Cached (what there is without reclaiming the page cache, and the cache itself: on
+// GB10 the page cache shares the GPU's pool), this process's file-backed resident memory (the
+// mapped weights' pages), the GPU's free memory (cudaMemGetInfo) and what the path's allocator
+// holds, and writes one
 // [MEMORY] line to the stage log, which the supervisor fsyncs into --log-file: after a frozen
 // machine's power cycle the last line on disk says how much memory there was. Without the trace
 // the peaks are still measured (the allocator's own counts, and the GPU's free memory at each
@@ -23,6 +26,9 @@ struct MemoryTraceSample {
   int step = 1, layer = 1;
   std::string stage;
   int64_t mem_available = 0;  // bytes
+  int64_t mem_free = 0;
+  int64_t cached = 0;         // the page cache
+  int64_t rss_file = 0;       // this process's file-backed resident memory
   int64_t gpu_free = 0;
   int64_t live_bytes = 0;      // the path's tensors
   int64_t reserved_bytes = 0;  // what its allocator holds from the driver

@@ -151,6 +151,9 @@ nlohmann::json plan_to_json(const MemoryPlan& plan, const std::vector<PoolUse>& 
                          {"need_bytes", u.need},
                          {"available_bytes", u.available < 0 ? json(nullptr) : json(u.available)},
                          {"guard_bytes", u.budget < 0 ? json(nullptr) : json(u.budget)},
+                         {"page_cache_bytes", u.page_cache < 0 ? json(nullptr) : json(u.page_cache)},
+                         {"without_reclaim_bytes", u.without_reclaim < 0 ? json(nullptr) : json(u.without_reclaim)},
+                         {"fits_only_by_reclaim", u.fits_only_by_reclaim()},
                          {"fits", u.fits()}});
   }
   return {{"layers", plan.layers},
@@ -166,9 +169,27 @@ nlohmann::json plan_to_json(const MemoryPlan& plan, const std::vector<PoolUse>& 
           {"ballast_bytes", plan.context.ballast_bytes},
           {"host_load_host_bytes", plan.context.host_load_host_bytes},
           {"host_load_gpu_bytes", plan.context.host_load_gpu_bytes},
+          {"weights_bytes", plan.weights_bytes},
+          {"weights_page_cache_bytes", plan.weights_cache_bytes},
           {"total_bytes", plan.total_bytes()},
           {"integrated", facts ? json(facts->integrated) : json(nullptr)},
           {"pools", pool_list}};
+}
+
+namespace {
+
+nlohmann::json host_memory_json(const HostMemory& m) {
+  const auto bytes = [](int64_t x) { return x < 0 ? nlohmann::json(nullptr) : nlohmann::json(x); };
+  return {{"mem_free", bytes(m.free)}, {"mem_available", bytes(m.available)}, {"cached", bytes(m.cached)}, {"rss_file", bytes(m.rss_file)}};
+}
+
+}  // namespace
+
+nlohmann::json weights_load_to_json(const WeightsLoad& w) {
+  return {{"file", w.file},         {"created", w.created},         {"bytes", w.bytes},
+          {"tensors", w.tensors},   {"seconds", w.seconds},         {"gb_per_s", w.gb_per_s()},
+          {"io", w.io},             {"pages", w.pages},             {"mapping", w.mapping},
+          {"before", host_memory_json(w.before)}, {"after", host_memory_json(w.after)}};
 }
 
 nlohmann::json measured_to_json(const MemoryMeasured& m) {
@@ -179,6 +200,9 @@ nlohmann::json measured_to_json(const MemoryMeasured& m) {
                      {"layer", t.layer},
                      {"stage", t.stage},
                      {"mem_available", t.mem_available},
+                     {"mem_free", t.mem_free},
+                     {"cached", t.cached},
+                     {"rss_file", t.rss_file},
                      {"gpu_free", t.gpu_free},
                      {"live_bytes", t.live_bytes},
                      {"reserved_bytes", t.reserved_bytes}});
@@ -391,6 +415,7 @@ nlohmann::json result_to_json(const RunResult& r) {
                        {"ballast_host_passes", r.context_load.ballast_host_passes},
                        {"ballast_gpu_passes", r.context_load.ballast_gpu_passes},
                        {"host_load_iterations", r.context_load.host_load_iterations}};
+  j["weights_load"] = r.weights_load ? weights_load_to_json(*r.weights_load) : json(nullptr);
   j["wall_seconds"] = r.wall_seconds;
   j["watchdog"] = nullptr;
   if (r.watchdog) {

@@ -26,6 +26,7 @@ nlohmann::json settings_to_json(const PathSettings& s);
 nlohmann::json context_to_json(const ContextSettings& c);
 nlohmann::json plan_to_json(const MemoryPlan& plan, const std::vector<PoolUse>& pools, const std::optional<MemoryFacts>& facts);
 nlohmann::json measured_to_json(const MemoryMeasured& m);
+nlohmann::json weights_load_to_json(const WeightsLoad& w);
 nlohmann::json uvm_to_json(const UvmCounts& u);
 nlohmann::json scenario_to_json(int number);
 nlohmann::json device_to_json(const DeviceInfo& d);

@@ -12,6 +12,7 @@
 #include "math_sdpa/device_info.h"
 #include "math_sdpa/gemm.h"
 #include "math_sdpa/memory_plan.h"
+#include "math_sdpa/weights_load.h"
 #include "math_sdpa/path_settings.h"
 #include "math_sdpa/reference.h"
 #include "math_sdpa/stage.h"
@@ -93,6 +94,7 @@ struct RunResult : Verdict {
     int64_t ballast_bytes = 0, ballast_host_passes = 0, ballast_gpu_passes = 0, host_load_iterations = 0;
   } context_load;
   std::optional<UvmCounts> uvm;  // --uvm-counters: "ballast" and "other" (the path's) ranges
+  std::optional<WeightsLoad> weights_load;  // --mapped-weights: what the load did
   // Set by the supervisor when the run hung or its child crashed.
   std::optional<SupervisedOutcome> watchdog;
 };

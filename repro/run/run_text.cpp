@@ -86,10 +86,24 @@ std::string result_to_text(const RunResult& r) {
     s << "# memory plan: " << gigabytes(plan.path_bytes) << " predicted peak of the path (" << plan.layers << " layer"
       << (plan.layers == 1 ? "" : "s") << ", " << gigabytes(plan.layer_kept_bytes) << " kept per layer)";
     if (plan.context.ballast_bytes) s << " + ballast " << gigabytes(plan.context.ballast_bytes);
+    if (plan.weights_bytes) s << " + mapped weights " << gigabytes(plan.weights_bytes);
     for (const PoolUse& u : r.pools) {
       if (u.available >= 0) s << "; " << u.name << " " << gigabytes(u.need) << " of " << gigabytes(u.available) << " available";
+      if (u.available >= 0 && u.fits_only_by_reclaim()) s << " (only if the page cache is reclaimed)";
     }
     s << "\n";
+  }
+  if (r.weights_load) {
+    const WeightsLoad& w = *r.weights_load;
+    s << "# weights loaded: " << gigabytes(w.bytes) << " in " << w.tensors << " tensors from " << w.file
+      << (w.created ? " (written first)" : "") << ", io " << w.io << ", pages " << w.pages << ", mapping " << w.mapping << ": "
+      << format("%.2f s, %.2f GB/s", w.seconds, w.gb_per_s()) << "\n"
+      << "#   before: " << host_memory_text(w.before) << "\n"
+      << "#   after:  " << host_memory_text(w.after) << "\n"
+      << "#   change: Cached " << format("%+.2f GB", static_cast<double>(w.after.cached - w.before.cached) / 1e9)
+      << format(", MemFree %+.2f GB", static_cast<double>(w.after.free - w.before.free) / 1e9)
+      << format(", MemAvailable %+.2f GB", static_cast<double>(w.after.available - w.before.available) / 1e9)
+      << format(", RssFile %+.2f GB", static_cast<double>(w.after.rss_file - w.before.rss_file) / 1e9) << "\n";
   }
   if (r.measured) {
     const MemoryMeasured& m = *r.measured;

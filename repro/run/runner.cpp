@@ -215,6 +215,8 @@ void run_on_gpu(RunResult& r, int progress_fd) {
     observers.memory = o.memory_trace ? &tracer : nullptr;
     observers.mark_gpu_stages = true;
     attach_observers(path, observers, fixes, *allocator, 0, o.log, o.log_format);
+    // The model's weights before its first forward call, as a training script loads them.
+    if (r.settings.weights.bytes > 0) r.weights_load = path.load_weights();
     // Random inputs are made only once the workspace exists, so an oversized request is refused
     // before any host memory is used.
     upload_layer_inputs(path, p, given);

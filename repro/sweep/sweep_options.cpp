@@ -7,6 +7,7 @@
 
 #include "math_sdpa/errors.h"
 #include "repro/common/text.h"
+#include "repro/cli/context_ladder.h"
 #include "repro/cli/run_options.h"
 #include "scenarios/scenario.h"
 
@@ -121,7 +122,11 @@ SweepParseResult parse_sweep_command_line(int argc, const char* const* argv) {
       app.add_option("--allocs", allocs, "managed, device, async, host, system")->default_str(joined(defaults.allocs)),
       app.add_option("--streams", streams, "default (each scenario's own, PyTorch's), legacy, non-blocking, per-thread")->default_str(joined(defaults.streams)),
       app.add_option("--contexts", contexts,
-                     "rungs of the context ladder: isolated, per-call, layers, ballast, host-load, steps, backward (docs/CONTEXT.md)")
+                     "rungs of the context ladder: " + [] {
+                       std::string names;
+                       for (const std::string& n : context_rung_names()) names += (names.empty() ? "" : ", ") + n;
+                       return names;
+                     }() + " (docs/CONTEXT.md)")
           ->default_str(joined(defaults.contexts)),
       app.add_option("--iters", o.axes.iters, "calls of the path in each run")->default_str(std::to_string(defaults.iters)),
       app.add_option("--repeats", o.axes.repeats, "runs of each configuration")->default_str(std::to_string(defaults.repeats)),

@@ -1,0 +1,163 @@
+// weights_load.cpp: the model's weights copied from the mapped file into GPU memory, tensor by
+// tensor, each copy a load_weights stage of the path (weights_load.h says why and how).
+#include "weights_load.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <algorithm>
+#include <filesystem>
+#include <random>
+
+#include "cuda_check.h"
+#include "errors.h"
+#include "pipeline.h"
+
+namespace sdpa {
+
+namespace {
+
+constexpr int64_t kMiB = int64_t{1} << 20;
+constexpr int64_t kPage = 4096;  // O_DIRECT's alignment and the unmapping's granule
+
+// Fills a file of `bytes` with data that is not zeros (a file of zeros could be sparse, its pages
+// never read from disk), synced, its pages dropped from the page cache. Returns false when the
+// file was there already and large enough.
+bool ensure_file(const std::string& path, int64_t bytes) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && st.st_size >= bytes) return false;
+  std::error_code ec;
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT, 0644);
+  if (fd < 0) throw InputError("--mapped-weights: cannot create " + path + ": " + std::strerror(errno));
+  std::vector<uint64_t> block(static_cast<size_t>(8 * kMiB / 8));
+  std::mt19937_64 random(2026);
+  for (uint64_t& x : block) x = random();
+  for (int64_t at = st.st_size > 0 ? st.st_size / kPage * kPage : 0; at < bytes;) {
+    const size_t n = static_cast<size_t>(std::min<int64_t>(8 * kMiB, bytes - at));
+    const ssize_t wrote = ::pwrite(fd, block.data(), n, at);
+    if (wrote <= 0) {
+      ::close(fd);
+      throw InputError("--mapped-weights: cannot write " + path + " (" + std::to_string(bytes) + " bytes): " +
+                       std::strerror(errno) + " (free some disk, or name a file on a larger disk: SIZE:FILE)");
+    }
+    at += wrote;
+  }
+  ::fsync(fd);
+  ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+  ::close(fd);
+  return true;
+}
+
+}  // namespace
+
+std::string default_weights_file() {
+  if (const char* file = std::getenv("SDPA_WEIGHTS_FILE"); file && *file) return file;
+  const char* cache = std::getenv("XDG_CACHE_HOME");
+  const char* home = std::getenv("HOME");
+  const std::string dir = cache && *cache ? cache : std::string(home && *home ? home : ".") + "/.cache";
+  return dir + "/sdpa-repro/weights.bin";
+}
+
+const std::vector<int64_t>& weights_tensor_sizes() {
+  static const std::vector<int64_t> sizes = {18 * kMiB, 18 * kMiB, 18 * kMiB, 18 * kMiB, 72 * kMiB, 72 * kMiB};
+  return sizes;
+}
+
+LoadedWeights::~LoadedWeights() {
+  for (void* p : copies) cudaFree(p);
+  if (bounce) cudaFreeHost(bounce);
+  if (map) ::munmap(map, static_cast<size_t>(mapped));
+  if (fd >= 0) ::close(fd);
+}
+
+WeightsLoad MathSdpa::load_weights() {
+  const MappedWeights& w = settings_.weights;
+  WeightsLoad r;
+  r.file = w.file.empty() ? default_weights_file() : w.file;
+  r.bytes = w.bytes;
+  r.io = weights_io_name(w.io);
+  r.pages = w.drop_pages ? "drop" : "keep";
+  r.mapping = weights_mapping_name(w.mapping);
+  r.created = ensure_file(r.file, w.bytes);
+  weights_ = std::make_unique<LoadedWeights>();
+  LoadedWeights& loaded = *weights_;
+  const bool direct = w.io == WeightsIo::direct;
+  loaded.fd = ::open(r.file.c_str(), O_RDONLY | (direct ? O_DIRECT : 0));
+  if (loaded.fd < 0) throw InputError("--mapped-weights: cannot open " + r.file + ": " + std::strerror(errno));
+  // From what a fresh boot has: the file's pages are the load's to bring in.
+  ::posix_fadvise(loaded.fd, 0, 0, POSIX_FADV_DONTNEED);
+  const std::vector<int64_t>& sizes = weights_tensor_sizes();
+  if (direct) {
+    CUDA_CHECK(cudaHostAlloc(&loaded.bounce, static_cast<size_t>(*std::max_element(sizes.begin(), sizes.end())),
+                             cudaHostAllocDefault));
+  } else {
+    loaded.mapped = w.bytes;
+    void* map = ::mmap(nullptr, static_cast<size_t>(w.bytes), PROT_READ, MAP_PRIVATE, loaded.fd, 0);
+    if (map == MAP_FAILED) throw InputError("--mapped-weights: cannot map " + r.file + ": " + std::strerror(errno));
+    loaded.map = static_cast<char*>(map);
+  }
+  int tensors = 0;
+  for (int64_t at = 0; at < w.bytes; ++tensors) at += std::min(sizes[static_cast<size_t>(tensors) % sizes.size()], w.bytes - at);
+  r.before = read_host_memory();
+  const auto start = std::chrono::steady_clock::now();
+  int64_t at = 0;
+  for (int i = 0; i < tensors; ++i) {
+    const int64_t n = std::min(sizes[static_cast<size_t>(i) % sizes.size()], w.bytes - at);
+    const std::string detail = "tensor=" + std::to_string(i + 1) + "/" + std::to_string(tensors) + " bytes=" + std::to_string(n) +
+                               " offset=" + std::to_string(at) + " io=" + r.io + " pages=" + r.pages;
+    stage(Stage::load_weights, detail, [&] {
+      if (settings_.plan_against_free) {
+        // Fix 6's guard: a tensor (and, read through the cache, its pages) that would take MemFree
+        // below a tenth of the memory is refused, before the pool is asked to reclaim anything.
+        const HostMemory m = read_host_memory();
+        const int64_t takes = n * (direct || w.drop_pages ? 1 : 2);
+        if (m.free >= 0 && m.total > 0 && m.free - takes < m.total / 10) {
+          throw RefusedError("the weights' tensor " + std::to_string(i + 1) + " of " + std::to_string(tensors) + " would take MemFree (" +
+                             std::to_string(m.free) + " bytes) below a tenth of the memory: fix 6's guard refuses it rather "
+                             "than have the page cache reclaimed (" + host_memory_text(m) + ")");
+        }
+      }
+      void* copy = nullptr;
+      CUDA_CHECK(cudaMalloc(&copy, static_cast<size_t>(n)));
+      loaded.copies.push_back(copy);
+      const void* from = loaded.map ? loaded.map + at : loaded.bounce;
+      if (direct) {
+        // O_DIRECT reads whole pages into an aligned buffer; the last tensor's tail is read rounded up.
+        const int64_t whole = (n + kPage - 1) / kPage * kPage;
+        for (int64_t done = 0; done < whole;) {
+          const ssize_t got = ::pread(loaded.fd, static_cast<char*>(loaded.bounce) + done, static_cast<size_t>(whole - done), at + done);
+          if (got <= 0) {
+            if (got == 0 && at + done >= w.bytes) break;
+            throw InputError("--mapped-weights: cannot read " + r.file + " with O_DIRECT: " + std::strerror(errno));
+          }
+          done += got;
+        }
+      }
+      CUDA_CHECK(cudaMemcpyAsync(copy, from, static_cast<size_t>(n), cudaMemcpyHostToDevice, stream_));
+      CUDA_CHECK(cudaStreamSynchronize(stream_));
+      if (w.drop_pages) {
+        ::posix_fadvise(loaded.fd, at, n, POSIX_FADV_DONTNEED);
+        if (loaded.map) ::munmap(loaded.map + at, static_cast<size_t>((n + kPage - 1) / kPage * kPage));
+      }
+    });
+    at += n;
+  }
+  r.tensors = tensors;
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  // As the CPU state dict is freed once the model is on the GPU: the mapping goes (its pages stay
+  // in the page cache); with --weights-mapping keep the process holds it until it ends.
+  if (loaded.map && w.mapping == WeightsMapping::unmap) {
+    if (!w.drop_pages) ::munmap(loaded.map, static_cast<size_t>(loaded.mapped));
+    loaded.map = nullptr;
+  }
+  r.after = read_host_memory();
+  return r;
+}
+
+}  // namespace sdpa
