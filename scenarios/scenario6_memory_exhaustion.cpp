@@ -20,8 +20,13 @@ bool training_context(const PathSettings& ps) {
   return ps.alloc_timing == AllocTiming::per_call || ps.layers > 1 || ps.retain == Retain::autograd;
 }
 
-// About the amount of memory, whatever kind it is.
-void weigh(Stage, const SdpaProblem&, const PathSettings& ps, HangCandidate& c) {
+// About the amount of memory, whatever kind it is. A hang before the first call (the weights'
+// load) came before any layer allocated or kept anything: the pass had not begun.
+void weigh(Stage hung, const SdpaProblem&, const PathSettings& ps, HangCandidate& c) {
+  if (stage_when(hung) == StageWhen::load) {
+    c.against.push_back("it hung before the first call, before any layer allocated or kept anything");
+    return;
+  }
   if (ps.alloc_timing == AllocTiming::per_call) {
     c.evidence.push_back("each call allocated its intermediates inside the call (per-call)");
   } else {

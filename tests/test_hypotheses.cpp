@@ -249,6 +249,11 @@ TEST_SUITE("hypotheses") {
       CHECK(h.candidates[1].scenario == 6);
     }
     CHECK(classify_hang(Stage::softmax, s2.problem, s2.settings).candidates.size() == 1);  // one layer, up front: no 6
+    // Before the first call (the weights' load) no layer has allocated anything: against scenario 6.
+    const RunOptions loading = run_options({"--scenario", "6", "--mapped-weights", "1G"});
+    for (const HangCandidate& c : classify_hang(Stage::load_weights, loading.problem, loading.settings).candidates) {
+      if (c.scenario == 6) CHECK(mentions(c.against, "before the first call"));
+    }
 
     // The P.V GEMM is a batched GEMM like Q.K^T: scenario 1's, with the stream against it.
     const HangClassification pv = classify_hang(Stage::pv_gemm, s1.problem, s1.settings);
