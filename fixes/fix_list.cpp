@@ -8,12 +8,13 @@
 
 // Every fix, one line each, in number order: each is a function in its own file that returns its
 // record (fixN_*.cpp).
-#define SDPA_FIXES(X)        \
-  X(fix1_gemm_stream_sync)   \
-  X(fix2_prefetch_scores)    \
-  X(fix3_contiguous_kt)      \
-  X(fix4_stream_ordered_alloc) \
-  X(fix5_bounded_memory)
+#define SDPA_FIXES(X)                   \
+  X(fix1_gemm_stream_sync)              \
+  X(fix2_prefetch_scores)               \
+  X(fix3_contiguous_kt)                 \
+  X(fix4_stream_ordered_alloc)          \
+  X(fix5_bounded_memory)                \
+  /* one line a record above; the list ends here */
 
 namespace sdpa {
 

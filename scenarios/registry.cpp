@@ -9,14 +9,15 @@
 
 // Every scenario, one line each, in number order: each is a function in its own file that returns
 // its record (scenarioN_*.cpp).
-#define SDPA_SCENARIOS(X)            \
-  X(scenario0_full_path)             \
-  X(scenario1_cublas_stream_ordering) \
-  X(scenario2_softmax_migration)     \
-  X(scenario3_transposed_k)          \
-  X(scenario4_concurrent_faults)     \
-  X(scenario5_graph_replay)          \
-  X(scenario6_memory_exhaustion)
+#define SDPA_SCENARIOS(X)               \
+  X(scenario0_full_path)                \
+  X(scenario1_cublas_stream_ordering)   \
+  X(scenario2_softmax_migration)        \
+  X(scenario3_transposed_k)             \
+  X(scenario4_concurrent_faults)        \
+  X(scenario5_graph_replay)             \
+  X(scenario6_memory_exhaustion)        \
+  /* one line a record above; the list ends here */
 
 namespace sdpa {
 
