@@ -101,7 +101,9 @@ RunOptions one_call(RunOptions o, std::string* leaves_out) {
     p->layers = 1;
     p->retain = backward ? Retain::autograd : Retain::none;
     p->chunk_bytes = 0;
+    // The load before the calls, and the plan it is judged by, are the run's, not the call's.
     p->weights = MappedWeights{};
+    p->plan_against_free = false;
   }
   o.problem.precision = o.problem_given.precision;
   o.context = ContextSettings{};
