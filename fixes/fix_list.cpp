@@ -14,6 +14,7 @@
   X(fix3_contiguous_kt)                 \
   X(fix4_stream_ordered_alloc)          \
   X(fix5_bounded_memory)                \
+  X(fix6_page_cache_bypass)             \
   /* one line a record above; the list ends here */
 
 namespace sdpa {

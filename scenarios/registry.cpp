@@ -17,6 +17,7 @@
   X(scenario4_concurrent_faults)        \
   X(scenario5_graph_replay)             \
   X(scenario6_memory_exhaustion)        \
+  X(scenario7_mapped_weights)           \
   /* one line a record above; the list ends here */
 
 namespace sdpa {

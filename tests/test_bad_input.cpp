@@ -16,6 +16,7 @@
 #include "math_sdpa/errors.h"
 #include "math_sdpa/stage_log.h"
 #include "run_program.h"
+#include "scenarios/scenario.h"
 
 using namespace sdpa;
 
@@ -102,7 +103,7 @@ TEST_SUITE("bad_input") {
         {{"--seed", "-1"}, "seed"},
         {{"--seed", "18446744073709551616"}, "seed"},
         // scenarios, fixes, conditions
-        {{"--scenario", "7"}, "scenario"},
+        {{"--scenario", std::to_string(scenario_count())}, "scenario"},
         {{"--scenario", "one"}, "scenario"},
         {{"--scenario", "1", "--scenario", "2"}, "scenario"},
         {{"--fix", "on"}, "scenario 0"},
@@ -208,7 +209,7 @@ TEST_SUITE("bad_input") {
         {deep, "not JSON"},
         {deep + std::string(100000, ']'), "object"},
         {"[1, 2]", "object"},
-        {"{\"scenarios\": [7]}", "scenario"},
+        {"{\"scenarios\": [" + std::to_string(scenario_count()) + "]}", "scenario"},
         {"{\"scenarios\": [18446744073709551615]}", "18446744073709551615"},
         {"{\"scenarios\": [-1]}", "scenario"},
         {"{\"scenarios\": \"0\"}", "scenarios"},

@@ -11,6 +11,7 @@
 #include "math_sdpa/errors.h"
 #include "bench_examples.h"
 #include "repro/bench/bench.h"
+#include "fixes/fix_list.h"
 
 using namespace sdpa;
 
@@ -68,7 +69,9 @@ TEST_SUITE("bench") {
     CHECK(labels.empty());
     parse_fix_overhead_list("4,1", labels, fixes);
     CHECK(labels == std::vector<std::string>{"4", "1"});
-    for (const char* bad : {"6", "0", "1,1", "1,,2", "all,all", "x", "1 2", "each,1", "12"}) {
+    for (const std::string& bad : {std::to_string(fix_count() + 1), std::string("0"), std::string("1,1"), std::string("1,,2"),
+                                    std::string("all,all"), std::string("x"), std::string("1 2"), std::string("each,1"),
+                                    std::string("12")}) {
       INFO(bad);
       CHECK_THROWS_AS(parse_fix_overhead_list(bad, labels, fixes), InputError);
     }
@@ -77,7 +80,7 @@ TEST_SUITE("bench") {
   TEST_CASE("bad bench command lines: exit 2 with one line") {
     const std::vector<std::vector<std::string>> bad = {
         {"-n", "0"},          {"-n", "x"},         {"-w", "-1"},          {"--input-sets", "-1"},
-        {"--input-sets", "65"}, {"--fix-overhead", "7"}, {"--fix-overhead", "1,1"}, {"--iters", "5"},
+        {"--input-sets", "65"}, {"--fix-overhead", std::to_string(fix_count() + 2)}, {"--fix-overhead", "1,1"}, {"--iters", "5"},
         {"--sample-every", "2"}, {"--dtype", "fp8"}, {"--no-such-option"}, {"-L", "0"}};
     for (const auto& args : bad) {
       const BenchParse r = parse(args);

@@ -137,9 +137,9 @@ TEST_SUITE("options") {
       at = found == std::string::npos ? at : found;
     }
     // Labels, and the accepted words of the enumerated options, from the tables that parse them.
-    for (const char* shown : {"--json FILE", "--save-output FILE", "--log-file FILE", "--inputs DIR", "--snapshot-dir DIR",
+    for (const std::string& shown : std::vector<std::string>{"--json FILE", "--save-output FILE", "--log-file FILE", "--inputs DIR", "--snapshot-dir DIR",
                               "--seed SEED", "--stage-timeout S", "-b,--batch INT", "--dtype bf16|fp16|fp32",
-                              "--precision upcast|native", "--mask-dims 1x1|Bx1|1xH|BxH", "--scenario 0-6", "--fix on|off|lean",
+                              "--precision upcast|native", "--mask-dims 1x1|Bx1|1xH|BxH", "--scenario " + scenario_range(), "--fix on|off|lean",
                               "none, bool, float", "managed, device, async, host, system, vmm", "legacy, non-blocking, per-thread",
                               "off, stages, sync, values", "snapshot (", "qwen-image-1024", "entry_sync"}) {
       CHECK_MESSAGE(help.find(shown) != std::string::npos, shown);
@@ -284,7 +284,7 @@ TEST_SUITE("options") {
         {{"--mask", "triangle"}, "mask"},
         {{"--mask-dims", "2x2"}, "mask-dims"},
         {{"--alloc", "pinned"}, "alloc"},
-        {{"--scenario", "7"}, "scenario"},
+        {{"--scenario", std::to_string(scenario_count())}, "scenario"},
         {{"--scenario", "-1"}, "scenario"},
         {{"--iters", "0"}, "iters"},
         {{"--iters", "ten"}, "iters"},

@@ -571,7 +571,7 @@ TEST_SUITE("report") {
     check_usage_error({"--scenario", "2"}, "--out");
     check_usage_error({"--out", "DIR"}, "--scenario is required");
     check_usage_error({"--scenario", "0", "--out", "DIR"}, "scenario 0");
-    check_usage_error({"--scenario", "7", "--out", "DIR"}, "--scenario");
+    check_usage_error({"--scenario", std::to_string(scenario_count()), "--out", "DIR"}, "--scenario");
     check_usage_error({"--scenario", "2", "--fix", "on", "--out", "DIR"}, "--fix");
     check_usage_error({"--scenario", "2", "--fixes", "1", "--out", "DIR"}, "--fixes");
     check_usage_error({"--scenario", "2", "--json", "x.json", "--out", "DIR"}, "--json");

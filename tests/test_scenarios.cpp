@@ -2,12 +2,14 @@
 // combine into the settings a run uses (CPU only).
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "fixes/fix.h"
 #include "math_sdpa/errors.h"
+#include "math_sdpa/memory_plan.h"
 #include "parse_words.h"
 #include "repro/cli/run_options.h"
 #include "scenarios/hang_classification.h"
@@ -60,7 +62,7 @@ TEST_SUITE("scenarios") {
       }
       // Scenario N's fix is fix N (0: none); scenario 5's is fix 4 (no managed memory in the graph),
       // scenario 6's fix 5.
-      CHECK(s.fix_number == (n == 5 ? 4 : n == 6 ? 5 : n));
+      CHECK(s.fix_number == (n == 5 ? 4 : n == 6 ? 5 : n == 7 ? 6 : n));
     }
     CHECK_THROWS_AS(scenario_info(scenario_count()), InputError);
     CHECK_THROWS_AS(scenario_info(-1), InputError);
@@ -156,9 +158,13 @@ TEST_SUITE("scenarios") {
     CHECK(parse_fix_list("all") == FixSet::all());
     CHECK(parse_fix_list("1,3").numbers() == std::vector<int>{1, 3});
     CHECK(parse_fix_list("4,2").str() == "2,4");
-    CHECK(parse_fix_list("1,2,3,4,5").str() == "all");
+    std::string every;
+    for (int n = 1; n <= fix_count(); ++n) every += (n > 1 ? "," : "") + std::to_string(n);
+    CHECK(parse_fix_list(every).str() == "all");
     CHECK(parse_fix_list("1,2,3,4").str() == "1,2,3,4");
-    for (const char* bad : {"0", "6", "1,", ",1", "1,,2", "1;2", "one", "1 2", "12", "1,1", "all,1", "-1", " 1", "ALL"}) {
+    const std::string beyond = std::to_string(fix_count() + 1);
+    for (const std::string& bad : std::vector<std::string>{"0", beyond, "1,", ",1", "1,,2", "1;2", "one", "1 2", "12", "1,1", "all,1",
+                                                           "-1", " 1", "ALL"}) {
       CAPTURE(bad);
       CHECK_THROWS_AS(parse_fix_list(bad), InputError);
     }
@@ -191,7 +197,7 @@ TEST_SUITE("scenarios") {
     PathSettings bounded = memory;
     for (const auto& f : make_fixes(parse_fix_list("5"))) f->configure(bounded);
     CHECK(changed(memory, bounded) == std::map<std::string, std::string>{{"retain", "none"}, {"chunk_bytes", "268435456"}});
-    CHECK(make_fixes(FixSet::all()).size() == 5);
+    CHECK(make_fixes(FixSet::all()).size() == static_cast<size_t>(fix_count()));
     // Its native part computes in the input dtype: the problem changes, not the settings.
     const ParseResult native = parse({"--scenario", "6", "--fixes", "5:native", "--layers", "2"});
     REQUIRE(native.run);
@@ -253,7 +259,7 @@ TEST_SUITE("scenarios") {
     const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
         {{"--fix", "on"}, "scenario 0 has no fix"},
         {{"--fix", "yes"}, "fix"},
-        {{"--fixes", "6"}, "fixes"},
+        {{"--fixes", std::to_string(fix_count() + 1)}, "fixes"},
         {{"--fixes", "1,1"}, "twice"},
         {{"--alloc", "pinned"}, "alloc"},
         {{"--stream", "default"}, "stream"},
@@ -310,8 +316,9 @@ TEST_SUITE("scenarios") {
     CHECK(parse_fix_list("all:lean") == FixSet::lean());
     CHECK(FixSet::lean().str() == "all:lean");
     CHECK(parse_fix_list("3:lean").str() == "3");  // fix 3's lean form is its design form
-    for (const char* bad : {"1:", "1:fast", "2:set-stream", "1:set-stream/set-stream", "6:lean", "1:lean,1",
-                            "4:stream-pool/private-pool", "12", "1;2", ":lean"}) {
+    for (const std::string& bad : std::vector<std::string>{"1:", "1:fast", "2:set-stream", "1:set-stream/set-stream",
+                                                           std::to_string(fix_count() + 1) + ":lean", "1:lean,1",
+                                                           "4:stream-pool/private-pool", "12", "1;2", ":lean"}) {
       CAPTURE(bad);
       CHECK_THROWS_AS(parse_fix_list(bad), InputError);
     }
@@ -343,5 +350,71 @@ TEST_SUITE("scenarios") {
     const ParseResult lean_run = parse_command_line(7, argv_lean);
     REQUIRE(lean_run.run);
     CHECK(lean_run.options.settings.reduced_on_device);  // the run's settings show what the fix configures
+  }
+
+  // Scenario 7: the model's weights through the page cache, then the first forward pass; fix 6's
+  // parts keep the load from depending on the page cache being reclaimed.
+  TEST_CASE("scenario 7: its conditions, its classification, fix 6's parts and its plan's refusals") {
+    using test_util::run_options;
+    const RunOptions s7 = run_options({"--scenario", "7"});
+    CHECK(s7.settings.weights.bytes == 57'000'000'000LL);
+    CHECK(s7.settings.weights.io == WeightsIo::mapped);
+    CHECK(s7.settings.layers == 60);
+    CHECK(s7.settings.alloc == AllocKind::device);
+    CHECK(s7.workload == "qwen-image-1024");
+    CHECK(s7.memory_trace);
+    CHECK(stage_runs(Stage::load_weights, s7.problem, s7.settings));
+    // A hang in the load is scenario 7's first, with the page cache as evidence; scenario 6's
+    // conditions had not acted yet.
+    const HangClassification load = classify_hang(Stage::load_weights, s7.problem, s7.settings);
+    REQUIRE_FALSE(load.candidates.empty());
+    CHECK(load.scenario() == 7);
+    bool cache_said = false;
+    for (const std::string& e : load.candidates.front().evidence) cache_said |= e.find("the page cache held ") == 0;
+    CHECK(cache_said);
+    CHECK(load.summary().find("read through the page cache (mapped)") != std::string::npos);
+    // A later allocation: scenario 7 is a candidate beside scenario 6.
+    const HangClassification alloc = classify_hang(Stage::alloc_scores, s7.problem, s7.settings);
+    std::set<int> candidates;
+    for (const HangCandidate& c : alloc.candidates) candidates.insert(c.scenario);
+    CHECK(candidates.count(6));
+    CHECK(candidates.count(7));
+    // Fix 6: its design form reads with O_DIRECT and plans against MemFree; its lean form drops each
+    // tensor's pages; either way the weights leave no page cache the plan counts.
+    const RunOptions on = run_options({"--scenario", "7", "--fix", "on"});
+    CHECK(on.settings.weights.io == WeightsIo::direct);
+    CHECK(on.settings.plan_against_free);
+    CHECK_FALSE(on.settings.weights.drop_pages);
+    const RunOptions lean = run_options({"--scenario", "7", "--fix", "lean"});
+    CHECK(lean.settings.weights.io == WeightsIo::mapped);
+    CHECK(lean.settings.weights.drop_pages);
+    CHECK(lean.settings.plan_against_free);
+    CHECK(run_options({"--scenario", "7", "--fixes", "6:drop"}).settings.weights.drop_pages);
+    CHECK(plan_memory(on.problem, on.settings, {}).weights_cache_bytes == 0);
+    CHECK(plan_memory(lean.problem, lean.settings, {}).weights_cache_bytes == 0);
+    CHECK(plan_memory(s7.problem, s7.settings, {}).weights_cache_bytes == 57'000'000'000LL);
+    CHECK(fix_info(6).budget == std::string("<= 0%"));
+    // Its plan at the workload's size is refused on an H100 and a GB10 alike (the guard's exit 8,
+    // before anything is allocated); on a GB10 whose MemAvailable is mostly page cache, a plan that
+    // would fit MemAvailable is refused too, and fix 6's guard refuses it on a discrete GPU.
+    MemoryFacts h100;
+    h100.gpu_free = 84'470'000'000LL;
+    h100.host_available = 120'000'000'000LL;
+    h100.host_free = 110'000'000'000LL;
+    h100.page_cache = 10'000'000'000LL;
+    CHECK_FALSE(plan_refusal(plan_memory(s7.problem, s7.settings, {}), plan_pools(plan_memory(s7.problem, s7.settings, {}), h100))
+                    .empty());
+    const RunOptions small = run_options({"--scenario", "7", "--mapped-weights", "20G", "--layers", "2"});
+    const MemoryPlan small_plan = plan_memory(small.problem, small.settings, {});
+    CHECK(plan_refusal(small_plan, plan_pools(small_plan, h100)).empty());
+    MemoryFacts spark;  // 100 GB available, 60 GB of it page cache
+    spark.integrated = true;
+    spark.host_available = 100'000'000'000LL;
+    spark.page_cache = 60'000'000'000LL;
+    spark.host_free = 40'000'000'000LL;
+    CHECK(plan_refusal(small_plan, plan_pools(small_plan, spark)).find("only if the page cache") != std::string::npos);
+    // Not in the default sweep or triage: it loads 57 GB on purpose.
+    const auto sweep = default_sweep_scenarios();
+    CHECK(std::find(sweep.begin(), sweep.end(), 7) == sweep.end());
   }
 }

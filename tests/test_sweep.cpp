@@ -35,6 +35,7 @@
 #include "repro/sweep/sweep_output.h"
 #include "scenarios/scenario.h"
 #include "scenarios/workload.h"
+#include "fixes/fix_list.h"
 
 using namespace sdpa;
 using nlohmann::json;
@@ -592,8 +593,8 @@ TEST_SUITE("sweep") {
   TEST_CASE("bad axis values and bad matrix files: exit 2 with one line") {
     TempDir dir;
     const std::vector<std::vector<std::string>> bad_lines{
-        {"--scenarios", "7"}, {"--scenarios", "0,,1"}, {"--scenarios", ""}, {"--scenarios", "1,1"}, {"--scenarios", "x"},
-        {"--fix", "maybe"}, {"--fix", "6"}, {"--fix", "1+1"}, {"--fix", "off,none"}, {"--dtypes", "fp8"},
+        {"--scenarios", std::to_string(scenario_count())}, {"--scenarios", "0,,1"}, {"--scenarios", ""}, {"--scenarios", "1,1"}, {"--scenarios", "x"},
+        {"--fix", "maybe"}, {"--fix", std::to_string(fix_count() + 1)}, {"--fix", "1+1"}, {"--fix", "off,none"}, {"--dtypes", "fp8"},
         {"--precisions", "double"}, {"--shapes", "2x8x128x128"}, {"--shapes", "2x8x0x128x64"},
         {"--shapes", "2x8x128x1152x64x1"}, {"--shapes", "axbxcxdxe"}, {"--shapes", "2x8x-1x128x64"},
         {"--shapes", "99999999x99999999x99999999x99999999x64"}, {"--allocs", "gpu"}, {"--allocs", "managed,"},
@@ -605,7 +606,7 @@ TEST_SUITE("sweep") {
     write_text(dir / "m.json", R"({"dtypes": ["bf16"]})");
     const std::vector<std::string> bad_files{
         "not json", "[1, 2]", R"({"dtype": ["bf16"]})", R"({"dtypes": "bf16"})", R"({"dtypes": []})",
-        R"({"dtypes": [1]})", R"({"scenarios": ["0"]})", R"({"scenarios": [7]})", R"({"scenarios": [0.5]})",
+        R"({"dtypes": [1]})", R"({"scenarios": ["0"]})", "{\"scenarios\": [" + std::to_string(scenario_count()) + "]}", R"({"scenarios": [0.5]})",
         R"({"iters": 0})", R"({"iters": "3"})", R"({"repeats": 1.5})", R"({"shapes": ["2x8"]})",
         R"({"fix": ["on", "on"]})", R"({"allocs": ["managed", null]})", R"({"streams": [["legacy"]]})"};
     std::vector<std::vector<std::string>> cases = bad_lines;
