@@ -129,6 +129,9 @@ struct StageRow {
   std::vector<const char*> begin, end;                 // harness format
   std::vector<DebugLineTemplate> debug_begin, debug_end;  // sdpa-debug format (none: not the instrumentation's)
   const char* hang;  // what a hang in it shows: "the Q.K^T GEMM had started: [CUBLAS_GEMM_START] is the last line"
+  // The harness's own work, not a stage of PyTorch's path (a scenario's host access to the pages):
+  // timed and watched like the others, its time reported apart, never judged a stall of the path.
+  bool harness_work = false;
 };
 
 const char* stage_kind_name(StageKind k);  // "gpu", "host", "alloc", "free"

@@ -73,7 +73,8 @@ void StageTimer::stage_end(Stage s, const std::string&, void* stream) {
   if (host_timed(s)) {
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - host_begin_[i]).count();
     host_ms_[i] += ms;
-    if (ms > pass_longest_.host_ms) pass_longest_.host_ms = ms, pass_longest_.host_stage = s;
+    // A stall is judged by PyTorch's stages only: the harness's own work is timed, not judged.
+    if (ms > pass_longest_.host_ms && !stage_row(s).harness_work) pass_longest_.host_ms = ms, pass_longest_.host_stage = s;
     return;
   }
   Interval interval{s, open_[i], take_event()};

@@ -142,8 +142,10 @@ WeightsLoad MathSdpa::load_weights() {
       CUDA_CHECK(cudaMemcpyAsync(copy, from, static_cast<size_t>(n), cudaMemcpyHostToDevice, stream_));
       CUDA_CHECK(cudaStreamSynchronize(stream_));
       if (w.drop_pages) {
-        ::posix_fadvise(loaded.fd, at, n, POSIX_FADV_DONTNEED);
+        // Unmapped first: the kernel keeps a page in the cache while any mapping still holds it,
+        // so dropping before unmapping leaves every page where it was.
         if (loaded.map) ::munmap(loaded.map + at, static_cast<size_t>((n + kPage - 1) / kPage * kPage));
+        ::posix_fadvise(loaded.fd, at, n, POSIX_FADV_DONTNEED);
       }
     });
     at += n;

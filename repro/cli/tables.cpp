@@ -33,7 +33,8 @@ nlohmann::json stages_json() {
                       {"end", row.end},
                       {"debug_begin", debug_lines_json(row.debug_begin)},
                       {"debug_end", debug_lines_json(row.debug_end)},
-                      {"hang", row.hang}});
+                      {"hang", row.hang},
+                      {"harness_work", row.harness_work}});
   }
   return {{"format", 1},
           {"comment", "The stage table of math_sdpa/stage.cpp (`repro help stages --json`): each stage in the path's "
