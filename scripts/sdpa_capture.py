@@ -6,8 +6,10 @@ torch.nn.functional.scaled_dot_product_attention wrapped, and writes into --out:
 
   workload.json  one entry per distinct call signature (shapes, strides, dtypes, devices, mask,
                  is_causal, scale, dropout_p, enable_gqa, requires_grad), with the process's
-                 memory when the signature was first seen, the backend PyTorch picks for it and
-                 the allocator; format results/workload.schema.json, read by
+                 memory when the signature was first seen (PyTorch's, the host's MemFree,
+                 MemAvailable, Cached and RssFile, and its largest memory-mapped files: a model's
+                 safetensors), the backend PyTorch picks for it and the allocator; format
+                 results/workload.schema.json, read by
                  `repro --workload-file FILE --call N`. Rewritten atomically whenever the first
                  calls of a signature are described, so a process that hangs leaves it current.
   calls.log      a line when each call enters and one when it returns, each flushed and fsync'ed:
@@ -37,8 +39,10 @@ import datetime
 import faulthandler
 import json
 import os
+import re
 import runpy
 import signal
+import stat
 import struct
 import sys
 import threading
@@ -266,17 +270,176 @@ def write_json_atomically(path, value):
     write_atomically(path, [(json.dumps(value, indent=2) + "\n").encode("utf-8")])
 
 
+# ------------------------------------------------------------------------ the host's memory
+# On an integrated GPU (GB10) the page cache that holds a program's memory-mapped weights
+# (safetensors files) and the GPU's allocations share one pool, and MemAvailable counts the cached
+# file pages as available: what matters is MemFree, MemAvailable and Cached (/proc/meminfo), the
+# process's RssFile (/proc/self/status) and the files it has mapped (/proc/self/smaps). Pure
+# functions over the files' text, so that they are tested without PyTorch (or /proc); the readers
+# give None where a file cannot be read.
+
+def read_text(path):
+    """A file's text; None where it cannot be read (no /proc on this system)."""
+    try:
+        with open(path, errors="replace") as f:
+            return f.read()
+    except OSError:
+        return None
+
+
+def kib_field(text, key):
+    """The bytes of a "Key:   123 kB" line of /proc/meminfo or /proc/self/status (a value without a
+    unit is taken as bytes); None where the text is None or has no such line."""
+    if text is None:
+        return None
+    for line in text.splitlines():
+        name, colon, rest = line.partition(":")
+        if colon and name.strip() == key:
+            words = rest.split()
+            try:
+                return int(words[0]) * (1024 if len(words) > 1 and words[1] == "kB" else 1)
+            except (ValueError, IndexError):
+                return None
+    return None
+
+
+def host_memory_of(meminfo, status):
+    """{"mem_free", "mem_available", "cached", "rss_file"} in bytes from /proc/meminfo's and
+    /proc/self/status's text, each None where its text is None or lacks the line."""
+    return {"mem_free": kib_field(meminfo, "MemFree"), "mem_available": kib_field(meminfo, "MemAvailable"),
+            "cached": kib_field(meminfo, "Cached"), "rss_file": kib_field(status, "RssFile")}
+
+
 def mem_available_bytes(path="/proc/meminfo"):
     """MemAvailable in bytes; None where /proc/meminfo cannot be read or has no such line."""
+    return kib_field(read_text(path), "MemAvailable")
+
+
+MAPPING_HEADER = re.compile(r"^[0-9a-fA-F]+-[0-9a-fA-F]+\s+\S+\s+[0-9a-fA-F]+\s+\S+\s+(\d+)(?:\s+(.*))?$")
+
+
+def file_mappings(text):
+    """(path, Rss bytes or None) of each file-backed mapping of /proc/PID/smaps's text (or maps's,
+    whose mappings have no Rss: None), in the file's order. Anonymous mappings ([heap], inode 0),
+    pseudo-files (anon_inode:...) and deleted files are left out."""
+    out = []
+    current = None
+    for line in (text or "").splitlines():
+        m = MAPPING_HEADER.match(line)
+        if m:
+            current = None
+            path = (m.group(2) or "").strip()
+            if m.group(1) != "0" and path.startswith("/") and not path.endswith(" (deleted)"):
+                current = [path, None]
+                out.append(current)
+        elif current is not None and line.startswith("Rss:"):
+            rss = kib_field(line, "Rss")
+            if rss is not None:
+                current[1] = (current[1] or 0) + rss
+    return [tuple(x) for x in out]
+
+
+SHARED_LIBRARY = re.compile(r"\.so(\.[0-9][0-9.]*)?$")
+# What a PyTorch process maps besides its data: the system's files (the C library's locale archive,
+# gconv modules, /dev's devices and shared memory) and the CUDA and Triton caches.
+SYSTEM_PREFIXES = ("/usr/", "/lib/", "/lib64/", "/etc/", "/dev/", "/proc/", "/sys/", "/run/", "/var/cache/",
+                   "/opt/nvidia/")
+RUNTIME_FRAGMENTS = ("/.nv/", "/.triton/", "/torch_extensions/", "/site-packages/", "/dist-packages/")
+
+
+def runtime_prefixes():
+    """Python's own folders (its prefixes and site-packages): the interpreter's and PyTorch's files."""
+    prefixes = set()
+    for name in ("prefix", "base_prefix", "exec_prefix", "base_exec_prefix"):
+        value = getattr(sys, name, None)
+        if value and value != "/":
+            prefixes.add(os.path.join(os.path.realpath(value), ""))
+    return tuple(sorted(prefixes))
+
+
+def is_runtime_file(path, prefixes=()):
+    """A shared library (*.so, *.so.N), or a file of the system, Python or the CUDA runtime: not the
+    program's data."""
+    if SHARED_LIBRARY.search(os.path.basename(path)):
+        return True
+    if path.startswith(SYSTEM_PREFIXES) or any(fragment in path for fragment in RUNTIME_FRAGMENTS):
+        return True
+    return any(path.startswith(p) for p in prefixes)
+
+
+def regular_file_size(path):
+    """The size of a regular file; None for anything else (a device, a socket) or a file that is gone."""
     try:
-        with open(path) as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    words = line.split()
-                    return int(words[1]) * (1024 if len(words) > 2 and words[2] == "kB" else 1)
-    except (OSError, ValueError, IndexError):
+        st = os.stat(path)
+    except OSError:
         return None
-    return None
+    return st.st_size if stat.S_ISREG(st.st_mode) else None
+
+
+HUB_BLOB = re.compile(r"/blobs/[0-9a-f]{40,64}$")
+
+
+def hub_link_name(path):
+    """The name a program opened a Hugging Face hub cache's file by: the cache keeps each file as
+    models--ORG--NAME/blobs/<hash>, and the program opens the link snapshots/<revision>/<name> to it,
+    so the mapping's path (the link resolved) has no name a reader can judge by (.safetensors). The
+    first link under snapshots/ that resolves to `path`, or `path` itself where there is none."""
+    if not HUB_BLOB.search(path):
+        return path
+    snapshots = os.path.join(os.path.dirname(os.path.dirname(path)), "snapshots")
+    for folder, _, names in sorted(os.walk(snapshots)):
+        for name in sorted(names):
+            link = os.path.join(folder, name)
+            try:
+                if os.path.islink(link) and os.path.realpath(link) == path:
+                    return link
+            except OSError:
+                continue
+    return path
+
+
+def mapped_files_of(text, resident, size_of=regular_file_size, prefixes=(), limit=5, name_of=hub_link_name):
+    """The process's largest file-backed mappings from /proc/self/smaps's text (`resident` True) or
+    maps's (False: resident_bytes null): deduplicated by path, regular files only, no shared library
+    or runtime file (is_runtime_file), largest file first, at most `limit`; each {"path" (name_of
+    the mapped file: a hub cache's blob by its snapshot link), "bytes" (the file's size),
+    "resident_bytes" (the Rss of its mappings)}."""
+    rss = {}
+    for path, bytes_ in file_mappings(text):
+        if path in rss:
+            if bytes_ is not None:
+                rss[path] = (rss[path] or 0) + bytes_
+        else:
+            rss[path] = bytes_
+    files = []
+    for path, bytes_ in rss.items():
+        if is_runtime_file(path, prefixes):
+            continue
+        size = size_of(path)
+        if size is None:
+            continue
+        files.append({"path": path, "bytes": int(size), "resident_bytes": bytes_ if resident else None})
+    files.sort(key=lambda f: (-f["bytes"], f["path"]))
+    files = files[:limit]
+    for f in files:
+        f["path"] = name_of(f["path"])
+    return files
+
+
+def read_mapped_files(prefixes=None):
+    """mapped_files_of this process's /proc/self/smaps (or maps, without the Rss, where smaps cannot
+    be read); None where neither can."""
+    prefixes = runtime_prefixes() if prefixes is None else prefixes
+    text = read_text("/proc/self/smaps")
+    if text is not None:
+        return mapped_files_of(text, True, prefixes=prefixes)
+    text = read_text("/proc/self/maps")
+    return None if text is None else mapped_files_of(text, False, prefixes=prefixes)
+
+
+def read_host_memory():
+    """host_memory_of this system's /proc/meminfo and this process's /proc/self/status."""
+    return host_memory_of(read_text("/proc/meminfo"), read_text("/proc/self/status"))
 
 
 def utc_now():
@@ -363,6 +526,7 @@ class Capture:
         self._shapes = {}         # shape key -> {"described": n, "sig": id of the last described call}
         self._device = None       # the first CUDA tensor's device record
         self._stats_error = None
+        self._runtime_prefixes = runtime_prefixes()
         self._warned = set()
         self._active = False
         self._original = None
@@ -671,7 +835,10 @@ class Capture:
                 reserved = int(torch.cuda.memory_reserved(device))
             except Exception as e:  # a pluggable allocator keeps no statistics
                 self._stats_error = one_line(e)
-        return {"memory_allocated": allocated, "memory_reserved": reserved, "mem_available": mem_available_bytes()}
+        host = read_host_memory()
+        return {"memory_allocated": allocated, "memory_reserved": reserved, "mem_available": host["mem_available"],
+                "mem_free": host["mem_free"], "cached": host["cached"], "rss_file": host["rss_file"],
+                "mapped_files": read_mapped_files(self._runtime_prefixes)}
 
     def _device_record(self, device):
         torch = self._torch

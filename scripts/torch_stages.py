@@ -20,6 +20,11 @@ path, one op a stage with repro --backward's stage names and lines: dO to fp32, 
 dO.V^T and P^T.dO, native_dropout_backward, _softmax_backward_data, bmm's gradients dS.K and
 Q^T.dS, then the scales, the GQA sums and the casts back, for repro's own seeded dO.
 
+--mapped-weights SIZE[:FILE] (repro's option) loads the model's weights first, as a training script
+does: the file (repro's default ~/.cache/sdpa-repro/weights.bin, made once) memory-mapped with
+numpy.memmap, each tensor's slice copied with .to("cuda"), a load_weights stage each, and prints
+what the load did to MemFree, MemAvailable, Cached and RssFile.
+
 Memory (--memory): PyTorch's caching allocator (default), its cudaMallocAsync backend (async,
 fix 4), or managed memory (managed): every tensor PyTorch allocates comes from
 cudaMallocManaged, through torch.cuda.memory.CUDAPluggableAllocator and a small library
@@ -109,13 +114,17 @@ ROWS = {row["name"]: row for row in TABLE}
 def pytorch_stages(when):
     """The stages of one call (when "call") or of its backward ("backward") that PyTorch's side has,
     in the table's order: GPU and host work. The harness's allocation and free stages are not
-    (PyTorch allocates inside its ops), nor its load, graph and step stages (one call here, no graph)."""
+    (PyTorch allocates inside its ops), nor its graph and step stages (one call here, no graph);
+    its load stages (when "load") run with --mapped-weights only (LOAD_STAGES)."""
     return tuple(row["name"] for row in TABLE if row["when"] == when and row["kind"] in ("gpu", "host"))
 
 
 STAGES = pytorch_stages("call")
 BACKWARD_STAGES = pytorch_stages("backward")
 ALL_STAGES = STAGES + BACKWARD_STAGES
+# --mapped-weights: the table's stage of the load before the first call (repro's load_weights, one
+# per tensor copied), taken from the table as every other stage is.
+LOAD_STAGES = pytorch_stages("load")
 # Stages whose work the host does or waits for itself; every other one is GPU work.
 HOST_STAGES = frozenset(row["name"] for row in TABLE if row["kind"] == "host")
 
@@ -146,6 +155,17 @@ LOG_LEVELS = ("off", "stages", "sync", "values")
 LOG_FORMATS = ("sdpa-debug", "harness")
 MODES = ("stages", "whole")
 TOUCH_PAGE_BYTES = 4096  # math_sdpa/kernels.h kTouchPageBytes
+# --mapped-weights (math_sdpa/weights_load.h): the sizes the load copies in turn, a Qwen-Image
+# transformer block's weights in bf16 (attention's four 3072 x 3072 projections, the MLP's pair).
+MIB = 1 << 20
+WEIGHTS_TENSOR_SIZES = (18 * MIB, 18 * MIB, 18 * MIB, 18 * MIB, 72 * MIB, 72 * MIB)
+WEIGHTS_MAPPINGS = ("unmap", "keep")
+WEIGHTS_BLOCK = 8 * MIB  # the file is written in blocks of this many bytes
+# repro's size units (math_sdpa/context.cpp), longest first.
+SIZE_UNITS = (("KiB", 1024.0), ("MiB", 1048576.0), ("GiB", 1073741824.0), ("TiB", 1099511627776.0),
+              ("KB", 1e3), ("MB", 1e6), ("GB", 1e9), ("TB", 1e12),
+              ("K", 1024.0), ("M", 1048576.0), ("G", 1073741824.0), ("T", 1099511627776.0), ("B", 1.0))
+SIZE_NUMBER = re.compile(r"^((?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?)(.*)$")
 
 
 # --------------------------------------------------------------------------------------- problem
@@ -253,6 +273,9 @@ class Settings:
         self.entry_host_touch = False
         self.last_stage = "stream_sync"
         self.backward = False  # --backward: the backward call after each forward call
+        self.mapped_weights = 0  # --mapped-weights: bytes of weights loaded before the first call (0: none)
+        self.weights_file = ""   # ...from this file ("": default_weights_file())
+        self.weights_mapping = "unmap"
 
     def fields(self):  # path_settings.cpp settings_fields, in repro's words
         return {"alloc": ALLOC_OF_MEMORY[self.memory], "memory": self.memory, "stream": "legacy",
@@ -262,7 +285,8 @@ class Settings:
                 "scores_to_host": self.scores_to_host, "scores_host_phase": self.scores_host_phase,
                 "entry_touch_streams": str(self.entry_touch_streams),
                 "entry_host_touch": "on" if self.entry_host_touch else "off", "last_stage": self.last_stage,
-                "backward": "true" if self.backward else "false"}
+                "backward": "true" if self.backward else "false", "mapped_weights": str(self.mapped_weights),
+                "weights_io": "mapped", "weights_pages": "keep", "weights_mapping": self.weights_mapping}
 
 
 def apply_scenario(number, s):
@@ -689,6 +713,21 @@ class StagedCall:
         if self.watchdog:
             self.watchdog.disarm()
 
+    def run_load(self, stage, tensors, copy):
+        """--mapped-weights: before the first call, the model's weights copied from the mapped file tensor
+        by tensor (repro's MathSdpa::load_weights), each copy the table's load stage `stage` with its
+        lines and the harness's detail, timed and watched by the watchdog; copy(bytes, offset) the work."""
+        p, s, be = self.p, self.s, self.backend
+        for i, (n, at) in enumerate(tensors):
+            def work(n=n, at=at):
+                copy(n, at)
+                return {}
+
+            self.timed(stage, stage_lines(Boundary(stage, p, s, weights_detail(i, len(tensors), n, at),
+                                                   stream=be.stream_handle()), "debug_begin"), work,
+                       lambda values, d: stage_lines(Boundary(stage, p, s, values=values, duration_us=d, now=epoch_us()),
+                                                     "debug_end"))
+
     def run(self, step=1):
         """One call, and with --backward its backward as autograd runs _scaled_dot_product_attention_math's
         graph for dO (repro's MathSdpa::run and run_backward, one layer)."""
@@ -921,6 +960,12 @@ def build_parser():
     a("--touch-streams", type=int, help="streams reading every page of every tensor at entry (scenario 4: 4)")
     a("--host-touch", choices=("on", "off"), help="a host thread reads those pages at entry too (scenario 4: on)")
     a("--memory", default="caching", choices=sorted(MEMORIES), help="caching (default), managed or async")
+    a("--mapped-weights", metavar="SIZE[:FILE]",
+      help="the model's weights, SIZE of them (a unit: 30G), loaded before the first call from a memory-mapped file "
+           "(made once, then reused; default ~/.cache/sdpa-repro/weights.bin) with .to('cuda') tensor by tensor, "
+           "as repro --mapped-weights")
+    a("--weights-mapping", choices=WEIGHTS_MAPPINGS,
+      help="after the load: the mapping dropped (unmap, the default, as PyTorch frees the CPU state dict) or kept")
     a("--mode", default="stages", choices=MODES, help="stages (default) or whole (F.scaled_dot_product_attention)")
     a("--iters", type=int, default=1, help="calls of the path")
     a("--json", help="write the result as JSON to this file")
@@ -941,6 +986,34 @@ def parse_seed(text):
     if not text or len(text) > 20 or not text.isdigit() or not text.isascii() or int(text) >= 2 ** 64:
         raise usage_error("--seed: '%s' is not an integer in [0, 2^64)" % text[:40])
     return int(text)
+
+
+def parse_size(text, option):
+    """repro's parse_size (math_sdpa/context.cpp): a number and an optional unit (K, M, G, T: powers of
+    1024, as KiB...; KB, MB, GB, TB: of 1000; B), at least one byte."""
+    bad = "%s: '%s' is not a size (e.g. 40G, 512M, 1.5GiB, 2e9)" % (option, text[:40])
+    m = SIZE_NUMBER.match(text) if text and len(text) <= 40 else None
+    if not m:
+        raise usage_error(bad)
+    factor = dict(SIZE_UNITS).get(m.group(2)) if m.group(2) else 1.0
+    if factor is None or not math.isfinite(float(m.group(1))):
+        raise usage_error(bad)
+    nbytes = float(m.group(1)) * factor
+    if not 1 <= nbytes <= 9.0e18:
+        raise usage_error("%s: '%s' is not a size of at least one byte" % (option, text[:40]))
+    return int(nbytes)
+
+
+def parse_mapped_weights(text):
+    """--mapped-weights SIZE[:FILE] as repro reads it (path_settings.cpp parse_mapped_weights): (bytes,
+    the file or "" for the default one). SIZE needs a unit: a bare number is refused."""
+    size, colon, path = text.partition(":")
+    if not size.strip("0123456789."):
+        raise usage_error("--mapped-weights: '%s' is not SIZE[:FILE] with a unit (e.g. 30G, 41GB)" % text[:60])
+    nbytes = parse_size(size, "--mapped-weights")
+    if colon and not path:
+        raise usage_error("--mapped-weights: '%s' names no file after the ':'" % text[:60])
+    return nbytes, path
 
 
 def parse_text_padding(text):
@@ -965,6 +1038,7 @@ class Options:
         self.settings = None
         self.inject = None
         self.waiver = None
+        self.weights_stage = None  # --mapped-weights: the table's load stage
 
 
 def resolve(args, argv):
@@ -1047,6 +1121,17 @@ def resolve(args, argv):
         c.entry_touch_streams = args.touch_streams
     if args.host_touch is not None:
         c.entry_host_touch = args.host_touch == "on"
+    if args.mapped_weights is not None:
+        c.mapped_weights, c.weights_file = parse_mapped_weights(args.mapped_weights)
+        if len(LOAD_STAGES) != 1:  # the table this script reads is older (or newer) than the option
+            raise usage_error("--mapped-weights: the stage table %s has %d load stage(s) (%s), where this script runs "
+                              "one, the weights' copy (build/repro help stages --json > scripts/stages.json)"
+                              % (STAGE_TABLE, len(LOAD_STAGES), " ".join(LOAD_STAGES) or "none"))
+        o.weights_stage = LOAD_STAGES[0]
+    if args.weights_mapping is not None:
+        if not c.mapped_weights:
+            raise usage_error("--weights-mapping describes a load of weights: give its size with --mapped-weights")
+        c.weights_mapping = args.weights_mapping
 
     o.fixes = parse_fix_list(args.fixes)
     if o.own_fix:
@@ -1076,8 +1161,9 @@ def resolve(args, argv):
         raise usage_error("--stage-timeout: %g is not in [0.01, 86400]" % args.stage_timeout)
     if args.inject is not None:
         kind, _, stage = args.inject.partition(":")
-        if kind != "hang" or stage not in ALL_STAGES:
-            raise usage_error("--inject: '%s' is not hang:STAGE (stages: %s)" % (args.inject[:40], " ".join(ALL_STAGES)))
+        if kind != "hang" or stage not in LOAD_STAGES + ALL_STAGES:
+            raise usage_error("--inject: '%s' is not hang:STAGE (stages: %s)" % (args.inject[:40],
+                                                                              " ".join(LOAD_STAGES + ALL_STAGES)))
         o.inject = stage
     if args.mode == "whole":
         check_whole_mode(o)
@@ -1089,6 +1175,11 @@ def resolve(args, argv):
 
 def check_inject(o):
     if o.inject is None:
+        return
+    if o.inject in LOAD_STAGES:  # before the first call, in either mode
+        if not o.settings.mapped_weights:
+            raise usage_error("--inject: stage %s runs with --mapped-weights (the weights' load before the first call)"
+                              % o.inject)
         return
     if o.args.mode == "whole":
         if o.inject not in ("entry_sync", "stream_sync"):
@@ -1987,6 +2078,168 @@ class WholeCall(StagedCall):
         self.run_stage("stream_sync")
 
 
+# ------------------------------------------------------------------------------- the weights
+# --mapped-weights (scenario 7): the model's weights loaded into GPU memory before the first call
+# from a memory-mapped file, as a diffusers or transformers training script loads them (safetensors
+# maps the files, `.to("cuda")` copies each tensor from the mapped pages), here through PyTorch
+# itself: numpy.memmap of the file, each tensor's slice torch.from_numpy(...).to("cuda"). The file,
+# the sizes and the stage's detail are repro's (math_sdpa/weights_load.cpp). On an integrated GPU
+# (GB10) the page cache those copies fill and the GPU's allocations share one pool, and
+# MemAvailable counts the cached pages as available: MemFree, Cached and RssFile say what it did.
+
+def default_weights_file():
+    """repro's default_weights_file: $SDPA_WEIGHTS_FILE, else $XDG_CACHE_HOME (or ~/.cache)/sdpa-repro/weights.bin."""
+    if os.environ.get("SDPA_WEIGHTS_FILE"):
+        return os.environ["SDPA_WEIGHTS_FILE"]
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.environ.get("HOME") or ".", ".cache")
+    return os.path.join(cache, "sdpa-repro", "weights.bin")
+
+
+def weights_tensors(total):
+    """(bytes, offset) of each tensor the load copies: WEIGHTS_TENSOR_SIZES in turn, the last cut to what is left."""
+    out, at = [], 0
+    while at < total:
+        n = min(WEIGHTS_TENSOR_SIZES[len(out) % len(WEIGHTS_TENSOR_SIZES)], total - at)
+        out.append((n, at))
+        at += n
+    return out
+
+
+def weights_detail(i, count, n, at):
+    """A load stage's detail, as repro's: the tensor (from 1), its bytes and offset, how it is read."""
+    return "tensor=%d/%d bytes=%d offset=%d io=mapped pages=keep" % (i + 1, count, n, at)
+
+
+def ensure_weights_file(path, nbytes):
+    """repro's ensure_file: the file at least `nbytes` long, written with data that is not zeros (a
+    file of zeros could be sparse, its pages never read from disk), synced, its pages dropped from the
+    page cache. False when it was there already and large enough (it is reused)."""
+    try:
+        size = os.stat(path).st_size
+    except OSError:
+        size = -1
+    if size >= nbytes:
+        return False
+    try:
+        folder = os.path.dirname(path)
+        if folder:
+            os.makedirs(folder, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
+    except OSError as e:
+        raise usage_error("--mapped-weights: cannot create %s: %s" % (path, e.strerror or e))
+    try:
+        block = os.urandom(WEIGHTS_BLOCK)
+        at = max(size, 0) // 4096 * 4096
+        while at < nbytes:
+            n = min(WEIGHTS_BLOCK, nbytes - at)
+            wrote = os.pwrite(fd, block if n == WEIGHTS_BLOCK else block[:n], at)
+            if wrote <= 0:
+                raise OSError(0, "nothing written")
+            at += wrote
+        os.fsync(fd)
+        if hasattr(os, "posix_fadvise"):
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    except OSError as e:
+        raise usage_error("--mapped-weights: cannot write %s (%d bytes): %s (free some disk, or name a file on a larger "
+                          "disk: SIZE:FILE)" % (path, nbytes, e.strerror or e))
+    finally:
+        os.close(fd)
+    return True
+
+
+def kib_field(text, key):
+    """A "Key:   123 kB" line's value in bytes (/proc/meminfo, /proc/self/status); None where there is none."""
+    for line in (text or "").splitlines():
+        name, colon, rest = line.partition(":")
+        if colon and name.strip() == key:
+            words = rest.split()
+            try:
+                return int(words[0]) * (1024 if len(words) > 1 and words[1] == "kB" else 1)
+            except (ValueError, IndexError):
+                return None
+    return None
+
+
+def read_host_memory():
+    """MemFree, MemAvailable, Cached (/proc/meminfo) and this process's RssFile (/proc/self/status), bytes;
+    None where they cannot be read (math_sdpa/host_memory.h)."""
+    texts = {}
+    for name in ("/proc/meminfo", "/proc/self/status"):
+        try:
+            with open(name) as f:
+                texts[name] = f.read()
+        except OSError:
+            texts[name] = None
+    meminfo = texts["/proc/meminfo"]
+    return {"mem_free": kib_field(meminfo, "MemFree"), "mem_available": kib_field(meminfo, "MemAvailable"),
+            "cached": kib_field(meminfo, "Cached"), "rss_file": kib_field(texts["/proc/self/status"], "RssFile")}
+
+
+def gigabytes(nbytes):
+    return "unknown" if nbytes is None else "%.2f GB" % (nbytes / 1e9)
+
+
+def host_memory_text(m):
+    """As repro's host_memory_text: "MemFree 38.20 GB, MemAvailable 98.10 GB, Cached 60.00 GB, RssFile 0.00 GB"."""
+    return "MemFree %s, MemAvailable %s, Cached %s, RssFile %s" % (
+        gigabytes(m["mem_free"]), gigabytes(m["mem_available"]), gigabytes(m["cached"]), gigabytes(m["rss_file"]))
+
+
+def weights_summary(w):
+    """The load's lines, as repro's result text writes them (repro/run/run_text.cpp)."""
+    def change(key):
+        a, b = w["before"][key], w["after"][key]
+        return "unknown" if a is None or b is None else "%+.2f GB" % ((b - a) / 1e9)
+
+    return ["# weights loaded: %s in %d tensors from %s%s, io mapped, pages keep, mapping %s: %.2f s, %.2f GB/s"
+            % (gigabytes(w["bytes"]), w["tensors"], w["file"], " (written first)" if w["created"] else "", w["mapping"],
+               w["seconds"], w["gb_per_s"]),
+            "#   before: " + host_memory_text(w["before"]),
+            "#   after:  " + host_memory_text(w["after"]),
+            "#   change: Cached %s, MemFree %s, MemAvailable %s, RssFile %s" % (
+                change("cached"), change("mem_free"), change("mem_available"), change("rss_file"))]
+
+
+def load_weights(torch, o, call, run):
+    """The load through PyTorch: the file made if missing, its pages dropped, mapped copy-on-write
+    (numpy.memmap mode "c": MAP_PRIVATE, as repro maps it), each tensor's slice copied with
+    .to("cuda") into a tensor kept for the run (the model's weights), synchronised, a stage each;
+    then the mapping dropped (--weights-mapping unmap) or kept. Returns the JSON's weights_load."""
+    s, np = o.settings, numpy()
+    path = s.weights_file or default_weights_file()
+    created = ensure_weights_file(path, s.mapped_weights)
+    try:
+        fd = os.open(path, os.O_RDONLY)
+        try:  # from what a fresh boot has: the file's pages are the load's to bring in
+            if hasattr(os, "posix_fadvise"):
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+        mapping = [np.memmap(path, dtype=np.uint8, mode="c", shape=(s.mapped_weights,))]  # [] once unmapped
+    except (OSError, ValueError) as e:
+        raise usage_error("--mapped-weights: cannot map %s: %s" % (path, getattr(e, "strerror", None) or e))
+    tensors = weights_tensors(s.mapped_weights)
+    device = torch.device("cuda", torch.cuda.current_device())
+    kept = []
+
+    def copy_tensor(n, at):
+        kept.append(torch.from_numpy(mapping[0][at:at + n]).to(device))
+        torch.cuda.synchronize(device)
+
+    before = read_host_memory()
+    start = time.monotonic()
+    call.run_load(o.weights_stage, tensors, copy_tensor)
+    seconds = time.monotonic() - start
+    run.weights = kept  # on the GPU until the run ends
+    if s.weights_mapping == "keep":
+        run.weights_mapping = mapping[0]  # the process holds the mapping until it ends
+    mapping.clear()  # unmap: numpy's memmap goes with its last reference (the slices went with their copies)
+    return {"file": path, "created": created, "bytes": s.mapped_weights, "tensors": len(tensors), "seconds": seconds,
+            "gb_per_s": s.mapped_weights / 1e9 / seconds if seconds > 0 else 0.0, "io": "mapped", "pages": "keep",
+            "mapping": s.weights_mapping, "before": before, "after": read_host_memory(),
+            "how": "numpy.memmap(mode='c') of the file; each tensor torch.from_numpy(slice).to('cuda'), synchronised"}
+
+
 # ----------------------------------------------------------------------------------- the result
 def quantile(sorted_values, q):
     return sorted_values[min(len(sorted_values) - 1, max(0, int(round(q * (len(sorted_values) - 1)))))]
@@ -2024,10 +2277,13 @@ class Run:
         self.findings = []
         self.inputs_source = None
         self.torch = None
+        self.weights_load = None     # --mapped-weights: what the load did (the JSON's weights_load)
+        self.weights = None          # ...the GPU copies, kept for the run
+        self.weights_mapping = None  # ...and the mapping, with --weights-mapping keep
 
     def to_json(self):
         o, a = self.o, self.o.args
-        order = WHOLE_STAGES if a.mode == "whole" else ALL_STAGES
+        order = LOAD_STAGES + (WHOLE_STAGES if a.mode == "whole" else ALL_STAGES)
         calls = sorted(self.call_ms)
         return {
             "meta": {"format_version": 1, "harness": "sdpa-repro", "tool": LOG_FILE_NAME,
@@ -2042,7 +2298,10 @@ class Run:
                        "alloc": ALLOC_OF_MEMORY[o.settings.memory], "memory": o.settings.memory,
                        "mode": a.mode, "iters": a.iters, "log": a.log, "log_format": a.log_format,
                        "stage_timeout_s": a.stage_timeout, "inject": "hang:" + o.inject if o.inject else "none",
-                       "inputs": a.inputs, "dry_run": a.dry_run, "backward": o.settings.backward},
+                       "inputs": a.inputs, "dry_run": a.dry_run, "backward": o.settings.backward,
+                       "mapped_weights": o.settings.mapped_weights,
+                       "weights_file": (o.settings.weights_file or default_weights_file()) if o.settings.mapped_weights
+                       else None, "weights_mapping": o.settings.weights_mapping},
             "outcome": OUTCOMES[self.outcome_code], "exit_code": self.outcome_code,
             "error": self.error, "error_stage": self.error_stage,
             "result_tensor": "output" if a.mode == "whole" else result_tensor_of(o.settings),
@@ -2054,6 +2313,7 @@ class Run:
                        "call_p90_ms": quantile(calls, 0.9) if calls else None,
                        "first_call_ms": self.call_ms[0] if calls else None},
             "stages": stage_summaries(self.timings, order),
+            "weights_load": self.weights_load,
             "wall_seconds": time.monotonic() - self.started,
             "watchdog": self.watchdog,
             "inputs_source": self.inputs_source,
@@ -2071,6 +2331,12 @@ def run_dry(o, run, log, watchdog):
     p, s = o.problem, o.settings
     run.notes.append("dry run: no PyTorch, nothing computed; the lines are those of one call of this problem")
     backend = DryBackend(p, s, o.fixes, o.args.stage_timeout)
+    if s.mapped_weights:  # the load's lines before the first call; nothing read, nothing copied
+        tensors = weights_tensors(s.mapped_weights)
+        run.notes.append("dry run: the weights' load (%d bytes, %d tensors) was not made, only its lines written"
+                         % (s.mapped_weights, len(tensors)))
+        StagedCall(p, s, o.args.log, log, backend, watchdog, o.inject, run.timings).run_load(
+            o.weights_stage, tensors, lambda n, at: None)
     for _ in range(o.args.iters):
         t0 = time.monotonic()
         StagedCall(p, s, o.args.log, log, backend, watchdog, o.inject, run.timings).run(run.iterations_done + 1)
@@ -2115,6 +2381,12 @@ def host_notes(o, helper, device):
     if o.problem.dropout > 0:
         notes.append("dropout: PyTorch's own generator, seeded with torch.manual_seed(%d); its mask differs from "
                      "repro's Philox stream, so the outputs are not comparable" % o.problem.seed)
+    if s.mapped_weights:
+        notes.append("weights: %d bytes loaded before the first call from %s, memory-mapped (numpy.memmap, "
+                     "copy-on-write), in %d tensors, each copied with .to('cuda') from the mapped pages (a pageable "
+                     "copy into %s memory) and kept on the GPU for the run; the mapping then %s" % (
+                         s.mapped_weights, s.weights_file or default_weights_file(), len(weights_tensors(s.mapped_weights)),
+                         ALLOC_OF_MEMORY[s.memory], "dropped" if s.weights_mapping == "unmap" else "kept"))
     if s.backward:
         notes.append("backward: after each call its backward as autograd runs it through the math path, one op a stage "
                      "(ToCopyBackward, bmm's gradients, native_dropout_backward, _softmax_backward_data, bmm's "
@@ -2169,6 +2441,11 @@ def run_torch(o, run, log, watchdog):
                 log.write(allocation_lines(nbytes, ptr, s.memory == "managed"))
     call = (WholeCall if a.mode == "whole" else StagedCall)(p, s, a.log, log, backend, watchdog, o.inject, run.timings)
     try:
+        if s.mapped_weights:  # the model's weights before its first call, as repro loads them
+            run.weights_load = load_weights(torch, o, call, run)
+            for line in weights_summary(run.weights_load):
+                print(line)
+            sys.stdout.flush()
         for _ in range(a.iters):
             t0 = time.monotonic()
             call.run(run.iterations_done + 1)
@@ -2232,6 +2509,9 @@ def summary_line(run):
     if j["gradient_stats"]:
         g = j["gradient_stats"]
         text += "; gradients l2 dQ=%.6g dK=%.6g dV=%.6g" % (g["grad_query"]["l2"], g["grad_key"]["l2"], g["grad_value"]["l2"])
+    if j["weights_load"]:
+        w = j["weights_load"]
+        text += "; weights %.2f GB in %d tensors, %.2f GB/s" % (w["bytes"] / 1e9, w["tensors"], w["gb_per_s"])
     if j["timing"]["call_median_ms"] is not None and not run.o.args.dry_run:
         text += "; call median %.3f ms over %d call(s)" % (j["timing"]["call_median_ms"], j["iterations_done"])
     return text

@@ -10,14 +10,23 @@ first --text-valid. AdamW trains it for --steps steps on random targets, then on
 runs without gradients. With --math (the default) each attention call runs inside
 sdpa_kernel(SDPBackend.MATH), the path the harness rebuilds.
 
+With --weights FILE the weights come from a file, memory-mapped as safetensors maps a checkpoint
+(mmap, copy-on-write): the parameters from its first bytes (bf16, in the model's order), the rest
+of the file as frozen tensors on the device (the rest of a model, an encoder's weights), each copied
+with .to(device) from the mapped pages. The mapping is kept while the program runs, as by a script
+that holds its CPU state dict, so that its pages and the file show in the capture's context.
+
     python3 tests/capture_model.py --steps 3
     python3 scripts/sdpa_capture.py --out capture --tensors first -- tests/capture_model.py --steps 3
+    python3 scripts/sdpa_capture.py --out capture -- tests/capture_model.py --weights model.bin
 
 Attention calls: (--steps + 1) x --blocks, --blocks of them between two optimizer steps.
 Exit 0; 2 for a bad option or a device it cannot use (one line on stderr).
 """
 import argparse
 import contextlib
+import mmap
+import os
 import sys
 
 import torch
@@ -122,6 +131,31 @@ def text_padding_mask(batch, text, text_valid, image, device):
     return mask
 
 
+FROZEN_CHUNK = 64 << 20  # bytes of each frozen tensor made of the rest of the weights file
+
+
+def load_weights(model, path, device):
+    """The parameters, then frozen tensors of the rest, from `path` memory-mapped (see the module's
+    text). Returns (the mapping, the frozen tensors): both kept by the caller while it trains."""
+    with open(path, "rb") as f:
+        mapping = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY)  # MAP_PRIVATE: read, never written back
+    total, at = len(mapping), 0
+    with torch.no_grad():
+        for parameter in model.parameters():
+            n = parameter.numel()
+            if at + 2 * n > total:
+                raise ValueError("%s: %d bytes, fewer than the model's parameters need" % (path, total))
+            source = torch.frombuffer(mapping, dtype=torch.bfloat16, count=n, offset=at)
+            parameter.copy_(source.view(parameter.shape).to(device=device, dtype=parameter.dtype))
+            at += 2 * n
+    frozen = []
+    while total - at >= 2:
+        n = min(FROZEN_CHUNK, (total - at) // 2 * 2)
+        frozen.append(torch.frombuffer(mapping, dtype=torch.bfloat16, count=n // 2, offset=at).to(device))
+        at += n
+    return mapping, frozen
+
+
 def main(argv):
     ap = argparse.ArgumentParser(prog="capture_model.py", description=__doc__.split("\n\n")[0])
     ap.add_argument("--steps", type=int, default=3, help="optimizer steps (default 3)")
@@ -138,6 +172,8 @@ def main(argv):
                     help="attention inside sdpa_kernel(SDPBackend.MATH) (the default)")
     ap.add_argument("--no-math", dest="math_only", action="store_false", help="let PyTorch pick the backend")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--weights", metavar="FILE",
+                    help="load the weights from FILE, memory-mapped (bf16: the parameters, then frozen tensors)")
     args = ap.parse_args(argv)
     if min(args.steps, args.text, args.image, args.heads, args.batch, args.blocks) < 1 or args.head_dim < 2 \
             or args.head_dim % 2 or not 0 <= args.text_valid <= args.text:
@@ -146,11 +182,23 @@ def main(argv):
     if args.device == "cuda" and not torch.cuda.is_available():
         sys.stderr.write("%s: error: --device cuda: PyTorch %s sees no CUDA device\n" % (PROG, torch.__version__))
         return 2
+    if args.weights is not None and not os.path.isfile(args.weights):
+        sys.stderr.write("%s: error: --weights %s: no such file\n" % (PROG, args.weights))
+        return 2
 
     torch.manual_seed(args.seed)
     device, dtype = torch.device(args.device), DTYPES[args.dtype]
     dim = args.heads * args.head_dim
     model = JointModel(args.heads, args.head_dim, args.blocks, args.math_only).to(device=device, dtype=dtype)
+    weights = None  # the mapping and the frozen tensors, kept while the program trains
+    if args.weights is not None:
+        try:
+            weights = load_weights(model, args.weights, device)
+        except (OSError, ValueError) as e:
+            sys.stderr.write("%s: error: --weights %s\n" % (PROG, e))
+            return 2
+        print("%s: weights from %s (%d bytes, mapped), %d frozen tensors" % (PROG, args.weights, len(weights[0]),
+                                                                           len(weights[1])))
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
     mask = text_padding_mask(args.batch, args.text, args.text_valid, args.image, device)
     cos, sin = rope_tables(args.text + args.image, args.head_dim, device)
@@ -171,6 +219,7 @@ def main(argv):
         txt, img = batch()
         model(txt, img, mask, cos, sin)
     print("%s: %d attention calls, %d per step" % (PROG, (args.steps + 1) * args.blocks, args.blocks))
+    del weights  # held until here, as a training script holds its CPU state dict
     return 0
 
 

@@ -16,18 +16,30 @@ Checks, each printed as "ok: ..." or "FAIL: ...":
      (--no-replay leaves it out);
   4. a process killed while a call is in flight (a program whose third call waits forever, then
      dumps its stacks and sends itself SIGKILL): workload.json is valid and counts the call,
-     calls.log's last line is that call's enter line, stacks.txt shows where it waits.
+     calls.log's last line is that call's enter line, stacks.txt shows where it waits;
+  5. a program whose weights come from a memory-mapped file (capture_model.py --weights, a file
+     of WEIGHTS_MIB MiB the test writes): the context records the host's memory (MemFree,
+     MemAvailable, Cached, RssFile) and the file among the mapped files (its size, its resident
+     pages); repro derives --mapped-weights from it (the plan's mapped weights, a report's commands),
+     and --call-only leaves it out.
+
+Part 0 also checks the host readers (/proc/meminfo, /proc/self/status, /proc/self/smaps) over given
+text: `--helpers-only` runs part 0 alone, without PyTorch (exit 0 or 1).
 
     python3 tests/test_sdpa_capture.py --repro build/repro [--keep DIR] [--no-replay] [--device cuda|cpu]
+    python3 tests/test_sdpa_capture.py --helpers-only
 
---device cpu (with --no-replay) runs parts 0, 1, 2 and 4 on PyTorch without a GPU. Exit 0: every
-check passed; 1: a check failed; 2: bad options; 77: skipped.
+--device cpu (with --no-replay) runs parts 0, 1, 2, 4 and 5 (less repro's derivation) on PyTorch
+without a GPU. Exit 0: every check passed; 1: a check failed; 2: bad options; 77: skipped.
 """
 import argparse
+import array
 import ast
 import json
 import math
 import os
+import random
+import re
 import shutil
 import signal
 import struct
@@ -46,6 +58,7 @@ import sdpa_capture  # noqa: E402  (its pure helpers need no PyTorch)
 EXIT_SKIP = 77
 # capture_model.py's defaults, and the steps the test asks of it.
 STEPS, BLOCKS, BATCH, HEADS, HEAD_DIM, TEXT, TEXT_VALID, IMAGE = 3, 2, 2, 4, 32, 32, 20, 96
+WEIGHTS_MIB = 256  # part 5's weights file
 SEQ = TEXT + IMAGE
 CALLS_PER_SIGNATURE = 3  # sdpa_capture.py's default --calls-per-signature
 
@@ -229,6 +242,118 @@ def part_helpers(checks):
                      ".npy written by hand: header, shape, data at a multiple of 64 bytes, no temporary file left")
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+    part_host_readers(checks)
+
+
+# The texts the host readers are given: /proc/meminfo, /proc/self/status, /proc/self/smaps (a
+# safetensors shard mapped twice, a bigger dataset file, a shared library, a deleted file, an
+# anonymous mapping, the heap, a device, the locale archive, a file of Python's own).
+MEMINFO = """MemTotal:       128000000 kB
+MemFree:         2000000 kB
+MemAvailable:   90000000 kB
+Buffers:           12345 kB
+Cached:         70000000 kB
+SwapCached:         4321 kB
+"""
+STATUS = """Name:\tpython3
+VmRSS:\t 4000000 kB
+RssAnon:\t 1000000 kB
+RssFile:\t 3000000 kB
+RssShmem:\t       0 kB
+"""
+
+
+def smaps_mapping(start, path, rss_kib, inode=7):
+    return ("%012x-%012x r--p 00000000 103:02 %d%s\nSize:            %d kB\nRss:             %d kB\n"
+            "Pss:             %d kB\nVmFlags: rd mr mw me sd\n" % (start, start + 4096, inode,
+                                                                 (" " * 20 + path) if path else "", rss_kib, rss_kib,
+                                                                 rss_kib))
+
+
+def part_host_readers(checks):
+    """The host memory and mapped-file readers over given text, without PyTorch or /proc."""
+    c = sdpa_capture
+    checks.check(c.host_memory_of(MEMINFO, STATUS) == {"mem_free": 2000000 * 1024, "mem_available": 90000000 * 1024,
+                                                       "cached": 70000000 * 1024, "rss_file": 3000000 * 1024}
+                 and c.host_memory_of(None, None) == {"mem_free": None, "mem_available": None, "cached": None,
+                                                      "rss_file": None}
+                 and c.host_memory_of("MemFree: 5 kB\n", "")["cached"] is None
+                 and c.kib_field("Cached:  12\n", "Cached") == 12 and c.kib_field("Cached: x kB\n", "Cached") is None,
+                 "the host's memory from /proc/meminfo and /proc/self/status: MemFree, MemAvailable, Cached (not "
+                 "SwapCached), RssFile in bytes; null where a text or a line is missing")
+    shard = "/hub/models--Qwen--Qwen-Image/snapshots/75e0/transformer/diffusion_pytorch_model-00001-of-00009.safetensors"
+    smaps = "".join([
+        smaps_mapping(0x1000, shard, 1000),
+        smaps_mapping(0x9000, "/data/train.arrow", 50),
+        smaps_mapping(0x11000, "/opt/conda/lib/libtorch_cuda.so", 900000),
+        smaps_mapping(0x21000, "/home/u/w/libcustom.so.1.2", 10),
+        smaps_mapping(0x31000, "/data/old.safetensors (deleted)", 10),
+        smaps_mapping(0x41000, "", 4, inode=0),
+        smaps_mapping(0x51000, "[heap]", 40000, inode=0),
+        smaps_mapping(0x61000, "/dev/nvidia0", 0, inode=999),
+        smaps_mapping(0x71000, "/usr/lib/locale/locale-archive", 100),
+        smaps_mapping(0x81000, "/opt/conda/lib/python3.11/lib-dynload/x.bin", 1),
+        smaps_mapping(0x91000, "/home/u/.nv/ComputeCache/index", 1),
+        smaps_mapping(0xa1000, shard, 24),
+        smaps_mapping(0xb1000, "/data/small.gguf", 8),
+        smaps_mapping(0xc1000, "/data/with space.pt", 2),
+        smaps_mapping(0xd1000, "/data/gone.bin", 2)])
+    sizes = {shard: 5000000000, "/data/train.arrow": 9000000000, "/data/small.gguf": 3000000,
+             "/data/with space.pt": 7, "/dev/nvidia0": None, "/opt/conda/lib/python3.11/lib-dynload/x.bin": 10 ** 12,
+             "/home/u/.nv/ComputeCache/index": 10 ** 12, "/usr/lib/locale/locale-archive": 10 ** 12}
+    size_of = sizes.get  # a file the dictionary lacks is gone (None), as a device is
+    files = c.mapped_files_of(smaps, True, size_of=size_of, prefixes=("/opt/conda/",), name_of=lambda p: p)
+    checks.check(files == [{"path": "/data/train.arrow", "bytes": 9000000000, "resident_bytes": 50 * 1024},
+                           {"path": shard, "bytes": 5000000000, "resident_bytes": 1024 * 1024},
+                           {"path": "/data/small.gguf", "bytes": 3000000, "resident_bytes": 8 * 1024},
+                           {"path": "/data/with space.pt", "bytes": 7, "resident_bytes": 2 * 1024}],
+                 "mapped files from /proc/self/smaps: largest first, one per path (its mappings' Rss summed), only "
+                 "regular files; no shared library, deleted file, anonymous mapping, device, nor a file of the system, "
+                 "Python or the CUDA cache", shown(files))
+    maps = "\n".join(line for line in smaps.splitlines() if re.match(r"^[0-9a-f]+-", line))
+    limited = c.mapped_files_of(maps, False, size_of=size_of, prefixes=("/opt/conda/",), limit=2, name_of=lambda p: p)
+    checks.check([(f["path"], f["resident_bytes"]) for f in limited] == [("/data/train.arrow", None), (shard, None)]
+                 and c.mapped_files_of("", True) == [] and c.mapped_files_of(None, True) == [],
+                 "from /proc/self/maps (no smaps): the same files, resident_bytes null; at most `limit`; none from no text")
+    checks.check(c.is_runtime_file("/x/libcudart.so.12.4.127") and c.is_runtime_file("/x/_C.cpython-311-x86_64-linux-gnu.so")
+                 and c.is_runtime_file("/venv/lib/python3.11/site-packages/nvidia/cublas/lib/x.bin")
+                 and c.is_runtime_file("/env/share/x.safetensors", ("/env/",))
+                 and not c.is_runtime_file("/data/model.safetensors", ("/env/",))
+                 and not c.is_runtime_file("/data/model.so.safetensors")
+                 and not c.is_runtime_file("/data/isotope.bin"),
+                 "runtime files: *.so and *.so.N, site-packages, Python's prefixes; a model file is not one")
+    folder = tempfile.mkdtemp(prefix="sdpa_capture_hub.")
+    try:
+        repo = os.path.join(folder, "models--org--name")
+        blob = os.path.join(repo, "blobs", "a" * 64)
+        os.makedirs(os.path.dirname(blob))
+        os.makedirs(os.path.join(repo, "snapshots", "rev1", "transformer"))
+        with open(blob, "wb") as f:
+            f.write(b"x" * 10)
+        link = os.path.join(repo, "snapshots", "rev1", "transformer", "model-00001-of-00002.safetensors")
+        os.symlink(os.path.join("..", "..", "..", "blobs", "a" * 64), link)
+        other = os.path.join(repo, "blobs", "b" * 40)
+        open(other, "w").close()
+        real = os.path.realpath(blob)
+        checks.check(c.hub_link_name(real) == os.path.join(os.path.realpath(repo), "snapshots", "rev1", "transformer",
+                                                           "model-00001-of-00002.safetensors")
+                     and c.hub_link_name(os.path.realpath(other)) == os.path.realpath(other)
+                     and c.hub_link_name("/data/model.safetensors") == "/data/model.safetensors",
+                     "a Hugging Face hub cache's blob is named by the snapshot link the program opened (its "
+                     ".safetensors name); any other file by its path")
+        text = smaps_mapping(0x1000, real, 4)
+        files = c.mapped_files_of(text, True)
+        checks.check([f["path"] for f in files] == [c.hub_link_name(real)] and files[0]["bytes"] == 10,
+                     "mapped_files_of names the hub blob by its link, its size the blob's", shown(files))
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    memory, mapped = c.read_host_memory(), c.read_mapped_files()
+    on_proc = os.path.exists("/proc/self/maps")
+    checks.check(sorted(memory) == ["cached", "mem_available", "mem_free", "rss_file"]
+                 and all(v is None or (isinstance(v, int) and v >= 0) for v in memory.values())
+                 and (mapped is None) == (not on_proc) and (mapped is None or len(mapped) <= 5),
+                 "this process's memory and mapped files read (null where /proc is absent)",
+                 shown({"memory": memory, "mapped": mapped}))
 
 
 # ------------------------------------------------------------------------------- 1. the capture
@@ -317,6 +442,12 @@ def part_capture(checks, torch, out, device):
     if device == "cuda":
         checks.check(train["context"]["memory_allocated"] > 0 and train["context"]["memory_reserved"]
                      >= train["context"]["memory_allocated"], "the context's memory: %s" % shown(train["context"]))
+    host = {k: train["context"].get(k, "absent") for k in ("mem_free", "mem_available", "cached", "rss_file")}
+    files = train["context"].get("mapped_files", "absent")
+    checks.check(all(v is None or (isinstance(v, int) and not isinstance(v, bool) and v >= 0) for v in host.values())
+                 and (files is None or (isinstance(files, list) and len(files) <= 5)),
+                 "the context's host memory (MemFree, MemAvailable, Cached, RssFile) and mapped files",
+                 shown({"host": host, "mapped_files": files}))
     checks.check(train["tensors"] == "calls/0" and evaluation["tensors"] == "calls/1", "tensors in calls/0 and calls/1")
     check_saved_tensors(checks, torch, os.path.join(out, "calls", "0"))
     log_path = os.path.join(out, "calls.log")
@@ -524,6 +655,84 @@ def part_hang(checks, out, device, schema):
                  "stacks.txt shows the thread waiting inside the call, under the capture's wrapper")
 
 
+# ------------------------------------------------------------------------- 5. mapped weights
+def write_weights_file(path, mib):
+    """`mib` MiB of bf16 values drawn from N(0, 0.02) (a model's weights; a block of 1 MiB repeated):
+    float32 draws whose upper halves are their bf16 truncation."""
+    rng = random.Random(7)
+    values = array.array("f", (rng.gauss(0.0, 0.02) for _ in range(1 << 19)))
+    if sys.byteorder != "little":
+        values.byteswap()
+    halves = array.array("H")
+    halves.frombytes(values.tobytes())
+    block = halves[1::2].tobytes()
+    with open(path, "wb") as f:
+        for _ in range(mib):
+            f.write(block)
+
+
+def part_mapped_weights(checks, torch, work, device, repro, schema):
+    os.makedirs(work, exist_ok=True)
+    weights = os.path.join(work, "model.bin")  # a name the harness counts as a model's weights
+    write_weights_file(weights, WEIGHTS_MIB)
+    size = os.path.getsize(weights)
+    out = os.path.join(work, "capture")
+    cmd = [sys.executable, SCRIPT, "--out", out, "--", MODEL, "--steps", "2", "--device", device, "--weights", weights]
+    print("# " + " ".join(cmd))
+    r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, timeout=600)
+    if not checks.check(r.returncode == 0, "the capture of capture_model.py --weights (a %d MiB file, memory-mapped) "
+                        "exits 0" % WEIGHTS_MIB, "exit %d: %s" % (r.returncode, tail(r.stderr + r.stdout))):
+        return
+    with open(os.path.join(out, "workload.json")) as f:
+        w = json.load(f)
+    part_schema(checks, w, schema, "the mapped-weights capture's workload.json")
+    contexts = [c["context"] for c in w["calls"]]
+    host_keys = ("mem_free", "mem_available", "cached", "rss_file")
+    checks.check(all(isinstance(c.get(k), int) and not isinstance(c.get(k), bool) and c[k] >= 0
+                     for c in contexts for k in host_keys) and all(c["cached"] > 0 for c in contexts),
+                 "each signature's context has the host's MemFree, MemAvailable, Cached and RssFile in bytes",
+                 shown([{k: c.get(k) for k in host_keys} for c in contexts]))
+    real = os.path.realpath(weights)
+    found = [[f for f in (c.get("mapped_files") or []) if f["path"] == real] for c in contexts]
+    checks.check(all(len(x) == 1 and x[0]["bytes"] == size for x in found),
+                 "each signature's mapped_files has the weights file, its size %d bytes" % size,
+                 shown([c.get("mapped_files") for c in contexts]))
+    if all(found):
+        resident = found[0][0]["resident_bytes"]
+        checks.check(isinstance(resident, int) and 0 < resident <= size + 4096 and contexts[0]["rss_file"] >= resident,
+                     "its resident pages (%s bytes, the copies read them) counted in RssFile (%s)"
+                     % (resident, contexts[0]["rss_file"]))
+        files = contexts[0]["mapped_files"]
+        checks.check(len(files) <= 5 and [f["bytes"] for f in files] == sorted((f["bytes"] for f in files), reverse=True)
+                     and not any(re.search(r"\.so(\.[0-9.]*)?$", f["path"]) for f in files),
+                     "mapped_files: at most 5, largest first, no shared library", shown(files))
+    if device == "cuda":
+        checks.check(contexts[0]["memory_allocated"] >= size,
+                     "PyTorch holds the weights on the GPU (%d bytes allocated)" % contexts[0]["memory_allocated"])
+    if device != "cuda" or not checks.check(os.access(repro, os.X_OK), "the harness %s is there" % repro):
+        return
+    mib = (size + (1 << 20) - 1) >> 20
+    plan = subprocess.run([repro, "--workload-file", os.path.join(out, "workload.json"), "--call", "0", "--plan"],
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, timeout=120)
+    line = "# the mapped weights: %.2f GB of GPU copies" % (mib * (1 << 20) / 1e9)
+    checks.check(plan.returncode == 0 and line in plan.stdout,
+                 "repro --workload-file ... --call 0 --plan derives --mapped-weights %dM: '%s'" % (mib, line),
+                 "exit %d: %s" % (plan.returncode, tail(plan.stdout + plan.stderr)))
+    call_only = subprocess.run([repro, "--workload-file", os.path.join(out, "workload.json"), "--call", "0",
+                                "--call-only", "--plan"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               universal_newlines=True, timeout=120)
+    checks.check(call_only.returncode == 0 and "mapped weights" not in call_only.stdout,
+                 "--call-only leaves the process's weights out", tail(call_only.stdout))
+    report = os.path.join(work, "report")
+    r = subprocess.run([repro, "report", "--scenario", "2", "--workload-file", os.path.join(out, "workload.json"),
+                        "--out", report, "--no-run"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       universal_newlines=True, timeout=120)
+    text = open(os.path.join(report, "REPORT.md")).read() if r.returncode == 0 else ""
+    checks.check("--mapped-weights %dM" % mib in text and "--weights-mapping keep" in text and real not in text,
+                 "a report's commands name the derived --mapped-weights %dM and --weights-mapping keep, never the "
+                 "captured file" % mib, "exit %d: %s" % (r.returncode, tail(r.stderr)))
+
+
 # --------------------------------------------------------------------------------------- main
 def main(argv):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -531,6 +740,8 @@ def main(argv):
     ap.add_argument("--keep", metavar="DIR", help="work in DIR and keep it (default: a temporary folder, kept on failure)")
     ap.add_argument("--no-replay", action="store_true", help="leave out part 3, repro's replay")
     ap.add_argument("--device", default="cuda", choices=("cuda", "cpu"), help="where the programs run (default cuda)")
+    ap.add_argument("--helpers-only", action="store_true",
+                    help="part 0 alone, the capture's helpers and host readers (no PyTorch needed): exit 0 or 1")
     args = ap.parse_args(argv)
     if args.device == "cpu" and not args.no_replay:
         sys.stderr.write("test_sdpa_capture: error: --device cpu needs --no-replay (the replay compares on the GPU)\n")
@@ -538,6 +749,9 @@ def main(argv):
 
     checks = Checks()
     part_helpers(checks)
+    if args.helpers_only:
+        print("test_sdpa_capture: %d passed, %d failed" % (checks.passed, checks.failed))
+        return 1 if checks.failed else 0
     try:
         import torch
     except ImportError as e:
@@ -563,6 +777,7 @@ def main(argv):
         else:
             part_replay(checks, torch, out, os.path.abspath(args.repro), w)
     part_hang(checks, os.path.join(work, "hang"), args.device, schema)
+    part_mapped_weights(checks, torch, os.path.join(work, "weights"), args.device, os.path.abspath(args.repro), schema)
 
     print("test_sdpa_capture: %d passed, %d failed" % (checks.passed, checks.failed))
     if not args.keep:

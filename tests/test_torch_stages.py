@@ -17,6 +17,12 @@ CTest's cpu.torch_stages (skipped, exit 77, where there is no python3). Checks:
   - the random inputs equal the harness's bit for bit (--dump-inputs: the build's
     tests/fixtures/torch_stages/dump_random_inputs.cpp; needs numpy);
   - compare_logs.py finds the first divergence and a call that stops early, each line named by its stage;
+  - --mapped-weights SIZE[:FILE]: parsed as repro parses it (the same sizes accepted and refused, the
+    same bytes: asked of --repro's --plan), the load's lines before the first call (one load_weights
+    stage a tensor, the sizes of math_sdpa/weights_load.cpp, the harness's detail, the table's lines
+    and [file:line]; none without --log-extras, as repro), its stage in the JSON, a stall in it caught
+    by the watchdog, the weights file made, reused and extended as repro makes it, and (with numpy)
+    the load itself through a stand-in for PyTorch: every byte copied, the mapping dropped or kept;
   - the stage table (scripts/stages.json) is the one source of the stages: the scripts name no stage
     it lacks, torch_stages.py has an op for every stage of it that PyTorch runs (a renamed stage, a
     new one and a new detail, planted in a copy of the table, are caught), rows that are not
@@ -308,6 +314,238 @@ def after_forward(text):
 
 def is_note(tag):
     return re.match(r"SDPA_DEBUG (SCENARIO|FIX)_\d$", tag) is not None
+
+
+def weights_dry_run(args, env=None, cwd=None, code=0, test=None):
+    """The script's --dry-run with `args`, its stderr and its JSON (a temporary file)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "r.json")
+        full_env = dict(os.environ, **(env or {}))
+        start = time.monotonic()
+        r = subprocess.run([sys.executable, SCRIPT] + args + ["--dry-run", "--json", out], cwd=cwd or tmp,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, timeout=120,
+                           env=full_env)
+        r.seconds = time.monotonic() - start
+        test.assertEqual(r.returncode, code, r.stderr[-2000:])
+        with open(out) as f:
+            return r, json.load(f)
+
+
+def harness_weights_sizes():
+    """math_sdpa/weights_load.cpp weights_tensor_sizes(), in bytes."""
+    with open(os.path.join(ROOT, "math_sdpa", "weights_load.cpp")) as f:
+        source = f.read()
+    body = re.search(r"weights_tensor_sizes\(\) \{.*?sizes = \{(.*?)\};", source, re.S).group(1)
+    return [int(n) << 20 for n in re.findall(r"(\d+) \* kMiB", body)]
+
+
+class MappedWeights(unittest.TestCase):
+    """--mapped-weights SIZE[:FILE]: repro's option, its load made through PyTorch before the first call."""
+
+    SIZES = ["30G", "41GB", "1.5GiB", "512M", "300M:/models/w.bin", "2e9", "1B", "7K", "3TB", "0.5G",  # accepted
+             "300", "", "1.5", ":/models/w.bin", "30X", "3G:", "0.1B", "G", "-1G", "1e99G", "1.2.3G"]  # refused
+
+    def test_sizes_parse_as_repro_parses_them(self):
+        ts = torch_stages
+        self.assertEqual(ts.parse_mapped_weights("30G"), (30 << 30, ""))
+        self.assertEqual(ts.parse_mapped_weights("41GB"), (41 * 10 ** 9, ""))
+        self.assertEqual(ts.parse_mapped_weights("1.5GiB:/m/w.bin"), (3 << 29, "/m/w.bin"))
+        self.assertEqual(ts.parse_mapped_weights("2e9"), (2 * 10 ** 9, ""))  # repro: a number with an exponent has its unit
+        self.assertEqual(ts.parse_mapped_weights("300M:/a:b"), (300 << 20, "/a:b"))  # the first ':' separates
+        for bad, words in (("300", "is not SIZE[:FILE] with a unit"), ("1.5", "with a unit"), ("", "with a unit"),
+                           (":/m/w.bin", "with a unit"), ("30X", "is not a size (e.g."), ("3G:", "names no file after"),
+                           ("0.1B", "is not a size of at least one byte"), ("-1G", "is not a size (e.g.")):
+            with self.subTest(size=bad):
+                with self.assertRaises(torch_stages.ScriptError) as e:
+                    ts.parse_mapped_weights(bad)
+                self.assertEqual(e.exception.exit_code, 2)
+                self.assertIn(words, str(e.exception))
+        if not CONFIG["repro"]:
+            return
+        # The same sizes accepted and refused as repro's own parser, to the byte (its plan prints them).
+        for size in self.SIZES:
+            with self.subTest(size=size):
+                r = subprocess.run([CONFIG["repro"], "--mapped-weights", size, "--plan"], stdout=subprocess.PIPE,
+                                   stderr=subprocess.PIPE, universal_newlines=True, timeout=60)
+                try:
+                    nbytes, _ = ts.parse_mapped_weights(size)
+                except torch_stages.ScriptError:
+                    nbytes = None
+                self.assertEqual(r.returncode == 0, nbytes is not None, r.stderr)
+                if nbytes is not None:
+                    self.assertIn("# the mapped weights: %.2f GB of GPU copies" % (nbytes / 1e9), r.stdout)
+
+    def test_bad_options_exit_2_with_one_line(self):
+        assert_refused(self, [["--mapped-weights", "300"], ["--mapped-weights", "30X"], ["--mapped-weights", "3G:"],
+                              ["--mapped-weights"], ["--weights-mapping", "keep"],
+                              ["--mapped-weights", "1G", "--weights-mapping", "drop"],
+                              ["--inject", "hang:load_weights"]])
+
+    def test_the_tensors_are_the_harness_sizes(self):
+        sizes = harness_weights_sizes()
+        self.assertEqual(list(torch_stages.WEIGHTS_TENSOR_SIZES), sizes)
+        self.assertEqual(sizes, [18 << 20] * 4 + [72 << 20] * 2)
+        for total in (1, 18 << 20, (216 << 20) + 5, 30 << 30):
+            with self.subTest(total=total):
+                tensors = torch_stages.weights_tensors(total)
+                self.assertEqual(sum(n for n, _ in tensors), total)
+                self.assertEqual([at for _, at in tensors], [sum(n for n, _ in tensors[:i]) for i in range(len(tensors))])
+                self.assertEqual([n for n, _ in tensors[:-1]], [sizes[i % len(sizes)] for i in range(len(tensors) - 1)])
+        self.assertEqual(torch_stages.weights_detail(4, 11, 75497472, 75497472),
+                         "tensor=5/11 bytes=75497472 offset=75497472 io=mapped pages=keep")
+        with open(os.path.join(ROOT, "math_sdpa", "weights_load.cpp")) as f:  # the harness's detail, word for word
+            self.assertIn('"tensor=" + std::to_string(i + 1) + "/" + std::to_string(tensors) + " bytes=" + std::to_string(n) +',
+                          f.read())
+
+    def test_the_dry_run_writes_the_load_lines_before_the_first_call(self):
+        size = (216 << 20) + (5 << 20)  # a whole cycle of sizes and a short last tensor
+        tensors = torch_stages.weights_tensors(size)
+        with open(STAGES_JSON) as f:
+            row = next(r for r in json.load(f)["stages"] if r["name"] == "load_weights")
+        self.assertEqual((row["kind"], row["when"]), ("host", "load"))
+        r, j = weights_dry_run(["--mapped-weights", "%dM" % (size >> 20), "--log-extras"], test=self)
+        lines = r.stderr.splitlines()
+        load = lines[:2 * len(tensors)]
+        for i, (n, at) in enumerate(tensors):
+            self.assertEqual(load[2 * i], "[SDPA_DEBUG] [LOAD_WEIGHTS] tensor=%d/%d bytes=%d offset=%d io=mapped "
+                             "pages=keep [math_sdpa/stage.cpp:%d]" % (i + 1, len(tensors), n, at,
+                                                                      row["debug_begin"][0]["line"]))
+            self.assertRegex(load[2 * i + 1], r"^\[SDPA_DEBUG\] \[LOAD_WEIGHTS_DONE\] duration_ms=\d+ "
+                                              r"\[math_sdpa/stage\.cpp:%d\]$" % row["debug_end"][0]["line"])
+        self.assertIn("[SDPA_ENTRY]", lines[2 * len(tensors)])
+        # After the load, the call's lines are those of the same run without it.
+        without = run_script(["--log-extras", "--dry-run"])
+        self.assertEqual(normalised("\n".join(lines[2 * len(tensors):])), normalised(without.stderr))
+        # The stage is timed in the JSON, first; the config says what was asked; nothing was loaded.
+        self.assertEqual(j["stages"][0]["stage"], "load_weights")
+        self.assertEqual(j["stages"][0]["calls"], len(tensors))
+        self.assertEqual((j["config"]["mapped_weights"], j["config"]["weights_mapping"]), (size, "unmap"))
+        self.assertEqual(j["config"]["settings"]["mapped_weights"], str(size))
+        self.assertIsNone(j["weights_load"])
+        self.assertTrue(any("the weights' load" in n and "was not made" in n for n in j["notes"]), j["notes"])
+        # Without --log-extras the load writes nothing, as repro's sdpa-debug format (not the instrumentation's lines).
+        r, _ = weights_dry_run(["--mapped-weights", "1G"], test=self)
+        self.assertEqual(normalised(r.stderr), normalised(run_script(["--dry-run"]).stderr))
+
+    def test_the_default_file_is_the_harness_and_a_dry_run_makes_none(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            cases = [({"SDPA_WEIGHTS_FILE": os.path.join(tmp, "a.bin")}, os.path.join(tmp, "a.bin")),
+                     ({"SDPA_WEIGHTS_FILE": "", "XDG_CACHE_HOME": os.path.join(tmp, "xdg")},
+                      os.path.join(tmp, "xdg", "sdpa-repro", "weights.bin")),
+                     ({"SDPA_WEIGHTS_FILE": "", "XDG_CACHE_HOME": "", "HOME": os.path.join(tmp, "home")},
+                      os.path.join(tmp, "home", ".cache", "sdpa-repro", "weights.bin"))]
+            for env, expected in cases:
+                with self.subTest(env=env):
+                    _, j = weights_dry_run(["--mapped-weights", "64M", "--weights-mapping", "keep"], env=env, test=self)
+                    self.assertEqual(j["config"]["weights_file"], expected)
+                    self.assertEqual(j["config"]["weights_mapping"], "keep")
+                    self.assertFalse(os.path.exists(expected))
+            _, j = weights_dry_run(["--mapped-weights", "64M:" + os.path.join(tmp, "named.bin")], test=self)
+            self.assertEqual(j["config"]["weights_file"], os.path.join(tmp, "named.bin"))
+            self.assertEqual(os.listdir(tmp), [])
+        with open(os.path.join(ROOT, "math_sdpa", "weights_load.cpp")) as f:
+            source = f.read()
+        for words in ('std::getenv("SDPA_WEIGHTS_FILE")', 'std::getenv("XDG_CACHE_HOME")', '"/.cache"',
+                      '"/sdpa-repro/weights.bin"'):
+            self.assertIn(words, source)
+
+    def test_a_stall_in_the_load_is_caught_within_the_deadline_plus_a_second(self):
+        r, j = weights_dry_run(["--mapped-weights", "1G", "--inject", "hang:load_weights", "--stage-timeout", "1",
+                                "--log-extras"], code=3, test=self)
+        self.assertLess(r.seconds, 1.0 + 1.0)
+        lines = r.stderr.splitlines()
+        hang = [i for i, line in enumerate(lines)
+                if line.startswith("torch_stages.py: HANG: stage load_weights did not finish within 1.0 s")]
+        self.assertEqual(len(hang), 1, r.stderr)
+        self.assertTrue(lines[hang[0] - 1].startswith("[SDPA_DEBUG] [LOAD_WEIGHTS] tensor=1/"), lines[hang[0] - 1])
+        self.assertEqual((j["outcome"], j["error_stage"], j["watchdog"]["stage"]), ("hang", "load_weights", "load_weights"))
+        # In whole mode too: the load comes before the call in either mode.
+        weights_dry_run(["--mode", "whole", "--mapped-weights", "1G", "--inject", "hang:load_weights",
+                         "--stage-timeout", "1"], code=3, test=self)
+
+    def test_the_weights_file_is_made_reused_and_extended_as_repro_makes_it(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "sub", "w.bin")
+            self.assertTrue(torch_stages.ensure_weights_file(path, 10000))
+            with open(path, "rb") as f:
+                data = f.read()
+            self.assertEqual(len(data), 10000)
+            self.assertGreater(len(data) - data.count(0), 9000)  # data, not zeros (a file of zeros could be sparse)
+            self.assertFalse(torch_stages.ensure_weights_file(path, 10000))
+            self.assertFalse(torch_stages.ensure_weights_file(path, 5000))  # large enough: reused
+            self.assertTrue(torch_stages.ensure_weights_file(path, 20000))  # too small: extended from its last page
+            with open(path, "rb") as f:
+                longer = f.read()
+            self.assertEqual((len(longer), longer[:8192]), (20000, data[:8192]))
+            blocked = os.path.join(path, "inside-a-file.bin")
+            with self.assertRaises(torch_stages.ScriptError) as e:
+                torch_stages.ensure_weights_file(blocked, 10)
+            self.assertIn("--mapped-weights: cannot create", str(e.exception))
+
+    def test_the_host_memory_is_read_as_repro_reads_it(self):
+        meminfo = "MemTotal:       128000000 kB\nMemFree:         1000 kB\nMemAvailable:   90000 kB\nCached:  5 kB\n" \
+                  "SwapCached:        7 kB\n"
+        self.assertEqual([torch_stages.kib_field(meminfo, k) for k in ("MemFree", "MemAvailable", "Cached", "RssFile")],
+                         [1024000, 92160000, 5120, None])
+        m = torch_stages.read_host_memory()
+        self.assertEqual(sorted(m), ["cached", "mem_available", "mem_free", "rss_file"])
+        if os.path.exists("/proc/meminfo"):
+            self.assertTrue(all(isinstance(v, int) and v >= 0 for v in m.values()), m)
+        self.assertEqual(torch_stages.host_memory_text({"mem_free": 38200000000, "mem_available": None, "cached": 0,
+                                                        "rss_file": 10 ** 9}),
+                         "MemFree 38.20 GB, MemAvailable unknown, Cached 0.00 GB, RssFile 1.00 GB")
+
+    @unittest.skipUnless(has_numpy(), "numpy is not installed for this python3")
+    def test_the_load_copies_every_tensor_from_the_mapping_and_drops_or_keeps_it(self):
+        """load_weights with a stand-in for PyTorch (from_numpy, .to, synchronize): every byte of the file
+        copied, one stage a tensor, the summary's numbers, the mapping gone after it or kept."""
+        import numpy as np
+
+        class Tensor:
+            def __init__(self, a):
+                self.a = a
+
+            def to(self, device):
+                return Tensor(np.array(self.a))
+
+        class Cuda:
+            synchronized = 0
+
+            def current_device(self):
+                return 0
+
+            def synchronize(self, device=None):
+                Cuda.synchronized += 1
+
+        fake = type("torch", (), {"from_numpy": staticmethod(Tensor), "device": staticmethod(lambda *a: "cuda:0"),
+                                  "cuda": Cuda()})
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "w.bin")
+            for mapping in ("unmap", "keep"):
+                with self.subTest(mapping=mapping):
+                    o = torch_stages.parse_command_line(["--mapped-weights", "100M:" + path, "--weights-mapping", mapping,
+                                                         "--log", "off"])
+                    run = torch_stages.Run(o)
+                    call = torch_stages.StagedCall(o.problem, o.settings, "off", torch_stages.DebugLog(False),
+                                                   torch_stages.DryBackend(o.problem, o.settings, [], 20), None, None,
+                                                   run.timings)
+                    Cuda.synchronized = 0
+                    w = torch_stages.load_weights(fake, o, call, run)
+                    tensors = torch_stages.weights_tensors(100 << 20)
+                    self.assertEqual((w["created"], w["bytes"], w["tensors"], w["mapping"]),
+                                     (mapping == "unmap", 100 << 20, len(tensors), mapping))
+                    self.assertEqual((len(run.timings["load_weights"]), Cuda.synchronized), (len(tensors),) * 2)
+                    with open(path, "rb") as f:
+                        self.assertEqual(b"".join(t.a.tobytes() for t in run.weights), f.read())
+                    with open("/proc/self/maps") as f:
+                        mapped = path in f.read()
+                    self.assertEqual(mapped, mapping == "keep")
+                    self.assertEqual(sorted(w["after"]), ["cached", "mem_available", "mem_free", "rss_file"])
+                    summary = torch_stages.weights_summary(w)
+                    self.assertTrue(summary[0].startswith("# weights loaded: 0.10 GB in %d tensors from %s" % (
+                        len(tensors), path)), summary[0])
+                    self.assertEqual([x.split(":")[0] for x in summary[1:]], ["#   before", "#   after", "#   change"])
+                    run.weights_mapping = None  # the kept mapping goes with the run
 
 
 class Backward(unittest.TestCase):

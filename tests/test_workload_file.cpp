@@ -3,6 +3,9 @@
 // needs (@S>=N, @alloc=KIND). Bad files are usage errors: exit 2, one line naming the key.
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <cstdint>
+#include <fstream>
 #include <functional>
 #include <string>
 #include <vector>
@@ -12,6 +15,7 @@
 #include "json_schema_check.h"
 #include "math_sdpa/errors.h"
 #include "math_sdpa/fault_spec.h"
+#include "math_sdpa/path_settings.h"
 #include "repro/cli/run_options.h"
 #include "repro/cli/workload_file.h"
 #include "run_program.h"
@@ -49,6 +53,17 @@ std::string error_of(const json& doc) {
   return "";
 }
 
+// The fixture's call 0 with the host's memory and the files the process had mapped, as newer captures record them.
+json with_mapped_files(const json& files) {
+  json doc = fixture();
+  json& context = doc["calls"][0]["context"];
+  context["mem_free"] = 1200000000;
+  context["cached"] = 60000000000;
+  context["rss_file"] = 30000000000;
+  context["mapped_files"] = files;
+  return doc;
+}
+
 }  // namespace
 
 TEST_SUITE("workload_file") {
@@ -57,6 +72,19 @@ TEST_CASE("the committed capture is valid against results/workload.schema.json, 
   const sdpa_test::SchemaFiles schemas = sdpa_test::load_schema_files(SDPA_RESULTS_DIR);
   const json doc = fixture();
   CHECK(sdpa_test::schema_errors(schemas, "workload.schema.json", doc).empty());
+  // The host's memory and the mapped files: optional (older captures have none), typed where given.
+  const json mapped = with_mapped_files(json::array({{{"path", "/m/a.safetensors"}, {"bytes", 5}, {"resident_bytes", nullptr}}}));
+  CHECK(sdpa_test::schema_errors(schemas, "workload.schema.json", mapped).empty());
+  CHECK(sdpa_test::schema_errors(schemas, "workload.schema.json", with_mapped_files(nullptr)).empty());
+  for (const auto& change : std::vector<std::function<void(json&)>>{
+           [](json& d) { d["calls"][0]["context"]["cached"] = "60G"; },
+           [](json& d) { d["calls"][0]["context"]["mapped_files"][0].erase("resident_bytes"); },
+           [](json& d) { d["calls"][0]["context"]["mapped_files"][0]["mtime"] = 1; },
+           [](json& d) { d["calls"][0]["context"]["mapped_files"][0]["bytes"] = -1; }}) {
+    json broken = mapped;
+    change(broken);
+    CHECK_FALSE(sdpa_test::schema_errors(schemas, "workload.schema.json", broken).empty());
+  }
   json broken = doc;
   broken["calls"][0]["query"].erase("layout");
   CHECK_FALSE(sdpa_test::schema_errors(schemas, "workload.schema.json", broken).empty());
@@ -103,6 +131,100 @@ TEST_CASE("a captured call becomes the run options that replay it") {
   CHECK(option_value(r.context, "--ballast") == (held >= (1 << 20) ? std::to_string(held) : ""));
 }
 
+TEST_CASE("the model files a call had mapped become --mapped-weights, never their path") {
+  const int64_t kMiB = 1 << 20;
+  // Two shards of a Hugging Face model (one by its hub cache's snapshot link) and a .gguf: their
+  // sizes summed, rounded up to whole MiB; a file that is not a weights file by its name is not counted.
+  const int64_t a = 9988000000, b = 5300000001, g = 3 * kMiB;
+  const json doc = with_mapped_files(json::array(
+      {{{"path", "/home/u/.cache/huggingface/hub/models--Qwen--Qwen-Image/snapshots/75e0b4/transformer/"
+                 "diffusion_pytorch_model-00001-of-00002.safetensors"},
+        {"bytes", a},
+        {"resident_bytes", 9000000000}},
+       {{"path", "/data/model-00002-of-00002.SAFETENSORS"}, {"bytes", b}, {"resident_bytes", nullptr}},
+       {{"path", "/data/dataset.arrow"}, {"bytes", 50000000000}, {"resident_bytes", 4096}},
+       {{"path", "/data/small.gguf"}, {"bytes", g}, {"resident_bytes", 0}}}));
+  const WorkloadFile w = parse_workload_file(doc.dump(), "w.json");
+  const CapturedCall& c = w.calls[0];
+  CHECK(c.mem_free == 1200000000);
+  CHECK(c.cached == 60000000000);
+  CHECK(c.rss_file == 30000000000);
+  REQUIRE(c.mapped_files);
+  REQUIRE(c.mapped_files->size() == 4);
+  CHECK((*c.mapped_files)[0].resident_bytes == 9000000000);
+  CHECK_FALSE((*c.mapped_files)[1].resident_bytes);
+  CHECK(mapped_weights_bytes(c) == a + b + g);
+  const CallReplay r = replay_call(w, 0);
+  const int64_t mib = (a + b + g + kMiB - 1) / kMiB;
+  CHECK(option_value(r.context, "--mapped-weights") == std::to_string(mib) + "M");
+  CHECK(option_value(r.context, "--weights-mapping") == "keep");
+  CHECK(option_value(r.problem, "--mapped-weights").empty());
+  for (const DerivedOption& d : r.context) {
+    CHECK(d.value.find('/') == std::string::npos);  // never the user's file
+    CHECK_FALSE(d.why.empty());
+  }
+  // repro's own parser takes the value (a unit is required), and the replay's run has it.
+  CHECK(parse_mapped_weights(std::to_string(mib) + "M").bytes == mib * kMiB);
+  CHECK(parse_mapped_weights(std::to_string(mib) + "M").file.empty());
+  const std::string dir = test_util::temp_dir("workload_weights");
+  const std::string path = dir + "/workload.json";
+  std::ofstream(path) << doc.dump();
+  const RunOptions o = parsed({"--workload-file", path});
+  CHECK(o.settings.weights.bytes == mib * kMiB);
+  CHECK(o.settings.weights.file.empty());
+  CHECK(o.settings.weights.mapping == WeightsMapping::keep);
+  CHECK(std::find(o.argv.begin(), o.argv.end(), "--mapped-weights") != o.argv.end());
+  // The command line's own size wins; --call-only leaves the process's context out, the weights with it.
+  CHECK(parsed({"--workload-file", path, "--mapped-weights", "1G"}).settings.weights.bytes == (int64_t{1} << 30));
+  CHECK(parsed({"--workload-file", path, "--call-only"}).settings.weights.bytes == 0);
+  test_util::remove_tree(dir);
+  // The weights' GPU copies come out of the ballast: the replay's GPU holds what the process held.
+  json held = doc;
+  held["calls"][0]["context"]["memory_allocated"] = a + b + g + 40 * kMiB;
+  const WorkloadFile wh = parse_workload_file(held.dump(), "w.json");
+  const int64_t rest = wh.calls[0].memory_allocated - wh.calls[0].query.bytes() - wh.calls[0].key.bytes() -
+                       wh.calls[0].value.bytes() - (a + b + g);
+  CHECK(option_value(replay_call(wh, 0).context, "--ballast") == std::to_string(rest));
+  // Weights larger than what PyTorch held on the GPU: no ballast, and a warning that the replay copies them all.
+  bool warned = false;
+  for (const std::string& x : r.approximations) warned = warned || x.find("the mapped weight files") == 0;
+  CHECK(warned);
+  CHECK(option_value(r.context, "--ballast").empty());
+}
+
+TEST_CASE("a capture without mapped model files derives no --mapped-weights") {
+  // An older capture (no host keys), files mapped but none a model's, none at all, and /proc unread.
+  const WorkloadFile older = load_workload_file(kFixture);
+  CHECK_FALSE(older.calls[0].mapped_files);
+  CHECK_FALSE(older.calls[0].mem_free);
+  for (const json& files : {json(nullptr), json::array(),
+                            json::array({{{"path", "/data/train-00000.arrow"}, {"bytes", 80000000000}, {"resident_bytes", 1}},
+                                         {{"path", "/data/safetensors"}, {"bytes", 5000000000}, {"resident_bytes", 1}},
+                                         {{"path", "/data/weights.bin.lock"}, {"bytes", 5000000000}, {"resident_bytes", 1}}})}) {
+    INFO(files.dump());
+    for (const WorkloadFile& w : {older, parse_workload_file(with_mapped_files(files).dump(), "w.json")}) {
+      const CallReplay r = replay_call(w, 0);
+      CHECK(option_value(r.context, "--mapped-weights").empty());
+      CHECK(option_value(r.context, "--weights-mapping").empty());
+      CHECK(mapped_weights_bytes(w.calls[0]) == 0);
+    }
+  }
+  json nulls = with_mapped_files(nullptr);
+  for (const char* key : {"mem_free", "cached", "rss_file"}) nulls["calls"][0]["context"][key] = nullptr;
+  const WorkloadFile w = parse_workload_file(nulls.dump(), "w.json");
+  CHECK_FALSE(w.calls[0].mem_free);
+  CHECK_FALSE(w.calls[0].mapped_files);
+  CHECK(is_weights_file("/m/a.safetensors"));
+  CHECK(is_weights_file("/m/pytorch_model.bin"));
+  CHECK(is_weights_file("/m/x.PT"));
+  CHECK(is_weights_file("/m/x.pth"));
+  CHECK(is_weights_file("/m/x.ckpt"));
+  CHECK(is_weights_file("/m/x.gguf"));
+  CHECK_FALSE(is_weights_file("/m/.bin"));
+  CHECK_FALSE(is_weights_file("/m.bin/x"));
+  CHECK_FALSE(is_weights_file("/m/x.pt.tmp"));
+}
+
 TEST_CASE("derived options: the command line's win, --inputs decides the shapes, a scenario its memory") {
   const RunOptions plain = parsed({"--workload-file", kFixture});
   const CapturedCall c = load_workload_file(kFixture).calls[0];
@@ -139,6 +261,28 @@ TEST_CASE("bad workload files: one line naming the file and the key") {
       {[](json& d) { d["calls"][0]["mask"]["text_valid"] = {99, 1}; }, "calls[0].mask.text_valid[0]: more valid text keys"},
       {[](json& d) { d["calls"][0]["context"].erase("memory_allocated"); }, "calls[0].context.memory_allocated: missing"},
       {[](json& d) { d["allocator"]["kind"] = 7; }, "allocator.kind: expected a string"},
+      {[](json& d) { d["calls"][0]["context"]["mem_free"] = "1G"; }, "calls[0].context.mem_free: expected an integer"},
+      {[](json& d) { d["calls"][0]["context"]["cached"] = -1; }, "calls[0].context.cached: -1 is below 0"},
+      {[](json& d) { d["calls"][0]["context"]["rss_file"] = 1.5; }, "calls[0].context.rss_file: expected an integer"},
+      {[](json& d) { d["calls"][0]["context"]["mapped_files"] = "/m/a.safetensors"; },
+       "calls[0].context.mapped_files: expected a list"},
+      {[](json& d) { d["calls"][0]["context"]["mapped_files"] = {7}; }, "calls[0].context.mapped_files[0]: expected an object"},
+      {[](json& d) { d["calls"][0]["context"]["mapped_files"] = {{{"bytes", 1}, {"resident_bytes", 1}}}; },
+       "calls[0].context.mapped_files[0].path: missing"},
+      {[](json& d) { d["calls"][0]["context"]["mapped_files"] = {{{"path", ""}, {"bytes", 1}, {"resident_bytes", 1}}}; },
+       "calls[0].context.mapped_files[0].path: expected a file's path"},
+      {[](json& d) {
+         d["calls"][0]["context"]["mapped_files"] = {{{"path", "/m/a.safetensors"}, {"bytes", "9G"}, {"resident_bytes", 1}}};
+       },
+       "calls[0].context.mapped_files[0].bytes: expected an integer"},
+      {[](json& d) {
+         d["calls"][0]["context"]["mapped_files"] = {{{"path", "/m/a.safetensors"}, {"bytes", 1}, {"resident_bytes", false}}};
+       },
+       "calls[0].context.mapped_files[0].resident_bytes: expected an integer"},
+      {[](json& d) {
+         d["calls"][0]["context"]["mapped_files"] = {{{"path", "/m/a.safetensors"}, {"bytes", -5}, {"resident_bytes", 1}}};
+       },
+       "calls[0].context.mapped_files[0].bytes: -5 is below 0"},
   };
   for (const auto& [change, expected] : cases) {
     json doc = good;
@@ -160,6 +304,14 @@ TEST_CASE("bad workload files: one line naming the file and the key") {
                        doctest::Contains("float64: the harness computes bf16, fp16 and fp32"), InputError);
   CHECK_THROWS_WITH_AS(replay_call(parse_workload_file(good.dump(), "w.json"), 5),
                        doctest::Contains("--call 5: w.json has calls 0 to 1"), InputError);
+  // Weight files whose sizes add up past what any capture holds are refused, not summed past int64.
+  json huge = with_mapped_files(json::array());
+  for (int i = 0; i < 3; ++i) {
+    huge["calls"][0]["context"]["mapped_files"].push_back(
+        {{"path", "/m/" + std::to_string(i) + ".safetensors"}, {"bytes", INT64_MAX - 10}, {"resident_bytes", nullptr}});
+  }
+  CHECK_THROWS_WITH_AS(replay_call(parse_workload_file(huge.dump(), "w.json"), 0),
+                       doctest::Contains("w.json: call 0: the mapped weight files add up to more than 2^50 bytes"), InputError);
 }
 
 TEST_CASE("the real binary replays a captured call, and refuses bad files with exit 2 and one line") {

@@ -1,9 +1,12 @@
 // workload_file.cpp: reading a captured workload and deriving a call's run options (workload_file.h).
 #include "repro/cli/workload_file.h"
 
+#include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <filesystem>
 #include <set>
+#include <string_view>
 
 #include <nlohmann/json.hpp>
 
@@ -30,6 +33,12 @@ class Field {
     const std::string where = where_.empty() ? key : where_ + "." + key;
     if (!v_.contains(key)) Field(v_, where, file_).fail("missing");
     return Field(v_.at(key), where, file_);
+  }
+  // The key's value, or nothing where the object has no such key (a key newer captures add).
+  std::optional<Field> maybe(const std::string& key) const {
+    if (!v_.is_object()) fail("expected an object");
+    if (!v_.contains(key)) return std::nullopt;
+    return at(key);
   }
   Field item(size_t i) const { return Field(v_.at(i), where_ + "[" + std::to_string(i) + "]", file_); }
   size_t size() const {
@@ -121,6 +130,22 @@ CapturedMask read_mask(const Field& f) {
   return m;
 }
 
+MappedFile read_mapped_file(const Field& f) {
+  MappedFile m;
+  m.path = f.at("path").string();
+  if (m.path.empty()) f.at("path").fail("expected a file's path, not an empty string");
+  m.bytes = f.at("bytes").integer();
+  m.resident_bytes = f.at("resident_bytes").optional<int64_t>([](const Field& r) { return r.integer(); });
+  return m;
+}
+
+// A key of the context that older captures do not have: absent or null, nothing; else bytes.
+std::optional<int64_t> optional_bytes(const Field& context, const std::string& key) {
+  const std::optional<Field> f = context.maybe(key);
+  if (!f) return std::nullopt;
+  return f->optional<int64_t>([](const Field& b) { return b.integer(); });
+}
+
 CapturedCall read_call(const Field& f, int index, const std::string& folder) {
   CapturedCall c;
   c.id = static_cast<int>(f.at("id").integer());
@@ -142,6 +167,14 @@ CapturedCall read_call(const Field& f, int index, const std::string& folder) {
   c.memory_allocated = context.at("memory_allocated").integer();
   c.memory_reserved = context.at("memory_reserved").integer();
   c.mem_available = context.at("mem_available").optional<int64_t>([](const Field& m) { return m.integer(); });
+  c.mem_free = optional_bytes(context, "mem_free");
+  c.cached = optional_bytes(context, "cached");
+  c.rss_file = optional_bytes(context, "rss_file");
+  if (const std::optional<Field> files = context.maybe("mapped_files"); files && !files->is_null()) {
+    std::vector<MappedFile> list;
+    for (size_t i = 0; i < files->size(); ++i) list.push_back(read_mapped_file(files->item(i)));
+    c.mapped_files = std::move(list);
+  }
   const auto tensors = f.at("tensors").optional<std::string>([](const Field& t) { return t.string(); });
   if (tensors) c.tensors = (std::filesystem::path(folder) / *tensors).lexically_normal().string();
   return c;
@@ -158,6 +191,30 @@ int64_t elements(const std::vector<int64_t>& shape) {
 }
 
 }  // namespace
+
+bool is_weights_file(const std::string& path) {
+  std::string name = std::filesystem::path(path).filename().string();
+  for (char& ch : name) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  for (const std::string_view suffix : {".safetensors", ".bin", ".pt", ".pth", ".ckpt", ".gguf"}) {
+    if (name.size() > suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0) return true;
+  }
+  return false;
+}
+
+int64_t mapped_weights_bytes(const CapturedCall& call) {
+  int64_t total = 0;
+  if (!call.mapped_files) return 0;
+  for (const MappedFile& f : *call.mapped_files) {
+    if (!is_weights_file(f.path)) continue;
+    // A petabyte of weights is no capture; the bound keeps the sum (and its MiB, rounded up) exact.
+    constexpr int64_t kMost = int64_t{1} << 50;
+    if (f.bytes > kMost || total > kMost - f.bytes) {
+      throw InputError("the mapped weight files add up to more than 2^50 bytes");
+    }
+    total += f.bytes;
+  }
+  return total;
+}
 
 int64_t CapturedTensor::bytes() const {
   const int64_t size = dtype == "float32" ? 4 : dtype == "float64" ? 8 : 2;
@@ -282,13 +339,48 @@ CallReplay replay_call(const WorkloadFile& file, int call) {
     add(r.context, "--layers", n(*file.calls_per_step), "attention calls per step");
   }
   if (c.requires_grad) add(r.context, "--retain", "autograd", "requires_grad: autograd keeps each call's tensors");
-  // What PyTorch held besides this call's inputs: the rest of the model, as a ballast on its allocator.
+  // The model's weight files the process had memory-mapped at the call (safetensors maps them, and
+  // the pages the copies to the GPU read stay in the page cache, which on an integrated GPU shares
+  // the pool with the GPU's allocations): the same bytes loaded the same way, from the harness's
+  // own weights file (never the user's: a replay reads no model file), the mapping kept, as the
+  // process still had it.
+  constexpr int64_t kMiB = 1 << 20;
+  int64_t weights = 0;
+  try {
+    weights = mapped_weights_bytes(c);
+  } catch (const InputError& e) {
+    throw refuse(e.what());
+  }
+  if (weights > 0) {
+    int files = 0;
+    std::string names;
+    for (const MappedFile& f : *c.mapped_files) {
+      if (!is_weights_file(f.path)) continue;
+      ++files;
+      if (files <= 3) names += (names.empty() ? "" : ", ") + one_line(std::filesystem::path(f.path).filename().string().substr(0, 80));
+    }
+    if (files > 3) names += ", ...";
+    add(r.context, "--mapped-weights", n((weights + kMiB - 1) / kMiB) + "M",
+        "the model files mapped at the call (" + std::to_string(files) + ": " + names + ", " +
+            format_number("%.2f", static_cast<double>(weights) / 1e9) + " GB), loaded from the harness's own weights file");
+    add(r.context, "--weights-mapping", "keep", "the files were still mapped at the call");
+  }
+  // What PyTorch held besides this call's inputs: the rest of the model, as a ballast on its allocator
+  // (less the weights' GPU copies the load above makes, so that the GPU holds what the process did).
   const int64_t own = q.bytes() + k.bytes() + v.bytes();
   const int64_t held = c.memory_allocated - own;
-  constexpr int64_t kMiB = 1 << 20;
+  const int64_t rest = held > weights ? held - weights : 0;
+  if (weights > 0 && held < weights) {
+    r.approximations.push_back("the mapped weight files (" + format_number("%.2f", static_cast<double>(weights) / 1e9) +
+                               " GB) are more than PyTorch had allocated besides Q, K and V (" +
+                               format_number("%.2f", static_cast<double>(std::max<int64_t>(held, 0)) / 1e9) +
+                               " GB): the replay copies all of them to the GPU");
+  }
   const bool any_managed = (q.managed && *q.managed) || (k.managed && *k.managed) || (v.managed && *v.managed);
-  if (held >= kMiB) {
-    add(r.context, "--ballast", n(held), "memory PyTorch had allocated at the call, less Q, K, V");
+  if (rest >= kMiB) {
+    add(r.context, "--ballast", n(rest),
+        weights > 0 ? "memory PyTorch had allocated at the call, less Q, K, V and the mapped weights"
+                    : "memory PyTorch had allocated at the call, less Q, K, V");
     add(r.context, "--ballast-alloc", any_managed ? "managed" : "device", "the tensors' memory");
     add(r.context, "--ballast-touch", "gpu", "the model's weights and activations are the GPU's");
   }

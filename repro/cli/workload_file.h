@@ -4,8 +4,8 @@
 // `repro --workload-file FILE [--call N]` replays one captured call: it is the same run as the
 // options this file derives from the call (shape, K's layout, mask, dtype, scale, dropout, GQA)
 // and from the process's context when the call was made (attention calls per step as --layers,
-// the memory PyTorch held as a ballast, PyTorch's allocator as --alloc and --alloc-timing, and
-// CUDA_LAUNCH_BLOCKING). Options the command line gives itself win over derived ones, so a replay
+// the memory PyTorch held as a ballast, PyTorch's allocator as --alloc and --alloc-timing,
+// CUDA_LAUNCH_BLOCKING, and the model files it had memory-mapped as --mapped-weights). Options the command line gives itself win over derived ones, so a replay
 // can change any one thing; the derived options are written into the run's command line, so a
 // run's JSON, a report's commands and a minimizer's steps name them explicitly.
 //
@@ -36,6 +36,13 @@ struct CapturedMask {
   std::vector<int64_t> text_valid;     // text_padding: each batch entry's valid text keys
 };
 
+// A file the captured process had memory-mapped (a model's safetensors, ...).
+struct MappedFile {
+  std::string path;
+  int64_t bytes = 0;                      // the file's size
+  std::optional<int64_t> resident_bytes;  // the Rss of its mappings (null: not read)
+};
+
 struct CapturedCall {
   int id = 0;
   int64_t first_call = 0, count = 1;
@@ -50,6 +57,10 @@ struct CapturedCall {
   bool requires_grad = false;
   int64_t memory_allocated = 0, memory_reserved = 0;
   std::optional<int64_t> mem_available;
+  // The host's memory at the call (/proc/meminfo MemFree and Cached, /proc/self/status RssFile) and
+  // the process's largest memory-mapped files; absent from older captures, null where not read.
+  std::optional<int64_t> mem_free, cached, rss_file;
+  std::optional<std::vector<MappedFile>> mapped_files;
   std::string tensors;                 // the folder of its .npy files, resolved against the file's; "" none
 };
 
@@ -76,7 +87,7 @@ struct DerivedOption {
 
 struct CallReplay {
   std::vector<DerivedOption> problem;  // the call: shapes, dtype, layout, mask, scale, dropout
-  std::vector<DerivedOption> context;  // the process: layers, retention, ballast, allocator, launch blocking
+  std::vector<DerivedOption> context;  // the process: layers, retention, ballast, allocator, launch blocking, mapped weights
   // What the harness cannot replay exactly (Q or V laid out otherwise, a mask it can only
   // approximate, another backend chosen by PyTorch), each one line, printed as a warning.
   std::vector<std::string> approximations;
@@ -85,5 +96,11 @@ struct CallReplay {
 // The options that replay call `call` of `file` (InputError when there is no such call, or the
 // call is one the harness does not compute: float64, a value head dim other than E, ...).
 CallReplay replay_call(const WorkloadFile& file, int call);
+
+// Whether a mapped file is a model's weights by its name: it ends in .safetensors, .bin, .pt, .pth,
+// .ckpt or .gguf (any case). Their sizes, summed, are the replay's --mapped-weights.
+bool is_weights_file(const std::string& path);
+// The bytes of the call's mapped weight files (0: none, or not recorded); InputError past 2^50.
+int64_t mapped_weights_bytes(const CapturedCall& call);
 
 }  // namespace sdpa
