@@ -33,9 +33,12 @@ const char* const kFirstTouchHang = "the first kernel to touch on the GPU pages 
 const char* const kElementwise = "an elementwise kernel reading only what the GPU wrote earlier in the same call";
 const char* const kBackwardGemmHang = "a GEMM of the backward pass had started: [CUBLAS_GEMM_START] is the last line";
 
-bool upcasts(const SdpaProblem& p, const PathSettings&) { return p.compute_dtype() != p.dtype; }
-bool has_dropout(const SdpaProblem& p, const PathSettings&) { return p.dropout_p > 0; }
-bool host_reads_scores(const SdpaProblem&, const PathSettings& ps) { return ps.scores_to_host != ScoresToHost::none; }
+using RunsIf = StageRow::RunsIf;
+const RunsIf kUpcasts{[](const SdpaProblem& p, const PathSettings&) { return p.compute_dtype() != p.dtype; },
+                     "fp16 or bf16 with --precision upcast"};
+const RunsIf kHasDropout{[](const SdpaProblem& p, const PathSettings&) { return p.dropout_p > 0; }, "--dropout > 0"};
+const RunsIf kHostReadsScores{[](const SdpaProblem&, const PathSettings& ps) { return ps.scores_to_host != ScoresToHost::none; },
+                              "scenario 2's host access (--scenario 2)"};
 
 const NameTable<StageKind> kKinds{"stage kind", {{K::gpu, "gpu"}, {K::host, "host"}, {K::alloc, "alloc"}, {K::free, "free"}}};
 const NameTable<StageWhen> kWhens{
@@ -58,7 +61,7 @@ const std::vector<StageRow>& stage_table() {
   static const std::vector<StageRow> table = [] {
     std::vector<StageRow> t = {
         {Stage::load_weights, "load_weights", K::host, W::load, Stage::load_weights,
-         [](const SdpaProblem&, const PathSettings& ps) { return ps.weights.bytes > 0; },
+         {[](const SdpaProblem&, const PathSettings& ps) { return ps.weights.bytes > 0; }, "--mapped-weights SIZE"},
          {"[LOAD_WEIGHTS] {detail}"}, {"[LOAD_WEIGHTS_DONE] duration_ms={duration_ms}{+summary}"},
          {D(sdpa, "[LOAD_WEIGHTS] {detail}")}, {D(sdpa, "[LOAD_WEIGHTS_DONE] duration_ms={duration_ms}")},
          "a copy of the model's weights from the mapped file to the GPU never returned (the pages it reads share the "
@@ -85,15 +88,16 @@ const std::vector<StageRow>& stage_table() {
          "the CUDA graph of the path"},
         {Stage::alloc_mask, "alloc_mask", K::alloc, W::call, Stage::mask_prepare, nullptr, kAllocBegin, kAllocEnd, {}, {}, kMemoryHang},
         {Stage::mask_prepare, "mask_prepare", K::gpu, W::call, Stage::mask_prepare,
-         [](const SdpaProblem& p, const PathSettings& ps) {
-           return (p.mask == MaskKind::boolean || p.mask == MaskKind::causal) &&
-                  static_cast<int>(ps.last_stage) >= static_cast<int>(Stage::mask_add);
-         },
+         {[](const SdpaProblem& p, const PathSettings& ps) {
+            return (p.mask == MaskKind::boolean || p.mask == MaskKind::causal) &&
+                   static_cast<int>(ps.last_stage) >= static_cast<int>(Stage::mask_add);
+          },
+          "--mask bool or causal"},
          {"[MATH_MASK_PREPARE] kind={detail} shape={mask_shape}"}, {"[MATH_MASK_PREPARE_DONE]"},
          {D(sdpa, "[MATH_MASK_PREPARE] kind={detail} shape={mask_shape}")}, {D(sdpa, "[MATH_MASK_PREPARE_DONE]")},
          kFirstTouchHang},
         {Stage::alloc_upcast, "alloc_upcast", K::alloc, W::call, Stage::upcast, nullptr, kAllocBegin, kAllocEnd, {}, {}, kMemoryHang},
-        {Stage::upcast, "upcast", K::gpu, W::call, Stage::upcast, upcasts,
+        {Stage::upcast, "upcast", K::gpu, W::call, Stage::upcast, kUpcasts,
          {"[MATH_UPCAST] {detail} Q, K, V"}, {"[MATH_UPCAST_DONE]"},
          {D(sdpa, "[MATH_UPCAST] {detail} Q, K, V")}, {D(sdpa, "[MATH_UPCAST_DONE]")}, kFirstTouchHang},
         {Stage::alloc_query_scaled, "alloc_query_scaled", K::alloc, W::call, Stage::scale_q, nullptr, kAllocBegin, kAllocEnd, {}, {},
@@ -109,7 +113,7 @@ const std::vector<StageRow>& stage_table() {
         {Stage::alloc_expanded, "alloc_expanded", K::alloc, W::call, Stage::gqa_expand, nullptr, kAllocBegin, kAllocEnd, {}, {},
          kMemoryHang},
         {Stage::gqa_expand, "gqa_expand", K::gpu, W::call, Stage::gqa_expand,
-         [](const SdpaProblem& p, const PathSettings&) { return p.gqa(); },
+         {[](const SdpaProblem& p, const PathSettings&) { return p.gqa(); }, "--kv-heads < --heads"},
          {"[MATH_GQA_EXPAND] K, V {kv_shape} {detail}"}, {"[MATH_GQA_EXPAND_DONE]"},
          {D(sdpa, "[MATH_GQA_EXPAND] K, V {kv_shape} {detail}")}, {D(sdpa, "[MATH_GQA_EXPAND_DONE]")},
          "after [MATH_QK], before [CUBLAS_GEMM_START]"},
@@ -122,7 +126,8 @@ const std::vector<StageRow>& stage_table() {
         {Stage::alloc_key_transposed, "alloc_key_transposed", K::alloc, W::call, Stage::kt_contiguous, nullptr, kAllocBegin,
          kAllocEnd, {}, {}, kMemoryHang},
         {Stage::kt_contiguous, "kt_contiguous", K::gpu, W::call, Stage::kt_contiguous,
-         [](const SdpaProblem& p, const PathSettings& ps) { return kt_copy_needed(p, ps); },
+         {[](const SdpaProblem& p, const PathSettings& ps) { return kt_copy_needed(p, ps); },
+          "a contiguous K^T copy (fix 3, or a layout at::matmul copies)"},
          {"[MATH_KT_CONTIGUOUS] K^T -> {kt_shape} contiguous {detail}"}, {"[MATH_KT_CONTIGUOUS_DONE]"},
          {D(sdpa, "[MATH_KT_CONTIGUOUS] K^T -> {kt_shape} contiguous")}, {D(sdpa, "[MATH_KT_CONTIGUOUS_DONE]")},
          "after [MATH_QK], before [CUBLAS_GEMM_START]"},
@@ -133,11 +138,11 @@ const std::vector<StageRow>& stage_table() {
          {D(sdpa, "[CUBLAS_GEMM_DONE]"), D(sdpa, "[MATH_QK_DONE] scores shape={scores_shape}{values:min,max,isnan,isinf}")},
          "the Q.K^T GEMM had started: [CUBLAS_GEMM_START] is the last line"},
         {Stage::mask_add, "mask_add", K::gpu, W::call, Stage::mask_add,
-         [](const SdpaProblem& p, const PathSettings&) { return p.mask != MaskKind::none; },
+         {[](const SdpaProblem& p, const PathSettings&) { return p.mask != MaskKind::none; }, "a mask (--mask)"},
          {"[MATH_MASK] Applying attention mask kind={detail}"}, {"[MATH_MASK_DONE]"},
          {D(sdpa, "[MATH_MASK] Applying attention mask")}, {D(sdpa, "[MATH_MASK_DONE]")},
          "the first kernel on the path's stream to read the scores the Q.K^T GEMM wrote"},
-        {Stage::scores_to_host, "scores_to_host", K::host, W::call, Stage::scores_to_host, host_reads_scores,
+        {Stage::scores_to_host, "scores_to_host", K::host, W::call, Stage::scores_to_host, kHostReadsScores,
          {"[MATH_SCORES_TO_HOST] {detail} scores shape={scores_shape}"}, {"[MATH_SCORES_TO_HOST_DONE] duration_ms={duration_ms}"},
          {D(sdpa, "[MATH_SCORES_TO_HOST] {detail} scores shape={scores_shape}")},
          {D(sdpa, "[MATH_SCORES_TO_HOST_DONE] duration_ms={duration_ms}")},
@@ -152,7 +157,7 @@ const std::vector<StageRow>& stage_table() {
         {Stage::free_scores, "free_scores", K::free, W::call, Stage::softmax, nullptr, kFreeBegin, kFreeEnd, {}, {}, kMemoryHang},
         {Stage::alloc_dropout, "alloc_dropout", K::alloc, W::call, Stage::dropout, nullptr, kAllocBegin, kAllocEnd, {}, {},
          kMemoryHang},
-        {Stage::dropout, "dropout", K::gpu, W::call, Stage::dropout, has_dropout,
+        {Stage::dropout, "dropout", K::gpu, W::call, Stage::dropout, kHasDropout,
          {"[MATH_DROPOUT_START] {detail}"}, {"[MATH_DROPOUT_DONE]"},
          {D(sdpa, "[MATH_DROPOUT_START]")}, {D(sdpa, "[MATH_DROPOUT_DONE]")}, kElementwise},
         {Stage::alloc_output, "alloc_output", K::alloc, W::call, Stage::pv_gemm, nullptr, kAllocBegin, kAllocEnd, {}, {}, kMemoryHang},
@@ -162,7 +167,7 @@ const std::vector<StageRow>& stage_table() {
          {D(sdpa, "[MATH_FINAL_BMM_START]"), D(sdpa, "[CUBLAS_GEMM_START] {mnk}")},
          {D(sdpa, "[CUBLAS_GEMM_DONE]"), D(sdpa, "[MATH_FINAL_BMM_DONE] output shape={q_shape}")},
          "the P.V GEMM had started: [CUBLAS_GEMM_START] is the last line"},
-        {Stage::cast_output, "cast_output", K::gpu, W::call, Stage::cast_output, upcasts,
+        {Stage::cast_output, "cast_output", K::gpu, W::call, Stage::cast_output, kUpcasts,
          {"[MATH_CAST_OUTPUT] {detail}"}, {"[MATH_CAST_OUTPUT_DONE]"},
          {D(sdpa, "[MATH_CAST_OUTPUT] {detail}")}, {D(sdpa, "[MATH_CAST_OUTPUT_DONE]")}, kElementwise},
         {Stage::free_call, "free_call", K::free, W::call, Stage::free_call, nullptr, kFreeBegin, kFreeEnd, {}, {}, kMemoryHang},
@@ -177,7 +182,7 @@ const std::vector<StageRow>& stage_table() {
         // forward call); their tags are the stage's name: [MATH_SOFTMAX_BACKWARD], [..._DONE].
         {Stage::alloc_grad_pv, "alloc_grad_pv", K::alloc, W::backward, Stage::alloc_grad_pv, nullptr, kAllocBegin, kAllocEnd, {}, {},
          kMemoryHang},
-        {Stage::grad_upcast, "grad_upcast", K::gpu, W::backward, Stage::grad_upcast, upcasts,
+        {Stage::grad_upcast, "grad_upcast", K::gpu, W::backward, Stage::grad_upcast, kUpcasts,
          {"[MATH_GRAD_UPCAST]{+detail}"}, {"[MATH_GRAD_UPCAST_DONE]{+summary}"},
          {D(sdpa, "[MATH_GRAD_UPCAST]")}, {D(sdpa, "[MATH_GRAD_UPCAST_DONE]")}, kFirstTouchHang},
         {Stage::dp_gemm, "dp_gemm", K::gpu, W::backward, Stage::dp_gemm, nullptr,
@@ -190,10 +195,10 @@ const std::vector<StageRow>& stage_table() {
          {D(sdpa, "[CUBLAS_GEMM_DONE]"), D(sdpa, "[MATH_DV_GEMM_DONE]")}, kBackwardGemmHang},
         {Stage::alloc_grad_softmax, "alloc_grad_softmax", K::alloc, W::backward, Stage::alloc_grad_softmax, nullptr, kAllocBegin,
          kAllocEnd, {}, {}, kMemoryHang},
-        {Stage::dropout_backward, "dropout_backward", K::gpu, W::backward, Stage::dropout_backward, has_dropout,
+        {Stage::dropout_backward, "dropout_backward", K::gpu, W::backward, Stage::dropout_backward, kHasDropout,
          {"[MATH_DROPOUT_BACKWARD]{+detail}"}, {"[MATH_DROPOUT_BACKWARD_DONE]{+summary}"},
          {D(sdpa, "[MATH_DROPOUT_BACKWARD]")}, {D(sdpa, "[MATH_DROPOUT_BACKWARD_DONE]")}, kElementwise},
-        {Stage::grads_to_host, "grads_to_host", K::host, W::backward, Stage::grads_to_host, host_reads_scores,
+        {Stage::grads_to_host, "grads_to_host", K::host, W::backward, Stage::grads_to_host, kHostReadsScores,
          {"[MATH_GRADS_TO_HOST]{+detail}"}, {"[MATH_GRADS_TO_HOST_DONE]{+summary}"},
          {D(sdpa, "[MATH_GRADS_TO_HOST]")}, {D(sdpa, "[MATH_GRADS_TO_HOST_DONE]")},
          "the host's access to the probabilities' and dP's pages before softmax's backward never finished", true},
@@ -264,7 +269,7 @@ Stage allocation_stage_of(Stage s) {
 
 bool stage_runs(Stage s, const SdpaProblem& p, const PathSettings& ps) {
   const StageRow& row = stage_row(s);
-  if (row.runs_if && !row.runs_if(p, ps)) return false;
+  if (row.runs_if.test && !row.runs_if.test(p, ps)) return false;
   switch (row.when) {
     case StageWhen::load: return true;
     case StageWhen::graph: return ps.graph;
@@ -274,6 +279,24 @@ bool stage_runs(Stage s, const SdpaProblem& p, const PathSettings& ps) {
   }
   if (is_memory_stage(s)) return ps.alloc_timing == AllocTiming::per_call && (row.serves == s || stage_runs(row.serves, p, ps));
   return s == Stage::stream_sync || static_cast<int>(s) <= static_cast<int>(ps.last_stage);
+}
+
+std::string stage_needs(Stage s, const SdpaProblem& p, const PathSettings& ps) {
+  if (stage_runs(s, p, ps)) return "";
+  const StageRow& row = stage_row(s);
+  if (row.runs_if.test && !row.runs_if.test(p, ps)) return row.runs_if.needs;
+  switch (row.when) {
+    case StageWhen::load: return "";
+    case StageWhen::graph: return "--graph";
+    case StageWhen::backward: return ps.backward ? "--alloc-timing per-call" : "--backward";
+    case StageWhen::step: return "--alloc-timing per-call";
+    case StageWhen::call: break;
+  }
+  if (is_memory_stage(s)) {
+    if (ps.alloc_timing != AllocTiming::per_call) return "--alloc-timing per-call";
+    return stage_needs(row.serves, p, ps);
+  }
+  return std::string("--full (the scenario stops after ") + stage_name(ps.last_stage) + ")";
 }
 
 }  // namespace sdpa

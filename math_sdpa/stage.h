@@ -18,6 +18,7 @@
 // without any CUDA.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -123,9 +124,14 @@ struct StageRow {
   // An allocation or a free: the stage whose tensors it allocates (or after which it frees);
   // the stage itself for the others (the step's and the call's last frees name themselves).
   Stage serves;
-  // Its own condition to run, beyond those of its kind and when (nullptr: none): the mask, the
-  // upcast, GQA, a K^T copy, scenario 2's host access, dropout.
-  bool (*runs_if)(const SdpaProblem&, const PathSettings&);
+  // Its own condition to run, beyond those of its kind and when (none: always): the mask, the
+  // upcast, GQA, a K^T copy, scenario 2's host access, dropout, the mapped weights.
+  struct RunsIf {
+    bool (*test)(const SdpaProblem&, const PathSettings&) = nullptr;
+    const char* needs = nullptr;  // the condition in a user's words: "--dropout > 0"
+    RunsIf(std::nullptr_t) {}     // NOLINT: a row without a condition writes nullptr
+    RunsIf(bool (*t)(const SdpaProblem&, const PathSettings&), const char* n) : test(t), needs(n) {}
+  } runs_if;
   std::vector<const char*> begin, end;                 // harness format
   std::vector<DebugLineTemplate> debug_begin, debug_end;  // sdpa-debug format (none: not the instrumentation's)
   const char* hang;  // what a hang in it shows: "the Q.K^T GEMM had started: [CUBLAS_GEMM_START] is the last line"
@@ -166,6 +172,9 @@ Stage allocation_stage_of(Stage s);
 // allocations with --alloc-timing per-call, each where the stage it serves runs); stages after
 // last_stage do not run (stream_sync always does).
 bool stage_runs(Stage s, const SdpaProblem& p, const PathSettings& ps);
+// Why `s` does not run under `p` and `ps`, in a user's words ("--dropout > 0", "--graph",
+// "--alloc-timing per-call", "--full: the scenario stops before it"); empty where it runs.
+std::string stage_needs(Stage s, const SdpaProblem& p, const PathSettings& ps);
 
 // Where a call is in the run: its step (1..steps) and its layer (1..layers), both counted from 1
 // as users name them ("layer 3 of 60").

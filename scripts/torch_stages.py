@@ -412,6 +412,16 @@ def stage_runs(stage, p, s):
     return DISPATCH[stage].runs(p, s)
 
 
+def stage_needs(stage, p, s):
+    """Why `stage` does not run (the harness's stage_needs): --backward, its row's condition in the
+    table's words (runs_if), or --full where the scenario stops before it."""
+    if stage in BACKWARD_STAGES and not s.backward:
+        return "--backward"
+    if not DISPATCH[stage].runs(p, s):
+        return ROWS[stage]["runs_if"] or "its own condition"
+    return "--full (the scenario stops after %s)" % s.last_stage
+
+
 def result_tensor_of(s):
     """The tensor a call ends with, the one --save-output writes (path_settings.cpp)."""
     last = STAGES.index(s.last_stage)
@@ -1186,12 +1196,8 @@ def check_inject(o):
             raise usage_error("--inject: in --mode whole a stall can be injected at entry_sync or stream_sync "
                               "(the call itself only issues its kernels; stream_sync waits for them)")
     elif not stage_runs(o.inject, o.problem, o.settings):
-        raise usage_error("--inject: stage %s does not run in this configuration (mask_prepare needs --mask "
-                          "bool|causal, upcast and cast_output fp16/bf16 with --precision upcast, gqa_expand "
-                          "--kv-heads < --heads, kt_contiguous a K^T copy, mask_add a mask, scores_to_host scenario 2, "
-                          "dropout --dropout > 0, and scenarios 1-3 stop early unless --full; the backward's "
-                          "stages need --backward, grad_upcast as upcast, dropout_backward as dropout, grads_to_host "
-                          "scenario 2)" % o.inject)
+        raise usage_error("--inject: stage %s does not run in this configuration: it needs %s (repro help stages "
+                          "lists each stage's condition)" % (o.inject, stage_needs(o.inject, o.problem, o.settings)))
 
 
 # Whole mode's stages: the entry synchronisation, the one call (a stage of this script's own, which

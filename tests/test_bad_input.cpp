@@ -138,8 +138,15 @@ TEST_SUITE("bad_input") {
         {{"--inject", "hang"}, "inject"},
         {{"--inject", "hang:nowhere"}, "inject"},
         {{"--inject", "slow:softmax:-1"}, "inject"},
-        {{"--inject", "hang:dropout"}, "does not run"},
-        {{"--scenario", "3", "--inject", "hang:pv_gemm"}, "does not run"},
+        // The refusal names what the stage needs (the stage table's condition, or the kind's).
+        {{"--inject", "hang:dropout"}, "does not run in this configuration: it needs --dropout > 0"},
+        {{"--scenario", "3", "--inject", "hang:pv_gemm"}, "it needs --full (the scenario stops after qk_gemm)"},
+        {{"--inject", "hang:load_weights"}, "it needs --mapped-weights SIZE"},
+        {{"--inject", "hang:graph_launch"}, "it needs --graph"},
+        {{"--inject", "hang:alloc_scores"}, "it needs --alloc-timing per-call"},
+        {{"--inject", "hang:alloc_dropout", "--alloc-timing", "per-call"}, "it needs --dropout > 0"},
+        {{"--inject", "hang:dv_gemm"}, "it needs --backward"},
+        {{"--inject", "hang:gqa_expand"}, "it needs --kv-heads < --heads"},
         // options the configuration would ignore
         {{"--scenario", "1", "--dropout", "0.1"}, "before dropout"},
         {{"--mask-dims", "Bx1"}, "no mask tensor"},

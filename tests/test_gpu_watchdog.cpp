@@ -32,9 +32,21 @@ namespace {
 
 // Every stage runs in this configuration: causal mask (mask_prepare, mask_add), bf16 upcast
 // (upcast, cast_output), GQA (gqa_expand), fix 3 (kt_contiguous), scenario 2's condition on the
-// full path (scores_to_host), dropout.
+// full path (scores_to_host), dropout; the weights' load with --mapped-weights (args_running).
 const std::vector<std::string> kAllStagesArgs = {"--mask",  "causal", "--heads", "8",     "--kv-heads",       "4",
                                                  "--dropout", "0.1",  "--fixes", "3",     "--scores-to-host", "read"};
+
+// The weights' load (load_weights) runs with --mapped-weights: a small file of the suite's own,
+// made by the first run that loads it, removed when the suite's process ends.
+struct SuiteWeightsFile {
+  std::string dir = test_util::temp_dir("gpu_watchdog_weights");
+  std::string arg() const { return "256M:" + dir + "/weights.bin"; }
+  ~SuiteWeightsFile() { test_util::remove_tree(dir); }
+};
+const SuiteWeightsFile& suite_weights_file() {
+  static const SuiteWeightsFile file;
+  return file;
+}
 
 test_util::JsonRun run_binary(const std::vector<std::string>& args) {
   return test_util::run_with_json(SDPA_REPRO_BINARY, args);
@@ -53,6 +65,10 @@ std::vector<std::string> args_running(const std::string& stage) {
     return args;
   }
   if (is_backward_stage(s)) return args;
+  if (stage_when(s) == StageWhen::load) {
+    args.insert(args.end(), {"--mapped-weights", suite_weights_file().arg()});
+    return args;
+  }
   if (stage.rfind("graph_", 0) != 0) return kAllStagesArgs;
   return {"--mask", "causal", "--heads", "8", "--kv-heads", "4", "--dropout", "0.1", "--fixes", "3", "--graph"};
 }

@@ -437,12 +437,8 @@ RunOptions finish_options(const RunSpec& g, RunCommand command, const std::vecto
   refuse_ignored_options(g, o);
   refuse_context_conflicts(g, o);
   if (o.inject.kind != FaultSpec::none && o.inject_armed && !stage_runs(o.inject.stage, o.problem, o.settings)) {
-    throw InputError(std::string("--inject: stage ") + stage_name(o.inject.stage) +
-                     " does not run in this configuration (mask_prepare needs --mask bool|causal, upcast and "
-                     "cast_output fp16/bf16 with --precision upcast, gqa_expand --kv-heads < --heads, kt_contiguous "
-                     "a K^T copy (fix 3), mask_add a mask, scores_to_host scenario 2, dropout --dropout > 0, the "
-                     "graph_* stages --graph, alloc_* and free_* --alloc-timing per-call, and scenarios 1-3 stop "
-                     "early unless --full)");
+    throw InputError(std::string("--inject: stage ") + stage_name(o.inject.stage) + " does not run in this configuration: it needs " +
+                     stage_needs(o.inject.stage, o.problem, o.settings) + " (repro help stages lists each stage's condition)");
   }
   if (o.inject.only_layer > o.settings.layers) {
     throw InputError("--inject: @layer=" + std::to_string(o.inject.only_layer) + " but the run has " +

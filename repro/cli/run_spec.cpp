@@ -39,12 +39,12 @@ struct OptionDef {
   const char* group;
   std::string label;    // FILE, INT, or the accepted words
   std::string help;
-  std::string shown_default;  // what --help says the default is ("" none)
+  std::string shown_default{};  // what --help says the default is ("" none)
   unsigned commands = kAll;
   // The setting a scenario's precondition gives it (settings_fields' name): --help adds
   // "; scenario N: VALUE" to the default for each scenario that sets it.
   const char* setting = nullptr;
-  std::vector<std::string> choices;  // the words it accepts (checked by CLI11)
+  std::vector<std::string> choices{};  // the words it accepts (checked by CLI11)
   double min = std::nan(""), max = std::nan("");
 };
 
@@ -52,16 +52,6 @@ struct OptionDef {
 std::string listed(std::string choices) {
   for (size_t at; (at = choices.find('|')) != std::string::npos;) choices.replace(at, 1, ", ");
   return choices;
-}
-
-std::vector<std::string> words_of(const std::string& choices) {
-  std::vector<std::string> out;
-  for (size_t from = 0; from <= choices.size();) {
-    const size_t bar = std::min(choices.find('|', from), choices.size());
-    out.push_back(choices.substr(from, bar - from));
-    from = bar + 1;
-  }
-  return out;
 }
 
 std::string number_text(double x) {

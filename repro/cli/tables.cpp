@@ -34,6 +34,7 @@ nlohmann::json stages_json() {
                       {"debug_begin", debug_lines_json(row.debug_begin)},
                       {"debug_end", debug_lines_json(row.debug_end)},
                       {"hang", row.hang},
+                      {"runs_if", row.runs_if.needs ? nlohmann::json(row.runs_if.needs) : nlohmann::json()},
                       {"harness_work", row.harness_work}});
   }
   return {{"format", 1},
@@ -47,8 +48,8 @@ nlohmann::json stages_json() {
 std::string stages_help() {
   std::string s = "Stages (the stage log, --inject STAGE, the JSON's stage names; docs/LOG_FORMAT.md):\n";
   for (const StageRow& row : stage_table()) {
-    s += "  " + std::string(row.name) + " (" + stage_kind_name(row.kind) + ", " + stage_when_name(row.when) + "): a hang: " +
-         row.hang + "\n";
+    s += "  " + std::string(row.name) + " (" + stage_kind_name(row.kind) + ", " + stage_when_name(row.when) +
+         (row.runs_if.needs ? std::string(", needs ") + row.runs_if.needs : std::string()) + "): a hang: " + row.hang + "\n";
   }
   return wrap_text(s);
 }
