@@ -76,7 +76,10 @@ int help_main(int argc, char** argv) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+// The command itself. Every command turns bad input into one line and exit 2 itself; an exception
+// that reaches main is a path the command did not check (a filesystem error, most likely): still
+// one line and exit 2, never an abort.
+static int dispatch(int argc, char** argv) {
   if (argc > 1) {
     const std::string word = argv[1];
     if (word == "-V" || word == "--version") return version_main(argc - 1, argv + 1);
@@ -90,4 +93,13 @@ int main(int argc, char** argv) {
     }
   }
   return run_main(argc, argv);
+}
+
+int main(int argc, char** argv) {
+  try {
+    return dispatch(argc, argv);
+  } catch (const std::exception& e) {
+    std::cerr << "repro: error: " << one_line(e.what()) << "\n";
+    return kExitUsage;
+  }
 }

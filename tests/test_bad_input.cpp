@@ -3,12 +3,14 @@
 // (no --json file, no report folder, no partial file), and no hang (a row that takes more than
 // 20 s fails). Needs no GPU: bad input is rejected before the GPU is touched.
 #include <doctest/doctest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -204,6 +206,81 @@ TEST_SUITE("bad_input") {
       ++checked;
     }
     CHECK(checked >= 50);
+  }
+
+  TEST_CASE("every path option of every command, given a file, a read-only folder, an empty name, /proc: exit 2, one line") {
+    // Each row's "@" is replaced by each bad path of its kind. An output folder gets a file, a
+    // folder under a file, a read-only folder (root writes anywhere but /proc: there, a folder under
+    // /proc/self), an empty name and a folder under /proc; an output file the same, and a folder in
+    // its place; an input gets an empty name, a folder or file of the wrong kind and a missing path
+    // under /proc. Nothing may escape as an exception (exit 134) or run: every one is exit 2.
+    enum Kind { out_dir, out_file, in_dir, in_file };
+    struct PathRow {
+      std::vector<std::string> args;
+      Kind kind;
+    };
+    const std::vector<PathRow> rows = {
+        {{"--json", "@"}, out_file},
+        {{"--save-output", "@"}, out_file},
+        {{"--log-file", "@"}, out_file},
+        {{"--snapshot-dir", "@"}, out_dir},
+        {{"--inputs", "@"}, in_dir},
+        {{"--workload-file", "@", "--call", "0"}, in_file},
+        {{"--mapped-weights", "1G:@"}, out_file},
+        {{"bench", "--json", "@"}, out_file},
+        {{"bench", "--log-file", "@"}, out_file},
+        {{"bench", "--inputs", "@"}, in_dir},
+        {{"report", "--scenario", "1", "--no-run", "--out", "@"}, out_dir},
+        {{"report", "--scenario", "1", "--no-run", "--out", "r", "--workload-file", "@", "--call", "0"}, in_file},
+        {{"sweep", "--scenarios", "1", "--out", "@"}, out_dir},
+        {{"sweep", "--scenarios", "1", "--json", "@"}, out_file},
+        {{"sweep", "--matrix", "@", "--out", "s"}, in_file},
+        {{"sweep", "merge", "shard", "--out", "@"}, out_dir},
+        {{"sweep", "merge", "shard", "--json", "@"}, out_file},
+        {{"minimize", "--out", "@", "--", "--scenario", "1"}, out_dir},
+        {{"minimize", "--out", "m", "--from-sweep", "@", "--cell", "0"}, in_file},
+        {{"minimize", "--out", "m", "--from-report", "@"}, in_dir},
+        {{"minimize", "--resume", "--out", "@"}, in_dir},
+        {{"triage", "--out", "@"}, out_dir},
+        {{"triage", "--dry-run", "--out", "@"}, out_dir},
+        {{"triage", "--resume", "--out", "@"}, in_dir},
+        {{"triage", "--out", "t", "--workload-file", "@"}, in_file},
+    };
+    Scratch scratch, fixtures;
+    fixtures.write("a_file", "not a folder\n");
+    const std::string file = fixtures.path("a_file");
+    std::string read_only = fixtures.path("read_only");
+    REQUIRE(mkdir(read_only.c_str(), 0555) == 0);
+    if (geteuid() == 0) read_only = "/proc/self";  // root may write in any folder but under /proc
+    std::map<Kind, std::vector<std::string>> bad = {
+        {out_dir, {file, file + "/sub", read_only, read_only + "/sub", "", "/proc/sdpa-bad-input"}},
+        {out_file, {file + "/x.json", read_only + "/x.json", "", "/proc/sdpa-bad-input/x.json", fixtures.dir}},
+        {in_dir, {"", file, "/proc/sdpa-bad-input"}},
+        {in_file, {"", fixtures.dir, "/proc/sdpa-bad-input.json"}},
+    };
+    int invocations = 0;
+    for (const PathRow& row : rows) {
+      for (const std::string& path : bad.at(row.kind)) {
+        std::vector<std::string> args = row.args;
+        for (std::string& a : args) {
+          if (const size_t at = a.find('@'); at != std::string::npos) a.replace(at, 1, path);
+        }
+        const test_util::ProgramRun o = run_repro(args, scratch);
+        std::string shown;
+        for (const auto& a : args) shown += "'" + a + "' ";
+        INFO("args: ", shown, "-> exit ", o.exit_code, ", stderr: ", o.err.substr(0, 400));
+        CHECK_FALSE(o.timed_out);
+        CHECK(o.exit_code == kExitUsage);
+        CHECK(o.err.rfind("repro", 0) == 0);
+        CHECK(o.err.find("error: ") != std::string::npos);
+        CHECK(o.err.find('\n') == o.err.size() - 1);  // exactly one line
+        CHECK(scratch.listing().empty());                // nothing written where it runs
+        std::system(("rm -rf '" + scratch.dir + "'/* '" + scratch.dir + "'/.[!.]*").c_str());
+        ++invocations;
+      }
+    }
+    CHECK(invocations >= 100);
+    chmod(fixtures.path("read_only").c_str(), 0755);  // for the scratch folder's removal
   }
 
   TEST_CASE("bad sweep matrix files: exit 2, one line, nothing written, no hang") {

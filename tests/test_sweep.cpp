@@ -1543,6 +1543,19 @@ TEST_SUITE("sweep") {
     CHECK(run_repro(joined(sweep_args(dir / "s.json", first), {"--resume"}), env, dir.path).exit_code == 0);
     CHECK(read_fake_log(dir / "fake.log").size() == 2);
 
+    // Without an axis the resumed sweep keeps its own matrix (as a triage's --resume keeps its settings).
+    const std::vector<std::string> plain{"sweep", "--repro-binary", SWEEP_TEST_FAKE_CHILD, "--json", dir / "s.json", "--resume"};
+    const Ran own = run_repro(plain, env, dir.path);
+    CHECK(own.exit_code == 0);
+    CHECK(read_fake_log(dir / "fake.log").size() == 2);  // its two cells are done: nothing ran
+    CHECK(json::parse(read_text(dir / "s.json"))["matrix"]["scenarios"] == json({0, 1}));
+    // Where there is no sweep, --resume refuses (exit 2, one line) and writes nothing.
+    const Ran none = run_repro({"sweep", "--repro-binary", SWEEP_TEST_FAKE_CHILD, "--out", dir / "none", "--resume"}, env, dir.path);
+    CHECK(none.exit_code == kExitUsage);
+    CHECK(lines_of(none.err).size() == 1);
+    CHECK(none.err.find("--resume: there is no sweep to continue") != std::string::npos);
+    CHECK_FALSE(fs::exists(dir / "none"));
+
     // Without its document (a sweep killed before it wrote one) the keys of FILE.jsonl still tell.
     fs::remove(dir / "s.json");
     const Ran keys = run_repro(joined(sweep_args(dir / "s.json", small_matrix("0,2", "managed")), {"--resume"}), env, dir.path);

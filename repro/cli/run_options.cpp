@@ -159,10 +159,17 @@ void apply_context_options(const RunSpec& g, const Workload* workload, RunOption
   o.context.host_load_threads = static_cast<int>(g.host_load.value_or(0));
   if (g.mapped_weights) {
     c.weights = parse_mapped_weights(*g.mapped_weights);
-    // A file of the user's (a real model's) is read, never written: it must hold SIZE already.
+    // A file of the user's (a real model's) is read, never written: it must hold SIZE already; one
+    // that is not there yet is made, where a file can be written.
     std::error_code absent;
-    const auto size = c.weights.file.empty() ? 0 : std::filesystem::file_size(c.weights.file, absent);
-    if (!c.weights.file.empty() && !absent && static_cast<int64_t>(size) < c.weights.bytes) {
+    const std::string& file = c.weights.file;
+    const auto status = file.empty() ? std::filesystem::file_status() : std::filesystem::status(file, absent);
+    if (!file.empty() && std::filesystem::exists(status) && !std::filesystem::is_regular_file(status)) {
+      throw InputError("--mapped-weights: " + file + " is not a regular file");
+    }
+    if (!file.empty() && !std::filesystem::exists(status)) check_file_writable("--mapped-weights", file);
+    const auto size = file.empty() ? 0 : std::filesystem::file_size(file, absent);
+    if (!file.empty() && !absent && static_cast<int64_t>(size) < c.weights.bytes) {
       throw InputError("--mapped-weights: " + c.weights.file + " holds " + std::to_string(size) + " bytes, fewer than the " +
                        std::to_string(c.weights.bytes) + " asked for (name a larger file, a smaller size, or a file that does "
                        "not exist yet, which is made)");
@@ -501,11 +508,24 @@ bool RunOptionParser::parse(int argc, const char* const* argv, const std::string
 
 RunOptions RunOptionParser::finish(const std::vector<std::string>& words) const { return finish_options(spec_, command_, words); }
 
+// An option that names a file or a folder (its help says FILE or DIR) given an empty name: CLI11
+// takes "" as a value, and the command would take it as the option not given (its default).
+void refuse_empty_paths(const CLI::App& app) {
+  for (const CLI::Option* opt : app.get_options()) {
+    const std::string label = opt->get_option_text().empty() ? opt->get_type_name() : opt->get_option_text();
+    if (label != "FILE" && label != "DIR" && label != "DIR|FILE") continue;
+    for (const std::string& value : opt->results()) {
+      if (value.empty()) throw CLI::ValidationError(opt->get_name() + ": an empty name names no file or folder");
+    }
+  }
+}
+
 bool parse_app(CLI::App& app, int argc, const char* const* argv, const std::string& program, ParseResult& result) {
   if (!has_help_format(app)) use_help_format(app);
   result.words.assign(argv, argv + argc);
   try {
     app.parse(argc, argv);
+    refuse_empty_paths(app);
     return true;
   } catch (const CLI::CallForHelp&) {
     result.message = app.help();

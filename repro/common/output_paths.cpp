@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 
@@ -15,7 +16,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Throws unless `dir` is an existing directory this process may create files in.
+// Throws unless `dir` is an existing directory this process may create files in. access() alone
+// answers yes to root everywhere (/proc, a read-only mount too): a file made and removed decides.
 void check_writable_dir(const std::string& option, const std::string& what, const fs::path& dir) {
   std::error_code ec;
   const fs::file_status status = fs::status(dir, ec);
@@ -23,7 +25,13 @@ void check_writable_dir(const std::string& option, const std::string& what, cons
   if (!fs::exists(status)) throw InputError(prefix + "directory " + dir.string() + " does not exist");
   if (!fs::is_directory(status)) throw InputError(prefix + dir.string() + " is not a directory");
   if (access(dir.c_str(), W_OK | X_OK) != 0) throw InputError(prefix + dir.string() + ": " + std::strerror(errno));
+  std::string probe = (dir / ".sdpa-write-test-XXXXXX").string();
+  const int fd = mkstemp(probe.data());
+  if (fd < 0) throw InputError(prefix + dir.string() + ": " + std::strerror(errno));
+  close(fd);
+  unlink(probe.c_str());
 }
+
 
 // The directory a file of `path` goes into.
 fs::path dir_of(const std::string& path) {
@@ -33,7 +41,12 @@ fs::path dir_of(const std::string& path) {
 
 }  // namespace
 
+void check_not_empty(const std::string& option, const std::string& path) {
+  if (path.empty()) throw InputError(option + ": an empty name names no file or folder");
+}
+
 void check_file_writable(const std::string& option, const std::string& path) {
+  check_not_empty(option, path);
   std::error_code ec;
   if (fs::is_directory(fs::status(path, ec))) throw InputError(option + ": cannot write " + path + ": it is a directory");
   check_writable_dir(option, "write " + path, dir_of(path));
@@ -48,6 +61,7 @@ void check_file_appendable(const std::string& option, const std::string& path) {
 }
 
 void check_dir_creatable(const std::string& option, const std::string& path) {
+  check_not_empty(option, path);
   // The nearest part of the path that exists decides: it must be a writable directory.
   fs::path existing = path;
   std::error_code ec;
@@ -60,6 +74,16 @@ void check_dir_creatable(const std::string& option, const std::string& path) {
     existing = parent;
   }
   check_writable_dir(option, "create " + path, existing);
+}
+
+void make_output_dir(const std::string& option, const std::string& path) {
+  check_not_empty(option, path);
+  std::error_code ec;
+  const fs::file_status status = fs::status(path, ec);
+  if (fs::exists(status) && !fs::is_directory(status)) throw InputError(option + ": " + path + " exists and is not a folder");
+  fs::create_directories(path, ec);
+  if (ec) throw InputError(option + ": cannot create " + path + ": " + ec.message());
+  check_writable_dir(option, "write in " + path, path);
 }
 
 }  // namespace sdpa

@@ -18,6 +18,7 @@
 #include "repro/cli/help_format.h"
 #include "repro/cli/run_options.h"
 #include "repro/commands.h"
+#include "repro/common/output_paths.h"
 #include "repro/common/text.h"
 #include "repro/minimize/minimizer.h"
 
@@ -142,6 +143,7 @@ int minimize_main(int argc, char** argv) {
     return parsed.exit_code;
   }
   try {
+    check_not_empty("--out", s.out_dir);
     const int sources = !run_options.empty() + !from_sweep.empty() + !from_report.empty();
     if (resume) {
       if (sources) throw InputError("--resume goes on with the configuration in --out: give no other");

@@ -13,6 +13,7 @@
 
 #include "math_sdpa/atomic_file.h"
 #include "math_sdpa/errors.h"
+#include "repro/common/output_paths.h"
 #include "repro/common/text.h"
 #include "repro/info/environment.h"
 #include "repro/supervise/child_process.h"
@@ -339,7 +340,7 @@ int run_minimize(const MinimizeSettings& settings, bool resume) {
                  {"runs_started", 0},
                  {"in_flight", nullptr},
                  {"spent_s", 0.0}};
-    fs::create_directories(settings.out_dir);
+    make_output_dir("--out", settings.out_dir);
     save(state, settings.out_dir);
   }
   MinimizeSettings m = settings;

@@ -28,6 +28,7 @@
 #include "math_sdpa/errors.h"
 #include "math_sdpa/stage_log.h"
 #include "repro/cli/run_options.h"
+#include "repro/common/output_paths.h"
 #include "repro/common/text.h"
 #include "repro/sweep/sweep_options.h"
 #include "repro/sweep/sweep_output.h"
@@ -173,14 +174,36 @@ void write_sweep_outputs(const std::string& json_path, const std::string& svg_pa
   std::cout << sweep_table(done, summary.at("cells_planned"), summary.at("interrupted")) << footer << std::flush;
 }
 
-int run_sweep(const SweepOptions& o) {
+// --resume: the sweep in the outputs' folder must be there; without an axis given, it keeps the
+// matrix (and shard) its sweep.json names, as `triage --resume` keeps the triage's own settings.
+void adopt_resumed_matrix(SweepOptions& o) {
+  std::error_code ec;
+  if (!std::filesystem::exists(o.json_path, ec) && !std::filesystem::exists(o.jsonl_path, ec)) {
+    throw InputError("--resume: there is no sweep to continue: neither " + o.json_path + " nor " + o.jsonl_path +
+                     " exists (run without --resume to start one)");
+  }
+  if (o.axes_given || !std::filesystem::exists(o.json_path, ec)) return;
+  try {
+    const json doc = json::parse(read_file(o.json_path).value_or(""));
+    o.axes = axes_from_document_matrix(doc.at("matrix"), o.json_path);
+    o.shard = shard_from_json(doc.at("matrix"));
+  } catch (const std::exception& e) {
+    throw InputError("--resume: " + o.json_path + " is not a sweep document (" + one_line(e.what()) +
+                     "): give the matrix's axes again, or --force to start again");
+  }
+}
+
+int run_sweep(const SweepOptions& given) {
+  SweepOptions o = given;
+  if (o.resume) adopt_resumed_matrix(o);
   int left_out = 0;
   std::string left_out_why;
   const std::vector<SweepCell> matrix = expand_matrix(o.axes, &left_out, &left_out_why);
-  if (left_out) {
-    warn(std::to_string(left_out) + " combination(s) of the axes left out: they cannot show their scenario's "
-         "hypothesis (" + left_out_why + ")");
-  }
+  // Said once the command line has passed every check: an error comes first, alone.
+  const std::string left_out_warning =
+      left_out ? std::to_string(left_out) + " combination(s) of the axes left out: they cannot show their scenario's "
+                 "hypothesis (" + left_out_why + ")"
+               : "";
   if (static_cast<size_t>(o.shard.count) > matrix.size()) {
     throw InputError("--shard " + o.shard.str() + ": the matrix has only " + std::to_string(matrix.size()) +
                      " cells, fewer than the shards");
@@ -206,6 +229,7 @@ int run_sweep(const SweepOptions& o) {
     std::vector<json> planned;
     for (const auto& c : cells) planned.push_back(planned_cell_json(c, o.stage_timeout_s));
     std::cout << sweep_document(meta, planned, end).dump(2) << "\n";
+    if (!left_out_warning.empty()) warn(left_out_warning);
     return kSweepOk;
   }
 
@@ -219,13 +243,13 @@ int run_sweep(const SweepOptions& o) {
     }
   }
   if (o.resume && !o.force) check_resumed_matrix(o, cells);
-  if (!dir.empty()) std::filesystem::create_directories(dir, ec);
-  if (ec) throw InputError("cannot create " + dir.string() + ": " + ec.message());
+  if (!dir.empty()) make_output_dir(o.out_option, dir.string());
   SweepRunSettings settings;
   settings.repro_binary = o.repro_binary.empty() ? self_executable() : o.repro_binary;
   if (access(settings.repro_binary.c_str(), X_OK) != 0) {
     throw InputError("--repro-binary: " + settings.repro_binary + " is not an executable file");
   }
+  if (!left_out_warning.empty()) warn(left_out_warning);
   settings.workers = meta.workers;
   settings.cell_timeout_s = o.cell_timeout_s;
   settings.stage_timeout_s = o.stage_timeout_s;
@@ -337,12 +361,13 @@ int run_sweep(const SweepOptions& o) {
 }
 
 int merge_sweeps(const MergeOptions& o) {
+  const std::filesystem::path dir = std::filesystem::path(o.json_path).parent_path();
+  if (!dir.empty()) check_dir_creatable(o.out_option, dir.string());
   if (!o.force) {
     for (const auto& path : {o.json_path, o.jsonl_path}) {
       if (std::filesystem::exists(path)) throw InputError(path + " exists (--force replaces it)");
     }
   }
-  const std::filesystem::path dir = std::filesystem::path(o.json_path).parent_path();
   MergedSweep merged;
   try {
     merged = merge_shards(o.sources, dir.string(), o.argv);
@@ -357,8 +382,7 @@ int merge_sweeps(const MergeOptions& o) {
   }
   for (const auto& w : merged.warnings) warn(w);
   std::error_code ec;
-  if (!dir.empty()) std::filesystem::create_directories(dir, ec);
-  if (ec) throw InputError("cannot create " + dir.string() + ": " + ec.message());
+  if (!dir.empty()) make_output_dir(o.out_option, dir.string());
   std::string lines;
   for (const auto& r : merged.records) lines += r.dump() + "\n";
   write_file_atomic(o.jsonl_path, lines);

@@ -136,11 +136,15 @@ SweepParseResult parse_sweep_command_line(int argc, const char* const* argv) {
   };
   auto* matrix_opt = app.add_option("--matrix", matrix,
                                     "the axes from a JSON file: {\"scenarios\": [0, 1], \"fix\": [\"off\", \"on\"], \"dtypes\": "
-                                    "[...], \"precisions\", \"shapes\", \"allocs\", \"streams\", \"iters\": N, \"repeats\": N}");
+                                    "[...], \"precisions\", \"shapes\", \"allocs\", \"streams\", \"iters\": N, \"repeats\": N}")
+                        ->type_name("FILE");
   for (auto* axis : axis_options) matrix_opt->excludes(axis);
   auto* out_opt = app.add_option("--out", out_dir, "directory for sweep.json, sweep.jsonl and sweep.svg")
+                      ->type_name("DIR")
                       ->default_str("sweep-results");
-  app.add_option("--json", o.json_path, "the sweep document; FILE.jsonl and FILE.svg go beside it")->excludes(out_opt);
+  auto* json_opt = app.add_option("--json", o.json_path, "the sweep document; FILE.jsonl and FILE.svg go beside it")
+                       ->excludes(out_opt)
+                       ->type_name("FILE");
   app.add_flag("--force", o.force,
                "start again where a sweep's results already are; with --resume: continue under another matrix "
                "(the cells both have are kept)");
@@ -190,6 +194,9 @@ SweepParseResult parse_sweep_command_line(int argc, const char* const* argv) {
   }
   for (int i = 0; i < argc; ++i) o.argv.emplace_back(argv[i]);
   try {
+    if (out_opt->count() && out_dir.empty()) throw InputError("--out: an empty name names no folder");
+    if (json_opt->count() && o.json_path.empty()) throw InputError("--json: an empty name names no file");
+    if (!o.json_path.empty()) o.out_option = "--json";
     if (matrix_opt->count()) o.axes = read_matrix_file(matrix);
     // An axis option given, even as "", replaces the default; "" is then an empty item.
     auto given = [&](const char* name) { return app.get_option(name)->count() > 0; };
@@ -214,6 +221,8 @@ SweepParseResult parse_sweep_command_line(int argc, const char* const* argv) {
       }
     }
     canonicalise_axes(o.axes);
+    for (const CLI::Option* axis : axis_options) o.axes_given = o.axes_given || axis->count() > 0;
+    o.axes_given = o.axes_given || matrix_opt->count() > 0 || !cell_options.empty() || given("--shard");
     if (given("--shard")) o.shard = parse_shard(shard);
     if (o.stage_timeout_s >= o.cell_timeout_s) {
       std::ostringstream why;
@@ -247,14 +256,20 @@ MergeParseResult parse_merge_command_line(int argc, const char* const* argv) {
       ->type_name("DIR|FILE");
   auto* out_opt = app.add_option("--out", out_dir, "directory for the merged sweep.json, sweep.jsonl and sweep.svg")
                       ->type_name("DIR");
-  app.add_option("--json", o.json_path, "the merged sweep document; FILE.jsonl and FILE.svg go beside it")
-      ->excludes(out_opt)
-      ->type_name("FILE");
+  auto* json_opt = app.add_option("--json", o.json_path, "the merged sweep document; FILE.jsonl and FILE.svg go beside it")
+                       ->excludes(out_opt)
+                       ->type_name("FILE");
   app.add_flag("--force", o.force, "replace a merged sweep already there");
   ParseResult parsed;
   if (!parse_app(app, argc, argv, "repro sweep merge", parsed)) {
     result.exit_code = parsed.exit_code;
     result.message = parsed.message;
+    return result;
+  }
+  if ((out_opt->count() && out_dir.empty()) || (json_opt->count() && o.json_path.empty())) {
+    result.exit_code = kExitUsage;
+    result.message = std::string("repro sweep merge: error: ") + (out_opt->count() ? "--out" : "--json") +
+                     ": an empty name names no file or folder";
     return result;
   }
   if (out_dir.empty() && o.json_path.empty()) {
@@ -263,6 +278,7 @@ MergeParseResult parse_merge_command_line(int argc, const char* const* argv) {
     return result;
   }
   for (int i = 0; i < argc; ++i) o.argv.emplace_back(argv[i]);
+  if (!o.json_path.empty()) o.out_option = "--json";
   name_outputs(out_dir, o.json_path, o.jsonl_path, o.svg_path);
   result.run = true;
   return result;

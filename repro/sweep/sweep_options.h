@@ -16,6 +16,10 @@ struct SweepOptions {
   SweepAxes axes;                // from the axis options or --matrix
   std::string json_path;         // the sweep document; the JSON-lines file and the SVG go beside it
   std::string jsonl_path, svg_path;
+  std::string out_option = "--out";  // the option that named the outputs' folder (--out or --json)
+  // An axis, --matrix or cell options were given: with --resume, a matrix to hold against the
+  // sweep's own (without, the resumed sweep keeps its own matrix).
+  bool axes_given = false;
   SweepShard shard;              // --shard K/N: run only that slice of the matrix
   bool force = false;            // start again over an existing sweep; with resume: under another matrix
   bool resume = false;           // continue one: skip the cells its JSON-lines file has
@@ -53,6 +57,7 @@ SweepParseResult parse_sweep_command_line(int argc, const char* const* argv);
 struct MergeOptions {
   std::vector<std::string> sources;  // each a shard's folder (holding sweep.json) or its FILE.json
   std::string json_path, jsonl_path, svg_path;  // the merged sweep, as `repro sweep` names them
+  std::string out_option = "--out";  // the option that named its folder (--out or --json)
   bool force = false;                // replace a merged sweep already there
   std::vector<std::string> argv;     // the command line as given, from "merge"
 };

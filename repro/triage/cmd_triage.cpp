@@ -9,6 +9,7 @@
 #include "repro/cli/run_options.h"
 #include "repro/cli/workload_file.h"
 #include "repro/commands.h"
+#include "repro/common/output_paths.h"
 #include "repro/common/text.h"
 #include "repro/triage/triage.h"
 #include "scenarios/scenario.h"
@@ -63,6 +64,7 @@ int triage_main(int argc, char** argv) {
     return parsed.exit_code;
   }
   try {
+    check_not_empty("--out", t.out_dir);
     if (resume) {
       for (const char* option : {"--budget", "--workload-file", "--call", "--scenarios", "--runs", "--stage-timeout",
                                  "--no-bug-report", "--inject", "--dry-run"}) {
@@ -86,7 +88,11 @@ int triage_main(int argc, char** argv) {
     t.scenarios = parse_scenario_list(scenarios, "--scenarios");
     if (!t.inject.empty()) parse_fault_spec(t.inject);
     t.bug_report = !no_bug_report;
-    if (dry_run) return print_triage_plan(t);
+    if (dry_run) {
+      check_dir_creatable("--out", t.out_dir);
+      return print_triage_plan(t);
+    }
+    make_output_dir("--out", t.out_dir);
     if (std::filesystem::exists(std::filesystem::path(t.out_dir) / "SUMMARY.md") ||
         std::filesystem::exists(std::filesystem::path(t.out_dir) / "triage.json")) {
       throw InputError("--out " + t.out_dir + " holds a triage already: give another folder, or --resume to continue it");

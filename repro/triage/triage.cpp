@@ -17,6 +17,7 @@
 
 #include "math_sdpa/atomic_file.h"
 #include "math_sdpa/errors.h"
+#include "repro/common/output_paths.h"
 #include "repro/common/text.h"
 #include "repro/info/environment.h"
 #include "repro/minimize/minimizer.h"
@@ -674,7 +675,7 @@ TriageSettings resumed_settings(const std::string& out_dir) {
 }
 
 int run_triage(const TriageSettings& settings) {
-  fs::create_directories(settings.out_dir);
+  make_output_dir("--out", settings.out_dir);
   struct sigaction sa {};
   sa.sa_handler = on_stop_signal;
   sigaction(SIGINT, &sa, nullptr);
