@@ -138,6 +138,11 @@ TEST_SUITE("bad_input") {
         {{"--timeout", "-1"}, "timeout"},
         {{"--log", "debug"}, "log"},
         {{"--inject", "hang"}, "inject"},
+        // sizes: a unit, or for --ballast a fraction below 1; both forms named
+        {{"--ballast", "1.5"}, "is neither a fraction below 1 of the memory available (e.g. 0.5) nor a size with a unit"},
+        {{"--ballast", "1"}, "is neither a fraction below 1"},
+        {{"--chunk-size", "4096", "--fixes", "5:chunk"}, "'4096' has no unit"},
+        {{"--mapped-weights", "30"}, "SIZE[:FILE] with a unit"},
         {{"--inject", "hang:nowhere"}, "inject"},
         {{"--inject", "slow:softmax:-1"}, "inject"},
         // The refusal names what the stage needs (the stage table's condition, or the kind's).

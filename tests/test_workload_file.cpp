@@ -128,7 +128,7 @@ TEST_CASE("a captured call becomes the run options that replay it") {
   CHECK(option_value(r.context, "--alloc") == "device");
   CHECK(option_value(r.context, "--alloc-timing") == "per-call");
   const int64_t held = c.memory_allocated - c.query.bytes() - c.key.bytes() - c.value.bytes();
-  CHECK(option_value(r.context, "--ballast") == (held >= (1 << 20) ? std::to_string(held) : ""));
+  CHECK(option_value(r.context, "--ballast") == (held >= (1 << 20) ? std::to_string(held) + "B" : ""));
 }
 
 TEST_CASE("the model files a call had mapped become --mapped-weights, never their path") {
@@ -184,7 +184,7 @@ TEST_CASE("the model files a call had mapped become --mapped-weights, never thei
   const WorkloadFile wh = parse_workload_file(held.dump(), "w.json");
   const int64_t rest = wh.calls[0].memory_allocated - wh.calls[0].query.bytes() - wh.calls[0].key.bytes() -
                        wh.calls[0].value.bytes() - (a + b + g);
-  CHECK(option_value(replay_call(wh, 0).context, "--ballast") == std::to_string(rest));
+  CHECK(option_value(replay_call(wh, 0).context, "--ballast") == std::to_string(rest) + "B");
   // Weights larger than what PyTorch held on the GPU: no ballast, and a warning that the replay copies them all.
   bool warned = false;
   for (const std::string& x : r.approximations) warned = warned || x.find("the mapped weight files") == 0;

@@ -167,7 +167,10 @@ void apply_context_options(const RunSpec& g, const Workload* workload, RunOption
     if (!file.empty() && std::filesystem::exists(status) && !std::filesystem::is_regular_file(status)) {
       throw InputError("--mapped-weights: " + file + " is not a regular file");
     }
-    if (!file.empty() && !std::filesystem::exists(status)) check_file_writable("--mapped-weights", file);
+    if (!file.empty() && !std::filesystem::exists(status)) {  // made with its folders, as the cache's default file is
+      const std::string dir = std::filesystem::path(file).parent_path().string();
+      check_dir_creatable("--mapped-weights", dir.empty() ? "." : dir);
+    }
     const auto size = file.empty() ? 0 : std::filesystem::file_size(file, absent);
     if (!file.empty() && !absent && static_cast<int64_t>(size) < c.weights.bytes) {
       throw InputError("--mapped-weights: " + c.weights.file + " holds " + std::to_string(size) + " bytes, fewer than the " +

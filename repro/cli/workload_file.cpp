@@ -378,7 +378,7 @@ CallReplay replay_call(const WorkloadFile& file, int call) {
   }
   const bool any_managed = (q.managed && *q.managed) || (k.managed && *k.managed) || (v.managed && *v.managed);
   if (rest >= kMiB) {
-    add(r.context, "--ballast", n(rest),
+    add(r.context, "--ballast", n(rest) + "B",
         weights > 0 ? "memory PyTorch had allocated at the call, less Q, K, V and the mapped weights"
                     : "memory PyTorch had allocated at the call, less Q, K, V");
     add(r.context, "--ballast-alloc", any_managed ? "managed" : "device", "the tensors' memory");
