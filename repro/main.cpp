@@ -2,10 +2,12 @@
 // configuration when the first argument is an option (or there is none).
 #include <iostream>
 #include <string>
+#include <vector>
 
 #include "math_sdpa/errors.h"
 #include "repro/cli/run_options.h"
 #include "repro/cli/tables.h"
+#include "repro/common/text.h"
 #include "repro/commands.h"
 #include "repro/supervise/hang_snapshot.h"
 #include "scenarios/scenario.h"
@@ -40,7 +42,7 @@ std::string commands_with_help() {
   return names;
 }
 
-std::string help_topics() { return "scenarios, stages, " + commands_with_help(); }
+std::string help_topics() { return "options, scenarios, stages, " + commands_with_help(); }
 
 // `repro help`: the run's --help; `repro help scenarios|stages [--json]`: each scenario or stage
 // in full, or as the JSON the scripts read; `repro help COMMAND`: `repro COMMAND --help`.
@@ -54,6 +56,11 @@ int help_main(int argc, char** argv) {
   char help_flag[] = "--help";
   if (topic.empty()) {
     char* run_help[] = {argv[0], help_flag};
+    return run_main(2, run_help);
+  }
+  if (topic == "options") {
+    char help_all_flag[] = "--help-all";
+    char* run_help[] = {argv[0], help_all_flag};
     return run_main(2, run_help);
   }
   if (topic == "scenarios" || topic == "stages") {
@@ -87,8 +94,14 @@ static int dispatch(int argc, char** argv) {
       for (const Subcommand& c : kSubcommands) {
         if (word == c.name) return c.main(argc - 1, argv + 1);
       }
-      std::cerr << "repro: error: unknown command '" << one_line(word.substr(0, 60))
-                << "' (commands: " << commands_with_help() << ", help; a run takes options only: repro --help)\n";
+      std::vector<std::string> words;
+      for (const Subcommand& c : kSubcommands) {
+        if (c.has_help || std::string(c.name) == "help") words.emplace_back(c.name);
+      }
+      const std::string meant = nearest_word(word, words);
+      std::cerr << "repro: error: unknown command '" << one_line(word.substr(0, 60)) << "' ("
+                << (meant.empty() ? "" : "did you mean " + meant + "? ") << "commands: " << commands_with_help()
+                << ", help; a run takes options only: repro --help)\n";
       return kExitUsage;
     }
   }

@@ -999,13 +999,15 @@ def parse_seed(text):
 
 
 def parse_size(text, option):
-    """repro's parse_size (math_sdpa/context.cpp): a number and an optional unit (K, M, G, T: powers of
-    1024, as KiB...; KB, MB, GB, TB: of 1000; B), at least one byte."""
-    bad = "%s: '%s' is not a size (e.g. 40G, 512M, 1.5GiB, 2e9)" % (option, text[:40])
+    """repro's parse_size (math_sdpa/context.cpp): a number and its unit (K, M, G, T: powers of 1024, as
+    KiB...; KB, MB, GB, TB: of 1000; B), at least one byte."""
+    bad = "%s: '%s' is not a size (e.g. 40G, 512M, 1.5GiB, 2e9B)" % (option, text[:40])
     m = SIZE_NUMBER.match(text) if text and len(text) <= 40 else None
     if not m:
         raise usage_error(bad)
-    factor = dict(SIZE_UNITS).get(m.group(2)) if m.group(2) else 1.0
+    if not m.group(2):  # a bare number could mean bytes, GB or a fraction: repro refuses it too
+        raise usage_error("%s: '%s' has no unit: a size needs one (e.g. 40G, 512M, 1.5GiB, 2e9B)" % (option, text[:40]))
+    factor = dict(SIZE_UNITS).get(m.group(2))
     if factor is None or not math.isfinite(float(m.group(1))):
         raise usage_error(bad)
     nbytes = float(m.group(1)) * factor

@@ -798,7 +798,7 @@ TEST_SUITE("hang_snapshot") {
       CHECK(bad.message.find('\n') == std::string::npos);
       CHECK(bad.message.find(args[0]) != std::string::npos);
     }
-    const ParseResult help = parse({"--help"});
+    const ParseResult help = parse({"--help-all"});
     for (const char* option : {"--on-hang", "--snapshot-timeout", "--keep-timeout", "--snapshot-dir", "--log-file",
                                "--nvidia-bug-report"}) {
       CHECK_MESSAGE(help.message.find(option) != std::string::npos, option);

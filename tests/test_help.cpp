@@ -33,7 +33,7 @@ bool lists(const std::string& help, const std::string& option) { return help.fin
 TEST_SUITE("help") {
   TEST_CASE("every command's help: exit 0, on stdout, every line within 100 columns") {
     for (const std::vector<std::string>& args :
-         std::vector<std::vector<std::string>>{{"--help"}, {"-h"}, {"help"}, {"help", "scenarios"}, {"report", "--help"},
+         std::vector<std::vector<std::string>>{{"--help"}, {"-h"}, {"help"}, {"help", "scenarios"}, {"help", "options"}, {"report", "--help"},
                                                {"sweep", "--help"}, {"bench", "--help"}, {"info", "--help"},
                                                {"help", "report"}, {"help", "sweep"}, {"help", "bench"}, {"help", "info"}}) {
       const test_util::ProgramRun r = repro(args);
@@ -47,6 +47,7 @@ TEST_SUITE("help") {
 
   TEST_CASE("repro help is repro --help; repro help COMMAND is repro COMMAND --help; -V is --version") {
     CHECK(repro({"help"}).out == repro({"--help"}).out);
+    CHECK(repro({"help", "options"}).out == repro({"--help-all"}).out);
     for (const char* command : {"report", "sweep", "bench", "info"}) {
       CAPTURE(command);
       CHECK(repro({"help", command}).out == repro({command, "--help"}).out);

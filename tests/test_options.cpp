@@ -118,16 +118,25 @@ TEST_SUITE("options") {
     }
   }
 
-  TEST_CASE("--help prints the options and exits 0") {
+  TEST_CASE("--help fits a screen: a first run's options, the rest one command away (--help-all)") {
     const ParseResult r = parse({"--help"});
     CHECK_FALSE(r.run);
     CHECK(r.exit_code == 0);
-    CHECK(r.message.find("--scenario") != std::string::npos);
-    CHECK(r.message.find("--allow-oversubscription") != std::string::npos);
+    CHECK(lines_of(r.message).size() <= 50);
+    for (const char* shown : {"--scenario", "--fix on|off|lean", "--workload", "--check", "--plan", "--backward",
+                              "\n  7  the model's mapped weights", "Exit codes:", "repro help options"}) {
+      CHECK_MESSAGE(r.message.find(shown) != std::string::npos, shown);
+    }
+    CHECK(r.message.find("--allow-oversubscription") == std::string::npos);
+    CHECK(parse({"-h"}).message == r.message);
+    const ParseResult all = parse({"--help-all"});
+    CHECK(all.exit_code == 0);
+    CHECK(all.message.find("--allow-oversubscription") != std::string::npos);
+    CHECK(lines_of(all.message).size() > lines_of(r.message).size() + 60);
   }
 
-  TEST_CASE("--help: the groups in order, every line within 100 columns, a label or the choices of each option") {
-    const std::string help = parse({"--help"}).message;
+  TEST_CASE("--help-all: the groups in order, every line within 100 columns, a label or the choices of each option") {
+    const std::string help = parse({"--help-all"}).message;
     for (const std::string& line : lines_of(help)) CHECK_MESSAGE(line.size() <= kHelpWidth, line);
     size_t at = 0;
     for (const char* group : {"\nProblem:\n", "\nMemory:\n", "\nScenario and fixes:\n", "\nTraining context:\n",
@@ -156,8 +165,8 @@ TEST_SUITE("options") {
     CHECK(help.find("7 no usable GPU or driver, 8 refused") != std::string::npos);
     CHECK(help.find("\n  2  softmax reduction on unified memory under migration (its fix: 2)\n") != std::string::npos);
     CHECK(help.find("-h,--help") > help.find("--save-output"));  // last
-    // Short: the scenarios in full are `repro help scenarios`.
-    CHECK(lines_of(help).size() < 170);
+    // The scenarios in full are `repro help scenarios`.
+    CHECK(lines_of(help).size() < 175);
     const std::string scenarios = scenarios_help();
     CHECK(scenarios.find("a hang looks like:") != std::string::npos);
     for (const std::string& line : lines_of(scenarios)) CHECK_MESSAGE(line.size() <= kHelpWidth, line);
@@ -176,7 +185,7 @@ TEST_SUITE("options") {
     CHECK(parse_bench_command_line(1, bench).options.run.stage_timeout_s == kDefaultStageTimeoutS);
     const char* sweep[] = {"sweep"};
     CHECK(parse_sweep_command_line(1, sweep).options.stage_timeout_s == kDefaultStageTimeoutS);
-    CHECK(parse({"--help"}).message.find("--stage-timeout S           the watchdog's deadline for any one stage, seconds "
+    CHECK(parse({"--help-all"}).message.find("--stage-timeout S           the watchdog's deadline for any one stage, seconds "
                                          "(default 20)") != std::string::npos);
   }
 

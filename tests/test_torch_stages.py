@@ -342,18 +342,18 @@ def harness_weights_sizes():
 class MappedWeights(unittest.TestCase):
     """--mapped-weights SIZE[:FILE]: repro's option, its load made through PyTorch before the first call."""
 
-    SIZES = ["30G", "41GB", "1.5GiB", "512M", "300M:/models/w.bin", "2e9", "1B", "7K", "3TB", "0.5G",  # accepted
-             "300", "", "1.5", ":/models/w.bin", "30X", "3G:", "0.1B", "G", "-1G", "1e99G", "1.2.3G"]  # refused
+    SIZES = ["30G", "41GB", "1.5GiB", "512M", "300M:/models/w.bin", "2e9B", "1B", "7K", "3TB", "0.5G",  # accepted
+             "300", "", "1.5", "2e9", ":/models/w.bin", "30X", "3G:", "0.1B", "G", "-1G", "1e99G", "1.2.3G"]  # refused
 
     def test_sizes_parse_as_repro_parses_them(self):
         ts = torch_stages
         self.assertEqual(ts.parse_mapped_weights("30G"), (30 << 30, ""))
         self.assertEqual(ts.parse_mapped_weights("41GB"), (41 * 10 ** 9, ""))
         self.assertEqual(ts.parse_mapped_weights("1.5GiB:/m/w.bin"), (3 << 29, "/m/w.bin"))
-        self.assertEqual(ts.parse_mapped_weights("2e9"), (2 * 10 ** 9, ""))  # repro: a number with an exponent has its unit
+        self.assertEqual(ts.parse_mapped_weights("2e9B"), (2 * 10 ** 9, ""))
         self.assertEqual(ts.parse_mapped_weights("300M:/a:b"), (300 << 20, "/a:b"))  # the first ':' separates
         for bad, words in (("300", "is not SIZE[:FILE] with a unit"), ("1.5", "with a unit"), ("", "with a unit"),
-                           (":/m/w.bin", "with a unit"), ("30X", "is not a size (e.g."), ("3G:", "names no file after"),
+                           (":/m/w.bin", "with a unit"), ("2e9", "has no unit"), ("30X", "is not a size (e.g."), ("3G:", "names no file after"),
                            ("0.1B", "is not a size of at least one byte"), ("-1G", "is not a size (e.g.")):
             with self.subTest(size=bad):
                 with self.assertRaises(torch_stages.ScriptError) as e:

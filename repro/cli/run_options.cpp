@@ -14,6 +14,7 @@
 #include "repro/cli/inputs.h"
 #include "repro/cli/workload_file.h"
 #include "repro/common/output_paths.h"
+#include "repro/common/text.h"
 #include "scenarios/scenario.h"
 #include "scenarios/workload.h"
 
@@ -39,23 +40,49 @@ const char* kRunUsage =
     "repro [OPTIONS]                     run one configuration\n"
     "repro report|sweep|bench|info ...   a bug report, a matrix of runs, timings, the environment\n"
     "repro triage|minimize ...           everything a bug needs in one command; a failing run made small\n"
-    "repro help [scenarios|stages|COMMAND] this help, the scenarios or stages in full, a command's help\n"
+    "repro help options|scenarios|stages every option; the scenarios, the stages in full\n"
     "repro -V, --version                 the version and how this binary was built";
 
+// What `repro --help` shows, so that it fits a screen: the options a first run needs. The rest
+// are one command away (`repro help options`, which is `repro --help-all`).
+const char* const kFirstRunOptions[] = {"--workload", "--dtype",    "--batch", "--q-len", "--mask",  "--scenario", "--fix",
+                                        "--fixes",    "--backward", "--plan",  "--iters", "--check", "--json"};
+
+bool asks_for_brief_help(int argc, const char* const* argv) {
+  bool help = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string w = argv[i];
+    if (w == "--help-all") return false;
+    if (w == "-h" || w == "--help") help = true;
+  }
+  return help;
+}
+
+// Every option but those of a first run goes into no group, which CLI11 does not print.
+void keep_first_run_options(CLI::App& app) {
+  for (CLI::Option* opt : app.get_options()) {
+    const auto& names = opt->get_lnames();
+    const bool first_run = std::any_of(std::begin(kFirstRunOptions), std::end(kFirstRunOptions), [&](const char* n) {
+      return std::find(names.begin(), names.end(), std::string(n).substr(2)) != names.end();
+    });
+    if (!first_run && opt->get_name() != "--help" && opt->get_name() != "-h,--help") opt->group("");
+  }
+}
+
 // The end of --help: one line a scenario and a fix; `repro help scenarios` has them in full.
-std::string run_footer() {
+std::string run_footer(bool brief) {
   std::string s = "Scenarios (--scenario N; each in full: repro help scenarios, docs/SCENARIOS.md):\n";
   for (const ScenarioInfo& sc : scenario_table()) {
     s += "  " + std::to_string(sc.number) + "  " + sc.title;
     if (sc.fix_number) s += " (its fix: " + std::to_string(sc.fix_number) + ")";
     s += "\n";
   }
-  s += "Fixes (--fix on: the scenario's own; --fixes LIST: any, in any scenario):\n";
-  for (int n = 1; n <= fix_count(); ++n) {
+  if (!brief) s += "Fixes (--fix on: the scenario's own; --fixes LIST: any, in any scenario):\n";
+  for (int n = 1; n <= fix_count() && !brief; ++n) {
     s += "  " + std::to_string(n) + "  " + fix_info(n).name + ": " + fix_info(n).hook_point + "\n";
   }
   s += std::string("Exit codes: ") + kExitCodeSummary + ".\n";
-  s += "Every option in full: docs/CLI.md.";
+  s += "Every option: repro help options; in full: docs/CLI.md.";
   return s;
 }
 
@@ -523,6 +550,39 @@ void refuse_empty_paths(const CLI::App& app) {
   }
 }
 
+// The first word CLI11 could not place that looks like an option, said as an option of another
+// command or with the option of this one it most likely meant; else, when `or_other_word`, the
+// first word it could not place; empty when there is none. It comes
+// before any other parse error: "--out is required" is no help to one who typed --otu.
+std::string unexpected_option(const CLI::App& app, const std::string& program, bool or_other_word) {
+  // Words after "--" are no options, whatever they look like.
+  std::vector<std::string> extras = app.remaining();
+  extras.erase(std::find(extras.begin(), extras.end(), "--"), extras.end());
+  const auto option = std::find_if(extras.begin(), extras.end(), [](const std::string& w) { return w.size() > 1 && w[0] == '-'; });
+  if (option == extras.end()) {
+    if (!or_other_word) return "";
+    const std::vector<std::string> all = app.remaining();
+    const auto word = std::find_if(all.begin(), all.end(), [](const std::string& w) { return w != "--"; });
+    if (word == all.end()) return "";
+    return "unexpected argument '" + one_line(word->substr(0, 60)) + "' (" + program + " takes options; " + program +
+           " --help lists them)";
+  }
+  const std::string word = option->substr(0, option->find('='));
+  std::vector<std::string> names;
+  for (const CLI::Option* opt : app.get_options()) {
+    for (const std::string& n : opt->get_lnames()) names.push_back("--" + n);
+    for (const std::string& n : opt->get_snames()) names.push_back("-" + n);
+  }
+  const std::vector<std::string> run_names = run_option_names();
+  if (program != "repro" && std::find(run_names.begin(), run_names.end(), word) != run_names.end()) {
+    const bool takes_a_run = app.get_option_no_throw("run-options") != nullptr;
+    return word + " is not an option of " + program + " (" + program + " --help lists its own" +
+           (takes_a_run ? "; the run's own options come after --)" : ")");
+  }
+  const std::string meant = nearest_word(word, names);
+  return "unknown option " + word + (meant.empty() ? " (" + program + " --help lists the options)" : " (did you mean " + meant + "?)");
+}
+
 bool parse_app(CLI::App& app, int argc, const char* const* argv, const std::string& program, ParseResult& result) {
   if (!has_help_format(app)) use_help_format(app);
   result.words.assign(argv, argv + argc);
@@ -532,9 +592,13 @@ bool parse_app(CLI::App& app, int argc, const char* const* argv, const std::stri
     return true;
   } catch (const CLI::CallForHelp&) {
     result.message = app.help();
+  } catch (const CLI::CallForAllHelp&) {
+    result.message = app.help("", CLI::AppFormatMode::All);
   } catch (const CLI::ParseError& e) {
+    const bool extras = dynamic_cast<const CLI::ExtrasError*>(&e) != nullptr;
+    const std::string unexpected = unexpected_option(app, program, extras);
     result.exit_code = kExitUsage;
-    result.message = program + ": error: " + one_line(e.what());
+    result.message = program + ": error: " + (unexpected.empty() ? one_line(e.what()) : unexpected);
   }
   return false;
 }
@@ -543,8 +607,11 @@ ParseResult parse_command_line(int argc, const char* const* argv) {
   ParseResult result;
   CLI::App app{kRunDescription, "repro"};
   use_help_format(app, kRunUsage);
-  app.footer(run_footer());
+  const bool brief_help = asks_for_brief_help(argc, argv);
+  app.footer(run_footer(brief_help));
+  app.set_help_all_flag("--help-all", "every option (repro help options)");
   RunOptionParser parser(app);
+  if (brief_help) keep_first_run_options(app);
   if (!parser.parse(argc, argv, "repro", result)) return result;
   try {
     result.options = parser.finish(result.words);

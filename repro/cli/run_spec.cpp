@@ -260,15 +260,16 @@ std::string key_of(const OptionDef& d) { return std::string(d.name).substr(2); }
 
 // "... (default none; scenario 2: read)": the plain default and each scenario's own.
 std::string default_text(const OptionDef& d) {
-  std::string s = d.shown_default;
+  std::string scenarios;
   if (d.setting) {
     for (const ScenarioInfo& sc : scenario_table()) {
       for (const auto& [field, value] : sc.preconditions) {
-        if (field == d.setting) s += "; scenario " + std::to_string(sc.number) + ": " + value;
+        if (field == d.setting) scenarios += "; scenario " + std::to_string(sc.number) + ": " + value;
       }
     }
   }
-  return s;
+  if (scenarios.empty()) return d.shown_default;
+  return (d.shown_default.empty() ? "none" : d.shown_default) + scenarios;
 }
 
 // Strict conversions of an option's text, for set() and from_json().

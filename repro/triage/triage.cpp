@@ -285,7 +285,11 @@ void Triage::run_sweep() {
   const TriageStep& plan = *planned("sweep");
   if (!plan.cannot_run.empty()) return;
   std::vector<std::string> args = plan.argv;
-  const bool continuing = prior("sweep") == "interrupted";
+  // An interrupted sweep is continued where it left records; one stopped before its first record
+  // starts afresh (sweep --resume refuses a folder with no sweep in it).
+  std::error_code ec;
+  const bool continuing = prior("sweep") == "interrupted" && (std::filesystem::exists(path("sweep/sweep.json"), ec) ||
+                                                              std::filesystem::exists(path("sweep/sweep.jsonl"), ec));
   const std::string as = resumed_as("sweep");
   if (as == "run") {
     if (continuing) args.push_back("--resume");

@@ -319,7 +319,12 @@ std::string inline_header(const std::string& path, const std::string& text) {
 
 void check_reproducible(const RunOptions& o) {
   if (o.scenario == 0) {
-    throw InputError("--scenario 0 has no fix of its own to switch off and on; choose a scenario 1-4");
+    std::vector<int> with_fix;
+    for (const ScenarioInfo& sc : scenario_table()) {
+      if (sc.fix_number) with_fix.push_back(sc.number);
+    }
+    throw InputError("--scenario 0 has no fix of its own to switch off and on; choose a scenario with one: " +
+                     scenario_list_text(with_fix));
   }
   if (!o.inputs_dir.empty()) {
     throw InputError("--inputs: the reproducer regenerates the harness's random inputs and cannot carry captured "
