@@ -15,6 +15,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup_deps.sh --aarch64
 export PATH="$PATH:/usr/local/cuda/bin"
+source scripts/ccache_env.sh  # the host_only build through ccache where it is installed
 
 cmake -S host_only -B build-aarch64 -G Ninja --toolchain "$PWD/cmake/aarch64-linux-gnu.cmake" -DCMAKE_BUILD_TYPE=Release
 cmake --build build-aarch64 -j "$(nproc)"

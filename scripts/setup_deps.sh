@@ -2,11 +2,14 @@
 # setup_deps.sh: installs the distribution packages the build needs, if they are missing
 # (CLI11, nlohmann/json, doctest headers; CMake and Ninja; with --fuzz also clang and its
 # libFuzzer runtime for scripts/fuzz.sh; with --aarch64 the aarch64 cross compiler and the
-# user-mode emulator for scripts/cross_aarch64.sh; with --mutation ccache, which keeps
-# scripts/mutation_check.py's rebuilds short). The CUDA 13 toolkit itself is not installed
-# here: it must be on the machine (nvcc on PATH or in /usr/local/cuda/bin).
+# user-mode emulator for scripts/cross_aarch64.sh; with --ccache (CI: .ci/run) or --mutation
+# ccache, through which scripts/test.sh, the other build scripts (scripts/ccache_env.sh) and
+# scripts/mutation_check.py compile when it is installed, so that a repeated build takes the
+# objects of unchanged sources from the cache). ccache is optional: without it every build
+# compiles every file. The CUDA 13 toolkit itself is not installed here: it must be on the
+# machine (nvcc on PATH or in /usr/local/cuda/bin).
 #
-#   scripts/setup_deps.sh [--fuzz] [--aarch64] [--mutation]
+#   scripts/setup_deps.sh [--fuzz] [--aarch64] [--ccache] [--mutation]
 set -euo pipefail
 
 missing=()
@@ -20,9 +23,9 @@ for option in "$@"; do
       command -v aarch64-linux-gnu-g++ >/dev/null || missing+=(g++-aarch64-linux-gnu)
       command -v qemu-aarch64 >/dev/null || missing+=(qemu-user)
       ;;
-    --mutation) command -v ccache >/dev/null || missing+=(ccache) ;;
+    --ccache | --mutation) command -v ccache >/dev/null || missing+=(ccache) ;;
     *)
-      echo "setup_deps: unknown option $option (usage: scripts/setup_deps.sh [--fuzz] [--aarch64] [--mutation])" >&2
+      echo "setup_deps: unknown option $option (usage: scripts/setup_deps.sh [--fuzz] [--aarch64] [--ccache] [--mutation])" >&2
       exit 2
       ;;
   esac

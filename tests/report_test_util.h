@@ -3,6 +3,7 @@
 // test_gpu_report.cpp (GPU).
 #pragma once
 
+#include <sched.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -42,11 +43,15 @@ inline std::string find_nvcc() {
   return "";
 }
 
-// How many of `builds` independent nvcc builds to run at once: one per core (nvcc's processes run
-// one after another, each on one core), SDPA_NVCC_JOBS when set, never more than there are builds.
+// How many of `builds` independent nvcc builds to run at once: one per core this process may run
+// on (as nproc counts them; nvcc's processes run one after another, each on one core),
+// SDPA_NVCC_JOBS when set, never more than there are builds.
 inline int builds_at_once(size_t builds) {
   const char* jobs = std::getenv("SDPA_NVCC_JOBS");
-  long n = jobs && std::atol(jobs) > 0 ? std::atol(jobs) : ::sysconf(_SC_NPROCESSORS_ONLN);
+  long n = jobs ? std::atol(jobs) : 0;
+  cpu_set_t cores;
+  if (n <= 0 && ::sched_getaffinity(0, sizeof cores, &cores) == 0) n = CPU_COUNT(&cores);
+  if (n <= 0) n = ::sysconf(_SC_NPROCESSORS_ONLN);
   n = std::min<long>(std::max(1L, n), static_cast<long>(std::max<size_t>(1, builds)));
   return static_cast<int>(n);
 }
