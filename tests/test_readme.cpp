@@ -1,5 +1,6 @@
-// test_readme.cpp: every command README.md shows works as written, its exit-code table is the one
-// `repro --help` ends with, and it links every page under docs/.
+// test_readme.cpp: every command README.md and docs/BY_HAND.md (the README's triage by hand) show
+// works as written, the README's exit-code table is the one `repro --help` ends with, and it links
+// every page under docs/.
 //
 // Which lines are commands: the README shows commands only in fenced blocks tagged `sh`
 // (```sh ... ```). Each line of such a block is one command; a `#` after a space starts a
@@ -56,6 +57,8 @@ const std::map<std::string, Needs> kReproCommands = {
     {"./build/repro report --scenario 2 --out report-s2 --repeat 5", Needs::gpu},
     {"./build/repro report --ladder --scenario 2 --out report-ladder --repeat 2", Needs::gpu},
     {"./build/repro --scenario 6 --plan", Needs::nothing},
+    {"./build/repro --scenario 7 --plan", Needs::nothing},
+    {"./build/repro triage --dry-run --out triage-plan", Needs::nothing},
     {"./build/repro --scenario 6 --fixes 5:native --plan", Needs::nothing},
     {"./build/repro --version", Needs::nothing},
     {"./build/repro --help", Needs::nothing},
@@ -77,8 +80,11 @@ const std::map<std::string, std::string> kNotRun = {
 
 struct Command {
   std::string text;  // as written, comment removed, spaces collapsed
-  int line = 0;      // in README.md
+  std::string where;  // "README.md:12"
 };
+
+// The pages whose commands are run, in the order a user reads them, relative to the root.
+const char* const kPagesWithCommands[] = {"README.md", "docs/BY_HAND.md"};
 
 // The words of a command line, split at spaces.
 std::vector<std::string> words_of(const std::string& text) {
@@ -101,8 +107,8 @@ std::string join(const std::vector<std::string>& words) {
   return s;
 }
 
-// The commands of README.md by the rule above; a broken rule is a failed CHECK naming the line.
-std::vector<Command> readme_commands(const std::vector<std::string>& lines) {
+// The commands of a page by the rule above; a broken rule is a failed CHECK naming the line.
+std::vector<Command> page_commands(const std::string& page, const std::vector<std::string>& lines) {
   std::vector<Command> commands;
   std::optional<std::string> fence;  // the open fence's tag
   std::string pending;               // a command continued with `\`
@@ -114,18 +120,18 @@ std::vector<Command> readme_commands(const std::vector<std::string>& lines) {
     const bool is_fence = first != std::string::npos && line.compare(first, 3, "```") == 0;
     if (is_fence) {
       if (fence) {
-        CHECK_MESSAGE(pending.empty(), "README.md:", pending_line, ": a command ends in `\\` at the end of its block");
+        CHECK_MESSAGE(pending.empty(), page, ":", pending_line, ": a command ends in `\\` at the end of its block");
         fence.reset();
       } else {
         fence = line.substr(first + 3);
-        CHECK_MESSAGE((*fence == "sh" || *fence == "text"), "README.md:", number,
+        CHECK_MESSAGE((*fence == "sh" || *fence == "text"), page, ":", number,
                       ": a fence must be tagged sh (commands) or text (anything else), not '", *fence, "'");
       }
       continue;
     }
     if (!fence) {
       const bool indented_block = line.rfind("    ", 0) == 0 && i > 0 && lines[i - 1].find_first_not_of(' ') == std::string::npos;
-      CHECK_MESSAGE(!indented_block, "README.md:", number, ": an indented code block; show commands in a ```sh block");
+      CHECK_MESSAGE(!indented_block, page, ":", number, ": an indented code block; show commands in a ```sh block");
       continue;
     }
     if (*fence != "sh") continue;
@@ -139,11 +145,19 @@ std::vector<Command> readme_commands(const std::vector<std::string>& lines) {
     pending += " " + text;
     if (continues) continue;
     const std::vector<std::string> words = words_of(pending);
-    if (!words.empty()) commands.push_back({join(words), pending_line});
+    if (!words.empty()) commands.push_back({join(words), page + ":" + std::to_string(pending_line)});
     pending.clear();
   }
-  CHECK_MESSAGE(!fence, "README.md: a fence is not closed");
+  CHECK_MESSAGE(!fence, page, ": a fence is not closed");
   return commands;
+}
+
+std::vector<Command> documented_commands() {
+  std::vector<Command> all;
+  for (const char* page : kPagesWithCommands) {
+    for (Command& c : page_commands(page, lines_of(test_util::file_text(kRoot + "/" + page)))) all.push_back(std::move(c));
+  }
+  return all;
 }
 
 // CUDA_VISIBLE_DEVICES set empty for as long as it lives (the commands inherit it), then put back.
@@ -181,14 +195,14 @@ bool uses_the_shell(const std::string& text) { return text.find_first_of("$`|&;<
 }  // namespace
 
 TEST_SUITE("readme") {
-  TEST_CASE("every command the README shows works as written: exit 0, or 7 where it needs a GPU, never 2") {
-    const std::vector<Command> commands = readme_commands(lines_of(test_util::file_text(kRoot + "/README.md")));
+  TEST_CASE("every command the README and BY_HAND.md show works as written: exit 0, or 7 where it needs a GPU, never 2") {
+    const std::vector<Command> commands = documented_commands();
     REQUIRE(commands.size() >= kReproCommands.size());
     const NoVisibleGpu no_gpu;
     const std::string root = root_stand_in();
     std::set<std::string> seen_repro, seen_not_run;
     for (const Command& c : commands) {
-      INFO("README.md:", c.line, ": ", c.text);
+      INFO(c.where, ": ", c.text);
       std::vector<std::string> args = words_of(c.text);
       if (args.front() != kReproAsWritten) {
         const auto skip = kNotRun.find(args.front());

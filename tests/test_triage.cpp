@@ -92,6 +92,9 @@ TEST_CASE("repro triage runs every step to the known answer and archives what SU
   CHECK(summary.find("`minimize/report/REPORT.md`: [injected hang:softmax@S>=2048@alloc=managed: a test of the report]") !=
         std::string::npos);
   CHECK(summary.find("nvidia-bug-report.sh: not taken (--no-bug-report)") != std::string::npos);
+  // Something hung: attach it, no "what to try next".
+  CHECK(summary.find("Attach `triage.tar.gz` to the NVIDIA bug.") != std::string::npos);
+  CHECK(summary.find("Nothing was reproduced") == std::string::npos);
   // The archive holds every file the summary lists.
   const auto files = listed_files(summary);
   CHECK(files.size() >= 5);
@@ -129,6 +132,15 @@ TEST_CASE("repro triage: a ladder for each scenario that did not hang, and nothi
   CHECK(summary.find("scenario 2's context ladder (`ladder-2/REPORT.md`)") != std::string::npos);
   CHECK(summary.find("(finding: not_reproduced)") != std::string::npos);
   CHECK(test_util::file_text(dir + "/fake.log").find("--backward") != std::string::npos);  // up to its last rung
+  // Nothing reproduced: said, with what to try next, and nothing to attach.
+  CHECK(summary.find("## Nothing was reproduced: what to try next") != std::string::npos);
+  CHECK(summary.find("Scenario 2's context ladder climbed every rung without a hang.") != std::string::npos);
+  CHECK(summary.find("## What fixes it\n\nNothing hung, stalled or failed, so there is nothing to fix.") != std::string::npos);
+  CHECK(summary.find("`repro --scenario 6 --plan`") != std::string::npos);
+  CHECK(summary.find("`repro --scenario 7 --plan`") != std::string::npos);
+  CHECK(summary.find("scripts/sdpa_capture.py") != std::string::npos);
+  CHECK(summary.find("there is nothing to attach to a bug yet") != std::string::npos);
+  CHECK(summary.find("Attach ") == std::string::npos);
   test_util::remove_tree(dir);
 }
 

@@ -17,6 +17,7 @@
 
 #include "math_sdpa/atomic_file.h"
 #include "math_sdpa/errors.h"
+#include "repro/cli/context_ladder.h"
 #include "repro/common/output_paths.h"
 #include "repro/common/text.h"
 #include "repro/info/environment.h"
@@ -188,6 +189,7 @@ class Triage {
   }
   void run_sweep();
   void run_ladders();
+  void write_what_to_try_next(std::ostream& s) const;
   void run_minimize();
   void run_bug_report();
   void write_summary();
@@ -333,7 +335,12 @@ void Triage::run_ladders() {
       continue;
     }
     const json result = json_file(path(s.name + "/result.json"));
-    if (result.is_object() && result.contains("report")) ladders.emplace_back(scenario, result.at("report"));
+    if (result.is_object() && result.contains("report")) {
+      json report = result.at("report");
+      // The rungs it climbed, each with what it found: what to try next names those it did not reach.
+      report["climbed"] = result.contains("ladder") && result["ladder"].is_array() ? result["ladder"] : json::array();
+      ladders.emplace_back(scenario, report);
+    }
   }
 }
 
@@ -435,6 +442,15 @@ int Triage::run() {
 
 void Triage::write_summary() {
   std::ostringstream s;
+  // Something to hand NVIDIA: a run that hung, stalled or failed, or a machine that stopped.
+  bool ladder_found = false;
+  for (const auto& l : ladders) {
+    const std::string finding = l.second.value("finding", "");
+    ladder_found = ladder_found || finding == "hang" || finding == "stalled" || finding == "failure";
+  }
+  const bool reproduced = !hung_cells.empty() || !failed_cells.empty() || !stopped_in.empty() || ladder_found ||
+                          !minimized_from.empty();
+
   const std::string name = fs::path(t_.out_dir).filename().string();
   s << "# repro triage\n\n"
     << "GPU: " << device << ". Budget " << seconds_text(t_.budget_s) << ", used " << seconds_text(spent()) << ".";
@@ -516,11 +532,18 @@ void Triage::write_summary() {
     }
     s << "- cell " << cell.value("index", 0) << " with its scenario's fix: " << with_fix << "\n";
   }
-  if (hung_cells.empty() && ladders.empty() && stopped_in.empty()) s << "Nothing hung.\n";
+  if (!reproduced) s << "Nothing hung, stalled or failed, so there is nothing to fix.\n";
   if (hung_cells.empty() && !minimal_report.is_object() && !stopped_in.empty()) {
     s << "Not known: what was running when the machine stopped was not run again, with its fix or without.\n";
   }
-  s << "\n## Files\n\nAttach `" << name << ".tar.gz` to the NVIDIA bug. ";
+  if (!reproduced && !no_gpu) write_what_to_try_next(s);
+  s << "\n## Files\n\n";
+  if (reproduced) {
+    s << "Attach `" << name << ".tar.gz` to the NVIDIA bug. ";
+  } else {
+    s << "Nothing was reproduced, so there is nothing to attach to a bug yet: `" << name
+      << ".tar.gz` records what was tried. ";
+  }
   if (minimal_report.is_object()) {
     s << "Its `minimize/report/` folder is the bug report itself: REPORT.md (paste it as the description) and the "
          "single-file reproducer.";
@@ -547,6 +570,46 @@ void Triage::write_summary() {
     for (const std::string& n : notes) s << "- " << n << "\n";
   }
   write_file_atomic(path("SUMMARY.md"), s.str());
+}
+
+// When nothing hung, stalled or failed: the conditions this triage did not try, each one command.
+void Triage::write_what_to_try_next(std::ostream& s) const {
+  s << "\n## Nothing was reproduced: what to try next\n\n"
+    << "No run of this triage hung, stalled or failed. The hang needs a condition it did not reach:\n\n";
+  for (const auto& [scenario, report] : ladders) {
+    std::set<std::string> climbed;
+    std::string refused;
+    for (const json& rung : report.value("climbed", json::array())) {
+      climbed.insert(rung.value("rung", ""));
+      if (rung.value("finding", "") == "refused") refused = rung.value("rung", "");
+    }
+    std::string missing;
+    for (const std::string& rung : context_rung_names()) {
+      if (!climbed.count(rung)) missing += (missing.empty() ? "" : ", ") + rung;
+    }
+    if (!refused.empty()) {
+      s << "- Scenario " << scenario << "'s context ladder stopped at rung " << refused
+        << ": the memory guard refused it on this machine (`ladder-" << scenario << "/REPORT.md`).";
+    } else if (!missing.empty()) {
+      s << "- Scenario " << scenario << "'s context ladder did not reach every rung (its share of the budget ended).";
+    } else {
+      s << "- Scenario " << scenario << "'s context ladder climbed every rung without a hang.";
+    }
+    if (!missing.empty()) {
+      s << " Not reached: " << missing << "; climb them with a longer budget: `repro report --ladder --scenario "
+        << scenario << " --out ladder-" << scenario << "`.";
+    }
+    s << "\n";
+  }
+  s << "- The memory scenarios, which no sweep runs (they fill the machine's memory on purpose): see what each would "
+       "take first, `repro --scenario 6 --plan` (the first forward pass keeping what autograd keeps) and `repro "
+       "--scenario 7 --plan` (the model's weights loaded from memory-mapped files), then run the one that fits as its "
+       "plan says (docs/CONTEXT.md).\n";
+  if (!t_.capture.workload_file) {
+    s << "- The real call and its process: capture the training run that hangs (`python3 scripts/sdpa_capture.py --out "
+         "capture -- train.py ...`, docs/CAPTURE.md), then `repro triage --out DIR --workload-file "
+         "capture/workload.json`: the sweep runs the captured call and the ladder climbs with its process's conditions.\n";
+  }
 }
 
 void Triage::write_archive() {
