@@ -298,6 +298,31 @@ std::string gigabytes(int64_t bytes) {
   return buf;
 }
 
+void fit_layers(MemoryPlan& plan, PathSettings& settings, const SdpaProblem& p, const ContextMemory& context,
+                const MemoryFacts& facts) {
+  const std::string refusal = plan_refusal(plan, plan_pools(plan, facts));
+  if (refusal.empty() || settings.layers <= 1) return;
+  const auto fits = [&](int layers) {
+    PathSettings s = settings;
+    s.layers = layers;
+    const MemoryPlan candidate = plan_memory(p, s, context);
+    return plan_refusal(candidate, plan_pools(candidate, facts)).empty();
+  };
+  // Each layer adds what it keeps: the plan grows with the layers, so the largest that fits is
+  // found by halving between one that fits and one that does not.
+  if (!fits(1)) return;
+  int fit = 1, too_many = settings.layers;
+  while (too_many - fit > 1) {
+    const int mid = fit + (too_many - fit) / 2;
+    (fits(mid) ? fit : too_many) = mid;
+  }
+  const int asked = settings.layers;
+  settings.layers = fit;
+  plan = plan_memory(p, settings, context);
+  plan.layers_asked = asked;
+  plan.fitted_because = refusal;
+}
+
 std::string plan_refusal(const MemoryPlan& plan, const std::vector<PoolUse>& pools) {
   for (const PoolUse& u : pools) {
     if (u.fits()) continue;
@@ -323,11 +348,18 @@ std::string plan_refusal(const MemoryPlan& plan, const std::vector<PoolUse>& poo
   return "";
 }
 
+std::string layers_fit_text(const MemoryPlan& plan) {
+  if (!plan.layers_asked) return "";
+  return "--layers-fit: " + std::to_string(plan.layers) + " of the " + std::to_string(plan.layers_asked) +
+         " layers asked for, the most that fit beside the rest (all of them: " + plan.fitted_because + ")";
+}
+
 std::string plan_text(const MemoryPlan& plan, const std::vector<PoolUse>& pools) {
   std::ostringstream s;
   char line[256];
   s << "# memory plan: " << plan.layers << " layer" << (plan.layers == 1 ? "" : "s") << ", " << alloc_kind_name(plan.kind)
     << " memory, allocated " << (plan.timing == AllocTiming::per_call ? "inside each call (per-call)" : "up front") << "\n";
+  if (plan.layers_asked) s << "# " << layers_fit_text(plan) << "\n";
   std::snprintf(line, sizeof line, "#   %-18s %14s %6s %-8s %-7s %-20s %s\n", "tensor", "bytes", "chunks", "lifetime",
                 "owner", "allocated by", "what");
   s << line;

@@ -131,6 +131,10 @@ struct MemoryPlan {
   int64_t weights_bytes = 0;
   int64_t weights_cache_bytes = 0;
   bool against_free = false;  // fix 6's guard: the page cache never counts as available
+  // --layers-fit: the layers asked for when fewer were planned because they did not fit (0: as
+  // asked), and the refusal the plan of all of them met.
+  int layers_asked = 0;
+  std::string fitted_because;
   int64_t total_bytes() const {
     return path_bytes + context.ballast_bytes + context.host_load_host_bytes + context.host_load_gpu_bytes + weights_bytes +
            weights_cache_bytes;
@@ -181,6 +185,16 @@ std::vector<PoolUse> plan_pools(const MemoryPlan& plan, const MemoryFacts& facts
 
 // The one line of a plan that does not fit (RefusedError, exit 8), with its figures; "" if it fits.
 std::string plan_refusal(const MemoryPlan& plan, const std::vector<PoolUse>& pools);
+
+// --layers-fit: when `plan` does not fit, the largest number of its layers (at least 1) whose plan
+// does, beside the same ballast, host load and weights: `settings.layers` and `plan` become that
+// one, which records how many were asked for and why they were not planned. A plan that fits, or
+// one whose single layer does not, is left as it is (the guard then refuses it as usual).
+void fit_layers(MemoryPlan& plan, PathSettings& settings, const SdpaProblem& p, const ContextMemory& context,
+                const MemoryFacts& facts);
+
+// "--layers-fit: 23 of the 60 layers asked for, ..." for a fitted plan; "" for one as asked.
+std::string layers_fit_text(const MemoryPlan& plan);
 
 // The plan as text: one line per tensor of a layer, then the totals and each pool (--plan).
 std::string plan_text(const MemoryPlan& plan, const std::vector<PoolUse>& pools);

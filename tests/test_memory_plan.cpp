@@ -466,4 +466,44 @@ TEST_SUITE("memory_plan") {
     o.position = {1, 1, 1};
     CHECK(hang_report_text(o, "scenario 0", 1.0, "").find("layer") == std::string::npos);
   }
+
+  TEST_CASE("--layers-fit: the most layers that fit beside the rest, how many were asked for and why; as asked where all fit") {
+    MemoryFacts h100;  // 84.47 GB of GPU memory free
+    h100.gpu_free = 84'470'000'000LL;
+    h100.host_available = 120'000'000'000LL;
+    RunOptions o = qwen({"--layers", "60", "--alloc", "device"});
+    const ContextMemory ballast{20'000'000'000LL, AllocKind::device};
+    PathSettings settings = o.settings;
+    MemoryPlan plan = plan_memory(o.problem, settings, ballast);
+    REQUIRE_FALSE(plan_refusal(plan, plan_pools(plan, h100)).empty());
+    fit_layers(plan, settings, o.problem, ballast, h100);
+    // Each layer holds 2.32 GB, and the last call adds its transient peak: 56.02 GB beside the
+    // 20 GB ballast (of the guard's 76.02) holds 22 layers, not 23.
+    CHECK(settings.layers == plan.layers);
+    CHECK(plan.layers == 22);
+    CHECK(plan.layers_asked == 60);
+    CHECK(plan.fitted_because.find("the memory plan needs") != std::string::npos);
+    CHECK(plan_refusal(plan, plan_pools(plan, h100)).empty());
+    PathSettings one_more = settings;
+    one_more.layers = plan.layers + 1;
+    const MemoryPlan over = plan_memory(o.problem, one_more, ballast);
+    CHECK_FALSE(plan_refusal(over, plan_pools(over, h100)).empty());
+    CHECK(plan.context.ballast_bytes == ballast.ballast_bytes);  // the rest stays as it was
+    CHECK(layers_fit_text(plan).find(std::to_string(plan.layers) + " of the 60 layers asked for") != std::string::npos);
+    // A plan that fits is left as asked; so is one whose single layer does not fit (the guard refuses it).
+    PathSettings three = o.settings;
+    three.layers = 3;
+    MemoryPlan fits = plan_memory(o.problem, three, ballast);
+    fit_layers(fits, three, o.problem, ballast, h100);
+    CHECK(three.layers == 3);
+    CHECK(fits.layers_asked == 0);
+    CHECK(layers_fit_text(fits).empty());
+    MemoryFacts tiny = h100;
+    tiny.gpu_free = 1'000'000'000LL;
+    PathSettings sixty = o.settings;
+    MemoryPlan none = plan_memory(o.problem, sixty, ballast);
+    fit_layers(none, sixty, o.problem, ballast, tiny);
+    CHECK(sixty.layers == 60);
+    CHECK(none.layers_asked == 0);
+  }
 }

@@ -169,7 +169,8 @@ TEST_SUITE("report") {
       CHECK(ladder[i]["rung"] == names[i]);
       CHECK(ladder[i]["finding"] == (i < 3 ? "not_reproduced" : "hang"));
     }
-    CHECK(ladder[2]["options"] == nlohmann::json({"--alloc-timing", "per-call", "--layers", "3", "--retain", "autograd"}));
+    // From the layers rung on, as many of the layers as fit (a refusal never ends the climb).
+    CHECK(ladder[2]["options"] == nlohmann::json({"--alloc-timing", "per-call", "--layers", "3", "--layers-fit", "--retain", "autograd"}));
     CHECK(j["report"]["finding"] == "hang");
     const std::string title = j["report"]["title"];
     CHECK(title.find("at rung ballast of the context ladder (rungs below it pass: isolated, per-call, layers)") != std::string::npos);
@@ -182,14 +183,14 @@ TEST_SUITE("report") {
     CHECK(starts[0].find("--alloc-timing") == std::string::npos);
     CHECK(starts[2].find("--alloc-timing per-call") != std::string::npos);
     CHECK(starts[2].find("--layers") == std::string::npos);
-    CHECK(starts[4].find("--layers 3 --retain autograd") != std::string::npos);
+    CHECK(starts[4].find("--layers 3 --layers-fit --retain autograd") != std::string::npos);
     CHECK(starts[6].find("--ballast 0.5 --ballast-alloc device --ballast-touch gpu") != std::string::npos);
     CHECK(starts[6].find("--fix on") != std::string::npos);
     CHECK(starts[7].find("--fix off") != std::string::npos);
     for (const std::string& s : starts) CHECK(s.find("--host-load") == std::string::npos);
     const std::string md = file_text(out + "/REPORT.md");
     CHECK(md.find("## Context ladder") != std::string::npos);
-    CHECK(md.find("| ballast | `--alloc-timing per-call --layers 3 --retain autograd --ballast 0.5") != std::string::npos);
+    CHECK(md.find("| ballast | `--alloc-timing per-call --layers 3 --layers-fit --retain autograd --ballast 0.5") != std::string::npos);
     // The reproducer is of one call, and says what it leaves out.
     CHECK(j["reproducer_leaves_out"].get<std::string>().find("3 layers") != std::string::npos);
 

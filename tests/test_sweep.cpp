@@ -383,7 +383,7 @@ TEST_SUITE("sweep") {
     CHECK(cells[0].key().find("context") == std::string::npos);  // the isolated call keeps its old key
     CHECK(cells[1].key().find(" context=layers ") != std::string::npos);
     CHECK(args_of(cells[0]).find("--alloc-timing") == std::string::npos);
-    CHECK(args_of(cells[1]).find(" --alloc-timing per-call --layers 60 --retain autograd --iters 5") != std::string::npos);
+    CHECK(args_of(cells[1]).find(" --alloc-timing per-call --layers 60 --layers-fit --retain autograd --iters 5") != std::string::npos);
     // The steps rung counts the cell's --iters as steps; every rung below it comes with it.
     CHECK(args_of(cells[2]).find(" --host-load 4 --iters") == std::string::npos);
     CHECK(args_of(cells[2]).find(" --steps 5 --backward") == std::string::npos);

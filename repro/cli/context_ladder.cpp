@@ -12,6 +12,11 @@ std::vector<ContextRung> context_ladder(const ContextLadderValues& v) {
   rung("per-call");
   adds.layers = v.layers;
   adds.retain = "autograd";
+  // On the machine the ladder is for, the model's layers with what autograd keeps may not fit
+  // (60 of Qwen-Image's: 137 GB, past a DGX Spark's 121 GiB): this rung and those above run as many
+  // as fit beside the rest, and say how many, so that a refusal never ends the climb. Running out
+  // on purpose is scenario 6's.
+  adds.layers_fit = true;
   rung("layers");
   adds.ballast = v.ballast;
   adds.ballast_alloc = v.ballast_alloc;

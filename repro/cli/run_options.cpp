@@ -415,6 +415,7 @@ RunOptions finish_options(const RunSpec& g, RunCommand command, const std::vecto
   }
   if (g.advise) c.advice = parse_advice_list(*g.advise);
   o.allow_oversubscription = g.allow_oversubscription;
+  o.layers_fit = g.layers_fit;
   o.uvm_counters = g.uvm_counters;
   o.plan_only = g.plan;
   o.iters = static_cast<int>(g.iters.value_or(command == RunCommand::report ? kReportIters : 1));

@@ -46,6 +46,7 @@ struct RunOptions {
   FixSet fixes;               // every fix applied (--fix on and --fixes); change with set_fixes
   PathSettings settings;      // what the path runs with: the conditions corrected by the fixes
   bool allow_oversubscription = false;
+  bool layers_fit = false;    // --layers-fit: fewer layers where all of them would be refused
   ContextSettings context;    // the ballast and the host load (math_sdpa/context.h)
   int64_t chunk_size = 0;     // --chunk-size: fix 5's chunk budget (0: its default)
   bool plan_only = false;     // --plan: print the memory plan and exit, allocating nothing

@@ -154,6 +154,9 @@ const std::vector<OptionDef>& option_table() {
         {"--layers", "", &RunSpec::layers, C, "N|model",
          "attention layers a step runs in sequence, each with its own Q, K, V, output; model: the workload's block count",
          "1", kAll, "layers"},
+        {"--layers-fit", "", &RunSpec::layers_fit, C, "",
+         "as many of --layers' layers as the memory plan allows beside the rest (at least 1), where all of them "
+         "would be refused; the run says how many and why"},
         {"--retain", "", &RunSpec::retain, C, "WHAT",
          "what each layer keeps until the step ends: " + listed(path_setting_choices("--retain")), "none", kAll, "retain"},
         // A bench counts its passes itself (-n).

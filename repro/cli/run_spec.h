@@ -57,6 +57,7 @@ struct RunSpec {
   std::optional<std::string> stream, gemm_stream, gemm_order, k_layout, gemm_api, scores_to_host, scores_host_phase;
   // Training context.
   std::optional<std::string> alloc_timing, layers, retain;
+  bool layers_fit = false;
   std::optional<int64_t> steps;
   std::optional<std::string> chunk_size;
   bool backward = false;

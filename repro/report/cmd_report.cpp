@@ -348,8 +348,9 @@ int write_report(const ReportRequest& r, ReportPlan plan) {
       in.ladder.push_back(rung);
       std::cout << "repro report: rung " << rung.name << ": " << rung.finding << " (" << rung.outcomes << ")\n";
       // The climb stops at the first rung that hangs, stalls or fails: the report is about it. A
-      // rung the memory guard refuses stops it too (every rung above keeps its layers), and so does
-      // a machine without a GPU.
+      // rung the memory guard refuses stops it too (its runs fit their layers to the memory first,
+      // so not even one layer fitted: every rung above keeps at least that), and so does a
+      // machine without a GPU.
       if (finding_ends_climb(rung.finding) || rung.finding == "no_gpu") break;
     }
     if (r.ladder) plan.reproducer = reproducer_of(in);

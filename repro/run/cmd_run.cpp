@@ -36,7 +36,10 @@ int print_plan(const RunOptions& o) {
   } catch (const std::exception& e) {
     unknown = one_line(e.what());
   }
-  const MemoryPlan plan = plan_memory(o.problem, o.settings, context_memory(o.context, facts));
+  const ContextMemory context = context_memory(o.context, facts);
+  PathSettings settings = o.settings;
+  MemoryPlan plan = plan_memory(o.problem, settings, context);
+  if (o.layers_fit) fit_layers(plan, settings, o.problem, context, facts);
   const std::vector<PoolUse> pools = plan_pools(plan, facts);
   std::cout << "# " << configuration_line(o) << "\n" << plan_text(plan, pools);
   if (!unknown.empty()) std::cout << "# no GPU to ask how much memory there is: " << unknown << "\n";

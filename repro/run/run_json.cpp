@@ -157,6 +157,8 @@ nlohmann::json plan_to_json(const MemoryPlan& plan, const std::vector<PoolUse>& 
                          {"fits", u.fits()}});
   }
   return {{"layers", plan.layers},
+          {"layers_asked", plan.layers_asked ? json(plan.layers_asked) : json(nullptr)},
+          {"layers_fitted_because", plan.layers_asked ? json(plan.fitted_because) : json(nullptr)},
           {"alloc", alloc_kind_name(plan.kind)},
           {"alloc_timing", alloc_timing_name(plan.timing)},
           {"tensors", tensors},

@@ -92,6 +92,7 @@ std::string result_to_text(const RunResult& r) {
       if (u.available >= 0 && u.fits_only_by_reclaim()) s << " (only if the page cache is reclaimed)";
     }
     s << "\n";
+    if (plan.layers_asked) s << "# " << layers_fit_text(plan) << "\n";
   }
   if (r.weights_load) {
     const WeightsLoad& w = *r.weights_load;

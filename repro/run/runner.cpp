@@ -168,7 +168,12 @@ void run_on_gpu(RunResult& r, int progress_fd) {
   std::unique_ptr<UvmCounters> uvm = o.uvm_counters ? UvmCounters::start() : nullptr;
   const MemoryFacts facts = query_memory_facts();
   r.memory_facts = facts;
-  r.plan = plan_memory(p, r.settings, context_memory(o.context, facts));
+  const ContextMemory context = context_memory(o.context, facts);
+  r.plan = plan_memory(p, r.settings, context);
+  if (o.layers_fit) {
+    fit_layers(*r.plan, r.settings, p, context, facts);
+    o.settings.layers = r.settings.layers;
+  }
   r.pools = plan_pools(*r.plan, facts);
   if (!o.allow_oversubscription) {
     const std::string refusal = plan_refusal(*r.plan, r.pools);
