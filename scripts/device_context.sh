@@ -18,6 +18,10 @@
 #   runs       JSON results of format 3: the default call, every condition at once, a hang in a layer
 #   ladder     repro report --ladder --scenario 2 at its default shape, and with a hang injected under
 #              the ballast (at -L 128)
+#   fit        --layers-fit: qwen-image-1024's 60 layers with autograd's retention, planned and run
+#              as many as fit, alone and beside a ballast of half the memory (the ladder's layers
+#              and ballast rungs at the workload's size)
+#   ctest      every GPU test through CTest (ctest -L gpu -j 4), each test's time
 set -uo pipefail
 source "$(dirname "$0")/device_lib.sh"
 device_setup
@@ -104,6 +108,27 @@ if want tests; then
     say "test $suite: exit $rc, $((SECONDS - t0)) s, $(grep -E '^\[doctest\] test cases' "$out/test_$suite.log" | head -1)"
     ((rc)) && grep -E "ERROR|FATAL" -A3 "$out/test_$suite.log" | head -30
   done
+fi
+
+if want fit; then
+  fit=(--workload qwen-image-1024 --layers 60 --layers-fit --retain autograd --alloc-timing per-call --alloc device)
+  $repro "${fit[@]}" --plan >"$out/fit_plan.txt" 2>&1
+  say "fit plan: exit $? $(grep -o -- '--layers-fit: [0-9]* of the [0-9]* layers asked for' "$out/fit_plan.txt")"
+  for rung in layers ballast; do
+    extra=()
+    [[ $rung == ballast ]] && extra=(--ballast 0.5 --ballast-alloc device --ballast-touch gpu)
+    $repro "${fit[@]}" "${extra[@]}" --memory-trace --iters 2 --json "$out/fit_$rung.json" >"$out/fit_$rung.txt" 2>&1
+    say "fit $rung: exit $? $(python3 -c "
+import json; r=json.load(open('$out/fit_$rung.json')); p=r['memory_plan']; m=r['memory_measured']
+print('ran %s of %s layers, ballast %.2f GB, plan %.2f GB, GPU used peak %.2f GB, outcome %s' % (p['layers'], p['layers_asked'], p['ballast_bytes']/1e9, p['total_bytes']/1e9, m['gpu_used_peak_bytes']/1e9, r['outcome']))" 2>&1 | tail -1)"
+  done
+fi
+
+if want ctest; then
+  t0=$SECONDS
+  timeout "${CTEST_LIMIT_S:-900}" ctest --test-dir build-ci -L gpu -j 4 --output-on-failure >"$out/ctest_gpu.log" 2>&1
+  say "ctest -L gpu: exit $?, $((SECONDS - t0)) s; $(grep -E 'tests passed' "$out/ctest_gpu.log")"
+  grep -E '^ *[0-9]+/[0-9]+ Test' "$out/ctest_gpu.log" | sed 's/^ */  /' | tee -a "$summary"
 fi
 
 say "total: $((SECONDS - start)) s"
