@@ -584,6 +584,20 @@ std::string unexpected_option(const CLI::App& app, const std::string& program, b
   return "unknown option " + word + (meant.empty() ? " (" + program + " --help lists the options)" : " (did you mean " + meant + "?)");
 }
 
+// CLI11's "Could not convert: --batch = x" as "--batch: 'x' is not a valid value (--batch INT)";
+// "" for any other message.
+std::string conversion_error(const CLI::App& app, const std::string& what) {
+  const std::string head = "Could not convert: ";
+  const size_t equals = what.find(" = ");
+  if (what.rfind(head, 0) != 0 || equals == std::string::npos) return "";
+  const std::string name = what.substr(head.size(), equals - head.size()), value = what.substr(equals + 3);
+  const CLI::Option* opt = app.get_option_no_throw(name);
+  const std::string label = opt ? (opt->get_option_text().empty() ? opt->get_type_name() : opt->get_option_text()) : "";
+  const std::string form = label.empty() ? "" : " (" + name + " " + label + ")";
+  if (value.rfind("--", 0) == 0) return name + " needs a value before " + one_line(value.substr(0, 40)) + form;
+  return name + ": '" + one_line(value.substr(0, 40)) + "' is not a valid value" + form;
+}
+
 bool parse_app(CLI::App& app, int argc, const char* const* argv, const std::string& program, ParseResult& result) {
   if (!has_help_format(app)) use_help_format(app);
   result.words.assign(argv, argv + argc);
@@ -597,9 +611,10 @@ bool parse_app(CLI::App& app, int argc, const char* const* argv, const std::stri
     result.message = app.help("", CLI::AppFormatMode::All);
   } catch (const CLI::ParseError& e) {
     const bool extras = dynamic_cast<const CLI::ExtrasError*>(&e) != nullptr;
-    const std::string unexpected = unexpected_option(app, program, extras);
+    std::string message = unexpected_option(app, program, extras);
+    if (message.empty()) message = conversion_error(app, e.what());
     result.exit_code = kExitUsage;
-    result.message = program + ": error: " + (unexpected.empty() ? one_line(e.what()) : unexpected);
+    result.message = program + ": error: " + (message.empty() ? one_line(e.what()) : message);
   }
   return false;
 }
@@ -632,7 +647,11 @@ RunSpec parse_run_spec(const std::vector<std::string>& args, RunCommand command,
   std::vector<const char*> argv{"repro"};
   for (const std::string& a : args) argv.push_back(a.c_str());
   ParseResult result;
-  if (!parser.parse(static_cast<int>(argv.size()), argv.data(), "repro", result)) throw InputError(result.message);
+  if (!parser.parse(static_cast<int>(argv.size()), argv.data(), "repro", result)) {
+    // The caller names itself ("repro sweep: error: ..."): the message without this parser's prefix.
+    const std::string prefix = "repro: error: ";
+    throw InputError(result.message.rfind(prefix, 0) == 0 ? result.message.substr(prefix.size()) : result.message);
+  }
   return parser.spec();
 }
 
