@@ -38,6 +38,7 @@ HangCandidate candidate(const ScenarioInfo& sc, Stage hung, const SdpaProblem& p
   HangCandidate c;
   c.scenario = sc.number;
   c.title = sc.title;
+  c.signature = signature_fits(sc, hung);
   c.evidence.push_back(signature_evidence(sc, hung));
   if (sc.weigh) sc.weigh(hung, p, ps, c);
   // A hypothesis about migrating pages; one about the amount of memory holds whatever kind it is.
@@ -121,12 +122,8 @@ HangClassification classify_hang(Stage hung, const SdpaProblem& p, const PathSet
   add_snapshot_evidence(h, evidence);
   // The candidate with the most conditions for and the fewest against first; on a tie the one
   // judged likelier from the start, which is the lower number (docs/SCENARIOS.md).
-  std::stable_sort(h.candidates.begin(), h.candidates.end(), [](const HangCandidate& a, const HangCandidate& b) {
-    const auto weight = [](const HangCandidate& c) {
-      return static_cast<int>(c.evidence.size()) - static_cast<int>(c.against.size());
-    };
-    return weight(a) > weight(b);
-  });
+  std::stable_sort(h.candidates.begin(), h.candidates.end(),
+                   [](const HangCandidate& a, const HangCandidate& b) { return a.weight() > b.weight(); });
   return h;
 }
 
@@ -134,6 +131,15 @@ std::string HangClassification::summary() const {
   if (candidates.empty()) {
     return "unclassified (hung in stage " + stage + ")" + (no_scenario_reason.empty() ? "" : ": " + no_scenario_reason) +
            (evidence_used.empty() ? std::string() : "; snapshot: " + join(evidence_used, "; "));
+  }
+  if (none_fits()) {
+    std::string s = "none fits (hung in stage " + stage + "): no scenario has more evidence for it than against it";
+    for (const HangCandidate& c : candidates) {
+      s += "; scenario " + std::to_string(c.scenario) + " (" + c.title + "): for: " + join(c.evidence, ", ") +
+           (c.against.empty() ? "" : "; against: " + join(c.against, ", "));
+    }
+    if (!evidence_used.empty()) s += "; snapshot evidence used: " + join(evidence_used, "; ");
+    return s;
   }
   const HangCandidate& first = candidates.front();
   std::string s = "scenario " + std::to_string(first.scenario) + " (" + first.title + "): " + join(first.evidence, "; ");

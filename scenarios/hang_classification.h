@@ -10,6 +10,7 @@
 // Host-only: the supervising parent classifies from the command line's settings alone.
 #pragma once
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -22,8 +23,14 @@ namespace sdpa {
 struct HangCandidate {
   int scenario = 0;
   std::string title;
+  bool signature = false;             // the hung stage is in its signature (not only "anywhere")
   std::vector<std::string> evidence;  // what points to it: its signature, the conditions present
   std::vector<std::string> against;   // what speaks against it: conditions absent
+  // For minus against. The first line of `evidence` ("hung in X (...)") counts only where X is in
+  // the signature: a scenario that can hang in any stage is not made likelier by the stage alone.
+  int weight() const {
+    return static_cast<int>(evidence.size()) - (signature ? 0 : 1) - static_cast<int>(against.size());
+  }
 };
 
 // What a hang snapshot saw of the live hang (repro/supervise/hang_snapshot.h), as far as the
@@ -40,9 +47,16 @@ struct HangClassification {
   std::vector<std::string> evidence_used;  // what of the snapshot weighed in (HangEvidence), one line each
   std::string no_scenario_reason;          // for a stage no scenario's signature fits: "none, because ..."
 
-  int scenario() const { return candidates.empty() ? 0 : candidates.front().scenario; }
+  // No candidate has more evidence for it than against it: the classification names none, and
+  // lists what each had (a hang the hypotheses do not explain is worth saying so).
+  bool none_fits() const {
+    return !candidates.empty() &&
+           std::all_of(candidates.begin(), candidates.end(), [](const HangCandidate& c) { return c.weight() <= 0; });
+  }
+  int scenario() const { return candidates.empty() || none_fits() ? 0 : candidates.front().scenario; }
   // One line: the likeliest candidate with its evidence, then the others by number;
-  // "unclassified (hung in stage X): none, because ..." when no signature fits.
+  // "unclassified (hung in stage X): none, because ..." when no signature fits; "none fits (hung
+  // in stage X): ..." with each candidate's for and against when none has more for than against.
   std::string summary() const;
 };
 

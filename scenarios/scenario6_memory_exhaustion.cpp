@@ -27,6 +27,12 @@ void weigh(Stage hung, const SdpaProblem&, const PathSettings& ps, HangCandidate
     c.against.push_back("it hung before the first call, before any layer allocated or kept anything");
     return;
   }
+  // The backward pass frees what the forward pass kept, layer by layer: past its first
+  // allocations memory falls. Only an allocation of its own, inside the call, can still run out.
+  if (stage_when(hung) == StageWhen::backward && !(is_memory_stage(hung) && ps.alloc_timing == AllocTiming::per_call)) {
+    c.against.push_back("it hung in the backward pass, which frees what the forward pass kept as it goes, and not in "
+                        "an allocation of its own");
+  }
   if (ps.alloc_timing == AllocTiming::per_call) {
     c.evidence.push_back("each call allocated its intermediates inside the call (per-call)");
   } else {

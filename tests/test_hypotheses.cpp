@@ -261,6 +261,39 @@ TEST_SUITE("hypotheses") {
     CHECK(mentions(pv.candidates[0].evidence, "fix 1 brackets"));
   }
 
+  TEST_CASE("classification says none fits when no candidate has more for it than against; a backward hang weighs the backward's facts") {
+    // A hang in softmax_backward at the default shape, every tensor allocated up front: scenario 6
+    // is a candidate (the layers keep what autograd keeps), but the stage alone is no evidence for
+    // a scenario that can hang anywhere, its tensors were all allocated before the first call, and
+    // the backward pass frees as it goes. None fits, and each candidate's for and against is said.
+    const RunOptions upfront = run_options({"--backward"});
+    const HangClassification h = classify_hang(Stage::softmax_backward, upfront.problem, upfront.settings);
+    REQUIRE_FALSE(h.candidates.empty());
+    CHECK(h.none_fits());
+    INFO(h.summary());
+    CHECK(h.scenario() == 0);
+    CHECK(h.summary().find("none fits (hung in stage softmax_backward): no scenario has more evidence for it than against it") == 0);
+    CHECK(h.summary().find("scenario 6 (the forward pass exhausts the shared memory pool): for: ") != std::string::npos);
+    CHECK(h.summary().find("against: it hung in the backward pass, which frees what the forward pass kept as it goes, and not "
+                           "in an allocation of its own, every tensor was allocated before the first call") != std::string::npos);
+    // The same pass of 60 layers allocating inside each call, hung in an allocation of the backward
+    // pass's own: scenario 6, with its conditions.
+    const RunOptions per_call = run_options({"--backward", "--alloc-timing", "per-call", "--layers", "60"});
+    const HangClassification alloc = classify_hang(Stage::alloc_grad_softmax, per_call.problem, per_call.settings);
+    CHECK_FALSE(alloc.none_fits());
+    CHECK(alloc.scenario() == 6);
+    CHECK(mentions(alloc.candidates[0].evidence, "60 layers in sequence"));
+    // A signature stage with its scenario's conditions present still names it.
+    const RunOptions s2 = run_options({"--scenario", "2"});
+    CHECK(classify_hang(Stage::softmax, s2.problem, s2.settings).scenario() == 2);
+    // ... and at the default shape, with none of them, it does not.
+    const RunOptions plain = run_options({});
+    const HangClassification bare = classify_hang(Stage::softmax, plain.problem, plain.settings);
+    CHECK(bare.none_fits());
+    CHECK(bare.summary().find("scenario 2 (softmax reduction on unified memory under migration): for: hung in softmax") !=
+          std::string::npos);
+  }
+
   TEST_CASE("the PyTorch-level symptom: the SDPA call of the run's problem, valid Python") {
     const RunOptions pad = run_options({"--workload", "qwen-image-1024-textpad", "--scenario", "2"});
     const std::string py = pytorch_sdpa_snippet(pad);

@@ -173,11 +173,14 @@ TEST_CASE("repro triage interrupted (SIGINT) during its sweep: the sweep stopped
   const std::string dir = test_util::temp_dir("triage_interrupted"), out = dir + "/t";
   test_util::ScopedEnv env;
   env.set("MINIMIZE_FAKE_SLEEP_S", "30");  // every run: long enough to be interrupted in
+  env.set("MINIMIZE_FAKE_LOG", dir + "/fake.log");
   const pid_t pid = start_triage(out);
-  // Until the sweep has started (bounded), then the interrupt.
+  // Until the sweep's first cell runs (bounded): the sweep has its handlers by then, and an
+  // interrupt leaves it a sweep to continue. Then the interrupt.
   const auto started = std::chrono::steady_clock::now();
   auto seconds = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count(); };
   REQUIRE(wait_until([&] { return test_util::file_text(out + "/triage.log").find("sweep: sweep") != std::string::npos; }, 60));
+  REQUIRE(wait_until([&] { return test_util::file_text(dir + "/fake.log").find("--check") != std::string::npos; }, 60));
   kill(pid, SIGINT);
   int status = 0;
   while (waitpid(pid, &status, WNOHANG) == 0 && seconds() < 90) std::this_thread::sleep_for(std::chrono::milliseconds(20));

@@ -361,7 +361,9 @@ TEST_SUITE("watchdog") {
       const Stage s = static_cast<Stage>(i);
       const HangClassification h = classify_hang(s, SdpaProblem{}, PathSettings{});
       CAPTURE(stage_name(s));
-      CHECK(h.summary().find(h.candidates.empty() ? "unclassified" : "scenario " + std::to_string(h.scenario())) == 0);
+      const std::string first = h.candidates.empty() ? "unclassified" : h.none_fits() ? "none fits" : "scenario " + std::to_string(h.scenario());
+      CHECK(h.summary().find(first) == 0);
+      CHECK((h.scenario() == 0) == (h.candidates.empty() || h.none_fits()));
       if (h.candidates.empty()) {
         without.push_back(stage_name(s));
         CHECK(h.no_scenario_reason.find("none, because ") == 0);
