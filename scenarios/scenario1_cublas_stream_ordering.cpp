@@ -51,7 +51,7 @@ ScenarioInfo scenario1_cublas_stream_ordering() {
   s.fix_number = 1;
   s.hang_signature = "[MATH_QK] ... [CUBLAS_GEMM_START] M=.. N=.. K=.. and nothing after it: hung in qk_gemm";
   s.options = "--gemm-stream blocking|aux|legacy|same, --gemm-order none|event, --stream, --alloc, --full";
-  s.preconditions = {{"qk_gemm_stream", "blocking"}, {"qk_gemm_order", "none"}, {"last_stage", "qk_gemm"}};
+  s.preconditions = {{"qk_gemm_stream", "blocking"}, {"qk_gemm_order", "none"}, {"last_stage", stage_name(Stage::qk_gemm)}};
   s.needs_migrating_memory = true;
   s.setup_fn = setup;
   // Fix 1 brackets every batched GEMM, not only Q.K^T; mask_add is the first kernel on the path's

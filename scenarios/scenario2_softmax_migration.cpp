@@ -69,7 +69,7 @@ ScenarioInfo scenario2_softmax_migration() {
   s.hang_signature = "[MATH_QK_DONE] ... [MATH_SOFTMAX_START] Input shape=[..] and nothing after it: hung in softmax";
   s.options = "--scores-to-host read|advise|both, --scores-host-phase during|before, --workload, --alloc managed|system, "
               "--advise, --full";
-  s.preconditions = {{"scores_to_host", "read"}, {"scores_host_phase", "during"}, {"last_stage", "softmax"}};
+  s.preconditions = {{"scores_to_host", "read"}, {"scores_host_phase", "during"}, {"last_stage", stage_name(Stage::softmax)}};
   s.needs_migrating_memory = true;
   // Rows longer than 1024 take the block reduction; the failing workload's own layer has 4608.
   s.default_workload = "qwen-image-1024";

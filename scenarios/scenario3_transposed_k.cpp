@@ -46,7 +46,7 @@ ScenarioInfo scenario3_transposed_k() {
       "[MATH_QK] Q strides=.. K strides=.. and no [CUBLAS_GEMM_START]: hung in the K^T preparation (scale_k, "
       "kt_contiguous)";
   s.options = "--k-layout bshe|bhse, --gemm-api batched|strided, --alloc, --full";
-  s.preconditions = {{"k_layout", "bshe"}, {"qk_gemm_api", "batched"}, {"last_stage", "qk_gemm"}};
+  s.preconditions = {{"k_layout", "bshe"}, {"qk_gemm_api", "batched"}, {"last_stage", stage_name(Stage::qk_gemm)}};
   s.needs_migrating_memory = true;
   s.setup_fn = setup;
   // The K^T preparation, and the GEMMs that read K^T (dQ and dK read K and Q as the forward's did).
