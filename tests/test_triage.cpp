@@ -305,17 +305,17 @@ TEST_CASE("repro triage: bad command lines exit 2 with one line, before anything
 // machine that may freeze sees before the first step starts.
 TEST_CASE("repro triage --dry-run lists every step's command, each valid, and runs nothing") {
   const std::string dir = test_util::temp_dir("triage_plan"), out = dir + "/t";
-  const auto r = test_util::run_program({SDPA_REPRO_BINARY, "triage", "--dry-run", "--out", out, "--scenarios", "1-6",
+  const auto r = test_util::run_program({SDPA_REPRO_BINARY, "triage", "--dry-run", "--out", out, "--scenarios", "1-7",
                                          "--no-bug-report"},
                                         {120, ""});
   INFO(r.out << r.err);
   CHECK(r.exit_code == 0);
   CHECK_FALSE(std::filesystem::exists(out));  // nothing written
-  for (const char* step : {"\ninfo:", "\nsweep:", "\nladder-1:", "\nladder-2:", "\nladder-3:", "\nladder-4:", "\nladder-6:",
+  for (const char* step : {"\ninfo:", "\nsweep:", "\nladder-1:", "\nladder-2:", "\nladder-3:", "\nladder-4:", "\nladder-6:", "\nladder-7:",
                            "\nminimize:", "\nnvidia-bug-report:"}) {
     CHECK_MESSAGE(r.out.find(step) != std::string::npos, step);
   }
-  CHECK(r.out.find("--scenarios 1,2,3,4,5,6 --fix off,on") != std::string::npos);
+  CHECK(r.out.find("--scenarios 1,2,3,4,5,6,7 --fix off,on") != std::string::npos);
   CHECK(r.out.find("repro report --scenario 2 ") != std::string::npos);
   // Scenario 5's graph cannot take the ladder's rungs: its record leaves the ladder out, and says why.
   CHECK(r.out.find("ladder-5: scenario 5's context ladder") != std::string::npos);
