@@ -169,7 +169,12 @@ void apply_context_options(const RunSpec& g, const Workload* workload, RunOption
   BallastSpec& b = o.context.ballast;
   if (g.ballast) b = parse_ballast(*g.ballast);
   if (g.ballast_alloc) {
-    b.kind = parse_alloc_kind(*g.ballast_alloc);
+    try {
+      b.kind = parse_alloc_kind(*g.ballast_alloc);
+    } catch (const InputError&) {  // the parser names --alloc
+      throw InputError("--ballast-alloc: unknown value '" + g.ballast_alloc->substr(0, 40) +
+                       "' (expected managed|device|host|system)");
+    }
     if (b.kind == AllocKind::async || b.kind == AllocKind::vmm) {
       throw InputError(std::string("--ballast-alloc: ") + alloc_kind_name(b.kind) +
                        " is an allocator of the path's; the ballast is managed, device, host or system memory");
@@ -584,6 +589,21 @@ std::string unexpected_option(const CLI::App& app, const std::string& program, b
   return "unknown option " + word + (meant.empty() ? " (" + program + " --help lists the options)" : " (did you mean " + meant + "?)");
 }
 
+// CLI11's "--scenario: Value 9 not in range 0.000000 to 7.000000" as "--scenario: '9' is not in
+// 0-7" (bounds that are integers) or "is not in [0.01, 86400]"; "" for any other message.
+std::string range_error(const std::string& what) {
+  const size_t value_at = what.find(": Value "), range_at = what.find(" not in range ");
+  const size_t to_at = what.find(" to ", range_at == std::string::npos ? 0 : range_at);
+  if (value_at == std::string::npos || range_at == std::string::npos || to_at == std::string::npos) return "";
+  const std::string name = what.substr(0, value_at), value = what.substr(value_at + 8, range_at - value_at - 8);
+  char* end = nullptr;
+  const double low = std::strtod(what.c_str() + range_at + 14, &end), high = std::strtod(what.c_str() + to_at + 4, &end);
+  const bool integers = low == std::floor(low) && high == std::floor(high);
+  const std::string range = integers ? format_number("%.0f", low) + "-" + format_number("%.0f", high)
+                                     : "[" + format_number("%g", low) + ", " + format_number("%g", high) + "]";
+  return name + ": '" + one_line(value.substr(0, 40)) + "' is not in " + range;
+}
+
 // CLI11's "Could not convert: --batch = x" as "--batch: 'x' is not a valid value (--batch INT)";
 // "" for any other message.
 std::string conversion_error(const CLI::App& app, const std::string& what) {
@@ -613,6 +633,7 @@ bool parse_app(CLI::App& app, int argc, const char* const* argv, const std::stri
     const bool extras = dynamic_cast<const CLI::ExtrasError*>(&e) != nullptr;
     std::string message = unexpected_option(app, program, extras);
     if (message.empty()) message = conversion_error(app, e.what());
+    if (message.empty()) message = range_error(e.what());
     result.exit_code = kExitUsage;
     result.message = program + ": error: " + (message.empty() ? one_line(e.what()) : message);
   }
