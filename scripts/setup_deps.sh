@@ -9,7 +9,9 @@
 # compiles every file. The CUDA 13 toolkit itself is not installed here: it must be on the
 # machine (nvcc on PATH or in /usr/local/cuda/bin).
 #
-#   scripts/setup_deps.sh [--fuzz] [--aarch64] [--ccache] [--mutation]
+# With --coverage, gcovr for scripts/coverage.sh.
+#
+#   scripts/setup_deps.sh [--fuzz] [--aarch64] [--ccache] [--mutation] [--coverage]
 set -euo pipefail
 
 missing=()
@@ -24,8 +26,9 @@ for option in "$@"; do
       command -v qemu-aarch64 >/dev/null || missing+=(qemu-user)
       ;;
     --ccache | --mutation) command -v ccache >/dev/null || missing+=(ccache) ;;
+    --coverage) command -v gcovr >/dev/null || missing+=(gcovr) ;;
     *)
-      echo "setup_deps: unknown option $option (usage: scripts/setup_deps.sh [--fuzz] [--aarch64] [--ccache] [--mutation])" >&2
+      echo "setup_deps: unknown option $option (usage: scripts/setup_deps.sh [--fuzz] [--aarch64] [--ccache] [--mutation] [--coverage])" >&2
       exit 2
       ;;
   esac
