@@ -303,6 +303,40 @@ TEST_CASE("repro triage: bad command lines exit 2 with one line, before anything
 
 // The plan, every step's command checked as its child would check it, nothing run: what a user on a
 // machine that may freeze sees before the first step starts.
+TEST_CASE("repro triage: a share of the budget too short for a step's first result is said before the step starts") {
+  // --budget 4m: scenario 2's ladder gets 30 s, its first rung (the workload's call, fix on and
+  // off) is predicted at about 53 s; a minimization's first result (3 runs of a hang, each to its
+  // 20 s deadline and a 60 s snapshot) at 240 s. With 2h every share is long enough.
+  const std::string dir = test_util::temp_dir("triage_short"), out = dir + "/t";
+  const auto plan = test_util::run_program({SDPA_REPRO_BINARY, "triage", "--dry-run", "--out", out, "--budget", "4m",
+                                            "--no-bug-report"},
+                                           {120, ""});
+  INFO(plan.out << plan.err);
+  CHECK(plan.exit_code == 0);
+  const size_t ladder2 = plan.out.find("\nladder-2:"), ladder3 = plan.out.find("\nladder-3:");
+  REQUIRE(ladder2 != std::string::npos);
+  REQUIRE(ladder3 != std::string::npos);
+  const std::string ladder2_block = plan.out.substr(ladder2, ladder3 - ladder2);
+  CHECK(ladder2_block.find("(30 s if the steps before it use all of theirs)") != std::string::npos);
+  CHECK(ladder2_block.find("first result: in about 53 s; TOO SHORT a share") != std::string::npos);
+  const std::string minimize_block = plan.out.substr(plan.out.find("\nminimize:"));
+  CHECK(minimize_block.find("first result: in about 240 s; TOO SHORT a share") != std::string::npos);
+  const auto roomy = test_util::run_program({SDPA_REPRO_BINARY, "triage", "--dry-run", "--out", out, "--no-bug-report"}, {120, ""});
+  CHECK(roomy.exit_code == 0);
+  CHECK(roomy.out.find("TOO SHORT") == std::string::npos);
+  // Run (the fake child's runs take no time): said in triage.log before the step, and in SUMMARY.md's notes.
+  const auto r = triage(out, {"--budget", "4m", "--scenarios", "1,2,3,4"});
+  CHECK(r.exit_code == 0);
+  const std::string log = test_util::file_text(out + "/triage.log");
+  INFO(log);
+  const size_t warned = log.find("is shorter than its first result needs (about 53 s): it may end with nothing");
+  CHECK(log.rfind("ladder-2: its share of the budget, ", warned) != std::string::npos);
+  CHECK(warned != std::string::npos);
+  CHECK(warned < log.find("ladder-2: report --scenario 2"));
+  CHECK(test_util::file_text(out + "/SUMMARY.md").find("is shorter than its first result needs") != std::string::npos);
+  test_util::remove_tree(dir);
+}
+
 TEST_CASE("repro triage --dry-run lists every step's command, each valid, and runs nothing") {
   const std::string dir = test_util::temp_dir("triage_plan"), out = dir + "/t";
   const auto r = test_util::run_program({SDPA_REPRO_BINARY, "triage", "--dry-run", "--out", out, "--scenarios", "1-7",

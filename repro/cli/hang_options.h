@@ -37,9 +37,12 @@ enum class OnHang {
 const char* on_hang_name(OnHang mode);
 OnHang parse_on_hang(const std::string& text);  // throws InputError naming the accepted words
 
+// The whole snapshot's budget, every collector included (--snapshot-timeout's default).
+constexpr double kDefaultSnapshotTimeoutS = 60;
+
 struct HangOptions {
   OnHang on_hang = OnHang::snapshot;
-  double snapshot_timeout_s = 60;  // the whole snapshot, every collector included
+  double snapshot_timeout_s = kDefaultSnapshotTimeoutS;
   double keep_timeout_s = 600;     // --on-hang keep: how long the hung process is kept
   std::string snapshot_dir;        // "": chosen by default_snapshot_dir
   std::string log_file;            // "": none

@@ -39,7 +39,7 @@ struct SweepRunSettings {
   std::string scratch_prefix;      // a cell's child writes its JSON to <prefix><index>.json
   OnHang on_hang = OnHang::snapshot;  // what a cell's watchdog does at a hang: snapshot or kill
   // A cell's snapshot budget: once its snapshot folder appears, its deadline grows by this.
-  double snapshot_timeout_s = 60;
+  double snapshot_timeout_s = kDefaultSnapshotTimeoutS;
   // Each cell's --log-file (cell_log_name, removed when it passes or is waived, unless it was
   // there before the run: an earlier run of the cell that never finished) and hang snapshot
   // (cell-N.snapshot) go here; "": neither. `cells_link` is the same folder as the sweep

@@ -382,20 +382,15 @@ SweepShard parse_shard(const std::string& text) {
   return shard;
 }
 
+constexpr int64_t kProcessStartCost = 5000000000;
+
+int64_t expected_run_cost(const SdpaProblem& p) { return kProcessStartCost + 4 * p.score_elems() * p.head_dim; }
+
 int64_t expected_cell_cost(const SweepCell& cell) {
-  constexpr int64_t kProcessStartCost = 5000000000;
-  int64_t batch_heads_rows_keys_dim = 0;
-  if (cell.shape == kGivenAxisValue) {
-    const SdpaProblem p = validated("cell " + cell.key(), cell.run_spec()).problem;
-    batch_heads_rows_keys_dim = p.score_elems() * p.head_dim;
-  } else if (is_workload(cell.shape)) {
-    const SdpaProblem& p = find_workload(cell.shape).problem;
-    batch_heads_rows_keys_dim = p.score_elems() * p.head_dim;
-  } else {
-    const auto d = parse_shape(cell.shape);
-    batch_heads_rows_keys_dim = d[0] * d[1] * d[2] * d[3] * d[4];
-  }
-  return kProcessStartCost + 4 * batch_heads_rows_keys_dim;
+  if (cell.shape == kGivenAxisValue) return expected_run_cost(validated("cell " + cell.key(), cell.run_spec()).problem);
+  if (is_workload(cell.shape)) return expected_run_cost(find_workload(cell.shape).problem);
+  const auto d = parse_shape(cell.shape);
+  return kProcessStartCost + 4 * d[0] * d[1] * d[2] * d[3] * d[4];
 }
 
 std::vector<SweepCell> shard_cells(const std::vector<SweepCell>& cells, SweepShard shard) {

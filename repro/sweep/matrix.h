@@ -114,6 +114,9 @@ SweepShard parse_shard(const std::string& text);
 // default sweep took 0.57 s a cell, most of them small). Integers, so that every machine of a
 // sharded sweep computes the same slices.
 int64_t expected_cell_cost(const SweepCell& cell);
+// The same for one checked run of a problem, and the cost model's seconds (about 1e10 a second).
+int64_t expected_run_cost(const SdpaProblem& p);
+constexpr double kCellCostPerSecond = 1e10;
 
 // The cells of one shard, in matrix order (indices kept). Cells are dealt by longest expected
 // cost first, each to the shard with the least expected work so far (the lowest-numbered on a

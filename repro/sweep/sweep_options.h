@@ -29,7 +29,7 @@ struct SweepOptions {
   int gpus = 0;                  // 0: count them
   int cells_per_gpu = 1;         // cells running at once on one GPU
   OnHang on_hang = OnHang::snapshot;  // each cell's --on-hang: snapshot or kill
-  double snapshot_timeout_s = 60;     // each cell's --snapshot-timeout
+  double snapshot_timeout_s = kDefaultSnapshotTimeoutS;     // each cell's --snapshot-timeout
   std::string repro_binary;      // hidden: the program each cell runs (tests pass a fake child)
   std::vector<std::string> argv;  // the command line as given
 

@@ -267,7 +267,15 @@ void Triage::set_step(const std::string& name, const std::string& state, int exi
 }
 
 int Triage::step(const std::string& name, const std::string& program, const std::vector<std::string>& args, double share) {
-  const double deadline = std::max(30.0, left() * share);
+  const double deadline = std::max(kMinStepSeconds, left() * share);
+  const TriageStep* plan = planned(name);
+  if (plan && plan->first_result_s > deadline) {
+    const std::string warning = name + ": its share of the budget, " + seconds_text(deadline) +
+                                ", is shorter than its first result needs (about " + seconds_text(plan->first_result_s) +
+                                "): it may end with nothing; a longer --budget gives it one";
+    say(warning);
+    notes.push_back(warning);
+  }
   say(name + ": " + shell_command(args) + " (at most " + seconds_text(deadline) + ")");
   set_step(name, "running");
   const ChildResult r = run_child(program, args, path(name + ".log"), path(name + ".log"), deadline, 60, "", 10, &g_stop_signal);
@@ -649,7 +657,11 @@ std::vector<TriageStep> plan_triage(const TriageSettings& t) {
                    0.35, "repro", {}, "", ""};
   const SweepOptions sweep_options = sweep_of(t);
   sweep.argv = sweep_options.to_argv();
-  checked(sweep, [&] { validate_sweep(sweep_options); });
+  checked(sweep, [&] {
+    validate_sweep(sweep_options);
+    const std::vector<SweepCell> cells = expand_matrix(sweep_options.axes);
+    if (!cells.empty()) sweep.first_result_s = expected_cell_cost(cells.front()) / kCellCostPerSecond;
+  });
   plan.push_back(sweep);
 
   for (int scenario : t.scenarios) {
@@ -663,7 +675,12 @@ std::vector<TriageStep> plan_triage(const TriageSettings& t) {
     } else if (!sc.fix_number) {
       ladder.left_out = "scenario " + std::to_string(scenario) + " has no fix of its own for a report to switch";
     } else {
-      checked(ladder, [&] { validate_report(request); });
+      checked(ladder, [&] {
+        validate_report(request);
+        // Its first rung: the scenario's call, fix on and off, --repeat runs each.
+        const SdpaProblem p = validate_run_spec(request.run, RunCommand::report).problem;
+        ladder.first_result_s = 2.0 * request.repeat * expected_run_cost(p) / kCellCostPerSecond;
+      });
     }
     plan.push_back(ladder);
   }
@@ -675,6 +692,9 @@ std::vector<TriageStep> plan_triage(const TriageSettings& t) {
   m.from_sweep = step_path(t, "sweep/sweep.jsonl");
   m.cell = 0;
   minimize.argv = m.to_argv();
+  // Its first result: the hang's configuration run --runs times, each hanging until the stage's
+  // deadline and then snapshotted.
+  minimize.first_result_s = t.runs * (t.stage_timeout_s + kDefaultSnapshotTimeoutS);
   plan.push_back(minimize);
 
   TriageStep bug{"nvidia-bug-report", "nvidia-bug-report.sh's log of the driver and the machine", "", 0.9,
@@ -693,12 +713,36 @@ std::vector<TriageStep> plan_triage(const TriageSettings& t) {
 int print_triage_plan(const TriageSettings& t) {
   const std::vector<TriageStep> plan = plan_triage(t);
   bool all_can_run = true;
+  // Each step's share in seconds when every step before it uses all of its own: the least it gets
+  // (Triage::step's deadlines: the ladders that climb share their part of what is left).
+  int ladders = 0;
+  for (const TriageStep& s : plan) ladders += s.name.rfind("ladder-", 0) == 0 && s.left_out.empty() && s.cannot_run.empty();
+  double left = t.budget_s;
+  int ladder_index = 0;
+  const auto least_seconds = [&](const TriageStep& s) {
+    if (s.share <= 0 || !s.left_out.empty() || !s.cannot_run.empty()) return 0.0;
+    const bool ladder = s.name.rfind("ladder-", 0) == 0;
+    const double seconds = std::max(kMinStepSeconds, left * (ladder ? s.share / (ladders - ladder_index++) : s.share));
+    left = std::max(0.0, left - seconds);
+    return seconds;
+  };
   std::cout << "repro triage --dry-run: the plan of " << t.out_dir << " (budget " << seconds_text(t.budget_s)
             << "); nothing is run\n";
   for (const TriageStep& s : plan) {
     std::cout << "\n" << s.name << ": " << s.what << "\n";
     if (!s.when.empty()) std::cout << "  runs when: " << s.when << "\n";
-    if (s.share > 0) std::cout << "  share: " << format_number("%.0f", 100 * s.share) << "% of the budget left\n";
+    const double seconds = least_seconds(s);
+    if (s.share > 0) {
+      std::cout << "  share: " << format_number("%.0f", 100 * s.share) << "% of the budget left"
+                << (s.name.rfind("ladder-", 0) == 0 ? ", shared by the ladders that climb" : "")
+                << (seconds > 0 ? " (" + seconds_text(seconds) + " if the steps before it use all of theirs)" : "") << "\n";
+    }
+    if (s.first_result_s > 0 && seconds > 0) {
+      std::cout << "  first result: in about " << seconds_text(s.first_result_s)
+                << (s.first_result_s > seconds ? "; TOO SHORT a share: it may end with nothing (a longer --budget gives it one)"
+                                                : "")
+                << "\n";
+    }
     std::cout << "  command: " << s.program << " " << join(s.argv) << "\n";
     if (!s.cannot_run.empty()) {
       all_can_run = false;

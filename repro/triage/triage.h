@@ -53,6 +53,9 @@ struct TriageSettings {
   double spent_before_s = 0;              // the time the triage in out_dir spent before (resumed)
 };
 
+// No step runs for less than this, whatever its share of the budget left.
+constexpr double kMinStepSeconds = 30;
+
 // One step as planned before the first runs.
 struct TriageStep {
   std::string name;        // "info", "sweep", "ladder-2", "minimize", "nvidia-bug-report"
@@ -63,6 +66,10 @@ struct TriageStep {
   std::vector<std::string> argv;  // its command after the program; a template where its input is found on the way
   std::string left_out;    // why it does not run, by design (a scenario's record, no root): said, not an error
   std::string cannot_run;  // the one line its command would be refused with: an error of the triage
+  // Predicted seconds before it has a first result (a sweep's first cell, a ladder's first rung,
+  // a minimization's first configuration run --runs times, each a hang); 0: not predicted. A share
+  // shorter than that is said before the step starts.
+  double first_result_s = 0;
 };
 
 // Every step of the triage `settings` describes, each command checked as its child would check it.
