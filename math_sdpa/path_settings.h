@@ -186,7 +186,7 @@ std::string path_setting_choices(const std::string& option);
 // The allocator the settings ask for: its kind is settings.alloc; these are its options.
 AllocatorOptions allocator_options(const PathSettings& s, bool allow_oversubscription);
 
-// Every field by name ("alloc" -> "managed", "last_stage" -> "qk_gemm", ...), in a fixed order.
+// Every field by name (alloc -> managed, last_stage -> the stage's name, ...), in a fixed order.
 std::map<std::string, std::string> settings_fields(const PathSettings& s);
 
 // Why the call cannot be captured into a CUDA graph under these settings, or "" when it can:

@@ -118,7 +118,7 @@ struct DebugLineTemplate {
 // (stage_log.cpp names them); "{+detail}" is " " + detail when there is one.
 struct StageRow {
   Stage stage;
-  const char* name;       // "qk_gemm": the log's, the JSON's, --inject's and the scripts' name
+  const char* name;       // qk_gemm: the log's, the JSON's, --inject's and the scripts' name
   StageKind kind;
   StageWhen when;
   // An allocation or a free: the stage whose tensors it allocates (or after which it frees);
@@ -146,7 +146,7 @@ const char* debug_channel_name(DebugChannel c);  // "sdpa", "alloc", "cuda", "ev
 
 const std::vector<StageRow>& stage_table();  // in Stage order
 const StageRow& stage_row(Stage s);
-const char* stage_name(Stage s);  // "qk_gemm"
+const char* stage_name(Stage s);  // its row's name (qk_gemm)
 bool parse_stage(const std::string& name, Stage& out);
 std::string stage_names(const char* separator = " ");  // every name, in order
 // The source file the table's DebugLineTemplate lines are in, as the sdpa-debug lines name it.

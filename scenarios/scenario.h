@@ -63,7 +63,7 @@ struct ScenarioInfo {
   const char* anywhere_why = "";
   // The run's conditions for and against the hypothesis, added to a candidate's evidence.
   void (*weigh)(Stage hung, const SdpaProblem&, const PathSettings&, HangCandidate&) = nullptr;
-  // Fragments of the names of the kernels its hang would leave resident ("gemm", "softmax"): a
+  // Fragments of the names of the kernels its hang would leave resident (gemm, softmax): a
   // hang snapshot that finds one on the GPU adds to its evidence.
   std::vector<const char*> kernels;
   // What makes a run of it say nothing about its hypothesis though it runs (scenario_caveats).
