@@ -39,7 +39,7 @@ const char* kRunDescription =
 const char* kRunUsage =
     "repro [OPTIONS]                     run one configuration\n"
     "repro report|sweep|bench|info ...   a bug report, a matrix of runs, timings, the environment\n"
-    "repro triage|minimize ...           everything a bug needs in one command; a failing run made small\n"
+    "repro triage|minimize ...           all a bug needs, in one command; a failing run made small\n"
     "repro help options|scenarios|stages every option; the scenarios, the stages in full\n"
     "repro -V, --version                 the version and how this binary was built";
 
