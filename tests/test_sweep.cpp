@@ -1750,6 +1750,17 @@ TEST_SUITE("sweep") {
     CHECK(merged["summary"]["result"] == "FAILED");
     CHECK(merged["matrix"]["scenarios"] == expected["matrix"]["scenarios"]);
     CHECK(merged["meta"]["shards"].size() == 3);
+    // The shards ran side by side: the merged sweep's wall time is its longest shard's, each
+    // shard's kept with it.
+    double longest = 0, summed = 0;
+    for (size_t k = 0; k < folders.size(); ++k) {
+      const double wall = json::parse(read_text(folders[k] + "/sweep.json"))["summary"]["wall_seconds"].get<double>();
+      longest = std::max(longest, wall);
+      summed += wall;
+      CHECK(merged["meta"]["shards"][k]["wall_seconds"].get<double>() == wall);
+    }
+    CHECK(merged["summary"]["wall_seconds"].get<double>() == longest);
+    CHECK(longest < summed);  // three shards that each took some time: max and sum differ
     CHECK(merge.out.find("# 9 of 9 cells: 6 passed, 1 waived, 1 mismatched, 1 hung") != std::string::npos);
     const auto lines = read_jsonl_lines(dir / "merged/sweep.jsonl");
     CHECK(lines.size() == 9);

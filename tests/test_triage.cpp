@@ -331,6 +331,10 @@ TEST_CASE("repro triage: a share of the budget too short for a step's first resu
   INFO(log);
   const size_t warned = log.find("is shorter than its first result needs (about 53 s): it may end with nothing");
   CHECK(log.rfind("ladder-2: its share of the budget, ", warned) != std::string::npos);
+  // The shares themselves: the sweep 35% of the 240 s, the first ladder half of what is left over the four.
+  CHECK(log.find("--repro-binary " MINIMIZE_FAKE_CHILD " (at most 84 s)") != std::string::npos);
+  CHECK(log.find("ladder-1: report --scenario 1 ") != std::string::npos);
+  CHECK(log.find(" (at most 30 s)\n") != std::string::npos);
   CHECK(warned != std::string::npos);
   CHECK(warned < log.find("ladder-2: report --scenario 2"));
   CHECK(test_util::file_text(out + "/SUMMARY.md").find("is shorter than its first result needs") != std::string::npos);
