@@ -208,6 +208,16 @@ TEST_SUITE("hypotheses") {
                    "does not migrate"));
     const RunOptions s4 = run_options({"--scenario", "4"});
     CHECK(mentions(classify_hang(Stage::entry_sync, s4.problem, s4.settings).candidates[0].evidence, "4 streams"));
+    // Every kind of memory: system memory migrates as managed does (evidence); host, async and vmm
+    // memory never migrate (against).
+    for (const auto& [alloc, migrates] : std::vector<std::pair<std::string, bool>>{
+             {"managed", true}, {"system", true}, {"host", false}, {"async", false}, {"vmm", false}, {"device", false}}) {
+      CAPTURE(alloc);
+      const RunOptions o = run_options({"--scenario", "0", "--alloc", alloc});
+      const HangCandidate c = classify_hang(Stage::entry_sync, o.problem, o.settings).candidates.at(0);
+      CHECK(mentions(migrates ? c.evidence : c.against, alloc + " memory"));
+      CHECK_FALSE(mentions(migrates ? c.against : c.evidence, alloc + " memory"));
+    }
 
     // No signature: unclassified, with the stage named and why no hypothesis fits.
     const HangClassification none = classify_hang(Stage::cast_output, s1.problem, s1.settings);
