@@ -706,6 +706,13 @@ TEST_SUITE("report") {
     CHECK(stalled_md.find("## Stalls") != std::string::npos);
     CHECK(stalled_md.find("| 3 | off | stalled | `softmax` | 3012.5 | 3 of 3 |") != std::string::npos);
     CHECK(report_json(stalled)["report"]["finding"] == "stalled");
+    // Runs that disagree: a machine that lost its GPU for some runs while others hung is a hang,
+    // not "no GPU"; only a GPU missing in every run is the machine's finding.
+    const ReportInput mixed = made_up_report(2, {"no_gpu", "hang"}, {"no_gpu", "pass"});
+    CHECK(report_finding(mixed) == "hang");
+    CHECK(report_title(mixed).rfind("Scenario 2 hangs in softmax", 0) == 0);
+    CHECK(report_finding(made_up_report(2, {"no_gpu", "no_gpu"}, {"no_gpu", "no_gpu"})) == "no_gpu");
+    CHECK(report_finding(made_up_report(2, {"no_gpu", "pass"}, {"no_gpu", "pass"})) == "not_reproduced");
     const ReportInput some = made_up_report(2, {"stall_pass"}, {"pass"});
     CHECK(report_finding(some) == "not_reproduced");
     const std::string some_md = report_markdown(some);

@@ -479,7 +479,6 @@ std::string display_command(const std::vector<std::string>& args) {
 
 std::string report_finding(const ReportInput& in) {
   if (in.no_run) return "not_run";
-  const auto off = views(in, false), on = views(in, true);
   const auto all = views(in);
   // The machine, not the scenario, decided: no GPU, a waiver, or a memory plan past what it has.
   for (const Outcome everywhere : {Outcome::no_gpu, Outcome::waived, Outcome::refused}) {
@@ -487,6 +486,20 @@ std::string report_finding(const ReportInput& in) {
         std::all_of(all.begin(), all.end(), [&](const RunView& v) { return v.outcome == everywhere; })) {
       return outcome_name(everywhere);
     }
+  }
+  // Where only some runs were decided by the machine, they say nothing of the scenario: the
+  // finding is that of the runs that ran (a GPU lost after a hang does not make a pass a failure).
+  const auto machine_decided = [](const RunView& v) {
+    return v.outcome == Outcome::no_gpu || v.outcome == Outcome::waived || v.outcome == Outcome::refused;
+  };
+  const auto ran = [&](std::vector<RunView> runs) {
+    runs.erase(std::remove_if(runs.begin(), runs.end(), machine_decided), runs.end());
+    return runs;
+  };
+  const auto off = ran(views(in, false)), on = ran(views(in, true));
+  if (off.empty() || on.empty()) {  // one side never ran: nothing to compare
+    const auto first = std::find_if(all.begin(), all.end(), machine_decided);
+    return first == all.end() ? "not_run" : outcome_name(first->outcome);
   }
   // Passes under a condition that cannot show the hypothesis (scenario 2 on warp rows) prove nothing.
   if (all_pass(off) && all_pass(on) && !in.fix_off.caveats.empty()) return "not_exercised";
