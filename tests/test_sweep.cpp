@@ -364,6 +364,39 @@ bool has_args(const std::vector<std::string>& args, const std::vector<std::strin
 }  // namespace
 
 TEST_SUITE("sweep") {
+  TEST_CASE("a JSON-lines file: only its last line may be damaged, and then it is left out with a warning") {
+    json record = {{"key", "scenario=0 fix=off"}, {"index", 0}, {"outcome", "pass"}, {"device", nullptr}, {"gpu", nullptr},
+                   {"stage", nullptr}, {"error", nullptr}, {"exit_code", 0}, {"signal", nullptr}, {"rel_error", 1e-3},
+                   {"call_median_ms", 0.5}, {"wall_seconds", 1.0}};
+    record["axes"] = {{"scenario", 0}, {"iters", 5}, {"repeat", 1}, {"fix", "off"}, {"fix_list", "none"}, {"dtype", "bf16"},
+                      {"precision", "upcast"}, {"shape", "2x8x128x128x64"}, {"alloc", "managed"}, {"stream", "default"}};
+    REQUIRE(cell_record_problem(record).empty());
+    json second = record;
+    second["index"] = 1;
+    second["key"] = "scenario=0 fix=on";
+    const std::string good = record.dump() + "\n" + second.dump() + "\n";
+    // Whole lines: every record, no warning.
+    const JsonlContents whole = parse_jsonl(good, "s.jsonl");
+    CHECK(whole.records.size() == 2);
+    CHECK_FALSE(whole.dropped_last_line);
+    CHECK(whole.warnings.empty());
+    // A last line cut short (no end of line), or ended but not JSON, or JSON but no finished cell:
+    // left out, said, the lines before it kept.
+    for (const std::string& last : {second.dump().substr(0, 40), std::string("{not json}\n"), std::string("{\"key\": 1}\n")}) {
+      CAPTURE(last);
+      const JsonlContents cut = parse_jsonl(record.dump() + "\n" + last, "s.jsonl");
+      CHECK(cut.records.size() == 1);
+      CHECK(cut.dropped_last_line);
+      REQUIRE(cut.warnings.size() == 1);
+      CHECK(cut.warnings[0].find("s.jsonl: line 2 ") == 0);
+    }
+    // A damaged line before the last is an error naming it: what the sweep found is unknown.
+    CHECK_THROWS_WITH_AS(parse_jsonl(record.dump() + "\n{not json}\n" + second.dump() + "\n", "s.jsonl"),
+                         doctest::Contains("s.jsonl: line 2 is not JSON (only the last line may be damaged"), InputError);
+    // An empty file is no records.
+    CHECK(parse_jsonl("", "s.jsonl").records.empty());
+  }
+
 
   TEST_CASE("the contexts axis: each rung of the context ladder as a cell's options") {
     SweepAxes axes;
