@@ -692,7 +692,10 @@ TEST_SUITE("report") {
     CHECK(report_title(stall_then_hang).rfind("Scenario 2 hangs in softmax on managed memory; fix 2 clears it", 0) == 0);
     // The context ladder stops at a rung that stalled, as at one that hung, and the title says where.
     ReportInput laddered = made_up_report(2, {"stalled"}, {"pass"});
-    laddered.ladder = {{"call", {}, "not_reproduced", "pass 1 of 1"}, {"layers", {"--layers", "4"}, "stalled", "stalled 1 of 1"}};
+    RunSpec four_layers;
+    four_layers.layers = "4";
+    laddered.ladder = {LadderRung{"call", RunSpec{}, "not_reproduced", "pass 1 of 1"},
+                       LadderRung{"layers", four_layers, "stalled", "stalled 1 of 1"}};
     CHECK(report_title(laddered) == report_title(made_up_report(2, {"stalled"}, {"pass"})) +
                                         ", at rung layers of the context ladder (rungs below it pass: call)");
     for (const char* finding : {"hang", "stalled", "failure", "refused"}) CHECK(finding_ends_climb(finding));
