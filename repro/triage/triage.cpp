@@ -267,7 +267,7 @@ void Triage::set_step(const std::string& name, const std::string& state, int exi
 }
 
 int Triage::step(const std::string& name, const std::string& program, const std::vector<std::string>& args, double share) {
-  const double deadline = std::max(kMinStepSeconds, left() * share);
+  const double deadline = step_seconds(left(), share);
   const TriageStep* plan = planned(name);
   if (plan && plan->first_result_s > deadline) {
     const std::string warning = name + ": its share of the budget, " + seconds_text(deadline) +
@@ -722,7 +722,7 @@ int print_triage_plan(const TriageSettings& t) {
   const auto least_seconds = [&](const TriageStep& s) {
     if (s.share <= 0 || !s.left_out.empty() || !s.cannot_run.empty()) return 0.0;
     const bool ladder = s.name.rfind("ladder-", 0) == 0;
-    const double seconds = std::max(kMinStepSeconds, left * (ladder ? s.share / (ladders - ladder_index++) : s.share));
+    const double seconds = step_seconds(left, ladder ? s.share / (ladders - ladder_index++) : s.share);
     left = std::max(0.0, left - seconds);
     return seconds;
   };

@@ -31,6 +31,7 @@
 // a minimization in flight resumes (it counts its own run in flight as a hang).
 #pragma once
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -55,6 +56,9 @@ struct TriageSettings {
 
 // No step runs for less than this, whatever its share of the budget left.
 constexpr double kMinStepSeconds = 30;
+// A step's time: its share of what is left of the budget, at least kMinStepSeconds (the run and
+// the dry-run's plan both use it).
+inline double step_seconds(double budget_left_s, double share) { return std::max(kMinStepSeconds, budget_left_s * share); }
 
 // One step as planned before the first runs.
 struct TriageStep {
