@@ -10,7 +10,7 @@
 namespace sdpa {
 
 const std::vector<std::string>& fault_context_conditions() {
-  static const std::vector<std::string> words = {"per-call", "layers", "ballast", "host-load", "steps"};
+  static const std::vector<std::string> words = {"per-call", "layers", "ballast", "host-load", "steps", "retain", "backward", "no-fix"};
   return words;
 }
 
@@ -29,7 +29,7 @@ FaultSpec parse_fault_spec(const std::string& text) {
   const auto bad = [&](const std::string& why) {
     return InputError("--inject " + text + ": " + why +
                       " (expected hang:STAGE, error:STAGE or slow:STAGE:MS, each with any of @layer=K, @step=K, "
-                      "@per-call, @layers, @ballast, @host-load, @steps, @B>=N (or H, L, S, E), @alloc=KIND)");
+                      "@per-call, @layers, @ballast, @host-load, @steps, @retain, @backward, @no-fix, @B>=N (or H, L, S, E), @alloc=KIND)");
   };
   FaultSpec f;
   const size_t at = text.find('@');

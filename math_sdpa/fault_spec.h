@@ -4,8 +4,9 @@
 // hang, fail or run slow, and the harness must name that stage. A condition makes the fault
 // happen only somewhere, so that a test (or a user checking the harness) knows where a ladder or
 // a report must point: @layer=K and @step=K only in that layer or step; @per-call, @layers,
-// @ballast, @host-load, @steps only when the run has that condition of the context ladder
-// (per-call allocation, more than one layer, a ballast, a host load, more than one step);
+// @ballast, @host-load, @steps, @retain, @backward only when the run has that condition of the
+// context ladder (per-call allocation, more than one layer, a ballast, a host load, more than one
+// step, what autograd keeps, the backward pass); @no-fix only when no fix is on (a fault a fix clears, as a real bug would be);
 // @B>=N, @H>=N, @L>=N, @S>=N, @E>=N only when that size of the problem is at least N, and
 // @alloc=KIND only on that memory: a fault with a known, conditional answer, which a minimizer
 // must find (`--inject hang:softmax@S>=2048@alloc=managed` hangs only from S = 2048 on managed

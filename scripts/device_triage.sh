@@ -8,8 +8,31 @@
 # again and must name the cell with the last stage record of its log. Logs under $OUT (or
 # ./device-out), the summary last.
 #
+# `known NAME,...` instead runs gpu.triage's known-answer triages (tests/triage_known_answers.h;
+# all four when no names), keeping each folder and SUMMARY.md.
+#
 #   scripts/device_triage.sh [injected] [user] [resume]     (default: all three)
+#   scripts/device_triage.sh known [softmax_from_2048,layer_3,dq_gemm_backward,stall]
 set -uo pipefail
+if [[ ${1:-} == known ]]; then
+  source "$(dirname "$0")/device_lib.sh"
+  device_setup
+  device_build_ci
+  mkdir -p "$out/known"
+  t0=$SECONDS
+  SDPA_TRIAGE_KEEP=$(cd "$out/known" && pwd) SDPA_TRIAGE_ONLY=${2:-} ./build-ci/tests/gpu_tests -ts=gpu_triage -s >"$out/known.txt" 2>&1
+  say "gpu_triage ${2:-all}: exit $?, $((SECONDS - t0)) s"
+  grep -E "MESSAGE|: repro triage --inject|ERROR|test cases|assertions" "$out/known.txt" | cut -c1-300 | tee -a "$summary"
+  for d in "$out"/known/*/; do
+    n=$(basename "$d")
+    cp "$d/SUMMARY.md" "$out/${n}_SUMMARY.md" 2>/dev/null
+    say "== $n: $(grep -m1 '^\*\*' "$d/SUMMARY.md" | cut -c1-120)"
+    grep -E "\] [a-z0-9-]+: (exit|stopped|interrupted|not run|left out)" "$d/triage.log" | cut -f3 | cut -c1-160 | tee -a "$summary"
+  done
+  say "total: $((SECONDS - start)) s"
+  device_pack $(cd "$out" && ls -- *_SUMMARY.md 2>/dev/null)
+  exit 0
+fi
 sections=" ${*:-injected user resume} "
 source "$(dirname "$0")/device_lib.sh"
 device_setup

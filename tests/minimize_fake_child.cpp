@@ -33,6 +33,7 @@
 #include "repro/cli/run_options.h"
 #include "repro/run/run_json.h"
 #include "repro/run/run_result.h"
+#include "repro/run/stalls.h"
 
 namespace {
 
@@ -105,6 +106,12 @@ int main(int argc, char** argv) {
       r.error_stage = stage;
     } else if (hit) {
       r.fail(sdpa::Outcome::stalled, "every call stalled: " + stage + " (injected)");
+      sdpa::Stalls stalls;  // every call's longest stage the slowed one, as the real judge finds it
+      stalls.threshold_s = 1;
+      stalls.calls = stalls.calls_stalled = o.iters;
+      stalls.longest = {1, stage, static_cast<double>(o.inject.slow_ms)};
+      stalls.records.assign(static_cast<size_t>(o.iters), stalls.longest);
+      r.stalls = stalls;
     } else {
       r.iterations_done = o.iters;
     }

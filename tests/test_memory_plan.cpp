@@ -332,8 +332,6 @@ TEST_SUITE("memory_plan") {
         {{"--graph", "--layers", "2"}, "--graph"},
         {{"--scenario", "5", "--alloc-timing", "per-call"}, "--graph"},
         {{"--inject", "hang:alloc_scores"}, "does not run"},
-        {{"--inject", "hang:softmax@layer=3", "--layers", "2"}, "layer(s)"},
-        {{"--inject", "hang:softmax@step=2"}, "step(s)"},
         {{"--inject", "hang:softmax@gpu"}, "condition"},
         {{"--plan", "--json", "x.json"}, "--plan"},
         {{"--plan", "--check"}, "--plan"},
@@ -371,6 +369,20 @@ TEST_SUITE("memory_plan") {
     CHECK(run_options({"--inject", "hang:softmax@host-load", "--host-load", "1"}).inject_armed);
     // A disarmed fault in a stage that does not run at this rung is no error.
     CHECK_FALSE(run_options({"--inject", "hang:alloc_scores@per-call"}).inject_armed);
+    // A layer or a step the run does not reach: a sweep's one-layer cells all carry the fault.
+    CHECK_FALSE(run_options({"--inject", "hang:softmax@layer=3", "--layers", "2"}).inject_armed);
+    CHECK(run_options({"--inject", "hang:softmax@layer=3", "--layers", "3"}).inject_armed);
+    CHECK_FALSE(run_options({"--inject", "hang:softmax@step=2"}).inject_armed);
+    CHECK(run_options({"--inject", "hang:softmax@step=2", "--iters", "2"}).inject_armed);
+    // What autograd keeps; no fix on (the fault a fix clears).
+    CHECK_FALSE(run_options({"--inject", "hang:softmax@retain", "--layers", "2"}).inject_armed);
+    CHECK(run_options({"--inject", "hang:softmax@retain", "--layers", "2", "--retain", "autograd"}).inject_armed);
+    CHECK(run_options({"--inject", "hang:softmax@no-fix", "--scenario", "2"}).inject_armed);
+    // Only with the backward pass: a stage of it is no error in a forward run, where the fault waits.
+    CHECK_FALSE(run_options({"--inject", "error:dq_gemm@backward"}).inject_armed);
+    CHECK(run_options({"--inject", "error:dq_gemm@backward", "--backward"}).inject_armed);
+    CHECK_FALSE(run_options({"--inject", "hang:softmax@no-fix", "--scenario", "2", "--fix", "on"}).inject_armed);
+    CHECK_FALSE(run_options({"--inject", "hang:softmax@no-fix", "--fixes", "3"}).inject_armed);
   }
 
   TEST_CASE("each layer has inputs of its own and the model's one mask; layer 1 is the problem itself") {

@@ -20,6 +20,7 @@
 
 #include "math_sdpa/errors.h"
 #include "run_program.h"
+#include "triage_known_answers.h"
 
 namespace {
 
@@ -117,6 +118,23 @@ TEST_CASE("repro triage runs every step to the known answer and archives what SU
   test_util::remove_tree(dir);
 }
 
+// The four known answers (triage_known_answers.h) with the fake child: each found where it is,
+// called what it is, and the exit code saying the same. tests/test_gpu_triage.cpp gives them to the GPU.
+TEST_CASE("repro triage: a hang a fix clears, a hang from layer 3, an error in the backward pass, a stall") {
+  const std::string dir = test_util::temp_dir("triage_known");
+  for (const test_util::KnownTriage& k : test_util::known_triages()) {
+    CAPTURE(k.name);
+    const std::string out = dir + "/" + k.name;
+    const auto r = triage(out, test_util::known_triage_args(k, "5m"));
+    const std::string summary = test_util::file_text(out + "/SUMMARY.md");
+    INFO(r.out << r.err << summary);
+    CHECK(r.exit_code == k.exit_code);
+    for (const std::string& line : k.said) CHECK_MESSAGE(summary.find(line) != std::string::npos, line);
+    for (const std::string& line : k.not_said) CHECK_MESSAGE(summary.find(line) == std::string::npos, line);
+  }
+  test_util::remove_tree(dir);
+}
+
 TEST_CASE("repro triage: a ladder for each scenario that did not hang, and nothing minimized when nothing hung") {
   const std::string dir = test_util::temp_dir("triage_pass"), out = dir + "/t";
   test_util::ScopedEnv env;
@@ -125,7 +143,7 @@ TEST_CASE("repro triage: a ladder for each scenario that did not hang, and nothi
   INFO(r.out << r.err);
   CHECK(r.exit_code == 0);
   const std::string summary = test_util::file_text(out + "/SUMMARY.md");
-  CHECK(summary.find("Nothing hung, so nothing was minimized.") != std::string::npos);
+  CHECK(summary.find("Nothing hung, stalled or failed, so nothing was minimized.") != std::string::npos);
   CHECK(test_util::file_text(out + "/triage.log").find("ladder-2: report --scenario 2 ") != std::string::npos);
   CHECK(test_util::file_text(out + "/triage.log").find(" --ladder ") != std::string::npos);
   // The real report climbed the ladder (its runs the fake's, which all pass): the summary says what it found.
@@ -305,8 +323,8 @@ TEST_CASE("repro triage: bad command lines exit 2 with one line, before anything
 // machine that may freeze sees before the first step starts.
 TEST_CASE("repro triage: a share of the budget too short for a step's first result is said before the step starts") {
   // --budget 4m: scenario 2's ladder gets 30 s, its first rung (the workload's call, fix on and
-  // off) is predicted at about 53 s; a minimization's first result (3 runs of a hang, each to its
-  // 20 s deadline and a 60 s snapshot) at 240 s. With 2h every share is long enough.
+  // off) is predicted at about 53 s; a minimization's first result (3 runs of a hang, each started
+  // and then waiting out its 20 s deadline) at 75 s. With 2h every share is long enough.
   const std::string dir = test_util::temp_dir("triage_short"), out = dir + "/t";
   const auto plan = test_util::run_program({SDPA_REPRO_BINARY, "triage", "--dry-run", "--out", out, "--budget", "4m",
                                             "--no-bug-report"},
@@ -320,7 +338,7 @@ TEST_CASE("repro triage: a share of the budget too short for a step's first resu
   CHECK(ladder2_block.find("(30 s if the steps before it use all of theirs)") != std::string::npos);
   CHECK(ladder2_block.find("first result: in about 53 s; TOO SHORT a share") != std::string::npos);
   const std::string minimize_block = plan.out.substr(plan.out.find("\nminimize:"));
-  CHECK(minimize_block.find("first result: in about 240 s; TOO SHORT a share") != std::string::npos);
+  CHECK(minimize_block.find("first result: in about 75 s; TOO SHORT a share") != std::string::npos);
   const auto roomy = test_util::run_program({SDPA_REPRO_BINARY, "triage", "--dry-run", "--out", out, "--no-bug-report"}, {120, ""});
   CHECK(roomy.exit_code == 0);
   CHECK(roomy.out.find("TOO SHORT") == std::string::npos);

@@ -235,9 +235,15 @@ bool fault_context_holds(const RunOptions& o) {
                        : c == "ballast"   ? o.context.ballast.given()
                        : c == "host-load" ? o.context.host_load_threads > 0
                        : c == "steps"     ? o.steps && o.iters > 1
+                       : c == "retain"    ? o.settings.retain == Retain::autograd
+                       : c == "backward"  ? o.settings.backward
+                       : c == "no-fix"    ? o.fixes.empty()
                                           : false;
     if (!holds) return false;
   }
+  // @layer=K and @step=K are conditions too: a run with fewer layers or steps never reaches the
+  // fault (a sweep's one-layer cells pass it to their runs, and a ladder's rung with layers meets it).
+  if (o.inject.only_layer > o.settings.layers || o.inject.only_step > o.iters) return false;
   const SdpaProblem& p = o.problem;
   for (const FaultSpec::AtLeast& a : o.inject.only_sizes) {
     const int64_t size = a.size == 'B' ? p.batch : a.size == 'H' ? p.q_heads : a.size == 'L' ? p.q_len : a.size == 'S' ? p.kv_len : p.head_dim;
@@ -482,14 +488,6 @@ RunOptions finish_options(const RunSpec& g, RunCommand command, const std::vecto
   if (o.inject.kind != FaultSpec::none && o.inject_armed && !stage_runs(o.inject.stage, o.problem, o.settings)) {
     throw InputError(std::string("--inject: stage ") + stage_name(o.inject.stage) + " does not run in this configuration: it needs " +
                      stage_needs(o.inject.stage, o.problem, o.settings) + " (repro help stages lists each stage's condition)");
-  }
-  if (o.inject.only_layer > o.settings.layers) {
-    throw InputError("--inject: @layer=" + std::to_string(o.inject.only_layer) + " but the run has " +
-                     std::to_string(o.settings.layers) + " layer(s)");
-  }
-  if (o.inject.only_step > o.iters) {
-    throw InputError("--inject: @step=" + std::to_string(o.inject.only_step) + " but the run makes " + std::to_string(o.iters) +
-                     " step(s)");
   }
   // Capturing and instantiating a graph is host work that waits for nothing on the GPU: a
   // spinning kernel put in front of it would stall the replay (graph_launch), not these stages.

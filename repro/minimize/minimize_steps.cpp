@@ -61,13 +61,33 @@ const std::vector<StepDef>& step_defs() {
        [](const RunSpec& s, const RunOptions&) {
          return dropping(s, {"--ballast", "--ballast-alloc", "--ballast-touch"}, "--ballast dropped");
        }},
+      {{"no mapped weights", "no weights loaded from a mapped file (--mapped-weights dropped)"},
+       [](const RunSpec& s, const RunOptions&) {
+         return dropping(s, {"--mapped-weights", "--weights-mapping"}, "--mapped-weights dropped");
+       }},
       {{"one layer", "one attention layer a step, nothing retained"},
        [](const RunSpec& s, const RunOptions& o) -> std::optional<Proposal> {
          if (o.settings.layers <= 1 && !s.retain) return std::nullopt;
          RunSpec next = s;
          next.retain.reset();
          next.layers = "1";
+         next.layers_fit = false;
          return Proposal{next, "layers " + n(o.settings.layers) + " -> 1"};
+       }},
+      // A fault from layer K on: one layer passes; half as many, then one fewer, still fail, down to K.
+      {{"halve layers", "half the attention layers a step, with what they retain"},
+       [](const RunSpec& s, const RunOptions& o) -> std::optional<Proposal> {
+         if (o.settings.layers <= 2) return std::nullopt;
+         RunSpec next = s;
+         next.layers = n(o.settings.layers / 2);
+         return Proposal{next, "layers " + n(o.settings.layers) + " -> " + n(o.settings.layers / 2)};
+       }},
+      {{"one layer fewer", "one attention layer fewer a step"},
+       [](const RunSpec& s, const RunOptions& o) -> std::optional<Proposal> {
+         if (o.settings.layers <= 2) return std::nullopt;
+         RunSpec next = s;
+         next.layers = n(o.settings.layers - 1);
+         return Proposal{next, "layers " + n(o.settings.layers) + " -> " + n(o.settings.layers - 1)};
        }},
       {{"one call", "one call of the path (--iters 1)"},
        [](const RunSpec& s, const RunOptions& o) -> std::optional<Proposal> {
@@ -187,6 +207,8 @@ RunSpec without_defaults(const RunSpec& options) {
   const std::vector<std::pair<std::string, std::function<bool(const RunOptions&, const RunOptions&)>>> plain = {
       {"--mask", [](const RunOptions& a, const RunOptions& b) { return a.problem_given.mask == b.problem_given.mask; }},
       {"--layers", [](const RunOptions& a, const RunOptions& b) { return a.settings.layers == b.settings.layers; }},
+      // One layer always fits; more may not on the machine (it is decided there, not here).
+      {"--layers-fit", [](const RunOptions& a, const RunOptions&) { return a.settings.layers == 1; }},
       {"--iters", [](const RunOptions& a, const RunOptions& b) { return a.iters == b.iters; }},
       {"--alloc-timing", [](const RunOptions& a, const RunOptions& b) { return a.settings.alloc_timing == b.settings.alloc_timing; }},
       {"--kv-heads", [](const RunOptions& a, const RunOptions& b) { return a.problem_given.kv_heads == b.problem_given.kv_heads; }},

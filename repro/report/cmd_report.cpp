@@ -280,6 +280,9 @@ ReportPlan plan_report(const ReportRequest& r, const std::vector<std::string>& w
     ContextLadderValues values;
     if (!given.workload.empty()) values.layers = "model";
     plan.base = take_ladder_values(plan.base, values);
+    // A captured call's runs would take its process again from the file (its layers, its ballast):
+    // the rungs give those, so the first rung is the call alone.
+    if (plan.base.workload_file) plan.base.call_only = true;
     plan.rungs = ladder_rungs(values);
     for (auto rung = plan.rungs.begin(); rung != plan.rungs.end();) {
       ReportInput probe;

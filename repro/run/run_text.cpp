@@ -38,7 +38,9 @@ std::string configuration_line(const RunOptions& o) {
   }
   if (o.context.host_load_threads) s << " host_load=" << o.context.host_load_threads;
   if (!o.inputs_dir.empty()) s << " inputs=" << o.inputs_dir;
-  if (o.inject.kind != FaultSpec::none) s << " inject=" << fault_spec_string(o.inject);
+  if (o.inject.kind != FaultSpec::none) {
+    s << " inject=" << fault_spec_string(o.inject) << (o.inject_armed ? "" : "(its conditions do not hold here: not armed)");
+  }
   return s.str();
 }
 

@@ -192,6 +192,10 @@ class Triage {
   void write_what_to_try_next(std::ostream& s) const;
   void run_minimize();
   void run_bug_report();
+  // What the triage found, worst first: "hang" (a run hung, or the machine stopped during one),
+  // "stalled" (a stage over the stall threshold that still finished, and nothing hung), "failure"
+  // (a mismatch, a CUDA error, a crash), "" nothing. Its exit code and SUMMARY.md's first line.
+  std::string finding() const;
   void write_summary();
   void write_archive();
 
@@ -355,24 +359,40 @@ void Triage::run_ladders() {
 void Triage::run_minimize() {
   // The first hang, made as small as it can be, and reported: a cell without its fix first, of a
   // scenario a report can take (one with a fix of its own to switch).
+  // Else the first stall, else the first failure: what was found, worst first, a sweep's cell before a
+  // ladder's rung (a cell is the smaller configuration).
   MinimizeRequest m = minimize_of(t_, std::max(60.0, left() * 0.8));
   const auto rank = [](const json& cell) {
     const int scenario = cell.at("axes").value("scenario", 0);
     return (scenario_info(scenario).fix_number ? 0 : 2) + (cell.at("axes").value("fix", "") == "off" ? 0 : 1);
   };
-  const auto best = std::min_element(hung_cells.begin(), hung_cells.end(),
-                                     [&](const json& a, const json& b) { return rank(a) < rank(b); });
-  if (best != hung_cells.end()) {
-    m.from_sweep = path("sweep/sweep.jsonl");
-    m.cell = best->value("index", 0);
-    minimized_from = "sweep cell " + std::to_string(m.cell) + " (" + best->value("key", "") + ")";
-  }
-  for (const auto& [scenario, report] : ladders) {
-    if (!minimized_from.empty()) break;
-    if (report.value("finding", "") == "hang" || report.value("finding", "") == "stalled") {
-      m.from_report = path("ladder-" + std::to_string(scenario));
-      minimized_from = "scenario " + std::to_string(scenario) + "'s ladder (" + report.value("title", "") + ")";
+  // A cell's outcome or a ladder's finding as what it found ("" nothing: pass, not_reproduced, refused, ...).
+  const auto class_of = [](const std::string& outcome_or_finding) -> std::string {
+    if (is_hang(outcome_or_finding)) return "hang";
+    if (outcome_or_finding == "stalled") return "stalled";
+    return outcome_or_finding == "failure" || is_failure(outcome_or_finding) ? "failure" : "";
+  };
+  for (const char* wanted : {"hang", "stalled", "failure"}) {
+    const json* best = nullptr;
+    for (const std::vector<json>* found : {&hung_cells, &failed_cells}) {
+      for (const json& cell : *found) {
+        if (class_of(cell.value("outcome", "")) == wanted && (!best || rank(cell) < rank(*best))) best = &cell;
+      }
     }
+    if (best) {
+      m.from_sweep = path("sweep/sweep.jsonl");
+      m.cell = best->value("index", 0);
+      minimized_from = "sweep cell " + std::to_string(m.cell) + " (" + best->value("key", "") + ")";
+      break;
+    }
+    for (const auto& [scenario, report] : ladders) {
+      if (class_of(report.value("finding", "")) == wanted) {
+        m.from_report = path("ladder-" + std::to_string(scenario));
+        minimized_from = "scenario " + std::to_string(scenario) + "'s ladder (" + report.value("title", "") + ")";
+        break;
+      }
+    }
+    if (!minimized_from.empty()) break;
   }
   if (minimized_from.empty() || no_gpu || g_stop_signal) return;
   const std::string was = prior("minimize");
@@ -441,11 +461,24 @@ int Triage::run() {
   write_archive();
   if (g_stop_signal) return 128 + g_stop_signal;
   if (no_gpu) return kExitNoGpu;
-  if (!hung_cells.empty() || !minimized_from.empty() || !stopped_in.empty()) return kExitHang;
+  const std::string found = finding();
+  if (found == "hang") return kExitHang;
   if (!could_not_run.empty()) return kExitUsage;
-  bool ladder_failed = false;
-  for (const auto& l : ladders) ladder_failed = ladder_failed || l.second.value("finding", "") == "failure";
-  return failed_cells.empty() && !ladder_failed ? kExitPass : kExitMismatch;
+  return found == "stalled" ? kExitStalled : found == "failure" ? kExitMismatch : kExitPass;
+}
+
+std::string Triage::finding() const {
+  std::set<std::string> found;
+  for (const std::vector<json>* some : {&hung_cells, &failed_cells}) {
+    for (const json& cell : *some) found.insert(cell.value("outcome", ""));
+  }
+  for (const auto& l : ladders) found.insert(l.second.value("finding", ""));
+  if (found.count("hang") || found.count("timeout") || !stopped_in.empty()) return "hang";
+  if (found.count("stalled")) return "stalled";
+  for (const char* failed : {"failure", "mismatch", "crash", "cuda_error"}) {
+    if (found.count(failed)) return "failure";
+  }
+  return "";
 }
 
 void Triage::write_summary() {
@@ -475,7 +508,14 @@ void Triage::write_summary() {
     for (const std::string& why : could_not_run) s << "- " << why << "\n";
     s << "\n";
   }
-  s << "## What hung\n\n";
+  s << "## What hung, stalled or failed\n\n";
+  const std::string found = finding();
+  if (found == "hang") s << "**A run hung** (exit 3): a stage overran its deadline, or the machine stopped during a run.\n\n";
+  if (found == "stalled") {
+    s << "**A stall, not a hang** (exit 9): nothing overran its deadline, but a stage took longer than the stall threshold "
+         "and then finished, the symptom of a stuck page migration before it becomes a hang.\n\n";
+  }
+  if (found == "failure") s << "**Nothing hung, but a run failed** (exit 1): a mismatch, a CUDA error or a crash.\n\n";
   if (no_gpu) s << "Nothing ran: no usable CUDA GPU (`info.log`).\n";
   if (!cells.empty()) {
     s << "The sweep (`sweep/`): " << cells.size() << " cells, " << cells_passed << " passed or waived, " << hung_cells.size()
@@ -483,10 +523,14 @@ void Triage::write_summary() {
   }
   for (const json& cell : hung_cells) {
     s << "- cell " << cell.value("index", 0) << ": " << cell.value("key", "") << ": " << cell.value("outcome", "")
-      << (cell["stage"].is_string() ? " in " + cell["stage"].get<std::string>() : std::string()) << "\n";
+      << (cell.contains("stage") && cell["stage"].is_string() ? " in " + cell["stage"].get<std::string>() : std::string()) << "\n";
   }
   for (const json& cell : failed_cells) {
-    s << "- cell " << cell.value("index", 0) << ": " << cell.value("key", "") << ": " << cell.value("outcome", "") << "\n";
+    // A stall's stage is its longest stall's; a failure's, where it failed.
+    const json& where = cell.contains("stall") && cell["stall"].is_object() ? cell["stall"] : cell;
+    s << "- cell " << cell.value("index", 0) << ": " << cell.value("key", "") << ": " << cell.value("outcome", "")
+      << (where.contains("stage") && where["stage"].is_string() ? " in " + where["stage"].get<std::string>() : std::string())
+      << "\n";
   }
   for (const auto& [scenario, report] : ladders) {
     s << "- scenario " << scenario << "'s context ladder (`ladder-" << scenario << "/REPORT.md`): " << report.value("title", "")
@@ -514,7 +558,7 @@ void Triage::write_summary() {
     s << "The minimization of " << minimized_from << " did not finish (`minimize/progress.log`; `repro minimize --out "
       << path("minimize") << " --resume` goes on).\n";
   } else if (stopped_in.empty()) {
-    s << "Nothing hung, so nothing was minimized.\n";
+    s << "Nothing hung, stalled or failed, so nothing was minimized.\n";
   } else {
     s << "What was running when the machine stopped is not minimized (a run of it could stop the machine again): its "
          "options are in its log.\n";
@@ -527,7 +571,9 @@ void Triage::write_summary() {
   } else if (!minimized_from.empty()) {
     s << "No report of the smallest configuration was written (`minimize/report.log`).\n";
   }
-  for (const json& cell : hung_cells) {
+  std::vector<json> found_cells = hung_cells;
+  found_cells.insert(found_cells.end(), failed_cells.begin(), failed_cells.end());
+  for (const json& cell : found_cells) {
     if (cell.at("axes").value("fix", "") != "off") continue;
     const std::string key_on = [&] {
       std::string k = cell.value("key", "");
@@ -692,9 +738,10 @@ std::vector<TriageStep> plan_triage(const TriageSettings& t) {
   m.from_sweep = step_path(t, "sweep/sweep.jsonl");
   m.cell = 0;
   minimize.argv = m.to_argv();
-  // Its first result: the hang's configuration run --runs times, each hanging until the stage's
-  // deadline and then snapshotted.
-  minimize.first_result_s = t.runs * (t.stage_timeout_s + kDefaultSnapshotTimeoutS);
+  // Its first result: the hang's configuration run --runs times, each started (a process, its CUDA
+  // context and cuBLAS handle: about 2 s on an H100, kRunStartS with room) and hanging until the
+  // stage's deadline, then killed (a minimization's runs take no snapshot).
+  minimize.first_result_s = t.runs * (kRunStartS + t.stage_timeout_s);
   plan.push_back(minimize);
 
   TriageStep bug{"nvidia-bug-report", "nvidia-bug-report.sh's log of the driver and the machine", "", 0.9,

@@ -56,6 +56,8 @@ struct TriageSettings {
 
 // No step runs for less than this, whatever its share of the budget left.
 constexpr double kMinStepSeconds = 30;
+// A child run's start before its first stage: the process, its CUDA context, cuBLAS's handle.
+constexpr double kRunStartS = 5;
 // A step's time: its share of what is left of the budget, at least kMinStepSeconds (the run and
 // the dry-run's plan both use it).
 inline double step_seconds(double budget_left_s, double share) { return std::max(kMinStepSeconds, budget_left_s * share); }
