@@ -3,7 +3,9 @@
 
 #include <cmath>
 
+#include "full_run_result.h"
 #include "repro/run/run_json.h"
+#include "repro/run/run_text.h"
 #include "scenarios/scenario.h"
 
 using namespace sdpa;
@@ -87,5 +89,58 @@ TEST_SUITE("result_json") {
     CHECK(j["check"]["rel_error"].is_null());
     CHECK(j["check"]["passed"] == false);
     CHECK_NOTHROW(nlohmann::json::parse(j.dump()));
+  }
+}
+
+// The table a user reads on stdout, from a result with every measurement (full_run_result.h):
+// each block where it belongs, the values as they were given.
+TEST_SUITE("result_json") {
+  TEST_CASE("the text of a run: device, stages, plan, weights, memory, steps, stalls, checks, result") {
+    const RunResult r = test_util::full_run_result();
+    const std::string text = result_to_text(r);
+    INFO(text);
+    const auto has = [&](const std::string& s) { CHECK_MESSAGE(text.find(s) != std::string::npos, s); };
+    has("# repro scenario 2 (");
+    has(" on NVIDIA H100 80GB HBM3 (sm_90, 132 SMs), driver 13.0, cuBLAS 13.1.0\n");
+    has("# launch blocking: a 50 ms kernel's launch returned after 12.5 ms (NOT in force");
+    has("   softmax           20      0.5000      0.4000      0.6000  event\n");
+    has("   stream_sync       20      0.0500      0.0400      0.0600  host\n");
+    has("#  first call 3.2500 ms; calls 2..20 median 0.5500 ms (GPU stages)\n");
+    has("(3 layers, 0.50 GB kept per layer) + ballast 2.00 GB + mapped weights 1.50 GB");
+    has("; unified memory (CPU and GPU) 6.50 GB of 8.00 GB available (only if the page cache is reclaimed)\n");
+    has("# --layers-fit: 3 of the 60 layers asked for");
+    has("# weights loaded: 1.50 GB in 12 tensors from /tmp/sdpa-weights-1.5G.bin (written first), io mapped, pages keep, "
+        "mapping keep: 0.75 s, 2.00 GB/s\n");
+    has("#   change: Cached +1.50 GB, MemFree -1.50 GB, MemAvailable +0.00 GB, RssFile +1.50 GB\n");
+    has("GPU memory in use at most 7.00 GB (cudaMemGetInfo), MemAvailable at least 95.00 GB\n");
+    has("# steps: 20, first 150.000 ms, median 1.105 ms");
+    has(", last 1.190 ms\n");
+    // Twenty samples print as every second one and the last: about a dozen rows.
+    has("\n       1       69999.0      501.0            9     2800.0\n");
+    has("\n      20       69980.0      520.0            9     2800.0\n");
+    CHECK(text.find("\n       2       69998.0") == std::string::npos);
+    has("# memory: flat after warm-up over calls 2-20\n");
+    has("# STALLED: ");
+    has("#   call 8: softmax 1008.0 ms\n");
+    CHECK(text.find("#   call 9:") == std::string::npos);  // at most 8 stall rows
+    has("# check (probs, 3 layers, the worst: layer 2): rel_error 1.000e-03  max_abs_error 2.000e-03  tolerance 4.0e-03  OK\n");
+    has("# check (grad_key, the worst: layer 3): rel_error 5.000e-02  max_abs_error 3.000e-02  tolerance 1.0e-02  FAILED\n");
+    has("# every call: 20 calls compared with call 1 bit for bit: call 7 differs  FAILED\n");
+    has("# result: mismatch (exit 1): call 7 differs from call 1\n");
+  }
+
+  TEST_CASE("the text of a run: launch blocking in force, identical calls, no device") {
+    RunResult r = test_util::full_run_result();
+    r.launch_blocking_probe_ms = 49.0;
+    r.first_differing_call = 0;
+    r.device.reset();
+    r.outcome = Outcome::pass;
+    r.exit_code = 0;
+    r.error.clear();
+    const std::string text = result_to_text(r);
+    CHECK(text.find("returned after 49.0 ms (CUDA_LAUNCH_BLOCKING=1 in force)\n") != std::string::npos);
+    CHECK(text.find("call 1 bit for bit: identical  OK\n") != std::string::npos);
+    CHECK(text.find(" on NVIDIA") == std::string::npos);
+    CHECK(text.find("# result: pass (exit 0)\n") != std::string::npos);
   }
 }
