@@ -18,6 +18,10 @@
 #include "math_sdpa/errors.h"
 #include "math_sdpa/stage_log.h"
 
+#ifdef SDPA_COVERAGE
+extern "C" void __gcov_dump(void);  // libgcov's: writes this process's counters now
+#endif
+
 namespace sdpa {
 
 namespace {
@@ -68,6 +72,9 @@ pid_t start_body(const ChildSpec& spec, int null_fd) {
   } catch (...) {
   }
   std::fflush(nullptr);
+#ifdef SDPA_COVERAGE
+  __gcov_dump();  // the body's counters: _exit skips the exit handler that writes them
+#endif
   _exit(rc);
 }
 
