@@ -43,7 +43,9 @@ inline sdpa::RunResult full_run_result() {
   plan.weights_bytes = 1'500'000'000;
   plan.layers_asked = 60;
   plan.fitted_because = "the memory plan needs 141.96 GB of GPU memory";
+  plan.tensors.push_back({TensorId::scores, "scores", 400'000'000, 1, Lifetime::call, false, Stage::alloc_scores});
   r.plan = plan;
+  r.memory_facts = MemoryFacts{true, 80'000'000'000, 100'000'000'000, 90'000'000'000, 10'000'000'000};
   PoolUse pool;
   pool.name = "unified memory (CPU and GPU)";
   pool.measured = "MemAvailable";
@@ -74,6 +76,9 @@ inline sdpa::RunResult full_run_result() {
   m.peak_live_bytes = 2'900'000'000;
   m.peak_reserved_bytes = 3'100'000'000;
   m.allocations = 42;
+  m.trace.push_back({1, 2, "softmax", 95'000'000'000, 88'000'000'000, 11'000'000'000, 1'500'000'000, 73'000'000'000,
+                     2'900'000'000, 3'100'000'000});
+  m.trace_samples = 1;
   r.measured = m;
   for (int i = 0; i < 20; ++i) r.step_ms.push_back(i == 0 ? 150.0 : 1.0 + 0.01 * i);
   for (int i = 1; i <= 20; ++i) r.memory.push_back({i, 70000.0 - i, 500.0 + i, 9, 2800.0, 3000.0});

@@ -30,6 +30,7 @@
 #include "repro/report/report_writer.h"
 #include "repro/run/outcome.h"
 #include "repro/run/run_json.h"
+#include "full_run_result.h"
 #include "run_program.h"
 #include "scenarios/scenario.h"
 
@@ -325,6 +326,19 @@ TEST_SUITE("schemas") {
     CHECK(pass["memory"]["samples"].size() == 4);
     CHECK(hang["watchdog"]["flight_recorder"][1]["duration_ms"].is_null());
     CHECK(result_to_json(nan_mismatch())["check"]["max_abs_error"].is_null());
+  }
+
+  TEST_CASE("a result with every measurement is valid, each block where the schema has it") {
+    const json j = result_to_json(test_util::full_run_result());
+    check_valid("run.schema.json", j, "every measurement");
+    CHECK(j["memory_plan"]["layers_asked"] == 60);
+    CHECK(j["memory_plan"]["tensors"][0]["allocated_in"] == "alloc_scores");
+    CHECK(j["memory_plan"]["pools"][0]["fits_only_by_reclaim"] == true);
+    CHECK(j["memory_plan"]["integrated"] == true);
+    CHECK(j["weights_load"]["gb_per_s"] == doctest::Approx(2.0));
+    CHECK(j["weights_load"]["after"]["rss_file"] == 1'500'000'000);
+    CHECK(j["stalls"]["calls_stalled"] == 10);
+    CHECK(j["check"]["gradients"][1]["passed"] == false);
   }
 
   TEST_CASE("the committed GPU runs with the current layout are valid") {
