@@ -88,6 +88,14 @@ inline sdpa::RunResult full_run_result() {
   r.stalls.calls_stalled = 10;
   for (int i = 1; i <= 10; ++i) r.stalls.records.push_back({i, "softmax", 1000.0 + i});
   r.stalls.longest = r.stalls.records.back();
+  UvmCounts uvm;
+  uvm.available = true;
+  uvm.not_counted = "THROTTLING (CUPTI_ERROR_NOT_SUPPORTED)";
+  uvm.bytes_htod = 614'465'536;
+  uvm.cpu_page_faults = 1758;
+  uvm.ranges = {{"ballast", 614'465'536, 0, 1758, 0}, {"other", 0, 4096, 0, 3}};
+  uvm.records = 2000;
+  r.uvm = uvm;
   r.checked = true;
   r.result_tensor = ResultTensor::probs;
   r.tolerance = 4e-3;

@@ -496,6 +496,27 @@ TEST_SUITE("hang_snapshot") {
     CHECK(again.dir == r.dir + "-2");
   }
 
+  TEST_CASE("a snapshot folder that cannot be made: every collector says why, nothing runs, nothing is written") {
+    Scratch scratch;
+    std::ofstream(scratch.path("a_file")) << "not a folder\n";
+    Sleeper target;
+    SnapshotRequest r;
+    r.pid = target.pid;
+    r.dir = scratch.path("a_file") + "/snap";
+    r.budget_s = 20;
+    r.tool_dirs = {scratch.path("tools")};
+    const HangSnapshot s = take_hang_snapshot(r);
+    CHECK(s.seconds < 2);
+    REQUIRE(s.collectors.size() == 8);  // no nvidia_bug_report without the request
+    for (const CollectorRun& c : s.collectors) {
+      CAPTURE(c.name);
+      CHECK(c.state == CollectorState::skipped);
+      CHECK(c.reason.rfind("cannot create the snapshot folder " + r.dir + ": ", 0) == 0);
+      CHECK(c.files.empty());
+    }
+    CHECK(scratch.entries() == std::set<std::string>{"a_file"});
+  }
+
   TEST_CASE("a real debugger (gdb, where installed) attaches, reads every thread and detaches; the process runs on") {
     if (access("/usr/bin/gdb", X_OK) != 0) {
       MESSAGE("no /usr/bin/gdb here: the attach is checked on the GPU machine with cuda-gdb");

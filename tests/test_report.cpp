@@ -565,6 +565,17 @@ TEST_SUITE("report") {
     const Ran file = run_repro({"report", "--scenario", "1", "--no-run", "--out", dir + "/mine.txt", "--force"});
     CHECK(file.exit_code == 2);
     CHECK(file.err.find("not a directory") != std::string::npos);
+    // A report that runs replaces the runs' logs and hang snapshots of the one before, and only those.
+    std::ofstream(dir + "/run-7.log") << "an earlier report's run\n";
+    std::ofstream(dir + "/run-notes.txt") << "mine\n";
+    std::filesystem::create_directories(dir + "/hang-snapshot-run-2");
+    std::ofstream(dir + "/hang-snapshot-run-2/threads.txt") << "an earlier hang\n";
+    const Ran ran = run_repro({"report", "--scenario", "1", "--out", dir, "--force", "--repro-binary", SWEEP_TEST_FAKE_CHILD});
+    CHECK(ran.exit_code == 0);
+    CHECK_FALSE(exists(dir + "/run-7.log"));
+    CHECK_FALSE(exists(dir + "/hang-snapshot-run-2"));
+    CHECK(file_text(dir + "/run-notes.txt") == "mine\n");
+    CHECK(file_text(dir + "/mine.txt") == "keep me\n");
     remove_tree(dir);
   }
 

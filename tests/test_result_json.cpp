@@ -4,6 +4,8 @@
 #include <cmath>
 
 #include "full_run_result.h"
+#include "math_sdpa/errors.h"
+#include "repro/run/outcome.h"
 #include "repro/run/run_json.h"
 #include "repro/run/run_text.h"
 #include "scenarios/scenario.h"
@@ -142,5 +144,52 @@ TEST_SUITE("result_json") {
     CHECK(text.find("call 1 bit for bit: identical  OK\n") != std::string::npos);
     CHECK(text.find(" on NVIDIA") == std::string::npos);
     CHECK(text.find("# result: pass (exit 0)\n") != std::string::npos);
+  }
+}
+
+// A run's verdict from what it saw: non-finite values never pass, nor an error above the tolerance;
+// and each outcome's exit code read back.
+TEST_SUITE("result_json") {
+  TEST_CASE("judge_outputs: non-finite values and an error past the tolerance are mismatches, saying which") {
+    Verdict nan;
+    nan.nonfinite_outputs = 3;
+    nan.checked = true;  // a check that passed does not clear a NaN
+    nan.tolerance = 1e-2;
+    judge_outputs(nan, "output");
+    CHECK(nan.outcome == Outcome::mismatch);
+    CHECK(nan.exit_code == kExitMismatch);
+    CHECK(nan.error == "3 non-finite values in the output");
+    Verdict far;
+    far.checked = true;
+    far.tolerance = 1e-2;
+    far.comparison.rel_error = 0.5;
+    judge_outputs(far, "output");
+    CHECK(far.outcome == Outcome::mismatch);
+    CHECK(far.error == "relative error 0.500000 exceeds 0.010000");
+    Verdict close = far;
+    close.outcome = Outcome::pass;
+    close.exit_code = 0;
+    close.error.clear();
+    close.comparison.rel_error = 1e-3;
+    judge_outputs(close, "output");
+    CHECK(close.outcome == Outcome::pass);
+    CHECK(close.error.empty());
+    Verdict unchecked;  // no check, no NaN: nothing to judge
+    judge_outputs(unchecked, "output");
+    CHECK(unchecked.outcome == Outcome::pass);
+  }
+
+  TEST_CASE("every outcome with an exit code reads back from it; code 1 is a mismatch") {
+    for (Outcome o : {Outcome::pass, Outcome::mismatch, Outcome::usage, Outcome::hang, Outcome::cuda_error, Outcome::crash,
+                      Outcome::waived, Outcome::no_gpu, Outcome::refused, Outcome::stalled}) {
+      CAPTURE(outcome_name(o));
+      REQUIRE(outcome_exit_code(o).has_value());
+      CHECK(outcome_of_exit_code(*outcome_exit_code(o)) == o);
+    }
+    for (Outcome o : {Outcome::timeout, Outcome::planned, Outcome::no_result}) CHECK_FALSE(outcome_exit_code(o).has_value());
+    CHECK_FALSE(outcome_of_exit_code(42).has_value());
+    Verdict v;
+    v.fail(Outcome::timeout, "ran past --run-timeout");
+    CHECK(v.exit_code == kExitCrash);  // no code of its own
   }
 }

@@ -339,6 +339,10 @@ TEST_SUITE("schemas") {
     CHECK(j["weights_load"]["after"]["rss_file"] == 1'500'000'000);
     CHECK(j["stalls"]["calls_stalled"] == 10);
     CHECK(j["check"]["gradients"][1]["passed"] == false);
+    // The UVM counters: "other" is every address but the named ones, so the path's.
+    CHECK(j["uvm"]["ranges"][1]["range"] == "path");
+    CHECK(j["uvm"]["ranges"][0]["bytes_htod"] == 614'465'536);
+    CHECK(j["uvm"]["not_counted"] == "THROTTLING (CUPTI_ERROR_NOT_SUPPORTED)");
   }
 
   TEST_CASE("the committed GPU runs with the current layout are valid") {

@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <set>
 #include <thread>
 #include <string>
@@ -132,6 +133,51 @@ TEST_CASE("repro triage: a hang a fix clears, a hang from layer 3, an error in t
     for (const std::string& line : k.said) CHECK_MESSAGE(summary.find(line) != std::string::npos, line);
     for (const std::string& line : k.not_said) CHECK_MESSAGE(summary.find(line) == std::string::npos, line);
   }
+  test_util::remove_tree(dir);
+}
+
+// nvidia-bug-report.sh, as root: its log in the archive and named in SUMMARY.md, kept on --resume;
+// one that fails is said with its exit code. A stand-in script in PATH takes the real one's place.
+TEST_CASE("repro triage: nvidia-bug-report.sh's log, taken as root, kept when resumed; a failing one said") {
+  const std::string dir = test_util::temp_dir("triage_bug_report");
+  const std::string tools = dir + "/bin", script = tools + "/nvidia-bug-report.sh";
+  std::filesystem::create_directories(tools);
+  const auto write_tool = [&](const std::string& body) {
+    { std::ofstream(script) << "#!/bin/sh\n" << body; }
+    std::filesystem::permissions(script, std::filesystem::perms::owner_all);
+  };
+  // The real one writes FILE.gz for --output-file FILE.
+  write_tool("[ \"$1\" = --output-file ] || exit 2\necho 'a driver log' | gzip > \"$2.gz\"\n");
+  const char* old_path = std::getenv("PATH");
+  const std::string saved_path = old_path ? old_path : "";
+  setenv("PATH", (tools + ":" + saved_path).c_str(), 1);
+  const auto run = [&](const std::string& out, std::vector<std::string> extra) {
+    std::vector<std::string> args{SDPA_REPRO_BINARY, "triage", "--out", out, "--repro-binary", MINIMIZE_FAKE_CHILD};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return test_util::run_program(args, {300, ""});
+  };
+  const std::string out = dir + "/t", failing = dir + "/f";
+  const auto r = run(out, {"--budget", "5m", "--scenarios", "2"});
+  const std::string summary = test_util::file_text(out + "/SUMMARY.md");
+  INFO(r.out << r.err << summary);
+  CHECK(r.exit_code == 0);
+  if (geteuid() == 0) {
+    CHECK(summary.find("nvidia-bug-report.sh: nvidia-bug-report.log.gz.") != std::string::npos);
+    CHECK(summary.find("- `nvidia-bug-report.log.gz`: nvidia-bug-report.sh's output") != std::string::npos);
+    // Resumed: every step ended before, the log among them, and is not taken again.
+    write_tool("exit 5\n");
+    const auto again = run(out, {"--resume"});
+    INFO(again.out << again.err);
+    CHECK(again.exit_code == 0);
+    CHECK(test_util::file_text(out + "/SUMMARY.md").find("nvidia-bug-report.sh: nvidia-bug-report.log.gz.") != std::string::npos);
+    // A tool that fails without its file.
+    const auto bad = run(failing, {"--budget", "5m", "--scenarios", "2"});
+    CHECK(test_util::file_text(failing + "/SUMMARY.md").find("nvidia-bug-report.sh: nvidia-bug-report.sh ended with 5.") !=
+          std::string::npos);
+  } else {
+    CHECK(summary.find("nvidia-bug-report.sh: not taken: it needs root") != std::string::npos);
+  }
+  setenv("PATH", saved_path.c_str(), 1);
   test_util::remove_tree(dir);
 }
 
