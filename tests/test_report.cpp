@@ -775,6 +775,34 @@ TEST_SUITE("report") {
     const Environment again = environment_from_json(environment_to_json(spark));
     CHECK(again.device->name == "NVIDIA GB10");
     CHECK(environment_to_json(again)["affected_platform"]["matches"] == true);
+    // The environment block's lines, as REPORT.md and `repro info` print them: with a GPU and without.
+    spark.device->sm_count = 48;
+    spark.device->total_memory = 128ull << 30;
+    spark.cuda.driver = 13000;
+    spark.cuda.runtime = 13000;
+    spark.cuda.cublas_loaded = spark.cuda.cublas_built = 130100;
+    spark.cuda.cublas_path = "/usr/local/cuda/lib64/libcublas.so.13";
+    std::map<std::string, std::string> lines;
+    for (const auto& [what, value] : environment_lines(spark)) lines[what] = value;
+    CHECK(lines["GPU"] == "NVIDIA GB10");
+    CHECK(lines["compute capability"] == "12.1 (sm_121)");
+    CHECK(lines["SMs"] == "48");
+    CHECK(lines["CUDA driver"] == "13.0 (cudaDriverGetVersion 13000)");
+    CHECK(lines["cuBLAS"] == "13.1.0 loaded (/usr/local/cuda/lib64/libcublas.so.13), built against 13.1.0");
+    CHECK(lines["unified memory"] == "integrated=1 concurrentManagedAccess=0 pageableMemoryAccess=1 "
+                                     "pageableMemoryAccessUsesHostPageTables=1 directManagedMemAccessFromHost=0 "
+                                     "hostNativeAtomicSupported=0");
+    CHECK(lines["affected platform"].rfind("matches the affected platform", 0) == 0);
+    Environment none;
+    none.gpu_error = "no usable CUDA GPU: no CUDA-capable device is detected";
+    none.cuda.cublas_static = true;
+    lines.clear();
+    for (const auto& [what, value] : environment_lines(none)) lines[what] = value;
+    CHECK(lines["GPU"] == none.gpu_error);
+    CHECK(lines["CUDA driver"] == "none (no CUDA driver loaded)");
+    CHECK(lines["cuBLAS"].find("(linked statically)") != std::string::npos);
+    CHECK(lines["unified memory"] == "unknown (no usable GPU)");
+    CHECK(lines.count("SMs") == 0);
   }
 
   TEST_CASE("the template language: sections, alternatives, negation, nesting, values; mistakes throw") {

@@ -72,11 +72,9 @@ pid_t start_body(const ChildSpec& spec, int null_fd) {
   } catch (...) {
   }
   std::fflush(nullptr);
-#ifdef SDPA_COVERAGE
-  __gcov_dump();  // the body's counters: _exit skips the exit handler that writes them
-#endif
-  _exit(rc);
+  exit_now(rc);
 }
+
 
 pid_t start_program(const ChildSpec& spec, int null_fd) {
   // Built before vfork: the child runs in this process's memory until execve.
@@ -212,6 +210,13 @@ std::string shell_command(const std::vector<std::string>& args) {
     s += (s.empty() ? "" : " ") + quoted;
   }
   return s;
+}
+
+void exit_now(int code) {
+#ifdef SDPA_COVERAGE
+  __gcov_dump();  // _exit skips the exit handler that writes them
+#endif
+  _exit(code);
 }
 
 }  // namespace sdpa

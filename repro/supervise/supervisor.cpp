@@ -379,7 +379,7 @@ int start_in_process_watchdog(const SupervisorOptions& options, std::function<vo
         on_hang(out);
         log->record("end", "hang: this process exits with code " + std::to_string(kExitHang));
         std::fflush(nullptr);
-        _exit(kExitHang);
+        exit_now(kExitHang);
       }
     }
   }).detach();
