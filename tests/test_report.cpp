@@ -151,6 +151,35 @@ void check_usage_error(const std::vector<std::string>& args, const std::string& 
 }  // namespace
 
 TEST_SUITE("report") {
+  TEST_CASE("a report's title says what its fix-off runs did, for every way a run ends") {
+    // The fake child ends every run of scenario 1 the named way, fix on or off.
+    const std::string dir = temp_dir("report_endings");
+    // The machine's answers (refused, no GPU) are not findings: the title says so.
+    const std::vector<std::tuple<std::string, std::string, int>> endings = {
+        {"crash_reported", "Scenario 1 crashes in pv_gemm", 0},
+        {"cuda_error", "Scenario 1 fails with a CUDA error in qk_gemm", 0},
+        {"mismatch", "Scenario 1 gives a wrong result (", 0},
+        {"hang", "Scenario 1 hangs in softmax", 0},
+        {"segv", "Scenario 1 ends without a result", 0},
+        {"refused", "Scenario 1: refused by the memory guard on this machine", 0},
+        {"no_gpu", "Scenario 1: not run on this machine (no usable CUDA GPU)", kExitNoGpu},
+    };
+    for (const auto& [ending, title, exit_code] : endings) {
+      CAPTURE(ending);
+      setenv("SWEEP_FAKE", ("1=" + ending).c_str(), 1);
+      const std::string out = dir + "/" + ending;
+      const Ran r = run_repro({"report", "--scenario", "1", "--out", out, "--repro-binary", SWEEP_TEST_FAKE_CHILD});
+      unsetenv("SWEEP_FAKE");
+      INFO(r.out, r.err);
+      CHECK(r.exit_code == exit_code);
+      const nlohmann::json j = nlohmann::json::parse(file_text(out + "/result.json"));
+      const std::string got = j["report"]["title"];
+      CHECK_MESSAGE(got.find(title) != std::string::npos, got);
+      CHECK(file_text(out + "/REPORT.md").find(title) != std::string::npos);
+    }
+    remove_tree(dir);
+  }
+
   TEST_CASE("repro report --ladder climbs the rungs in order and stops at the first that hangs") {
     // A fake child in place of each run: every run passes, but one given --ballast hangs.
     const std::string dir = temp_dir("report_ladder"), out = dir + "/report", log = dir + "/fake.log";

@@ -193,3 +193,19 @@ TEST_SUITE("result_json") {
     CHECK(v.exit_code == kExitCrash);  // no code of its own
   }
 }
+
+// A GEMM's one line, as a CUDA error in it names it: the shape, the operands' layout, its stream.
+TEST_SUITE("result_json") {
+  TEST_CASE("a GEMM described: strides or pointer arrays, the type, the stream") {
+    GemmCall strided = qk_gemm_call(16, 128, 256, 64, DType::fp32, KtOperand{false, 64, 256 * 64}, GemmApi::strided);
+    strided.stream = 0xabc;
+    const std::string s = strided.describe();
+    CHECK(s.rfind("M=128 N=256 K=64 batch=16 fn=cublasSgemmStridedBatched transa=T transb=N m=256 n=128 k=64 lda=64", 0) == 0);
+    CHECK(s.find(" strideA=16384 ") != std::string::npos);
+    CHECK(s.find(" type=fp32 compute=fp32 stream=0xabc") != std::string::npos);
+    CHECK(s.find("pointer_arrays") == std::string::npos);
+    const GemmCall batched = qk_gemm_call(16, 128, 256, 64, DType::bf16, KtOperand{false, 64, 256 * 64}, GemmApi::batched);
+    CHECK(batched.describe().find(" pointer_arrays=true headA=") != std::string::npos);
+    CHECK(batched.describe().find(" type=bf16 ") != std::string::npos);
+  }
+}
