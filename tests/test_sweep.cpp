@@ -1865,6 +1865,30 @@ TEST_SUITE("sweep") {
     CHECK(into_shard.err.find("is one of the shards being merged") != std::string::npos);
     CHECK(run_repro({"sweep", "merge", folders[0]}, {}, dir.path).exit_code == kExitUsage);  // no --out
 
+    // Merged with a warning: a shard built from another commit and run with another stage deadline;
+    // one interrupted before its last cell, whose square says so.
+    fs::copy(folders[1], dir / "recommitted", fs::copy_options::recursive);
+    json recommitted = json::parse(read_text(dir / "recommitted/sweep.json"));
+    recommitted["meta"]["git_commit"] = "0123abc";
+    recommitted["matrix"]["stage_timeout_s"] = 99.0;
+    write_text(dir / "recommitted/sweep.json", recommitted.dump());
+    fs::copy(folders[2], dir / "cut", fs::copy_options::recursive);
+    json cut = json::parse(read_text(dir / "cut/sweep.json"));
+    cut["summary"]["interrupted"] = true;
+    write_text(dir / "cut/sweep.json", cut.dump());
+    const std::vector<std::string> cut_lines = lines_of(read_text(dir / "cut/sweep.jsonl"));
+    REQUIRE(cut_lines.size() >= 2);
+    std::string kept;
+    for (size_t i = 0; i + 1 < cut_lines.size(); ++i) kept += cut_lines[i] + "\n";
+    write_text(dir / "cut/sweep.jsonl", kept);
+    const Ran warned = run_repro({"sweep", "merge", "--out", dir / "warned", folders[0], dir / "recommitted", dir / "cut"}, {},
+                                 dir.path);
+    INFO(warned.out << warned.err);
+    CHECK(warned.exit_code == 1);
+    CHECK((warned.out + warned.err).find("were built from different commits (") != std::string::npos);
+    CHECK((warned.out + warned.err).find("ran with different stage_timeout_s") != std::string::npos);
+    CHECK(visible_text(read_text(dir / "warned/sweep.svg")).find("not run: shard 3/3 was interrupted") != std::string::npos);
+
     // A shard left out: its cells are not run, and say why; --resume of the merged output with the
     // whole matrix runs exactly them.
     const Ran partial = run_repro({"sweep", "merge", "--out", dir / "partial", folders[0], folders[1]}, {}, dir.path);
