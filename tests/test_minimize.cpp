@@ -275,4 +275,34 @@ TEST_CASE("repro minimize takes a report's failing configuration (its fix-off co
   test_util::remove_tree(dir);
 }
 
+// Damaged sources: each refused with one line that names the file and what is wrong, nothing run.
+TEST_CASE("repro minimize: a sweep or a report that does not read is refused, saying which file and why") {
+  const std::string dir = test_util::temp_dir("minimize_damaged");
+  std::ofstream(dir + "/garbage.jsonl") << "{\"index\": 0, \"run_options\"\n";
+  std::ofstream(dir + "/bare.jsonl") << json{{"index", 0}}.dump() << "\n";
+  std::ofstream(dir + "/doc.json") << json{{"cells", json::array({json{{"index", 2}, {"run_options", parse_run_spec(
+                                                                        {"--scenario", "1"}).to_json()}}})}}.dump();
+  std::filesystem::create_directories(dir + "/report");
+  std::ofstream(dir + "/report/result.json") << json{{"report", json::object()}}.dump();
+  const std::vector<std::pair<Options, std::string>> refused = {
+      {{"--from-sweep", dir + "/garbage.jsonl", "--cell", "0"}, "--from-sweep: " + dir + "/garbage.jsonl is not a sweep document or JSON-lines file ("},
+      {{"--from-sweep", dir + "/bare.jsonl", "--cell", "0"}, "--from-sweep: cell 0 of " + dir + "/bare.jsonl has no run_options ("},
+      {{"--from-sweep", dir + "/doc.json", "--cell", "3"}, "--cell 3: " + dir + "/doc.json has no such cell"},
+      {{"--from-report", dir + "/report"}, "--from-report: " + dir + "/report/result.json has no run_options.fix_off ("},
+  };
+  for (const auto& [options, message] : refused) {
+    CAPTURE(message);
+    const auto r = minimize(dir + "/m", options);
+    CHECK(r.exit_code == kExitUsage);
+    CHECK(r.err.find(message) != std::string::npos);
+    CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+    CHECK_FALSE(std::filesystem::exists(dir + "/m"));
+  }
+  // A sweep document (sweep.json) is read as well as its JSON lines.
+  const auto doc = minimize(dir + "/d", {"--runs", "1", "--no-report", "--from-sweep", dir + "/doc.json", "--cell", "2"});
+  CHECK(doc.exit_code == 1);  // scenario 1, no fault: nothing fails, nothing to minimize
+  CHECK(doc.err.find("no such cell") == std::string::npos);
+  test_util::remove_tree(dir);
+}
+
 }  // TEST_SUITE

@@ -43,7 +43,9 @@ RunSpec sweep_cell_options(const std::string& path, int index) {
   std::vector<json> cells;
   try {
     if (!text->empty() && text->front() == '{' && text->find("\"cells\"") != std::string::npos) {
-      for (const json& c : json::parse(*text).at("cells")) cells.push_back(c);
+      // Named: a range-for over parse(...).at(...) would read the parsed document after it is gone.
+      const json doc = json::parse(*text);
+      for (const json& c : doc.at("cells")) cells.push_back(c);
     } else {
       std::istringstream lines(*text);
       for (std::string line; std::getline(lines, line);) {
