@@ -1588,6 +1588,20 @@ TEST_SUITE("sweep") {
     CHECK(lines_of(none.err).size() == 1);
     CHECK(none.err.find("--resume: there is no sweep to continue") != std::string::npos);
     CHECK_FALSE(fs::exists(dir / "none"));
+    // A damaged document: its matrix cannot be known, with the axes given or without; nothing written.
+    fs::create_directories(dir / "damaged");
+    write_text(dir / "damaged/s.json", "{\"matrix\": ");
+    write_text(dir / "damaged/s.jsonl", "");
+    const Ran adopted = run_repro({"sweep", "--repro-binary", SWEEP_TEST_FAKE_CHILD, "--json", dir / "damaged/s.json", "--resume"},
+                                  env, dir.path);
+    CHECK(adopted.exit_code == kExitUsage);
+    CHECK(lines_of(adopted.err).size() == 1);
+    CHECK(adopted.err.find("--resume: " + (dir / "damaged/s.json") + " is not a sweep document (") != std::string::npos);
+    const Ran checked = run_repro(joined(sweep_args(dir / "damaged/s.json", first), {"--resume"}), env, dir.path);
+    CHECK(checked.exit_code == kExitUsage);
+    CHECK(lines_of(checked.err).size() == 1);
+    CHECK(checked.err.find("--resume: cannot tell which matrix wrote " + (dir / "damaged/s.jsonl")) != std::string::npos);
+    CHECK(read_text(dir / "damaged/s.json") == "{\"matrix\": ");
 
     // Without its document (a sweep killed before it wrote one) the keys of FILE.jsonl still tell.
     fs::remove(dir / "s.json");
