@@ -310,3 +310,52 @@ TEST_SUITE("options") {
     for (const auto& [args, needle] : cases) check_refused(args, needle);
   }
 }
+
+// A configuration read back (a sweep's cell, a report's runs, a minimization's state) or set by
+// name: each value must be what the option takes, or one line naming the option.
+TEST_SUITE("options") {
+  TEST_CASE("a RunSpec set by name or read from JSON refuses values of the wrong kind, naming the option") {
+    RunSpec spec;
+    spec.set("--batch", "4");
+    spec.set("--scale", "0.125");
+    spec.set("--check", "");
+    CHECK(spec.batch == 4);
+    CHECK(spec.scale == 0.125);
+    CHECK(spec.check);
+    const std::vector<std::pair<std::pair<std::string, std::string>, std::string>> bad_text = {
+        {{"--batch", "4x"}, "--batch: '4x' is not an integer"},
+        {{"--batch", ""}, "--batch: '' is not an integer"},
+        {{"--batch", "99999999999999999999"}, "is not an integer"},
+        {{"--scale", "0.1.2"}, "--scale: '0.1.2' is not a number"},
+        {{"--scale", "inf"}, "--scale: 'inf' is not a number"},
+        {{"--scale", ""}, "is not a number"},
+    };
+    for (const auto& [option_text, message] : bad_text) {
+      CAPTURE(message);
+      RunSpec s;
+      try {
+        s.set(option_text.first, option_text.second);
+        FAIL("no error");
+      } catch (const InputError& e) {
+        CHECK(std::string(e.what()).find(message) != std::string::npos);
+      }
+    }
+    const std::vector<std::pair<nlohmann::json, std::string>> bad_json = {
+        {nlohmann::json::array(), "run options: not a JSON object"},
+        {{{"bogus", 1}}, "\"bogus\" is not a run option"},
+        {{{"check", 1}}, "\"check\" must be true or false"},
+        {{{"alloc", 3}}, "\"alloc\" must be a string"},
+        {{{"batch", 2.5}}, "\"batch\" must be an integer"},
+        {{{"scale", "x"}}, "\"scale\" must be a number"},
+    };
+    for (const auto& [doc, message] : bad_json) {
+      CAPTURE(message);
+      try {
+        RunSpec::from_json(doc);
+        FAIL("no error");
+      } catch (const InputError& e) {
+        CHECK(std::string(e.what()).find(message) != std::string::npos);
+      }
+    }
+  }
+}
