@@ -246,6 +246,33 @@ TEST_CASE("derived options: the command line's win, --inputs decides the shapes,
   CHECK(call_only.settings.alloc_timing == AllocTiming::upfront);
 }
 
+// Masks that are not text padding, a causal call, a scale, dropout and another backend: each
+// replayed as an option, or said to be approximated.
+TEST_CASE("a captured call's mask, causality, scale, dropout and backend become options or approximations") {
+  json doc = fixture();
+  json& call = doc["calls"][0];
+  call["mask"] = {{"kind", "float"}, {"shape", {2, 4, 128, 128}}, {"dtype", "float32"}, {"masked_fraction", 0.25},
+                  {"pattern", "other"}, {"text_tokens", nullptr}, {"text_valid", nullptr}};
+  call["scale"] = 0.5;
+  call["dropout_p"] = 0.1;
+  call["backend"] = "flash";
+  const CallReplay r = replay_call(parse_workload_file(doc.dump(), "w.json"), 0);
+  CHECK(option_value(r.problem, "--mask") == "float");
+  CHECK(option_value(r.problem, "--mask-dims") == "BxH");
+  CHECK(option_value(r.problem, "--scale") == "0.5");
+  CHECK(option_value(r.problem, "--dropout") == "0.10000000000000001");
+  std::string approximations;
+  for (const std::string& a : r.approximations) approximations += a + "\n";
+  CHECK(approximations.find("the mask is replayed as random float values (0.250 of it masked") != std::string::npos);
+  CHECK(approximations.find("PyTorch would run this call on its flash backend") != std::string::npos);
+  // One mask per batch entry, shared by the heads: Bx1. A causal call without a mask tensor.
+  call["mask"]["shape"] = {2, 1, 128, 128};
+  CHECK(option_value(replay_call(parse_workload_file(doc.dump(), "w.json"), 0).problem, "--mask-dims") == "Bx1");
+  call["mask"] = nullptr;
+  call["is_causal"] = true;
+  CHECK(option_value(replay_call(parse_workload_file(doc.dump(), "w.json"), 0).problem, "--mask") == "causal");
+}
+
 TEST_CASE("bad workload files: one line naming the file and the key") {
   const json good = fixture();
   CHECK(error_of(good).empty());
