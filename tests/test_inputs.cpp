@@ -68,6 +68,17 @@ TEST_SUITE("inputs") {
     const HostInputs in16 = load_npy_inputs(dir.path, rounded, true);
     CHECK(rounded.dtype == DType::bf16);
     CHECK(in16.q[1] == round_to_dtype(std::sin(0.1f), DType::bf16));
+    // The backward's gradient of the output, dout.npy: taken when it is Q's shape and dtype, else refused.
+    CHECK(in.grad_out.empty());
+    write_npy_float32(dir.path + "/dout.npy", {2, 4, 5, 8}, ramp(2 * 4 * 5 * 8, 0.7f).data());
+    SdpaProblem with_grad;
+    const HostInputs graded = load_npy_inputs(dir.path, with_grad, false);
+    REQUIRE(graded.grad_out.size() == 2 * 4 * 5 * 8);
+    CHECK(graded.grad_out[1] == std::sin(0.7f));
+    write_npy_float32(dir.path + "/dout.npy", {2, 4, 5, 7}, ramp(2 * 4 * 5 * 7, 0.7f).data());
+    SdpaProblem wrong;
+    CHECK_THROWS_WITH_AS(load_npy_inputs(dir.path, wrong, false),
+                         doctest::Contains("the gradient of the output has q.npy's shape"), InputError);
   }
 
   TEST_CASE("float16 and bfloat16 (uint16) files, a bool mask and a float mask") {
