@@ -208,5 +208,15 @@ TEST_SUITE("backward") {
     CHECK(step.call_peak_stage == Stage::alloc_grad_softmax);
     CHECK(step.call_peak_bytes == forward.layer_kept_bytes + q32 + scores + q32 + scores);
     CHECK(step.path_bytes > forward.path_bytes);
+    // What autograd kept for a layer goes when that layer's backward call ends (the path frees it
+    // there); the output and the input gradients stay until the step ends.
+    int freed_by_backward = 0;
+    for (const TensorSpec& t : step.tensors) {
+      CAPTURE(t.name);
+      if (t.id == TensorId::probs) CHECK(t.free_stage == Stage::free_backward);
+      if (t.id == TensorId::grad_query || t.id == TensorId::output) CHECK(t.free_stage != Stage::free_backward);
+      freed_by_backward += t.lifetime == Lifetime::step && t.free_stage == Stage::free_backward;
+    }
+    CHECK(freed_by_backward >= 3);
   }
 }
