@@ -40,13 +40,14 @@ inline const std::vector<KnownTriage>& known_triages() {
       {"layer_3", "hang:softmax@layer=3@retain", true, "6m", sdpa::kExitHang,
        {"**A run hung** (exit 3)", "scenario 2's context ladder (`ladder-2/REPORT.md`)", "at rung layers", "(finding: hang)",
         "from scenario 2's ladder", "--kv-len 1 --head-dim 1 ", " --layers 3 "},
-       {"rung isolated of", "hung, 0 failed otherwise.\n- cell"}},
+       {"rung isolated of", "0 failed otherwise.\n- cell"}},
       {"dq_gemm_backward", "error:dq_gemm@backward", true, "8m", sdpa::kExitMismatch,
        {"**Nothing hung, but a run failed** (exit 1)", "at rung backward", "(finding: failure)", "from scenario 2's ladder",
         "--kv-len 1 --head-dim 1 ", " --backward "},
        {"A run hung", "A stall", "--mapped-weights", "--layers"}},
       {"stall", "slow:softmax:1500", true, "6m", sdpa::kExitStalled,
-       {"**A stall, not a hang** (exit 9)", ": stalled in softmax", "The smallest configuration that still fails (stall"},
+       {"**A stall, not a hang** (exit 9)", "0 hung, 2 stalled, 0 failed otherwise.", ": stalled in softmax",
+        "The smallest configuration that still fails (stall"},
        {"A run hung", ": hang"}},
   };
   return known;

@@ -518,8 +518,11 @@ void Triage::write_summary() {
   if (found == "failure") s << "**Nothing hung, but a run failed** (exit 1): a mismatch, a CUDA error or a crash.\n\n";
   if (no_gpu) s << "Nothing ran: no usable CUDA GPU (`info.log`).\n";
   if (!cells.empty()) {
+    const auto stalled = static_cast<size_t>(std::count_if(failed_cells.begin(), failed_cells.end(), [](const json& c) {
+      return c.value("outcome", "") == "stalled";
+    }));
     s << "The sweep (`sweep/`): " << cells.size() << " cells, " << cells_passed << " passed or waived, " << hung_cells.size()
-      << " hung, " << failed_cells.size() << " failed otherwise.\n";
+      << " hung, " << stalled << " stalled, " << failed_cells.size() - stalled << " failed otherwise.\n";
   }
   for (const json& cell : hung_cells) {
     s << "- cell " << cell.value("index", 0) << ": " << cell.value("key", "") << ": " << cell.value("outcome", "")
