@@ -7,6 +7,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup_deps.sh
 export PATH="$PATH:/usr/local/cuda/bin"
+# Through ccache as test.sh builds: the folder this configures first is the one test.sh reuses.
+source scripts/ccache_env.sh
 cmake --preset dev
 cmake --build --preset dev -j "$(nproc)" --target repro
 exec build/repro --scenario 0 --check "$@"
