@@ -31,6 +31,13 @@ std::optional<Proposal> dropping(const RunSpec& spec, const std::vector<std::str
   return Proposal{next, change};
 }
 
+// The configuration with `layers` attention layers a step (what they retain kept).
+Proposal with_layers(const RunSpec& spec, const RunOptions& o, int layers) {
+  RunSpec next = spec;
+  next.layers = n(layers);
+  return Proposal{next, "layers " + n(o.settings.layers) + " -> " + n(layers)};
+}
+
 // Halves one size (never below 1), setting it explicitly.
 Propose halving(std::optional<int64_t> RunSpec::*option, const char* letter, int64_t SdpaProblem::*size) {
   return [=](const RunSpec& spec, const RunOptions& o) -> std::optional<Proposal> {
@@ -78,16 +85,12 @@ const std::vector<StepDef>& step_defs() {
       {{"halve layers", "half the attention layers a step, with what they retain"},
        [](const RunSpec& s, const RunOptions& o) -> std::optional<Proposal> {
          if (o.settings.layers <= 2) return std::nullopt;
-         RunSpec next = s;
-         next.layers = n(o.settings.layers / 2);
-         return Proposal{next, "layers " + n(o.settings.layers) + " -> " + n(o.settings.layers / 2)};
+         return with_layers(s, o, o.settings.layers / 2);
        }},
       {{"one layer fewer", "one attention layer fewer a step"},
        [](const RunSpec& s, const RunOptions& o) -> std::optional<Proposal> {
          if (o.settings.layers <= 2) return std::nullopt;
-         RunSpec next = s;
-         next.layers = n(o.settings.layers - 1);
-         return Proposal{next, "layers " + n(o.settings.layers) + " -> " + n(o.settings.layers - 1)};
+         return with_layers(s, o, o.settings.layers - 1);
        }},
       {{"one call", "one call of the path (--iters 1)"},
        [](const RunSpec& s, const RunOptions& o) -> std::optional<Proposal> {

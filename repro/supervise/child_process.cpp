@@ -75,7 +75,6 @@ pid_t start_body(const ChildSpec& spec, int null_fd) {
   exit_now(rc);
 }
 
-
 pid_t start_program(const ChildSpec& spec, int null_fd) {
   // Built before vfork: the child runs in this process's memory until execve.
   std::vector<char*> argv, envp;

@@ -59,6 +59,15 @@ bool is_failure(const std::string& outcome) {
   return outcome == "mismatch" || outcome == "crash" || outcome == "cuda_error" || outcome == "stalled";
 }
 
+// What a cell's outcome or a ladder's finding found: "hang", "stalled", "failure", or "" (a pass,
+// not_reproduced, refused, ...). The one rule for the minimization's choice, the exit code and
+// SUMMARY.md's first line.
+std::string finding_class(const std::string& outcome_or_finding) {
+  if (is_hang(outcome_or_finding)) return "hang";
+  if (outcome_or_finding == "stalled") return "stalled";
+  return outcome_or_finding == "failure" || is_failure(outcome_or_finding) ? "failure" : "";
+}
+
 // The options a resumed triage continues with (triage.json's "settings").
 json settings_json(const TriageSettings& t) {
   return {{"budget_s", t.budget_s},   {"capture", t.capture.to_json()}, {"scenarios", t.scenarios}, {"runs", t.runs},
@@ -366,17 +375,11 @@ void Triage::run_minimize() {
     const int scenario = cell.at("axes").value("scenario", 0);
     return (scenario_info(scenario).fix_number ? 0 : 2) + (cell.at("axes").value("fix", "") == "off" ? 0 : 1);
   };
-  // A cell's outcome or a ladder's finding as what it found ("" nothing: pass, not_reproduced, refused, ...).
-  const auto class_of = [](const std::string& outcome_or_finding) -> std::string {
-    if (is_hang(outcome_or_finding)) return "hang";
-    if (outcome_or_finding == "stalled") return "stalled";
-    return outcome_or_finding == "failure" || is_failure(outcome_or_finding) ? "failure" : "";
-  };
   for (const char* wanted : {"hang", "stalled", "failure"}) {
     const json* best = nullptr;
     for (const std::vector<json>* found : {&hung_cells, &failed_cells}) {
       for (const json& cell : *found) {
-        if (class_of(cell.value("outcome", "")) == wanted && (!best || rank(cell) < rank(*best))) best = &cell;
+        if (finding_class(cell.value("outcome", "")) == wanted && (!best || rank(cell) < rank(*best))) best = &cell;
       }
     }
     if (best) {
@@ -386,7 +389,7 @@ void Triage::run_minimize() {
       break;
     }
     for (const auto& [scenario, report] : ladders) {
-      if (class_of(report.value("finding", "")) == wanted) {
+      if (finding_class(report.value("finding", "")) == wanted) {
         m.from_report = path("ladder-" + std::to_string(scenario));
         minimized_from = "scenario " + std::to_string(scenario) + "'s ladder (" + report.value("title", "") + ")";
         break;
@@ -470,13 +473,12 @@ int Triage::run() {
 std::string Triage::finding() const {
   std::set<std::string> found;
   for (const std::vector<json>* some : {&hung_cells, &failed_cells}) {
-    for (const json& cell : *some) found.insert(cell.value("outcome", ""));
+    for (const json& cell : *some) found.insert(finding_class(cell.value("outcome", "")));
   }
-  for (const auto& l : ladders) found.insert(l.second.value("finding", ""));
-  if (found.count("hang") || found.count("timeout") || !stopped_in.empty()) return "hang";
-  if (found.count("stalled")) return "stalled";
-  for (const char* failed : {"failure", "mismatch", "crash", "cuda_error"}) {
-    if (found.count(failed)) return "failure";
+  for (const auto& l : ladders) found.insert(finding_class(l.second.value("finding", "")));
+  if (!stopped_in.empty()) found.insert("hang");  // the machine stopped during a run
+  for (const char* worst_first : {"hang", "stalled", "failure"}) {
+    if (found.count(worst_first)) return worst_first;
   }
   return "";
 }
@@ -519,7 +521,7 @@ void Triage::write_summary() {
   if (no_gpu) s << "Nothing ran: no usable CUDA GPU (`info.log`).\n";
   if (!cells.empty()) {
     const auto stalled = static_cast<size_t>(std::count_if(failed_cells.begin(), failed_cells.end(), [](const json& c) {
-      return c.value("outcome", "") == "stalled";
+      return finding_class(c.value("outcome", "")) == "stalled";
     }));
     s << "The sweep (`sweep/`): " << cells.size() << " cells, " << cells_passed << " passed or waived, " << hung_cells.size()
       << " hung, " << stalled << " stalled, " << failed_cells.size() - stalled << " failed otherwise.\n";
