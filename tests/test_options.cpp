@@ -54,6 +54,20 @@ void write_inputs(const std::string& dir, int64_t B, int64_t H, int64_t L, int64
 }  // namespace
 
 TEST_SUITE("options") {
+  TEST_CASE("a value out of range reads the same whichever CLI11 wrote the message") {
+    // Debian 12's CLI11 2.3 and Ubuntu 24.04's 2.4 (the GPU machines') word it differently.
+    CHECK(range_error("--scenario: Value 9 not in range 0.000000 to 7.000000") == "--scenario: '9' is not in 0-7");
+    CHECK(range_error("--scenario: Value 8 not in range [0 - 7]") == "--scenario: '8' is not in 0-7");
+    CHECK(range_error("--stage-timeout: Value 0 not in range [0.01 - 86400]") ==
+          "--stage-timeout: '0' is not in [0.01, 86400]");
+    CHECK(range_error("--stage-timeout: Value 0 not in range 0.010000 to 86400.000000") ==
+          "--stage-timeout: '0' is not in [0.01, 86400]");
+    CHECK(range_error("--scale: Value -9 not in range [-5 - 5]") == "--scale: '-9' is not in -5-5");
+    CHECK(range_error("--scenario: Value 9 not in range somewhere").empty());
+    CHECK(range_error("--scenario: Value 9 not in range [0 7]").empty());
+    CHECK(range_error("Could not convert: --batch = x").empty());
+  }
+
   TEST_CASE("defaults: scenario 0 at the original standalone test's shape, bf16, managed memory") {
     const ParseResult r = parse({});
     REQUIRE(r.run);

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 
 #include "fixes/fix.h"
@@ -289,6 +290,7 @@ void refuse_ignored_options(const RunSpec& g, const RunOptions& o) {
                      std::to_string(o.iters) + "): the first sample is the baseline, growth shows only in later ones");
   }
   if (p.scale && *p.scale == 0) throw InputError("--scale: 0 would make every score 0 (give a nonzero scale)");
+  if (g.check_layers && !o.check) throw InputError("--check-layers says which layers --check compares: add --check");
 }
 
 // --workload-file: the captured call's derived options the command line does not decide itself:
@@ -478,6 +480,7 @@ RunOptions finish_options(const RunSpec& g, RunCommand command, const std::vecto
   o.hang.log_file = g.log_file.value_or("");
   o.hang.nvidia_bug_report = g.nvidia_bug_report;
   o.check = g.check;
+  o.check_last_layer_only = g.check_layers == std::string("last");
   o.json_path = g.json.value_or("");
   o.save_output_path = g.save_output.value_or("");
   if (o.settings.graph) check_graph_capturable(o);
@@ -587,15 +590,23 @@ std::string unexpected_option(const CLI::App& app, const std::string& program, b
   return "unknown option " + word + (meant.empty() ? " (" + program + " --help lists the options)" : " (did you mean " + meant + "?)");
 }
 
-// CLI11's "--scenario: Value 9 not in range 0.000000 to 7.000000" as "--scenario: '9' is not in
-// 0-7" (bounds that are integers) or "is not in [0.01, 86400]"; "" for any other message.
 std::string range_error(const std::string& what) {
   const size_t value_at = what.find(": Value "), range_at = what.find(" not in range ");
-  const size_t to_at = what.find(" to ", range_at == std::string::npos ? 0 : range_at);
-  if (value_at == std::string::npos || range_at == std::string::npos || to_at == std::string::npos) return "";
+  if (value_at == std::string::npos || range_at == std::string::npos || value_at > range_at) return "";
   const std::string name = what.substr(0, value_at), value = what.substr(value_at + 8, range_at - value_at - 8);
+  // "0.000000 to 7.000000" (CLI11 2.3) or "[0 - 7]" (CLI11 2.4).
+  const char* at = what.c_str() + range_at + 14;
+  if (*at == '[') ++at;
   char* end = nullptr;
-  const double low = std::strtod(what.c_str() + range_at + 14, &end), high = std::strtod(what.c_str() + to_at + 4, &end);
+  const double low = std::strtod(at, &end);
+  if (end == at) return "";
+  at = end;
+  while (*at == ' ') ++at;
+  if (std::strncmp(at, "to", 2) == 0) at += 2;
+  else if (*at == '-') ++at;
+  else return "";
+  const double high = std::strtod(at, &end);
+  if (end == at) return "";
   const bool integers = low == std::floor(low) && high == std::floor(high);
   const std::string range = integers ? format_number("%.0f", low) + "-" + format_number("%.0f", high)
                                      : "[" + format_number("%g", low) + ", " + format_number("%g", high) + "]";

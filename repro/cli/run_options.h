@@ -59,6 +59,7 @@ struct RunOptions {
   bool steps = false;         // the loop was given as --steps
   int sample_every = 0;  // soak: sample memory every N calls (0 = never)
   bool check = false;
+  bool check_last_layer_only = false;  // --check-layers last
   std::string json_path;
   std::string inputs_dir;
   std::string save_output_path;
@@ -140,6 +141,12 @@ RunOptions validate_run_spec(const RunSpec& spec, RunCommand command = RunComman
 // call expanded unless `expand_replay` is false (options a child will be given, whose command line
 // decides which of the call's options it takes); throws InputError with the parser's line.
 RunSpec parse_run_spec(const std::vector<std::string>& args, RunCommand command = RunCommand::run, bool expand_replay = true);
+
+// CLI11's message for a value out of an option's range in the harness's words: "--scenario: Value
+// 9 not in range 0.000000 to 7.000000" (CLI11 2.3, Debian 12) and "--scenario: Value 9 not in
+// range [0 - 7]" (CLI11 2.4, Ubuntu 24.04) both as "--scenario: '9' is not in 0-7" (bounds that
+// are integers) or "is not in [0.01, 86400]"; "" for any other message.
+std::string range_error(const std::string& what);
 
 // What parsing decided: run with `options`, or exit now with `exit_code` after printing
 // `message` (help text on stdout for --help, one error line on stderr otherwise).

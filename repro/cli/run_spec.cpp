@@ -237,6 +237,12 @@ const std::vector<OptionDef>& option_table() {
         {"--sample-every", "", &RunSpec::sample_every, O, "N", "soak: sample memory every N (< --iters) calls; exit 1 if it grows",
          "", kRun | kReport, nullptr, {}, 0, 1e8},
         {"--check", "", &RunSpec::check, O, "", "compare with the float64 CPU reference", "", kRun | kBench},
+        // A report's runs check the last layer only (every layer's values are still counted for
+        // NaN): 56 image layers' references would take the best part of an hour.
+        {"--check-layers", "", &RunSpec::check_layers, O, "all|last",
+         "with --layers: --check compares every layer with its reference, or the last one only (all layers' "
+         "non-finite values are counted either way)",
+         "all", kRun, nullptr, {"all", "last"}},
         {"--json", "", &RunSpec::json, O, "FILE", "write the result as JSON", "", kRun | kBench},
         {"--save-output", "", &RunSpec::save_output, O, "FILE", "write the result tensor as float32 .npy", "", kRun | kBench},
     };

@@ -78,6 +78,7 @@ struct RunSpec {
   // Run and output.
   std::optional<int64_t> iters, sample_every;
   bool check = false;
+  std::optional<std::string> check_layers;
   std::optional<std::string> json, save_output;
 
   // The options given, in the table's order, by their long names ("--kv-len", "4608").

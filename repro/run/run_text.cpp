@@ -143,6 +143,8 @@ std::string result_to_text(const RunResult& r) {
   if (r.checked) {
     s << "# check (" << (r.result_tensor ? result_tensor_name(*r.result_tensor) : "");
     if (r.layers_checked > 1) s << ", " << r.layers_checked << " layers, the worst: layer " << r.worst_layer;
+    // --check-layers last: the other layers' values were counted for NaN only.
+    if (r.layers_checked == 1 && r.settings.layers > 1) s << ", layer " << r.worst_layer << " of " << r.settings.layers << " only";
     s << ")";
     s << format(": rel_error %.3e  max_abs_error %.3e  tolerance %.1e", r.comparison.rel_error,
                 r.comparison.max_abs_error, r.tolerance)

@@ -92,20 +92,27 @@ void upload_layer_inputs(MathSdpa& path, const SdpaProblem& p, const HostInputs*
   }
 }
 
+// Whether --check compares layer `layer` with its reference: every layer, or with --check-layers
+// last the last one only.
+bool checks_layer(const RunResult& r, int layer) {
+  return r.options.check && (!r.options.check_last_layer_only || layer == r.settings.layers);
+}
+
 // Layer `layer`'s result after the last call: its non-finite values counted, compared with its
-// own float64 reference with --check (the worst layer's comparison is the run's), saved with
+// own float64 reference where checks_layer (the worst layer's comparison is the run's), saved with
 // --save-output (the last layer's). Only the last layer's is kept (`last`, for the result's
-// summary): a pass of 60 image layers has gigabytes of results. `inputs` are the layer's (with
-// --check; empty without).
+// summary): a pass of 60 image layers has gigabytes of results. `inputs` are the layer's (where
+// it is checked; empty otherwise).
 void judge_layer(RunResult& r, int layer, std::vector<float> result, const HostInputs& inputs, std::vector<float>& last) {
   const RunOptions& o = r.options;
   const int layers = r.settings.layers;
   for (float x : result) r.nonfinite_outputs += !std::isfinite(x);
   RunOptions layer_options = o;
   layer_options.problem = layer_problem(o.problem, layer);
+  layer_options.check = checks_layer(r, layer);
   if (layer < layers) layer_options.save_output_path.clear();
   Verdict v;
-  if (o.check || layer == layers) save_and_check_result(v, layer_options, *r.result_tensor, inputs, result);
+  if (layer_options.check || layer == layers) save_and_check_result(v, layer_options, *r.result_tensor, inputs, result);
   if (v.checked) {
     ++r.layers_checked;
     const bool fails = !v.comparison.passed(v.tolerance), worst_fails = r.checked && !r.comparison.passed(r.tolerance);
@@ -120,7 +127,7 @@ void judge_layer(RunResult& r, int layer, std::vector<float> result, const HostI
 }
 
 // --backward: layer `layer`'s input gradients, as judge_layer judges its result: non-finite values
-// counted, each compared with the float64 reference's (--check; the worst layer's is kept), the
+// counted, each compared with the float64 reference's (where checks_layer; the worst layer's is kept), the
 // last layer's saved beside the result (--save-output FILE.npy: FILE.grad_query.npy, ...).
 void judge_layer_gradients(RunResult& r, int layer, const MathSdpa::Gradients& g, const HostInputs& inputs) {
   const RunOptions& o = r.options;
@@ -138,7 +145,7 @@ void judge_layer_gradients(RunResult& r, int layer, const MathSdpa::Gradients& g
       write_npy_float32(stem + "." + names[i] + ".npy", {p.batch, heads, rows, p.head_dim}, got[i]->data());
     }
   }
-  if (!o.check) return;
+  if (!checks_layer(r, layer)) return;
   const ReferenceGradients ref = reference_gradients(p, inputs);
   const std::vector<double>* want[] = {&ref.query, &ref.key, &ref.value};
   r.gradient_tolerance = gradient_tolerance_for(p.dtype, p.precision);
@@ -252,7 +259,7 @@ void run_on_gpu(RunResult& r, int progress_fd) {
         const double rss_before_check = resident_set_mib();
         for (int l = 1; l <= layers; ++l) {
           // Made again for the check (only the GPU kept them), once for the result and the gradients.
-          const HostInputs inputs = o.check ? layer_inputs(p, l, given, r.settings.backward) : HostInputs{};
+          const HostInputs inputs = checks_layer(r, l) ? layer_inputs(p, l, given, r.settings.backward) : HostInputs{};
           judge_layer(r, l, path.download_result(l), inputs, last_result);
           if (r.settings.backward) judge_layer_gradients(r, l, path.download_gradients(l), inputs);
         }
