@@ -66,7 +66,6 @@ TEST_SUITE("gpu_backward") {
         {"--scale", "-0.3", "--dtype", "fp32", "--kv-heads", "4"},
         {"-S", "1536", "-L", "64"},  // softmax's backward takes the block path
         {"--alloc", "device", "--alloc-timing", "per-call", "--layers", "3", "--mask", "bool", "--dropout", "0.1"},
-        {"--alloc", "vmm", "--alloc-timing", "per-call", "--layers", "2", "--steps", "3"},
         {"--k-layout", "bshe"},
         {"--fixes", "5:native"},
         {"--graph", "--iters", "3", "--mask", "causal", "--kv-heads", "4"},  // replayed: forward and backward in one graph
@@ -79,6 +78,16 @@ TEST_SUITE("gpu_backward") {
       CHECK(r["config"]["settings"]["backward"] == "true");
       CHECK(r["config"]["settings"]["retain"] == "autograd");
     }
+  }
+
+  // Its own case: a run of several steps judges the GPU's free memory between them (the soak), so
+  // CTest runs it with the GPU to itself (gpu.backward_steps, tests/CMakeLists.txt).
+  TEST_CASE("over steps: three training steps, vmm memory allocated per call, checked, and the memory flat") {
+    const std::vector<std::string> args = {"--alloc", "vmm", "--alloc-timing", "per-call", "--layers", "2", "--steps", "3"};
+    const json r = passing_backward(args);
+    CHECK(r["config"]["settings"]["backward"] == "true");
+    CHECK(r["steps"]["count"] == 3);
+    CHECK(r["memory"]["flat"] == true);
   }
 
   TEST_CASE("every scenario passes with its fix off and on through the backward pass") {
