@@ -287,6 +287,28 @@ MathSdpa::Gradients MathSdpa::download_gradients(int layer) {
           download(TensorId::grad_value, p.dtype, p.kv_elems(), layer)};
 }
 
+int64_t MathSdpa::count_nonfinite(TensorId id, DType type, int64_t elems, int layer) {
+  layer_now_ = layer;
+  const void* data = tensor(id);
+  if (!data) throw std::logic_error(std::string("count_nonfinite: layer ") + std::to_string(layer) + " has no " + tensor_name(id) + " (no call ran)");
+  auto* stats = static_cast<TensorStats*>(tensor(TensorId::value_stats));
+  launch_tensor_stats(data, type, elems, stats, stream_);
+  TensorStats host{};
+  CUDA_CHECK(cudaMemcpyAsync(&host, stats, sizeof host, cudaMemcpyDefault, stream_));
+  CUDA_CHECK(cudaStreamSynchronize(stream_));
+  return static_cast<int64_t>(host.nan_count + host.inf_count);
+}
+
+int64_t MathSdpa::result_nonfinite(int layer) { return count_nonfinite(result_id(), result_dtype(), result_elems(), layer); }
+
+int64_t MathSdpa::gradients_nonfinite(int layer) {
+  if (!settings_.backward) throw std::logic_error("gradients_nonfinite: the path runs no backward call (--backward)");
+  const SdpaProblem& p = problem_;
+  return count_nonfinite(TensorId::grad_query, p.dtype, p.q_elems(), layer) +
+         count_nonfinite(TensorId::grad_key, p.dtype, p.kv_elems(), layer) +
+         count_nonfinite(TensorId::grad_value, p.dtype, p.kv_elems(), layer);
+}
+
 uint64_t MathSdpa::result_digest(int layer) {
   layer_now_ = layer;
   auto* digest = static_cast<unsigned long long*>(tensor(TensorId::value_stats));

@@ -79,6 +79,11 @@ class MathSdpa {
   Gradients download_gradients(int layer = 1);
   // A digest of that tensor's bits (launch_digest), waited for: equal digests, equal tensors.
   uint64_t result_digest(int layer = 1);
+  // The non-finite values (NaN and inf) of layer `layer`'s result tensor, and of its input
+  // gradients (dQ, dK, dV together; --backward), counted on the device: for the layers a run does
+  // not check, whose gigabytes then never cross to the host.
+  int64_t result_nonfinite(int layer = 1);
+  int64_t gradients_nonfinite(int layer = 1);
 
   void add_observer(StageObserver* observer) { observers_.push_back(observer); }
   void add_hook(PathHook* hook) { hooks_.push_back(hook); }
@@ -128,6 +133,7 @@ class MathSdpa {
   // with --backward the input gradients.
   void poison(void* data, const TensorSpec& t);
   std::vector<float> download(TensorId id, DType type, int64_t elems, int layer);
+  int64_t count_nonfinite(TensorId id, DType type, int64_t elems, int layer);
   DType result_dtype() const;
   int64_t result_elems() const;
 

@@ -6,6 +6,8 @@
 //                                       wins); a cell not named passes
 //   SWEEP_FAKE_WHEN="--ballast=hang"    a run given that option behaves so, whatever SWEEP_FAKE says
 //                                       (the context ladder's rungs, repro report --ladder)
+//   --layers N|model [--layers-fit]     its JSON's memory plan has N layers (model: 60; 1 without
+//                                       --layers), or with --layers-fit 7 where more were asked
 //   SWEEP_FAKE_LOG=FILE                 each run appends "start <t_us> <pid> <CUDA_VISIBLE_DEVICES>
 //                                       | <its options but the output and hang ones>" and "end <t_us> <pid>"
 //   the sweep's canary (SDPA_SWEEP_CANARY set) behaves as SWEEP_FAKE's "canary" entry (default pass)
@@ -141,7 +143,17 @@ int main(int argc, char** argv) {
       behaviour = w.substr(eq + 1);
     }
   }
-  auto finish = [&](const json& r, int code) {
+  auto finish = [&](json r, int code) {
+    // The memory plan's layer count as real repro writes it: --layers' (1 without), and with
+    // --layers-fit a machine where 7 fit (what a ladder's rungs report).
+    const size_t at = (" " + options + " ").find(" --layers ");
+    int asked = 1;
+    if (at != std::string::npos) {
+      const std::string value = options.substr(at + 9, options.find(' ', at + 9) - (at + 9));
+      asked = value == "model" ? 60 : std::atoi(value.c_str());
+    }
+    const bool fit = (" " + options + " ").find(" --layers-fit ") != std::string::npos && asked > 7;
+    r["memory_plan"] = {{"layers", fit ? 7 : asked}, {"layers_asked", fit ? json(asked) : json(nullptr)}};
     sdpa::write_file_atomic(json_path, r.dump(2) + "\n");
     log_line("end " + std::to_string(now_us()) + " " + std::to_string(getpid()));
     return code;

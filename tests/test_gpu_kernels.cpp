@@ -536,4 +536,37 @@ TEST_SUITE("gpu_kernels") {
     CHECK(bench.result["check"]["passed"] == true);
     test_util::remove_tree(dir);
   }
+
+  TEST_CASE("a NaN reaches every layer's result, and every layer's is counted: checked, or counted on the GPU") {
+    // --inputs gives every layer the same tensors, so each layer's result has the same non-finite
+    // values. The layers a run neither checks nor saves are counted on the device (the last one,
+    // and the checked ones, on the host): 3 layers must count three times what 1 does.
+    const std::string dir = test_util::temp_dir("gpu_nan_layers");
+    std::mt19937 gen(11);
+    std::normal_distribution<float> normal;
+    auto tensor = [&](int64_t n) {
+      std::vector<float> v(static_cast<size_t>(n));
+      for (float& x : v) x = normal(gen);
+      return v;
+    };
+    std::vector<float> q = tensor(1 * 2 * 24 * 16);
+    q[5] = std::nanf("");  // head 0, query row 0: its scores, probabilities and output row
+    write_npy_float32(dir + "/q.npy", {1, 2, 24, 16}, q.data());
+    write_npy_float32(dir + "/k.npy", {1, 2, 32, 16}, tensor(1 * 2 * 32 * 16).data());
+    write_npy_float32(dir + "/v.npy", {1, 2, 32, 16}, tensor(1 * 2 * 32 * 16).data());
+    auto nonfinite = [&](std::vector<std::string> args) {
+      args.insert(args.begin(), {"--inputs", dir});
+      const test_util::JsonRun run = run_repro(args);
+      INFO(run.out, run.err);
+      CHECK(run.exit_code == kExitMismatch);  // NaN never passes, checked or not
+      REQUIRE(run.result.is_object());
+      return run.result["nonfinite_outputs"].get<int64_t>();
+    };
+    const int64_t one = nonfinite({});
+    CHECK(one > 0);
+    CHECK(nonfinite({"--layers", "3"}) == 3 * one);
+    CHECK(nonfinite({"--layers", "3", "--check", "--check-layers", "last"}) == 3 * one);
+    CHECK(nonfinite({"--layers", "3", "--check"}) == 3 * one);
+    test_util::remove_tree(dir);
+  }
 }

@@ -233,6 +233,11 @@ TEST_SUITE("report") {
     CHECK(k["ladder"][6]["rung"] == "steps");
     CHECK(k["ladder"][7]["rung"] == "backward");
     CHECK(k["report"]["title"].get<std::string>().find("at every rung of the context ladder") != std::string::npos);
+    // The layers each rung ran, as its runs' memory plans say: one, then as many as fit.
+    CHECK(k["ladder"][0]["layers"] == "1");
+    CHECK(k["ladder"][2]["layers"] == "7 of 60 (as many as fit)");
+    CHECK(k["ladder"][7]["layers"] == "7 of 60 (as many as fit)");
+    CHECK(file_text(out + "2/REPORT.md").find("| 7 of 60 (as many as fit) | not_reproduced |") != std::string::npos);
     std::vector<std::string> last;
     for (const std::string& line : test_util::lines_of(file_text(log))) {
       if (line.rfind("start ", 0) == 0 && line.find("--check") != std::string::npos) last.push_back(line);
@@ -240,12 +245,19 @@ TEST_SUITE("report") {
     REQUIRE(last.size() == 16);
     CHECK(last[8].find("--mapped-weights 16G") != std::string::npos);
     CHECK(last[6].find("--mapped-weights") == std::string::npos);
-    CHECK(last[12].find("--steps 10") != std::string::npos);
+    CHECK(last[12].find("--steps 3") != std::string::npos);
     CHECK(last[12].find("--iters") == std::string::npos);
     CHECK(last[12].find("--backward") == std::string::npos);
-    CHECK(last[14].find("--steps 10 --backward") != std::string::npos);
+    CHECK(last[14].find("--steps 3 --backward") != std::string::npos);
     CHECK(last[14].find("--iters") == std::string::npos);
-    CHECK(last[10].find("--iters 25") != std::string::npos);
+    // One layer: 25 calls, each checked; from the layers rung on, two passes over the layers and
+    // only the last layer compared with its reference (every layer's values counted).
+    CHECK(last[0].find("--iters 25") != std::string::npos);
+    CHECK(last[0].find("--check-layers") == std::string::npos);
+    CHECK(last[2].find("--iters 25") != std::string::npos);
+    CHECK(last[4].find("--iters 2 ") != std::string::npos);
+    CHECK(last[10].find("--iters 2 ") != std::string::npos);
+    for (size_t i = 4; i < last.size(); ++i) CHECK(last[i].find("--check-layers last") != std::string::npos);
     // A given --iters is the count of every rung but the steps', which counts steps.
     std::remove(log.c_str());
     CHECK(run_repro({"report", "--ladder", "--scenario", "2", "--iters", "3", "--out", out + "4", "--repro-binary",

@@ -33,6 +33,10 @@ enum class RunCommand { run, report, bench };
 // A report's calls per run unless --iters says otherwise: a first call that passes and a later
 // one that hangs or fails is a failure class of its own.
 constexpr int kReportIters = 25;
+// ... and its passes over several layers (--layers above 1): every layer's call twice, the second
+// compared with the first bit for bit. A pass over the image workload's 32 layers that fit an H100
+// takes about 22 s under scenario 2, so 25 of them would be ten minutes a run.
+constexpr int kReportLayerPasses = 2;
 
 struct RunSpec {
   // Problem.

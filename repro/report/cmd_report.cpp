@@ -11,9 +11,9 @@
 // result.json, stage.log and repro_scenarioN.cu, each written atomically. --no-run writes all
 // of it without running anything (no GPU needed).
 //
-// Each run makes kReportIters (25) calls unless --iters says otherwise, compares every call's
-// result with the first's bit for bit and the last with the float64 reference (with several
-// layers: the last layer's, --check-layers last). The report takes the run options except those it decides itself (RunCommand::report):
+// Each run makes kReportIters (25) calls (over several layers: kReportLayerPasses passes) unless
+// --iters says otherwise, compares every call's result with the first's bit for bit and the last
+// with the float64 reference (with several layers: the last layer's, --check-layers last). The report takes the run options except those it decides itself (RunCommand::report):
 // they are not registered, so giving one is an unknown option.
 //
 // Exit codes: 0 the folder was written; 2 bad options, an existing DIR without --force, a
@@ -204,18 +204,20 @@ void remove_earlier_runs(const fs::path& out_dir) {
 }
 
 // The command lines of one configuration, fix off and on, as its children run them: the scenario's
-// options with a rung's added, every call checked (several calls: kReportIters unless --iters says
-// otherwise; a rung of steps counts steps, a given --iters being the other rungs').
+// options with a rung's added, every call checked (several calls: kReportIters, or kReportLayerPasses
+// passes over several layers, unless --iters says otherwise; a rung of steps counts steps, a given
+// --iters being the other rungs').
 void set_commands(ReportInput& in, const RunSpec& base, const RunSpec& rung, LogLevel log, const std::string& fix_form) {
   RunSpec common = base;
   if (rung.steps) common.iters.reset();
   common.overlay(rung);
-  if (!common.iters && !common.steps) common.iters = kReportIters;
+  const bool several_layers = common.layers && *common.layers != "1";
+  if (!common.iters && !common.steps) common.iters = several_layers ? kReportLayerPasses : kReportIters;
   common.check = true;
   // Every layer's values are counted for NaN, but only the last is compared with its reference:
   // each layer's float64 reference at the image workload's size costs seconds of every core, and
   // the report is about whether the runs hang.
-  if (common.layers && *common.layers != "1") common.check_layers = "last";
+  if (several_layers) common.check_layers = "last";
   common.log = log_level_name(log);
   for (bool fix_on : {false, true}) {
     RunSpec spec = common;
@@ -224,6 +226,25 @@ void set_commands(ReportInput& in, const RunSpec& base, const RunSpec& rung, Log
     (fix_on ? in.spec_on : in.spec_off) = spec;
     (fix_on ? in.fix_on : in.fix_off) = validate_run_spec(spec);
   }
+}
+
+// The layers a rung's runs ran, from their results' memory plans: "32 of 60 (as many as fit)" where
+// --layers-fit took fewer than asked (the runs may fit different numbers: "31-32 of 60 ..."), "4",
+// or "" where no run wrote a plan.
+std::string layers_run(const ReportInput& in) {
+  int64_t fewest = 0, most = 0, asked = 0;
+  for (const ReportRun& r : in.runs) {
+    if (!r.result || !r.result->is_object()) continue;
+    const nlohmann::json plan = r.result->value("memory_plan", nlohmann::json());
+    if (!plan.is_object() || !plan.value("layers", nlohmann::json()).is_number_integer()) continue;
+    const int64_t layers = plan["layers"].get<int64_t>();
+    fewest = fewest == 0 ? layers : std::min(fewest, layers);
+    most = std::max(most, layers);
+    if (plan.value("layers_asked", nlohmann::json()).is_number_integer()) asked = std::max(asked, plan["layers_asked"].get<int64_t>());
+  }
+  if (most == 0) return "";
+  std::string s = std::to_string(fewest) + (most != fewest ? "-" + std::to_string(most) : "");
+  return asked > most ? s + " of " + std::to_string(asked) + " (as many as fit)" : s;
 }
 
 // "fix off: 1 hang; fix on: 1 pass"
@@ -353,6 +374,7 @@ int write_report(const ReportRequest& r, ReportPlan plan) {
       if (!r.ladder) break;
       rung.finding = report_finding(in);
       rung.outcomes = outcome_counts(in);
+      rung.layers = layers_run(in);
       in.ladder.push_back(rung);
       std::cout << "repro report: rung " << rung.name << ": " << rung.finding << " (" << rung.outcomes << ")\n";
       // The climb stops at the first rung that hangs, stalls or fails: the report is about it. A

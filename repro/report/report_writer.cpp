@@ -515,7 +515,7 @@ bool finding_ends_climb(const std::string& finding) {
 
 std::vector<LadderRung> ladder_rungs(const ContextLadderValues& v) {
   std::vector<LadderRung> rungs;
-  for (const ContextRung& r : context_ladder(v)) rungs.push_back({r.name, r.adds, "", ""});
+  for (const ContextRung& r : context_ladder(v)) rungs.push_back({r.name, r.adds, "", "", ""});
   return rungs;
 }
 
@@ -583,10 +583,11 @@ std::string ladder_section(const ReportInput& in) {
     << "The scenario's call, then the training process around it one condition at a time (docs/CONTEXT.md), each "
     << "rung run as this report runs a scenario (fix off and on, " << in.repeat << " run(s) each); the climb stops "
     << "at the first rung that hangs or fails, and this report is about the last rung climbed.\n\n"
-    << "| rung | adds (cumulative) | finding | runs |\n|---|---|---|---|\n";
+    << "| rung | adds (cumulative) | layers run | finding | runs |\n|---|---|---|---|---|\n";
   for (const LadderRung& r : in.ladder) {
     s << "| " << r.name << " | `" << (r.options.to_argv().empty() ? std::string("(the call alone)") : display_command(r.options.to_argv()).substr(8))
-      << "` | " << (r.finding.empty() ? std::string("not climbed") : r.finding) << " | " << r.outcomes << " |\n";
+      << "` | " << (r.layers.empty() ? std::string("-") : r.layers) << " | "
+      << (r.finding.empty() ? std::string("not climbed") : r.finding) << " | " << r.outcomes << " |\n";
   }
   s << "\n";
   return s.str();
@@ -666,7 +667,11 @@ json report_json(const ReportInput& in) {
   j["runs"] = runs;
   json ladder = json::array();
   for (const LadderRung& r : in.ladder) {
-    ladder.push_back({{"rung", r.name}, {"options", r.options.to_argv()}, {"finding", r.finding}, {"outcomes", r.outcomes}});
+    ladder.push_back({{"rung", r.name},
+                      {"options", r.options.to_argv()},
+                      {"layers", r.layers.empty() ? json(nullptr) : json(r.layers)},
+                      {"finding", r.finding},
+                      {"outcomes", r.outcomes}});
   }
   j["ladder"] = in.ladder.empty() ? json(nullptr) : ladder;
   j["reproducer_leaves_out"] = in.reproducer_leaves_out.empty() ? json(nullptr) : json(in.reproducer_leaves_out);

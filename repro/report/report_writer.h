@@ -43,6 +43,7 @@ struct LadderRung {
   RunSpec options;                   // everything it adds to the scenario's options, the rungs below included
   std::string finding;               // report_finding of its runs ("" when not climbed)
   std::string outcomes;              // "fix off: 1 hang; fix on: 1 pass"
+  std::string layers;                // what its runs ran: "32 of 60 (as many as fit)", "4"; "" unknown
 };
 
 struct ReportInput {

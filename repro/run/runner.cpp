@@ -258,6 +258,12 @@ void run_on_gpu(RunResult& r, int progress_fd) {
       if (it + 1 == o.iters) {
         const double rss_before_check = resident_set_mib();
         for (int l = 1; l <= layers; ++l) {
+          if (!checks_layer(r, l) && l < layers) {
+            // Neither checked nor saved: its non-finite values counted where it is.
+            r.nonfinite_outputs += path.result_nonfinite(l);
+            if (r.settings.backward) r.nonfinite_gradients += path.gradients_nonfinite(l);
+            continue;
+          }
           // Made again for the check (only the GPU kept them), once for the result and the gradients.
           const HostInputs inputs = checks_layer(r, l) ? layer_inputs(p, l, given, r.settings.backward) : HostInputs{};
           judge_layer(r, l, path.download_result(l), inputs, last_result);
