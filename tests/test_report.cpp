@@ -746,8 +746,8 @@ TEST_SUITE("report") {
     ReportInput laddered = made_up_report(2, {"stalled"}, {"pass"});
     RunSpec four_layers;
     four_layers.layers = "4";
-    laddered.ladder = {LadderRung{"call", RunSpec{}, "not_reproduced", "pass 1 of 1"},
-                       LadderRung{"layers", four_layers, "stalled", "stalled 1 of 1"}};
+    laddered.ladder = {LadderRung{"call", RunSpec{}, "not_reproduced", "pass 1 of 1", "1"},
+                       LadderRung{"layers", four_layers, "stalled", "stalled 1 of 1", "4"}};
     CHECK(report_title(laddered) == report_title(made_up_report(2, {"stalled"}, {"pass"})) +
                                         ", at rung layers of the context ladder (rungs below it pass: call)");
     for (const char* finding : {"hang", "stalled", "failure", "refused"}) CHECK(finding_ends_climb(finding));
