@@ -258,10 +258,24 @@ void MathSdpa::poison_result() {
   CUDA_CHECK(cudaStreamSynchronize(stream_));
 }
 
-std::vector<float> MathSdpa::download(TensorId id, DType type, int64_t elems, int layer) {
+const void* MathSdpa::called_tensor(TensorId id, int layer) {
   layer_now_ = layer;
-  const void* src = tensor(id);
-  if (!src) throw std::logic_error(std::string("download: layer ") + std::to_string(layer) + " has no " + tensor_name(id) + " (no call ran)");
+  const void* data = tensor(id);
+  if (!data) throw std::logic_error("layer " + std::to_string(layer) + " has no " + tensor_name(id) + " (no call ran)");
+  return data;
+}
+
+TensorStats MathSdpa::device_stats(const void* data, DType type, int64_t elems) {
+  auto* stats = static_cast<TensorStats*>(tensor(TensorId::value_stats));
+  launch_tensor_stats(data, type, elems, stats, stream_);
+  TensorStats host{};
+  CUDA_CHECK(cudaMemcpyAsync(&host, stats, sizeof host, cudaMemcpyDefault, stream_));
+  CUDA_CHECK(cudaStreamSynchronize(stream_));
+  return host;
+}
+
+std::vector<float> MathSdpa::download(TensorId id, DType type, int64_t elems, int layer) {
+  const void* src = called_tensor(id, layer);
   std::vector<uint8_t> bytes(static_cast<size_t>(elems) * dtype_size(type));
   CUDA_CHECK(cudaMemcpyAsync(bytes.data(), src, bytes.size(), cudaMemcpyDefault, stream_));
   CUDA_CHECK(cudaStreamSynchronize(stream_));
@@ -288,15 +302,8 @@ MathSdpa::Gradients MathSdpa::download_gradients(int layer) {
 }
 
 int64_t MathSdpa::count_nonfinite(TensorId id, DType type, int64_t elems, int layer) {
-  layer_now_ = layer;
-  const void* data = tensor(id);
-  if (!data) throw std::logic_error(std::string("count_nonfinite: layer ") + std::to_string(layer) + " has no " + tensor_name(id) + " (no call ran)");
-  auto* stats = static_cast<TensorStats*>(tensor(TensorId::value_stats));
-  launch_tensor_stats(data, type, elems, stats, stream_);
-  TensorStats host{};
-  CUDA_CHECK(cudaMemcpyAsync(&host, stats, sizeof host, cudaMemcpyDefault, stream_));
-  CUDA_CHECK(cudaStreamSynchronize(stream_));
-  return static_cast<int64_t>(host.nan_count + host.inf_count);
+  const TensorStats stats = device_stats(called_tensor(id, layer), type, elems);
+  return static_cast<int64_t>(stats.nan_count + stats.inf_count);
 }
 
 int64_t MathSdpa::result_nonfinite(int layer) { return count_nonfinite(result_id(), result_dtype(), result_elems(), layer); }
@@ -461,11 +468,7 @@ std::string MathSdpa::value_summary(Stage s) {
   if (s == Stage::dropout) data = tensor(TensorId::attn_dropped, chunks_ - 1), n = chunk_scores;
   if (s == Stage::pv_gemm) data = tensor(TensorId::out_acc), n = p.out_elems();
   if (!data) return {};
-  auto* stats = static_cast<TensorStats*>(tensor(TensorId::value_stats));
-  launch_tensor_stats(data, p.compute_dtype(), n, stats, stream_);
-  TensorStats host{};
-  CUDA_CHECK(cudaMemcpyAsync(&host, stats, sizeof host, cudaMemcpyDefault, stream_));
-  CUDA_CHECK(cudaStreamSynchronize(stream_));
+  const TensorStats host = device_stats(data, p.compute_dtype(), n);
   char buf[256];
   std::snprintf(buf, sizeof buf, "min=%.6g max=%.6g isnan=%s isinf=%s sum=%.6g rows=%lld", host.min, host.max,
                 host.nan_count ? "true" : "false", host.inf_count ? "true" : "false",

@@ -132,6 +132,10 @@ class MathSdpa {
   // Fills `data`, tensor t's buffer, with NaN when it is one a call must write: the result, and
   // with --backward the input gradients.
   void poison(void* data, const TensorSpec& t);
+  // Tensor `id` of layer `layer` as its last call left it (a logic_error where no call ran).
+  const void* called_tensor(TensorId id, int layer);
+  // launch_tensor_stats over `elems` values of `data`, waited for.
+  TensorStats device_stats(const void* data, DType type, int64_t elems);
   std::vector<float> download(TensorId id, DType type, int64_t elems, int layer);
   int64_t count_nonfinite(TensorId id, DType type, int64_t elems, int layer);
   DType result_dtype() const;

@@ -66,7 +66,7 @@ for section in "${sections[@]}"; do
         --json "$out/l8.json" >"$out/l8.txt" 2>&1
       say "scenario 2, 8 layers x 2 passes, last layer checked: exit $? in $((SECONDS - t0)) s"
       python3 - "$out" <<'EOF' | tee -a "$summary"
-import json, sys, statistics
+import json, sys
 for name in ("iso25", "l8"):
     try:
         r = json.load(open(f"{sys.argv[1]}/{name}.json"))

@@ -189,6 +189,27 @@ void check_softmax(int64_t rows, int64_t cols, DType t, uint64_t seed, int64_t o
 }
 
 // The real repro binary, as a user runs it.
+// --inputs' q.npy [B, Hq, L, E], k.npy and v.npy [B, Hkv, S, E] in `dir`, of N(0, 1) values drawn
+// in that order from `seed`; Q's element `nan_at` (when not negative) a NaN.
+struct InputShape {
+  int64_t batch, q_heads, kv_heads, q_len, kv_len, head_dim;
+};
+void write_random_inputs(const std::string& dir, uint32_t seed, const InputShape& s, int64_t nan_at = -1) {
+  std::mt19937 gen(seed);
+  std::normal_distribution<float> normal;
+  auto tensor = [&](int64_t n) {
+    std::vector<float> v(static_cast<size_t>(n));
+    for (float& x : v) x = normal(gen);
+    return v;
+  };
+  std::vector<float> q = tensor(s.batch * s.q_heads * s.q_len * s.head_dim);
+  if (nan_at >= 0) q[static_cast<size_t>(nan_at)] = std::nanf("");
+  write_npy_float32(dir + "/q.npy", {s.batch, s.q_heads, s.q_len, s.head_dim}, q.data());
+  const int64_t kv = s.batch * s.kv_heads * s.kv_len * s.head_dim;
+  write_npy_float32(dir + "/k.npy", {s.batch, s.kv_heads, s.kv_len, s.head_dim}, tensor(kv).data());
+  write_npy_float32(dir + "/v.npy", {s.batch, s.kv_heads, s.kv_len, s.head_dim}, tensor(kv).data());
+}
+
 test_util::JsonRun run_repro(const std::vector<std::string>& args) {
   return test_util::run_with_json(SDPA_REPRO_BINARY, args);
 }
@@ -511,16 +532,7 @@ TEST_SUITE("gpu_kernels") {
   TEST_CASE("--inputs end to end: a run and a bench on the tensors the parent read, their shape, checked") {
     // Read while parsing (run_options.h) and handed to the GPU child: nothing reads them again.
     const std::string dir = test_util::temp_dir("gpu_inputs");
-    std::mt19937 gen(7);
-    std::normal_distribution<float> normal;
-    auto tensor = [&](int64_t n) {
-      std::vector<float> v(static_cast<size_t>(n));
-      for (float& x : v) x = normal(gen);
-      return v;
-    };
-    write_npy_float32(dir + "/q.npy", {1, 4, 48, 16}, tensor(1 * 4 * 48 * 16).data());
-    write_npy_float32(dir + "/k.npy", {1, 2, 40, 16}, tensor(1 * 2 * 40 * 16).data());
-    write_npy_float32(dir + "/v.npy", {1, 2, 40, 16}, tensor(1 * 2 * 40 * 16).data());
+    write_random_inputs(dir, 7, {1, 4, 2, 48, 40, 16});
     const test_util::JsonRun run = run_repro({"--inputs", dir, "--check", "--iters", "2", "--save-output", dir + "/out.npy"});
     INFO(run.out, run.err);
     REQUIRE(run.exit_code == 0);
@@ -542,18 +554,8 @@ TEST_SUITE("gpu_kernels") {
     // values. The layers a run neither checks nor saves are counted on the device (the last one,
     // and the checked ones, on the host): 3 layers must count three times what 1 does.
     const std::string dir = test_util::temp_dir("gpu_nan_layers");
-    std::mt19937 gen(11);
-    std::normal_distribution<float> normal;
-    auto tensor = [&](int64_t n) {
-      std::vector<float> v(static_cast<size_t>(n));
-      for (float& x : v) x = normal(gen);
-      return v;
-    };
-    std::vector<float> q = tensor(1 * 2 * 24 * 16);
-    q[5] = std::nanf("");  // head 0, query row 0: its scores, probabilities and output row
-    write_npy_float32(dir + "/q.npy", {1, 2, 24, 16}, q.data());
-    write_npy_float32(dir + "/k.npy", {1, 2, 32, 16}, tensor(1 * 2 * 32 * 16).data());
-    write_npy_float32(dir + "/v.npy", {1, 2, 32, 16}, tensor(1 * 2 * 32 * 16).data());
+    // Q's element 5: head 0, query row 0, so its scores, probabilities and output row.
+    write_random_inputs(dir, 11, {1, 2, 2, 24, 32, 16}, 5);
     auto nonfinite = [&](std::vector<std::string> args) {
       args.insert(args.begin(), {"--inputs", dir});
       const test_util::JsonRun run = run_repro(args);

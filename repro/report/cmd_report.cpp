@@ -13,8 +13,9 @@
 //
 // Each run makes kReportIters (25) calls (over several layers: kReportLayerPasses passes) unless
 // --iters says otherwise, compares every call's result with the first's bit for bit and the last
-// with the float64 reference (with several layers: the last layer's, --check-layers last). The report takes the run options except those it decides itself (RunCommand::report):
-// they are not registered, so giving one is an unknown option.
+// with the float64 reference (with several layers: the last layer's, --check-layers last). The
+// report takes the run options except those it decides itself (RunCommand::report): they are not
+// registered, so giving one is an unknown option.
 //
 // Exit codes: 0 the folder was written; 2 bad options, an existing DIR without --force, a
 // configuration the reproducer cannot express, one that is waived, or an injected fault

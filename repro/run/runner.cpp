@@ -98,8 +98,9 @@ bool checks_layer(const RunResult& r, int layer) {
   return r.options.check && (!r.options.check_last_layer_only || layer == r.settings.layers);
 }
 
-// Layer `layer`'s result after the last call: its non-finite values counted, compared with its
-// own float64 reference where checks_layer (the worst layer's comparison is the run's), saved with
+// Layer `layer`'s result after the last call, for a layer that is checked or the last (the others'
+// non-finite values are counted on the GPU): its non-finite values counted, compared with its own
+// float64 reference where checks_layer (the worst layer's comparison is the run's), saved with
 // --save-output (the last layer's). Only the last layer's is kept (`last`, for the result's
 // summary): a pass of 60 image layers has gigabytes of results. `inputs` are the layer's (where
 // it is checked; empty otherwise).
@@ -112,7 +113,7 @@ void judge_layer(RunResult& r, int layer, std::vector<float> result, const HostI
   layer_options.check = checks_layer(r, layer);
   if (layer < layers) layer_options.save_output_path.clear();
   Verdict v;
-  if (layer_options.check || layer == layers) save_and_check_result(v, layer_options, *r.result_tensor, inputs, result);
+  save_and_check_result(v, layer_options, *r.result_tensor, inputs, result);
   if (v.checked) {
     ++r.layers_checked;
     const bool fails = !v.comparison.passed(v.tolerance), worst_fails = r.checked && !r.comparison.passed(r.tolerance);
