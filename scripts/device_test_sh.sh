@@ -6,6 +6,9 @@
 #
 #   scripts/device_test_sh.sh [testsh] [slots] [profile2]   # default: testsh profile2
 #   SLOTS="2 1" scripts/device_test_sh.sh slots             # ctest again with 2, then 1 GPU test at a time
+#   scripts/device_test_sh.sh build cases                    # each GPU suite alone, each case's seconds
+#   ORDERS="spinning,quiet,sanitized,alone" scripts/device_test_sh.sh testsh orders   # ctest again, kinds in that order
+#   scripts/device_test_sh.sh startup                        # what one run costs: repro's start, CUDA's, a call's
 set -uo pipefail
 source "$(dirname "$0")/device_lib.sh"
 device_setup
@@ -33,9 +36,42 @@ for section in "${sections[@]}"; do
       say "scripts/test.sh (fresh build folder, no compiler cache): exit $rc after $((SECONDS - t0)) s"
       awk 'NR > 1 {d = ($2 - $1) / 1000; s += d; if ($2 > m) m = $2} END {printf "build steps summed %.0f s, span %.0f s\n", s, m / 1000}' \
         build/.ninja_log | tee -a "$summary"
+      cp build/.ninja_log "$out/ninja_log.txt"
       grep -E "Total Test time|tests passed|tests failed" "$out/test_sh.txt" | tee -a "$summary"
       grep -E "Test +#" "$out/test_sh.txt" | awk '{print $1 "s", $(NF-1), $5, $(NF-2)}' | sort -k2 -rn | head -16 | tee -a "$summary"
       grep -E "ERROR:|FAILED" "$out/test_sh.txt" | head -20 | tee -a "$summary"
+      ;;
+    build)
+      # preset dev in a fresh folder, no compiler cache: the build test.sh makes
+      rm -rf build
+      t0=$SECONDS
+      CCACHE_DISABLE=1 cmake --preset dev >"$out/cmake.log" 2>&1 &&
+        CCACHE_DISABLE=1 cmake --build --preset dev -j "$(nproc)" >"$out/build.log" 2>&1 ||
+        { tail -40 "$out/build.log" "$out/cmake.log"; exit 1; }
+      say "build (preset dev, fresh folder, no compiler cache): $((SECONDS - t0)) s"
+      awk 'NR > 1 {printf "%.1f %s\n", ($2 - $1) / 1000, $4}' build/.ninja_log | sort -rn | head -12 | tee -a "$summary"
+      ;;
+    cases)
+      # Each GPU suite alone (nothing else on the GPU or the cores), doctest's time for each of its
+      # cases; the capture's checks stamped with their second. Where a shared run's time goes.
+      for suite in gpu gpu_scenarios gpu_allocator gpu_uvm_counters gpu_context gpu_kernels gpu_hypotheses gpu_backward \
+                   gpu_watchdog gpu_report; do
+        t0=$SECONDS
+        build/tests/gpu_tests -ts=$suite --duration=true --no-version >"$out/case_$suite.txt" 2>&1
+        rc=$?
+        say "$suite: exit $rc, $((SECONDS - t0)) s"
+        grep -E "^[0-9.]+ s: " "$out/case_$suite.txt" | sort -rn | head -6 | tee -a "$summary"
+      done
+      t0=$SECONDS
+      python3 tests/test_sdpa_capture.py --repro build/repro 2>&1 | stamp >"$out/case_capture.txt"
+      say "capture: exit ${PIPESTATUS[0]}, $((SECONDS - t0)) s"
+      for suite in bad_input sweep schemas; do
+        t0=$SECONDS
+        build/tests/cpu_tests -ts=$suite --duration=true --no-version >"$out/case_cpu_$suite.txt" 2>&1
+        say "cpu $suite: exit $?, $((SECONDS - t0)) s"
+        grep -E "^[0-9.]+ s: " "$out/case_cpu_$suite.txt" | sort -rn | head -3 | tee -a "$summary"
+      done
+      mkdir -p "$out/cases" && mv "$out"/case_*.txt "$out/cases/"
       ;;
     slots)
       # The same tests again (the build kept) with SLOTS GPU tests at a time.
@@ -49,6 +85,37 @@ for section in "${sections[@]}"; do
         grep -E "Test +#" "$out/ctest_slots$slots.txt" | awk '{print $1 "s", $(NF-1), $5, $(NF-2)}' | sort -k2 -rn | head -8 | tee -a "$summary"
       done
       cmake -S . -B build -DSDPA_GPU_SLOTS=4 >/dev/null
+      ;;
+    orders)
+      # The same tests again (the build kept), the kinds of GPU test started in each order of
+      # ORDERS (space-separated; kinds comma-separated), CTest's own times of the last run forgotten.
+      for order in ${ORDERS:-}; do
+        cmake -S . -B build -DSDPA_GPU_ORDER="${order//,/;}" >/dev/null
+        rm -f build/Testing/Temporary/CTestCostData.txt
+        t0=$SECONDS
+        ctest --test-dir build -j "$(nproc)" --output-on-failure 2>&1 | stamp >"$out/ctest_$order.txt"
+        say "ctest with the kinds in the order $order: $((SECONDS - t0)) s"
+        grep -E "tests passed|tests failed" "$out/ctest_$order.txt" | tee -a "$summary"
+        grep -E "Test +#" "$out/ctest_$order.txt" | awk '{print $1 "s", $(NF-1), $5, $(NF-2)}' | sort -k2 -rn | head -6 | tee -a "$summary"
+      done
+      cmake -S . -B build -U SDPA_GPU_ORDER >/dev/null
+      ;;
+    startup)
+      # Each five times in a row: what a process, CUDA's start, and a small run cost here.
+      timed() {
+        local what=$1 t0 i
+        shift
+        t0=$(date +%s%N)
+        for i in 1 2 3 4 5; do "$@" >/dev/null 2>&1; done
+        say "$(awk -v ns=$(($(date +%s%N) - t0)) -v w="$what" 'BEGIN {printf "%-44s %6.0f ms a run\n", w, ns / 5e6}')"
+      }
+      timed "repro --version" build/repro --version
+      timed "gpu_tests, one case of 0.3 s (CUDA's start)" build/tests/gpu_tests -ts=gpu_uvm_counters
+      timed "repro -L 64 (fork)" build/repro -b 1 --heads 1 -L 64 -E 64 --iters 1
+      timed "repro -L 64 --no-fork" build/repro -b 1 --heads 1 -L 64 -E 64 --iters 1 --no-fork
+      timed "repro -L 64 --check" build/repro -b 1 --heads 1 -L 64 -E 64 --iters 1 --check
+      timed "repro default (25 calls)" build/repro
+      build/repro -b 1 --heads 1 -L 64 -E 64 --iters 1 --log stages --json "$out/startup_run.json" >"$out/startup_run.txt" 2>&1
       ;;
     profile2)
       repro=build/repro
@@ -82,3 +149,4 @@ EOF
   esac
 done
 say "total: $((SECONDS - start)) s"
+device_pack test_sh.txt  # a call brings back a few files: the rest in logs.tar.gz

@@ -59,6 +59,8 @@ TEST_SUITE("gpu_context") {
     // values, none a time. The ballast's rungs one at a time: several processes touching managed
     // ballasts from the host and the GPU at once slow each other's frees past the stall threshold
     // (on the H100, free_call 2.0 s: exit 9), and take longer together than one after another.
+    // The test shares the GPU with others (a run may be slow without being stuck): no run judges
+    // a stall.
     const std::vector<const char*> allocs = {"managed", "device", "vmm", "async"};
     std::vector<std::vector<std::string>> args_of;
     for (const auto& rung : rungs) {
@@ -68,12 +70,8 @@ TEST_SUITE("gpu_context") {
       }
     }
     const size_t unballasted = 3 * allocs.size();  // the first three rungs
-    // Sharing the GPU, a run may be slow without being stuck: no stall is judged in those.
-    auto runs = test_util::in_parallel(unballasted, 4, [&](size_t i) {
-      std::vector<std::string> args = args_of[i];
-      args.insert(args.end(), {"--stall-threshold", "0"});
-      return run_binary(args);
-    });
+    for (auto& args : args_of) args.insert(args.end(), {"--stall-threshold", "0"});
+    auto runs = test_util::in_parallel(unballasted, 4, [&](size_t i) { return run_binary(args_of[i]); });
     for (size_t i = unballasted; i < args_of.size(); ++i) runs.push_back(run_binary(args_of[i]));
     for (size_t i = 0; i < runs.size(); ++i) {
       const auto& rung = rungs[i / allocs.size()];

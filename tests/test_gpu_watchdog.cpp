@@ -311,63 +311,84 @@ TEST_SUITE("gpu_watchdog") {
     const double deadline = 1.5, budget = 60;
     std::printf("%-12s %-8s %-10s %-12s %-6s %-24s %-24s %10s %7s\n", "injected", "mode", "debugger", "kernel", "SMs",
                 "main thread in", "called as", "snapshot_s", "wall_s");
+    struct Snapshotted {
+      const char* stage;
+      bool no_fork;
+      std::string dir, snap, log;
+      test_util::JsonRun run;
+    };
+    std::vector<Snapshotted> hangs;
     for (const char* stage : {"qk_gemm", "softmax", "stream_sync"}) {
       for (const bool no_fork : {false, true}) {
-        CAPTURE(stage);
-        CAPTURE(no_fork);
-        const std::string dir = test_util::temp_dir("gpu_snapshot"), snap = dir + "/snap", log = dir + "/run.log";
-        std::vector<std::string> args{"--inject", std::string("hang:") + stage, "--stage-timeout", "1.5",
-                                      "--snapshot-timeout", "60", "--snapshot-dir", snap, "--log-file", log};
-        if (no_fork) args.push_back("--no-fork");
-        const test_util::JsonRun run = run_binary(args);
-        INFO("stderr: ", run.err.substr(0, 6000));
-        CHECK(run.exit_code == kExitHang);
-        REQUIRE(run.result.is_object());
-        const auto& w = run.result["watchdog"];
-        CHECK(w["stage"] == stage);
-        CHECK(w["on_hang"] == "snapshot");
-        REQUIRE(w["snapshot"].is_object());
-        CHECK(w["snapshot"]["path"] == snap);
-        CHECK(run.err.find("; snapshot in " + snap + "\n") != std::string::npos);  // the hang line names the folder
-        const double snapshot_s = w["snapshot"]["seconds"];
-        CHECK(snapshot_s <= budget);
-        CHECK(run.wall_s <= deadline + budget + 5);
-        const nlohmann::json j = nlohmann::json::parse(test_util::file_text(snap + "/snapshot.json"));
-        // The process snapshotted: the GPU child (fork), or the run itself (--no-fork).
-        const std::string logged = test_util::file_text(log);
-        CHECK(j["pid"] == (no_fork ? pid_in_log(logged, "(pid ") : pid_in_log(logged, "the GPU child is pid ")));
-        std::string debugger_state, kernel = "-", sms = "-", call = "-", called_as = "-";
-        for (const auto& c : j["collectors"]) {
-          if (c["name"] == "debugger") debugger_state = c["state"];
-          if (c["name"] == "threads") CHECK(c["state"] == "ok");
-        }
-        const auto& summary = j["summary"];
-        if (debugger_state == "skipped") {
-          MESSAGE("no cuda-gdb here (or not permitted): the kernel and the CUDA call are not checked");
-        } else {
-          CHECK(debugger_state == "ok");
-          REQUIRE(summary["kernels"].size() >= 1);
-          const auto& k = summary["kernels"][0];
-          kernel = k["name"];
-          sms = k["sms"].dump();
-          CHECK(k["name"] == "spin_kernel");
-          CHECK_FALSE(k["sms"].empty());
-          CHECK(k["warp"].is_object());
-          REQUIRE(summary["main_thread"].is_object());
-          call = summary["main_thread"]["cuda_call"];
-          called_as = summary["main_thread"]["called_as"];
-          CHECK_FALSE(call.empty());  // inside a CUDA call
-          // A thread caught inside a driver call in D state at that moment would make it blocked_in_kernel.
-          CHECK((summary["host_verdict"] == "waiting_in_cuda_call" || summary["host_verdict"] == "blocked_in_kernel"));
-          CHECK(w["evidence"][0].get<std::string>().find("kernel spin_kernel resident on SM ") == 0);
-        }
-        // The log's last stage record names the hung stage, as a frozen machine would keep it.
-        CHECK(logged.find("\thang\tstage " + std::string(stage) + " did not finish within 1.5 s") != std::string::npos);
-        std::printf("%-12s %-8s %-10s %-12s %-6s %-24s %-24s %10.2f %7.2f\n", stage, no_fork ? "no-fork" : "fork",
-                    debugger_state.c_str(), kernel.c_str(), sms.c_str(), call.c_str(), called_as.c_str(), snapshot_s,
-                    run.wall_s);
-        test_util::remove_tree(dir);
+        const std::string dir = test_util::temp_dir("gpu_snapshot");
+        hangs.push_back({stage, no_fork, dir, dir + "/snap", dir + "/run.log", {}});
       }
+    }
+    // Three hung processes at a time (the test reserves three CPUs), each with its own debugger:
+    // waiting out a deadline and a debugger's attach is most of each run, and none is timed
+    // against another.
+    test_util::in_parallel(hangs.size(), 3, [&](size_t i) {
+      Snapshotted& h = hangs[i];
+      std::vector<std::string> args{"--inject", std::string("hang:") + h.stage, "--stage-timeout", "1.5",
+                                    "--snapshot-timeout", "60", "--snapshot-dir", h.snap, "--log-file", h.log};
+      if (h.no_fork) args.push_back("--no-fork");
+      h.run = run_binary(args);
+      return 0;
+    });
+    for (const Snapshotted& h : hangs) {
+      const char* stage = h.stage;
+      const bool no_fork = h.no_fork;
+      const std::string& snap = h.snap;
+      const test_util::JsonRun& run = h.run;
+      CAPTURE(stage);
+      CAPTURE(no_fork);
+      INFO("stderr: ", run.err.substr(0, 6000));
+      CHECK(run.exit_code == kExitHang);
+      REQUIRE(run.result.is_object());
+      const auto& w = run.result["watchdog"];
+      CHECK(w["stage"] == stage);
+      CHECK(w["on_hang"] == "snapshot");
+      REQUIRE(w["snapshot"].is_object());
+      CHECK(w["snapshot"]["path"] == snap);
+      CHECK(run.err.find("; snapshot in " + snap + "\n") != std::string::npos);  // the hang line names the folder
+      const double snapshot_s = w["snapshot"]["seconds"];
+      CHECK(snapshot_s <= budget);
+      CHECK(run.wall_s <= deadline + budget + 5);
+      const nlohmann::json j = nlohmann::json::parse(test_util::file_text(snap + "/snapshot.json"));
+      // The process snapshotted: the GPU child (fork), or the run itself (--no-fork).
+      const std::string logged = test_util::file_text(h.log);
+      CHECK(j["pid"] == (no_fork ? pid_in_log(logged, "(pid ") : pid_in_log(logged, "the GPU child is pid ")));
+      std::string debugger_state, kernel = "-", sms = "-", call = "-", called_as = "-";
+      for (const auto& c : j["collectors"]) {
+        if (c["name"] == "debugger") debugger_state = c["state"];
+        if (c["name"] == "threads") CHECK(c["state"] == "ok");
+      }
+      const auto& summary = j["summary"];
+      if (debugger_state == "skipped") {
+        MESSAGE("no cuda-gdb here (or not permitted): the kernel and the CUDA call are not checked");
+      } else {
+        CHECK(debugger_state == "ok");
+        REQUIRE(summary["kernels"].size() >= 1);
+        const auto& k = summary["kernels"][0];
+        kernel = k["name"];
+        sms = k["sms"].dump();
+        CHECK(k["name"] == "spin_kernel");
+        CHECK_FALSE(k["sms"].empty());
+        CHECK(k["warp"].is_object());
+        REQUIRE(summary["main_thread"].is_object());
+        call = summary["main_thread"]["cuda_call"];
+        called_as = summary["main_thread"]["called_as"];
+        CHECK_FALSE(call.empty());  // inside a CUDA call
+        // A thread caught inside a driver call in D state at that moment would make it blocked_in_kernel.
+        CHECK((summary["host_verdict"] == "waiting_in_cuda_call" || summary["host_verdict"] == "blocked_in_kernel"));
+        CHECK(w["evidence"][0].get<std::string>().find("kernel spin_kernel resident on SM ") == 0);
+      }
+      // The log's last stage record names the hung stage, as a frozen machine would keep it.
+      CHECK(logged.find("\thang\tstage " + std::string(stage) + " did not finish within 1.5 s") != std::string::npos);
+      std::printf("%-12s %-8s %-10s %-12s %-6s %-24s %-24s %10.2f %7.2f\n", stage, no_fork ? "no-fork" : "fork",
+                  debugger_state.c_str(), kernel.c_str(), sms.c_str(), call.c_str(), called_as.c_str(), snapshot_s,
+                  run.wall_s);
+      test_util::remove_tree(h.dir);
     }
   }
 

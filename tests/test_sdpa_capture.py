@@ -46,6 +46,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPTS = os.path.join(ROOT, "scripts")
@@ -373,10 +374,41 @@ def leftover_temporaries(folder):
     return [os.path.join(d, n) for d, _, names in os.walk(folder) for n in names if ".tmp." in n]
 
 
-def part_capture(checks, torch, out, device):
-    cmd = [sys.executable, SCRIPT, "--out", out, "--tensors", "first", "--", MODEL, "--steps", str(STEPS),
-           "--device", device]
-    r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, timeout=600)
+class Started:
+    """A program started now and waited for when its part checks it. The parts' programs each import
+    PyTorch and start CUDA, seconds apiece, so they all start first and run at once. Its output goes
+    to files under `logs` (a pipe no one reads until the end could fill and stall it)."""
+
+    def __init__(self, cmd, logs, timeout):
+        os.makedirs(logs, exist_ok=True)
+        self.cmd, self.timeout, self.began = cmd, timeout, time.monotonic()
+        self.out_path, self.err_path = os.path.join(logs, "stdout.txt"), os.path.join(logs, "stderr.txt")
+        with open(self.out_path, "w") as out, open(self.err_path, "w") as err:
+            self.proc = subprocess.Popen(cmd, stdout=out, stderr=err)
+
+    def result(self):
+        """Its exit and output (a CompletedProcess); killed, and TimeoutExpired raised, past its timeout."""
+        try:
+            self.proc.wait(timeout=max(0.1, self.timeout - (time.monotonic() - self.began)))
+        except subprocess.TimeoutExpired:
+            self.stop()
+            raise
+        with open(self.out_path, errors="replace") as out, open(self.err_path, errors="replace") as err:
+            return subprocess.CompletedProcess(self.cmd, self.proc.returncode, out.read(), err.read())
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def start_capture(out, device, logs):
+    return Started([sys.executable, SCRIPT, "--out", out, "--tensors", "first", "--", MODEL, "--steps", str(STEPS),
+                    "--device", device], logs, 600)
+
+
+def part_capture(checks, torch, out, device, program):
+    r = program.result()
     checks.check(r.returncode == 0, "the capture of capture_model.py --steps %d exits 0" % STEPS,
                  "exit %d: %s" % (r.returncode, tail(r.stderr)))
     path = os.path.join(out, "workload.json")
@@ -628,14 +660,17 @@ os.kill(os.getpid(), signal.SIGKILL)
 '''
 
 
-def part_hang(checks, out, device, schema):
+def start_hang(out, device, logs):
     os.makedirs(out, exist_ok=True)
     program = os.path.join(out, "hang_program.py")
     with open(program, "w") as f:
         f.write(HANG_PROGRAM)
+    return Started([sys.executable, program, SCRIPTS, os.path.join(out, "capture"), device], logs, 180)
+
+
+def part_hang(checks, out, program, schema):
     capture = os.path.join(out, "capture")
-    r = subprocess.run([sys.executable, program, SCRIPTS, capture, device], stdout=subprocess.PIPE,
-                       stderr=subprocess.PIPE, universal_newlines=True, timeout=180)
+    r = program.result()
     if not checks.check(r.returncode == -signal.SIGKILL, "the hung program was killed by SIGKILL mid-call",
                         "exit %d: %s" % (r.returncode, tail(r.stderr))):
         return
@@ -671,15 +706,25 @@ def write_weights_file(path, mib):
             f.write(block)
 
 
-def part_mapped_weights(checks, torch, work, device, repro, schema):
+def weights_file(work):
+    return os.path.join(work, "model.bin")  # a name the harness counts as a model's weights
+
+
+def start_mapped_weights(work, device, logs):
     os.makedirs(work, exist_ok=True)
-    weights = os.path.join(work, "model.bin")  # a name the harness counts as a model's weights
+    weights = weights_file(work)
     write_weights_file(weights, WEIGHTS_MIB)
+    cmd = [sys.executable, SCRIPT, "--out", os.path.join(work, "capture"), "--", MODEL, "--steps", "2", "--device",
+           device, "--weights", weights]
+    print("# " + " ".join(cmd))
+    return Started(cmd, logs, 600)
+
+
+def part_mapped_weights(checks, torch, work, program, device, repro, schema):
+    weights = weights_file(work)
     size = os.path.getsize(weights)
     out = os.path.join(work, "capture")
-    cmd = [sys.executable, SCRIPT, "--out", out, "--", MODEL, "--steps", "2", "--device", device, "--weights", weights]
-    print("# " + " ".join(cmd))
-    r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, timeout=600)
+    r = program.result()
     if not checks.check(r.returncode == 0, "the capture of capture_model.py --weights (a %d MiB file, memory-mapped) "
                         "exits 0" % WEIGHTS_MIB, "exit %d: %s" % (r.returncode, tail(r.stderr + r.stdout))):
         return
@@ -752,32 +797,51 @@ def main(argv):
     if args.helpers_only:
         print("test_sdpa_capture: %d passed, %d failed" % (checks.passed, checks.failed))
         return 1 if checks.failed else 0
-    try:
-        import torch
-    except ImportError as e:
-        print("SKIPPED: PyTorch is not importable here (%s)" % e)
-        return EXIT_SKIP if not checks.failed else 1
-    if args.device == "cuda" and not torch.cuda.is_available():
-        print("SKIPPED: PyTorch %s sees no CUDA device (the capture is of a GPU program, the replay needs one)"
-              % torch.__version__)
+    import importlib.util
+    if importlib.util.find_spec("torch") is None:
+        print("SKIPPED: PyTorch is not importable here (no module named 'torch')")
         return EXIT_SKIP if not checks.failed else 1
     with open(SCHEMA) as f:
         schema = json.load(f)
-
     work = args.keep or tempfile.mkdtemp(prefix="test_sdpa_capture.")
     os.makedirs(work, exist_ok=True)
-    out = os.path.join(work, "capture")
+    out, hang, weights, logs = (os.path.join(work, name) for name in ("capture", "hang", "weights", "logs"))
+    # The three programs first, all at once (and while this process imports PyTorch too).
+    programs = {"capture": start_capture(out, args.device, os.path.join(logs, "capture")),
+                "hang": start_hang(hang, args.device, os.path.join(logs, "hang")),
+                "weights": start_mapped_weights(weights, args.device, os.path.join(logs, "weights"))}
+    try:
+        import torch
+        skipped = None
+        if args.device == "cuda" and not torch.cuda.is_available():
+            skipped = ("PyTorch %s sees no CUDA device (the capture is of a GPU program, the replay needs one)"
+                       % torch.__version__)
+    except ImportError as e:
+        skipped = "PyTorch is not importable here (%s)" % e
+    if skipped:
+        for program in programs.values():
+            program.stop()
+        if not args.keep:
+            shutil.rmtree(work, ignore_errors=True)
+        print("SKIPPED: " + skipped)
+        return EXIT_SKIP if not checks.failed else 1
+
     print("# PyTorch %s, device %s, folder %s" % (torch.__version__, args.device, work))
-    w = part_capture(checks, torch, out, args.device)
-    if w is not None:
-        part_schema(checks, w, schema, "workload.json")
-        part_validator_rejects(checks, w, schema)
-        if args.no_replay:
-            print("# replay left out (--no-replay)")
-        else:
-            part_replay(checks, torch, out, os.path.abspath(args.repro), w)
-    part_hang(checks, os.path.join(work, "hang"), args.device, schema)
-    part_mapped_weights(checks, torch, os.path.join(work, "weights"), args.device, os.path.abspath(args.repro), schema)
+    try:
+        w = part_capture(checks, torch, out, args.device, programs["capture"])
+        if w is not None:
+            part_schema(checks, w, schema, "workload.json")
+            part_validator_rejects(checks, w, schema)
+            if args.no_replay:
+                print("# replay left out (--no-replay)")
+            else:
+                part_replay(checks, torch, out, os.path.abspath(args.repro), w)
+        part_hang(checks, hang, programs["hang"], schema)
+        part_mapped_weights(checks, torch, weights, programs["weights"], args.device, os.path.abspath(args.repro),
+                            schema)
+    finally:
+        for program in programs.values():
+            program.stop()
 
     print("test_sdpa_capture: %d passed, %d failed" % (checks.passed, checks.failed))
     if not args.keep:
