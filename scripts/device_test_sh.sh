@@ -13,6 +13,10 @@ set -uo pipefail
 source "$(dirname "$0")/device_lib.sh"
 device_setup
 sections=("$@")
+# The N slowest tests of a CTest log (stamped lines): when each ended, its seconds, its name, its result.
+slowest() {
+  grep -E "Test +#" "$2" | awk '{print $1 "s", $(NF-1), $5, $(NF-2)}' | sort -k2 -rn | head -"$1" | tee -a "$summary"
+}
 # Each line of stdin with the seconds since it started.
 stamp() {
   local t0=$SECONDS line
@@ -38,7 +42,7 @@ for section in "${sections[@]}"; do
         build/.ninja_log | tee -a "$summary"
       cp build/.ninja_log "$out/ninja_log.txt"
       grep -E "Total Test time|tests passed|tests failed" "$out/test_sh.txt" | tee -a "$summary"
-      grep -E "Test +#" "$out/test_sh.txt" | awk '{print $1 "s", $(NF-1), $5, $(NF-2)}' | sort -k2 -rn | head -16 | tee -a "$summary"
+      slowest 16 "$out/test_sh.txt"
       grep -E "ERROR:|FAILED" "$out/test_sh.txt" | head -20 | tee -a "$summary"
       ;;
     build)
@@ -82,7 +86,7 @@ for section in "${sections[@]}"; do
           stamp >"$out/ctest_slots$slots.txt"
         say "ctest with $slots GPU slots: $((SECONDS - t0)) s"
         grep -E "tests passed|tests failed" "$out/ctest_slots$slots.txt" | tee -a "$summary"
-        grep -E "Test +#" "$out/ctest_slots$slots.txt" | awk '{print $1 "s", $(NF-1), $5, $(NF-2)}' | sort -k2 -rn | head -8 | tee -a "$summary"
+        slowest 8 "$out/ctest_slots$slots.txt"
       done
       cmake -S . -B build -DSDPA_GPU_SLOTS=4 >/dev/null
       ;;
@@ -96,7 +100,7 @@ for section in "${sections[@]}"; do
         ctest --test-dir build -j "$(nproc)" --output-on-failure 2>&1 | stamp >"$out/ctest_$order.txt"
         say "ctest with the kinds in the order $order: $((SECONDS - t0)) s"
         grep -E "tests passed|tests failed" "$out/ctest_$order.txt" | tee -a "$summary"
-        grep -E "Test +#" "$out/ctest_$order.txt" | awk '{print $1 "s", $(NF-1), $5, $(NF-2)}' | sort -k2 -rn | head -6 | tee -a "$summary"
+        slowest 6 "$out/ctest_$order.txt"
       done
       cmake -S . -B build -U SDPA_GPU_ORDER >/dev/null
       ;;

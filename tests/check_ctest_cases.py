@@ -5,15 +5,15 @@ Each doctest suite is one CTest test, or several: tests/CMakeLists.txt splits a 
 by patterns of case names, and a rest that excludes them all. A pattern that matches nothing (a
 case renamed, a comma inside a name, which separates patterns), or a suite never registered,
 would leave cases unrun or in the wrong part without a word; a case two parts select would run
-twice. For each program
-CTest runs (their listings need no GPU), this lists each test's cases with the test's own filters
-(doctest --list-test-cases) and compares them with the program's whole list, suite by suite, and
-lists each of a part's patterns alone: each must select a case.
+twice. For each program CTest runs (their listings need no GPU), this lists each test's cases with
+the test's own filters (doctest --list-test-cases) and compares them with the program's whole
+list, suite by suite, and lists each of a part's patterns alone: each must select a case.
 
     python3 tests/check_ctest_cases.py --ctest ctest --build-dir BUILD
 
 Exit 0: every case in exactly one test, every test and pattern with a case; 1: not so (each case,
-test and pattern named); 77: a program is not built here (preset asan builds the CPU tests' programs only).
+test and pattern named); 77: a program is not built here (preset asan builds the CPU tests'
+programs only).
 """
 import argparse
 import collections

@@ -311,35 +311,34 @@ TEST_SUITE("gpu_watchdog") {
     const double deadline = 1.5, budget = 60;
     std::printf("%-12s %-8s %-10s %-12s %-6s %-24s %-24s %10s %7s\n", "injected", "mode", "debugger", "kernel", "SMs",
                 "main thread in", "called as", "snapshot_s", "wall_s");
-    struct Snapshotted {
+    struct Hang {
       const char* stage;
       bool no_fork;
       std::string dir, snap, log;
-      test_util::JsonRun run;
     };
-    std::vector<Snapshotted> hangs;
+    std::vector<Hang> hangs;
     for (const char* stage : {"qk_gemm", "softmax", "stream_sync"}) {
       for (const bool no_fork : {false, true}) {
         const std::string dir = test_util::temp_dir("gpu_snapshot");
-        hangs.push_back({stage, no_fork, dir, dir + "/snap", dir + "/run.log", {}});
+        hangs.push_back({stage, no_fork, dir, dir + "/snap", dir + "/run.log"});
       }
     }
     // Three hung processes at a time (the test reserves three CPUs), each with its own debugger:
     // waiting out a deadline and a debugger's attach is most of each run, and none is timed
     // against another.
-    test_util::in_parallel(hangs.size(), 3, [&](size_t i) {
-      Snapshotted& h = hangs[i];
+    const std::vector<test_util::JsonRun> runs = test_util::in_parallel(hangs.size(), 3, [&](size_t i) {
+      const Hang& h = hangs[i];
       std::vector<std::string> args{"--inject", std::string("hang:") + h.stage, "--stage-timeout", "1.5",
                                     "--snapshot-timeout", "60", "--snapshot-dir", h.snap, "--log-file", h.log};
       if (h.no_fork) args.push_back("--no-fork");
-      h.run = run_binary(args);
-      return 0;
+      return run_binary(args);
     });
-    for (const Snapshotted& h : hangs) {
+    for (size_t i = 0; i < hangs.size(); ++i) {
+      const Hang& h = hangs[i];
       const char* stage = h.stage;
       const bool no_fork = h.no_fork;
       const std::string& snap = h.snap;
-      const test_util::JsonRun& run = h.run;
+      const test_util::JsonRun& run = runs[i];
       CAPTURE(stage);
       CAPTURE(no_fork);
       INFO("stderr: ", run.err.substr(0, 6000));
