@@ -1,8 +1,18 @@
-# build_flags.cmake: the optimization level of a Release build's host C++ (the top-level project
-# and host_only/ include it after project()).
+# build_flags.cmake: the optimization level of a Release build's host C++, and unity builds (the
+# top-level project and host_only/ include it after project()).
 #
 # -O2 rather than CMake's default -O3: the host code is a command-line tool's (parsing, JSON,
 # processes, files) plus the float64 reference, whose loops -O3 makes no faster (a 4608-key
 # layer's reference took the same time either way); -O3 took about a fifth longer to compile
 # (run_options.cpp: 11.5 s against 9.3 s), which a fresh clone's build pays on every file.
 string(REPLACE "-O3" "-O2" CMAKE_CXX_FLAGS_RELEASE "${CMAKE_CXX_FLAGS_RELEASE}")
+
+# Unity builds: each library's C++ files compiled a few at a time as one translation unit. Nearly
+# every file includes nlohmann/json or CLI11, whose templates each translation unit would otherwise
+# parse, instantiate and optimize again: three of the sweep's files took 16 s together against 23 s
+# apart. The files a target builds together must not give their file-local names (anonymous
+# namespaces) the same spelling. -DCMAKE_UNITY_BUILD=OFF compiles each file alone, as a check that
+# each includes what it uses.
+if(NOT DEFINED CMAKE_UNITY_BUILD)
+  set(CMAKE_UNITY_BUILD ON)
+endif()

@@ -7,6 +7,7 @@
 #   scripts/device_test_sh.sh [testsh] [slots] [profile2]   # default: testsh profile2
 #   SLOTS="2 1" scripts/device_test_sh.sh slots             # ctest again with 2, then 1 GPU test at a time
 #   scripts/device_test_sh.sh build cases                    # each GPU suite alone, each case's seconds
+#   BUILD_ARGS=-DCMAKE_UNITY_BUILD=OFF scripts/device_test_sh.sh build   # the build with more cmake arguments
 #   ORDERS="spinning,quiet,sanitized,alone" scripts/device_test_sh.sh testsh orders   # ctest again, kinds in that order
 #   scripts/device_test_sh.sh startup                        # what one run costs: repro's start, CUDA's, a call's
 set -uo pipefail
@@ -16,6 +17,11 @@ sections=("$@")
 # The N slowest tests of a CTest log (stamped lines): when each ended, its seconds, its name, its result.
 slowest() {
   grep -E "Test +#" "$2" | awk '{print $1 "s", $(NF-1), $5, $(NF-2)}' | sort -k2 -rn | head -"$1" | tee -a "$summary"
+}
+# The build's compile and link steps: their seconds summed, and the span from the first's start to the last's end.
+build_steps() {
+  awk 'NR > 1 {d = ($2 - $1) / 1000; s += d; if ($2 > m) m = $2} END {printf "build steps summed %.0f s, span %.0f s\n", s, m / 1000}' \
+    build/.ninja_log | tee -a "$summary"
 }
 # Each line of stdin with the seconds since it started.
 stamp() {
@@ -38,21 +44,24 @@ for section in "${sections[@]}"; do
       rc=${PIPESTATUS[0]}
       kill $vm $sm 2>/dev/null
       say "scripts/test.sh (fresh build folder, no compiler cache): exit $rc after $((SECONDS - t0)) s"
-      awk 'NR > 1 {d = ($2 - $1) / 1000; s += d; if ($2 > m) m = $2} END {printf "build steps summed %.0f s, span %.0f s\n", s, m / 1000}' \
-        build/.ninja_log | tee -a "$summary"
+      build_steps
       cp build/.ninja_log "$out/ninja_log.txt"
       grep -E "Total Test time|tests passed|tests failed" "$out/test_sh.txt" | tee -a "$summary"
       slowest 16 "$out/test_sh.txt"
       grep -E "ERROR:|FAILED" "$out/test_sh.txt" | head -20 | tee -a "$summary"
       ;;
     build)
-      # preset dev in a fresh folder, no compiler cache: the build test.sh makes
+      # preset dev in a fresh folder, no compiler cache: the build test.sh makes (BUILD_ARGS: more
+      # cmake arguments, e.g. -DCMAKE_UNITY_BUILD=OFF)
       rm -rf build
       t0=$SECONDS
-      CCACHE_DISABLE=1 cmake --preset dev >"$out/cmake.log" 2>&1 &&
+      # shellcheck disable=SC2086  # BUILD_ARGS: several words
+      CCACHE_DISABLE=1 cmake --preset dev ${BUILD_ARGS:-} >"$out/cmake.log" 2>&1 &&
         CCACHE_DISABLE=1 cmake --build --preset dev -j "$(nproc)" >"$out/build.log" 2>&1 ||
         { tail -40 "$out/build.log" "$out/cmake.log"; exit 1; }
-      say "build (preset dev, fresh folder, no compiler cache): $((SECONDS - t0)) s"
+      say "build (preset dev ${BUILD_ARGS:-}, fresh folder, no compiler cache): $((SECONDS - t0)) s"
+      build_steps
+      cp build/.ninja_log "$out/ninja_log_build.txt"
       awk 'NR > 1 {printf "%.1f %s\n", ($2 - $1) / 1000, $4}' build/.ninja_log | sort -rn | head -12 | tee -a "$summary"
       ;;
     cases)

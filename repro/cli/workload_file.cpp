@@ -20,27 +20,27 @@ namespace {
 using nlohmann::json;
 
 // A JSON value with where it is ("calls[2].query.shape"), so that every complaint names the key.
-class Field {
+class LocatedValue {
  public:
-  Field(const json& value, std::string where, const std::string& file) : v_(value), where_(std::move(where)), file_(file) {}
+  LocatedValue(const json& value, std::string where, const std::string& file) : v_(value), where_(std::move(where)), file_(file) {}
 
   [[noreturn]] void fail(const std::string& why) const {
     throw InputError("--workload-file " + file_ + ": " + (where_.empty() ? "" : where_ + ": ") + why);
   }
   bool is_null() const { return v_.is_null(); }
-  Field at(const std::string& key) const {
+  LocatedValue at(const std::string& key) const {
     if (!v_.is_object()) fail("expected an object");
     const std::string where = where_.empty() ? key : where_ + "." + key;
-    if (!v_.contains(key)) Field(v_, where, file_).fail("missing");
-    return Field(v_.at(key), where, file_);
+    if (!v_.contains(key)) LocatedValue(v_, where, file_).fail("missing");
+    return LocatedValue(v_.at(key), where, file_);
   }
   // The key's value, or nothing where the object has no such key (a key newer captures add).
-  std::optional<Field> maybe(const std::string& key) const {
+  std::optional<LocatedValue> maybe(const std::string& key) const {
     if (!v_.is_object()) fail("expected an object");
     if (!v_.contains(key)) return std::nullopt;
     return at(key);
   }
-  Field item(size_t i) const { return Field(v_.at(i), where_ + "[" + std::to_string(i) + "]", file_); }
+  LocatedValue item(size_t i) const { return LocatedValue(v_.at(i), where_ + "[" + std::to_string(i) + "]", file_); }
   size_t size() const {
     if (!v_.is_array()) fail("expected a list");
     return v_.size();
@@ -96,7 +96,7 @@ class Field {
   const std::string& file_;
 };
 
-CapturedTensor read_tensor(const Field& f) {
+CapturedTensor read_tensor(const LocatedValue& f) {
   CapturedTensor t;
   t.shape = f.at("shape").integers(4, 4, 0);
   t.stride = f.at("stride").integers(4, 4, INT64_MIN);
@@ -104,19 +104,19 @@ CapturedTensor read_tensor(const Field& f) {
   f.at("device").string();
   f.at("contiguous").boolean();
   t.layout = f.at("layout").one_of({"bhse", "bshe", "other"});
-  t.managed = f.at("managed").optional<bool>([](const Field& m) { return m.boolean(); });
+  t.managed = f.at("managed").optional<bool>([](const LocatedValue& m) { return m.boolean(); });
   return t;
 }
 
-CapturedMask read_mask(const Field& f) {
+CapturedMask read_mask(const LocatedValue& f) {
   CapturedMask m;
   m.kind = f.at("kind").one_of({"bool", "float"});
   m.shape = f.at("shape").integers(2, 4, 1);
   f.at("dtype").string();
   m.masked_fraction = f.at("masked_fraction").number(0);
   m.pattern = f.at("pattern").one_of({"text_padding", "other"});
-  const auto tokens = f.at("text_tokens").optional<int64_t>([](const Field& t) { return t.integer(1); });
-  const Field valid = f.at("text_valid");
+  const auto tokens = f.at("text_tokens").optional<int64_t>([](const LocatedValue& t) { return t.integer(1); });
+  const LocatedValue valid = f.at("text_valid");
   if (m.pattern == "text_padding") {
     if (m.kind != "bool") f.at("pattern").fail("text_padding is a bool mask's pattern");
     if (!tokens) f.at("text_tokens").fail("text_padding needs the text's token count");
@@ -130,52 +130,52 @@ CapturedMask read_mask(const Field& f) {
   return m;
 }
 
-MappedFile read_mapped_file(const Field& f) {
+MappedFile read_mapped_file(const LocatedValue& f) {
   MappedFile m;
   m.path = f.at("path").string();
   if (m.path.empty()) f.at("path").fail("expected a file's path, not an empty string");
   m.bytes = f.at("bytes").integer();
-  m.resident_bytes = f.at("resident_bytes").optional<int64_t>([](const Field& r) { return r.integer(); });
+  m.resident_bytes = f.at("resident_bytes").optional<int64_t>([](const LocatedValue& r) { return r.integer(); });
   return m;
 }
 
 // A key of the context that older captures do not have: absent or null, nothing; else bytes.
-std::optional<int64_t> optional_bytes(const Field& context, const std::string& key) {
-  const std::optional<Field> f = context.maybe(key);
+std::optional<int64_t> optional_bytes(const LocatedValue& context, const std::string& key) {
+  const std::optional<LocatedValue> f = context.maybe(key);
   if (!f) return std::nullopt;
-  return f->optional<int64_t>([](const Field& b) { return b.integer(); });
+  return f->optional<int64_t>([](const LocatedValue& b) { return b.integer(); });
 }
 
-CapturedCall read_call(const Field& f, int index, const std::string& folder) {
+CapturedCall read_call(const LocatedValue& f, int index, const std::string& folder) {
   CapturedCall c;
   c.id = static_cast<int>(f.at("id").integer());
   if (c.id != index) f.at("id").fail("is " + std::to_string(c.id) + ", but it is call " + std::to_string(index) + " of the list");
   c.first_call = f.at("first_call").integer();
   c.count = f.at("count").integer(1);
-  c.index_in_step = f.at("index_in_step").optional<int64_t>([](const Field& i) { return i.integer(); });
+  c.index_in_step = f.at("index_in_step").optional<int64_t>([](const LocatedValue& i) { return i.integer(); });
   c.query = read_tensor(f.at("query"));
   c.key = read_tensor(f.at("key"));
   c.value = read_tensor(f.at("value"));
   c.mask = f.at("mask").optional<CapturedMask>(read_mask);
   c.is_causal = f.at("is_causal").boolean();
-  c.scale = f.at("scale").optional<double>([](const Field& s) { return s.number(-1e300); });
+  c.scale = f.at("scale").optional<double>([](const LocatedValue& s) { return s.number(-1e300); });
   c.dropout_p = f.at("dropout_p").number(0);
   c.enable_gqa = f.at("enable_gqa").boolean();
   c.backend = f.at("backend").one_of({"math", "flash", "efficient", "cudnn", "unknown"});
   c.requires_grad = f.at("requires_grad").boolean();
-  const Field context = f.at("context");
+  const LocatedValue context = f.at("context");
   c.memory_allocated = context.at("memory_allocated").integer();
   c.memory_reserved = context.at("memory_reserved").integer();
-  c.mem_available = context.at("mem_available").optional<int64_t>([](const Field& m) { return m.integer(); });
+  c.mem_available = context.at("mem_available").optional<int64_t>([](const LocatedValue& m) { return m.integer(); });
   c.mem_free = optional_bytes(context, "mem_free");
   c.cached = optional_bytes(context, "cached");
   c.rss_file = optional_bytes(context, "rss_file");
-  if (const std::optional<Field> files = context.maybe("mapped_files"); files && !files->is_null()) {
+  if (const std::optional<LocatedValue> files = context.maybe("mapped_files"); files && !files->is_null()) {
     std::vector<MappedFile> list;
     for (size_t i = 0; i < files->size(); ++i) list.push_back(read_mapped_file(files->item(i)));
     c.mapped_files = std::move(list);
   }
-  const auto tensors = f.at("tensors").optional<std::string>([](const Field& t) { return t.string(); });
+  const auto tensors = f.at("tensors").optional<std::string>([](const LocatedValue& t) { return t.string(); });
   if (tensors) c.tensors = (std::filesystem::path(folder) / *tensors).lexically_normal().string();
   return c;
 }
@@ -228,21 +228,21 @@ WorkloadFile parse_workload_file(const std::string& text, const std::string& pat
   } catch (const json::exception& e) {  // a syntax error, or a number past a double's range
     throw InputError("--workload-file " + path + ": not JSON (" + one_line(e.what()) + ")");
   }
-  const Field root(doc, "", path);
+  const LocatedValue root(doc, "", path);
   if (!doc.is_object()) root.fail("not a JSON object (a workload file from scripts/sdpa_capture.py)");
   if (root.at("format").string() != "sdpa-repro-workload") root.at("format").fail("not sdpa-repro-workload");
   if (root.at("format_version").integer() != 1) root.at("format_version").fail("this harness reads version 1");
   WorkloadFile w;
   w.path = path;
-  const Field device = root.at("captured").at("device");
+  const LocatedValue device = root.at("captured").at("device");
   if (!device.is_null()) w.device_name = device.at("name").string();
-  const Field env = root.at("environment");
-  w.alloc_conf = env.at("PYTORCH_CUDA_ALLOC_CONF").optional<std::string>([](const Field& s) { return s.string(); });
-  w.launch_blocking = env.at("CUDA_LAUNCH_BLOCKING").optional<std::string>([](const Field& s) { return s.string(); });
+  const LocatedValue env = root.at("environment");
+  w.alloc_conf = env.at("PYTORCH_CUDA_ALLOC_CONF").optional<std::string>([](const LocatedValue& s) { return s.string(); });
+  w.launch_blocking = env.at("CUDA_LAUNCH_BLOCKING").optional<std::string>([](const LocatedValue& s) { return s.string(); });
   w.allocator = root.at("allocator").at("kind").one_of({"caching", "expandable_segments", "cuda_malloc_async", "pluggable", "none"});
-  w.calls_per_step = root.at("calls_per_step").optional<int64_t>([](const Field& n) { return n.integer(1); });
+  w.calls_per_step = root.at("calls_per_step").optional<int64_t>([](const LocatedValue& n) { return n.integer(1); });
   w.total_calls = root.at("total_calls").integer();
-  const Field calls = root.at("calls");
+  const LocatedValue calls = root.at("calls");
   const std::string folder = std::filesystem::path(path).parent_path().string();
   for (size_t i = 0; i < calls.size(); ++i) w.calls.push_back(read_call(calls.item(i), static_cast<int>(i), folder));
   if (w.calls.empty()) calls.fail("no call was captured (did the program call scaled_dot_product_attention?)");

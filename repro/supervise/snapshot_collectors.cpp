@@ -34,7 +34,7 @@ namespace sdpa {
 
 namespace {
 
-constexpr double kKillWaitS = 1.0;           // after SIGKILL, before a collector is abandoned
+constexpr double kCollectorKillWaitS = 1.0;    // after SIGKILL, before a collector is abandoned
 constexpr size_t kReaderPayloadBytes = 60000;  // below a pipe's capacity: the reader never blocks on it
 constexpr size_t kKernelLogBytes = 1 << 20;
 constexpr int64_t kKernelLogSlackUs = 1000000;  // the kernel log's clock and CLOCK_MONOTONIC may differ a little
@@ -135,7 +135,7 @@ CollectorRun run_reader(const std::string& name, double bound_s, const std::func
   ::close(fds[1]);
   int status = 0;
   if (!reap_within(pid, bound_s, status)) {
-    const bool reaped = stop_child(pid, true, 0, kKillWaitS, status);
+    const bool reaped = stop_child(pid, true, 0, kCollectorKillWaitS, status);
     run.state = CollectorState::timed_out;
     run.reason = "did not end within " + seconds_text(bound_s) + " s" +
                  (reaped ? "" : "; still there after SIGKILL (stuck in the kernel reading a file), left behind");
@@ -179,7 +179,7 @@ CollectorRun run_tool(const std::string& name, const std::string& tool, const st
   const std::string out = dir + "/" + file;
   ChildResult r;
   try {
-    r = run_child(tool, args, out, out, bound_s, kKillWaitS, dir);
+    r = run_child(tool, args, out, out, bound_s, kCollectorKillWaitS, dir);
   } catch (const InputError& e) {
     run.state = CollectorState::failed;
     run.reason = e.what();

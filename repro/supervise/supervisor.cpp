@@ -28,7 +28,7 @@ namespace {
 
 constexpr int kPollMs = 10;
 // After SIGKILL: a process stuck inside the driver may not die at once; report anyway after this.
-constexpr double kKillWaitS = 0.4;
+constexpr double kChildKillWaitS = 0.4;
 constexpr double kKernelStacksS = 2;      // reading the kernel stacks of a process that did not die
 constexpr double kSnapshotHelperGraceS = 5;  // --no-fork: beyond the budget, before the snapshot process is given up
 constexpr int kKeepPollMs = 50;
@@ -104,7 +104,7 @@ HangSnapshot snapshot_by_helper(const SnapshotRequest& request, const Supervisor
     const pid_t helper = start_child(spec);
     int status = 0;
     if (!reap_within(helper, request.budget_s + kSnapshotHelperGraceS, status)) {
-      stop_child(helper, true, 0, kKillWaitS, status);
+      stop_child(helper, true, 0, kChildKillWaitS, status);
       failure = "did not end within its budget";
     } else if (exit_code_of(status) != 0) {
       failure = "ended with exit " + std::to_string(exit_code_of(status));
@@ -272,7 +272,7 @@ SupervisedOutcome supervise(const std::function<int(int)>& child_main, const Sup
       out.kind = SupervisedOutcome::bad_output;
       for (char& c : bad_record) c = (c >= 32 && c < 127) ? c : '?';
       out.message = "the GPU child wrote a malformed progress record: \"" + bad_record + "\"";
-      reaped = stop_child(pid, false, options.kill_grace_s, kKillWaitS, status);
+      reaped = stop_child(pid, false, options.kill_grace_s, kChildKillWaitS, status);
       break;
     }
     const Expiry expiry = monitor.check(monotonic_us());
@@ -281,7 +281,7 @@ SupervisedOutcome supervise(const std::function<int(int)>& child_main, const Sup
       out.expiry = expiry;
       out.stage = expiry.stage;
       reaped = act_on_hang(pid, false, options, out, *log, status);
-      if (!reaped) reaped = stop_child(pid, false, options.kill_grace_s, kKillWaitS, status);
+      if (!reaped) reaped = stop_child(pid, false, options.kill_grace_s, kChildKillWaitS, status);
       break;
     }
     if (waitpid(pid, &status, WNOHANG) == pid) reaped = true;
