@@ -1,5 +1,5 @@
 # build_flags.cmake: the optimization level of a Release build's host C++, and unity builds (the
-# top-level project and host_only/ include it after project()).
+# top-level project, host_only/ and fuzz/ include it after project()).
 #
 # -O2 rather than CMake's default -O3: the host code is a command-line tool's (parsing, JSON,
 # processes, files) plus the float64 reference, whose loops -O3 makes no faster (a 4608-key

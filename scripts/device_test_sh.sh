@@ -97,7 +97,7 @@ for section in "${sections[@]}"; do
         grep -E "tests passed|tests failed" "$out/ctest_slots$slots.txt" | tee -a "$summary"
         slowest 8 "$out/ctest_slots$slots.txt"
       done
-      cmake -S . -B build -DSDPA_GPU_SLOTS=4 >/dev/null
+      cmake -S . -B build -U SDPA_GPU_SLOTS >/dev/null
       ;;
     orders)
       # The same tests again (the build kept), the kinds of GPU test started in each order of

@@ -12,7 +12,7 @@
 
 namespace bench_examples {
 
-inline sdpa::BenchParse parse(std::vector<std::string> args) {
+inline sdpa::BenchParse parse_bench(std::vector<std::string> args) {
   return test_util::parse_as("bench", std::move(args), sdpa::parse_bench_command_line);
 }
 
@@ -42,7 +42,7 @@ inline sdpa::BenchSeries series(const char* label, double first) {
 // fix 4 skipped.
 inline sdpa::BenchResult overhead_result() {
   sdpa::BenchResult r;
-  r.options = parse({"-n", "20", "--fix-overhead", "1,4", "-L", "512"}).options;
+  r.options = parse_bench({"-n", "20", "--fix-overhead", "1,4", "-L", "512"}).options;
   sdpa::DeviceInfo d;
   d.name = "NVIDIA H200";
   d.cc_major = 9;

@@ -30,11 +30,9 @@ endfunction()
 # documents: under ASan on 2 cores 38 s and 83 s unoptimized, 19 s and 59 s optimized), the
 # coverage of the bootstrap intervals (cpu.stats: 46 s against 20 s) and the GPU kernels' checks
 # of millions of elements one by one (gpu_kernels on an H100: 26 s against 9 s).
-#
-# Each test file is its own translation unit (no unity build): test files keep their helpers in
-# anonymous namespaces under the same names (TempDir, now_s), and unoptimized they gain less.
-function(sdpa_test_code_compilation target)
-  set_target_properties(${target} PROPERTIES UNITY_BUILD OFF)
+# (Files with options of their own are left out of the unity build's batches: CMake compiles each
+# alone.)
+function(sdpa_unoptimized_test_code target)
   target_compile_options(${target} PRIVATE $<$<CONFIG:Release,RelWithDebInfo>:-O0>)
   set_source_files_properties(${SDPA_ROOT}/tests/json_schema_check.cpp ${SDPA_ROOT}/tests/test_stats.cpp
                               ${SDPA_ROOT}/tests/test_gpu_kernels.cpp

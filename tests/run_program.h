@@ -4,6 +4,7 @@
 
 #include <signal.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -65,6 +66,23 @@ inline std::string temp_dir(const char* what) {
 }
 
 inline void remove_tree(const std::string& dir) { std::system(("rm -rf '" + dir + "'").c_str()); }
+
+// A fresh empty folder under /tmp (temp_dir), removed with what it holds when this goes.
+struct TempDir {
+  std::string path;
+  explicit TempDir(const char* what = "test") : path(temp_dir(what)) {}
+  ~TempDir() { remove_tree(path); }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  std::string operator/(const std::string& name) const { return path + "/" + name; }
+};
+
+// Seconds on CLOCK_MONOTONIC, the clock of the harness's log stamps (t_us=).
+inline double now_s() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) / 1e9;
+}
 
 // Runs args[0] with `args` (no shell; a name without a slash is looked up in PATH), stdin from
 // /dev/null, and returns its exit code, stdout and stderr. Threads may run programs at once: the
@@ -151,5 +169,12 @@ inline JsonRun run_with_json(const std::string& binary, std::vector<std::string>
   remove_tree(dir);
   return r;
 }
+
+#ifdef SDPA_REPRO_BINARY
+// The repro binary under test, run as run_with_json runs it.
+inline JsonRun run_repro_json(std::vector<std::string> args, const ProgramOptions& options = {}) {
+  return run_with_json(SDPA_REPRO_BINARY, std::move(args), options);
+}
+#endif
 
 }  // namespace test_util

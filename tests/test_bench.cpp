@@ -19,7 +19,7 @@ using namespace bench_examples;
 
 TEST_SUITE("bench") {
   TEST_CASE("defaults: the original benchmark's warm-up and iteration counts, input sets from the L2, no fix overhead") {
-    const BenchParse r = parse({});
+    const BenchParse r = parse_bench({});
     REQUIRE(r.run);
     CHECK(r.options.warmup == 10);
     CHECK(r.options.iterations == 100);
@@ -30,7 +30,7 @@ TEST_SUITE("bench") {
   }
 
   TEST_CASE("bench options and every run option reach the configuration") {
-    const BenchParse r = parse({"-w", "3", "-n", "50", "--input-sets", "5", "--fix-overhead", "2,all", "--json", "b.json",
+    const BenchParse r = parse_bench({"-w", "3", "-n", "50", "--input-sets", "5", "--fix-overhead", "2,all", "--json", "b.json",
                                 "--dtype", "fp16", "--precision", "native", "-b", "4", "--heads", "16", "-L", "2048",
                                 "-E", "64", "--alloc", "device", "--fixes", "3", "--check", "--stage-timeout", "5"});
     REQUIRE(r.run);
@@ -83,7 +83,7 @@ TEST_SUITE("bench") {
         {"--input-sets", "65"}, {"--fix-overhead", std::to_string(fix_count() + 2)}, {"--fix-overhead", "1,1"}, {"--iters", "5"},
         {"--sample-every", "2"}, {"--dtype", "fp8"}, {"--no-such-option"}, {"-L", "0"}};
     for (const auto& args : bad) {
-      const BenchParse r = parse(args);
+      const BenchParse r = parse_bench(args);
       INFO(args.front(), " -> ", r.message);
       CHECK_FALSE(r.run);
       CHECK(r.exit_code == kExitUsage);
@@ -93,7 +93,7 @@ TEST_SUITE("bench") {
   }
 
   TEST_CASE("--help prints the bench and the run options, exit 0") {
-    const BenchParse r = parse({"--help"});
+    const BenchParse r = parse_bench({"--help"});
     CHECK_FALSE(r.run);
     CHECK(r.exit_code == 0);
     CHECK(r.message.find("--fix-overhead") != std::string::npos);
@@ -253,7 +253,7 @@ TEST_SUITE("bench") {
 
   TEST_CASE("text: the original benchmark's block, the per-call and per-stage tables, the fix table, the verdict last") {
     BenchResult r;
-    r.options = parse({"--fix-overhead", "1"}).options;
+    r.options = parse_bench({"--fix-overhead", "1"}).options;
     r.input_sets = 3;
     r.bytes_per_call = 8 << 20;
     r.path = series("path", 1.0);
@@ -277,7 +277,7 @@ TEST_SUITE("bench") {
 
   TEST_CASE("a hung bench keeps the watchdog's report in its JSON") {
     BenchResult r;
-    r.options = parse({"--scenario", "2"}).options;  // its conditions: a softmax hang is its own
+    r.options = parse_bench({"--scenario", "2"}).options;  // its conditions: a softmax hang is its own
     r.outcome = Outcome::hang;
     r.exit_code = kExitHang;
     SupervisedOutcome w;

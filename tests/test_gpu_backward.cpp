@@ -17,9 +17,7 @@ using nlohmann::json;
 
 namespace {
 
-test_util::JsonRun run_binary(std::vector<std::string> args) {
-  return test_util::run_with_json(SDPA_REPRO_BINARY, std::move(args));
-}
+using test_util::run_repro_json;
 
 std::vector<std::string> backward_args(std::vector<std::string> args) {
   args.insert(args.begin(), {"--backward", "--check"});
@@ -46,7 +44,7 @@ json passing_backward(const test_util::JsonRun& run, const std::vector<std::stri
 }
 json passing_backward(const std::vector<std::string>& args) {
   const std::vector<std::string> full = backward_args(args);
-  return passing_backward(run_binary(full), full);
+  return passing_backward(run_repro_json(full), full);
 }
 
 }  // namespace
@@ -101,7 +99,7 @@ TEST_SUITE("gpu_backward") {
                                          "--stall-threshold", "0"}));
       }
     }
-    const auto runs = test_util::in_parallel(args_of.size(), 3, [&](size_t i) { return run_binary(args_of[i]); });
+    const auto runs = test_util::in_parallel(args_of.size(), 3, [&](size_t i) { return run_repro_json(args_of[i]); });
     for (size_t i = 0; i < runs.size(); ++i) {
       const int scenario = static_cast<int>(i / 2) + 1;
       {
@@ -122,7 +120,7 @@ TEST_SUITE("gpu_backward") {
   }
 
   TEST_CASE("repro bench --backward times the training step: every backward stage timed, results finite") {
-    const test_util::JsonRun run = run_binary({"bench", "--backward", "-n", "5", "-w", "1"});
+    const test_util::JsonRun run = run_repro_json({"bench", "--backward", "-n", "5", "-w", "1"});
     INFO(run.out.substr(0, 2000), run.err.substr(0, 2000));
     REQUIRE(run.exit_code == kExitPass);
     REQUIRE(run.result.is_object());
@@ -142,7 +140,7 @@ TEST_SUITE("gpu_backward") {
     // Four at a time, as gpu_watchdog's hang in every stage: the deadline is the host's clock, and
     // a run whose stage spins shares the GPU with the others' short stages.
     const auto runs = test_util::in_parallel(stages.size(), 4, [&](size_t i) {
-      return run_binary({"--backward", "--layers", "2", "--dropout", "0.1", "--alloc-timing", "per-call", "--inject",
+      return run_repro_json({"--backward", "--layers", "2", "--dropout", "0.1", "--alloc-timing", "per-call", "--inject",
                          "hang:" + stages[i] + "@layer=1", "--stage-timeout", "1.5", "--on-hang", "kill"});
     });
     for (size_t i = 0; i < stages.size(); ++i) {

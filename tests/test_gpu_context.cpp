@@ -21,9 +21,7 @@ using nlohmann::json;
 
 namespace {
 
-test_util::JsonRun run_binary(std::vector<std::string> args) {
-  return test_util::run_with_json(SDPA_REPRO_BINARY, std::move(args));
-}
+using test_util::run_repro_json;
 
 // A run that must pass, with its output shown when it does not.
 json passing(const test_util::JsonRun& run, const std::vector<std::string>& args) {
@@ -32,7 +30,7 @@ json passing(const test_util::JsonRun& run, const std::vector<std::string>& args
   REQUIRE(run.result.is_object());
   return run.result;
 }
-json passing(const std::vector<std::string>& args) { return passing(run_binary(args), args); }
+json passing(const std::vector<std::string>& args) { return passing(run_repro_json(args), args); }
 
 int64_t gpu_free_now() {
   size_t free_bytes = 0, total = 0;
@@ -71,8 +69,8 @@ TEST_SUITE("gpu_context") {
     }
     const size_t unballasted = 3 * allocs.size();  // the first three rungs
     for (auto& args : args_of) args.insert(args.end(), {"--stall-threshold", "0"});
-    auto runs = test_util::in_parallel(unballasted, 4, [&](size_t i) { return run_binary(args_of[i]); });
-    for (size_t i = unballasted; i < args_of.size(); ++i) runs.push_back(run_binary(args_of[i]));
+    auto runs = test_util::in_parallel(unballasted, 4, [&](size_t i) { return run_repro_json(args_of[i]); });
+    for (size_t i = unballasted; i < args_of.size(); ++i) runs.push_back(run_repro_json(args_of[i]));
     for (size_t i = 0; i < runs.size(); ++i) {
       const auto& rung = rungs[i / allocs.size()];
       {
@@ -125,7 +123,7 @@ TEST_SUITE("gpu_context") {
   }
 
   TEST_CASE("a hang injected in one layer is named with its layer, in the JSON, the report and the log") {
-    const test_util::JsonRun run = run_binary({"--layers", "4", "--alloc-timing", "per-call", "--inject", "hang:softmax@layer=3",
+    const test_util::JsonRun run = run_repro_json({"--layers", "4", "--alloc-timing", "per-call", "--inject", "hang:softmax@layer=3",
                                                "--stage-timeout", "1.5", "--log", "stages", "--on-hang", "kill"});
     INFO(run.err.substr(0, 3000));
     CHECK(run.exit_code == kExitHang);
@@ -140,7 +138,7 @@ TEST_SUITE("gpu_context") {
     for (const auto& f : w["flight_recorder"]) layer_three = layer_three || (f["layer"] == 3 && f["stage"] == "softmax");
     CHECK(layer_three);
     // In an allocation: the host waits in the allocator; the stage is named, scenario 6 first.
-    const test_util::JsonRun alloc = run_binary({"--layers", "2", "--alloc-timing", "per-call", "--retain", "autograd",
+    const test_util::JsonRun alloc = run_repro_json({"--layers", "2", "--alloc-timing", "per-call", "--retain", "autograd",
                                                  "--inject", "hang:alloc_probs@layer=2", "--stage-timeout", "1.5", "--on-hang",
                                                  "kill"});
     CHECK(alloc.exit_code == kExitHang);
@@ -160,7 +158,7 @@ TEST_SUITE("gpu_context") {
 
   TEST_CASE("scenario 6 at the workload's 60 layers is refused before anything is allocated") {
     const int64_t before = gpu_free_now();
-    const test_util::JsonRun run = run_binary({"--scenario", "6"});
+    const test_util::JsonRun run = run_repro_json({"--scenario", "6"});
     INFO(run.err.substr(0, 2000));
     CHECK(run.exit_code == kExitRefused);
     CHECK(run.err.find("the memory plan needs") != std::string::npos);

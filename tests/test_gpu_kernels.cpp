@@ -21,6 +21,7 @@
 #include <utility>
 #include <vector>
 
+#include "dtype_cases.h"
 #include "math_sdpa/cuda_check.h"
 #include "math_sdpa/dtype.h"
 #include "math_sdpa/errors.h"
@@ -43,7 +44,7 @@ uint64_t kernel_test_seed() {
   return seed;
 }
 
-const DType kDTypes[] = {DType::bf16, DType::fp16, DType::fp32};
+using test_util::kDTypes;
 
 // Device memory with room for a misaligning offset in front.
 class DeviceArray {
@@ -210,9 +211,7 @@ void write_random_inputs(const std::string& dir, uint32_t seed, const InputShape
   write_npy_float32(dir + "/v.npy", {s.batch, s.kv_heads, s.kv_len, s.head_dim}, tensor(kv).data());
 }
 
-test_util::JsonRun run_repro(const std::vector<std::string>& args) {
-  return test_util::run_with_json(SDPA_REPRO_BINARY, args);
-}
+using test_util::run_repro_json;
 
 }  // namespace
 
@@ -486,7 +485,7 @@ TEST_SUITE("gpu_kernels") {
   }
 
   TEST_CASE("repro bench end to end: statistics, a fix comparison, and a hang reported like a run's") {
-    const test_util::JsonRun plain = run_repro({"bench", "-w", "2", "-n", "7", "-L", "64", "--check"});
+    const test_util::JsonRun plain = run_repro_json({"bench", "-w", "2", "-n", "7", "-L", "64", "--check"});
     INFO(plain.out);
     REQUIRE(plain.exit_code == 0);
     REQUIRE(plain.result.is_object());
@@ -509,7 +508,7 @@ TEST_SUITE("gpu_kernels") {
     for (const auto& stage : j["benchmarks"][0]["stages"]) CHECK(stage["n"] == 7);  // the stage pass
     CHECK(plain.out.find("Throughput:") != std::string::npos);
 
-    const test_util::JsonRun fix = run_repro({"bench", "-w", "1", "-n", "4", "-L", "64", "--input-sets", "2", "--fix-overhead", "1,4"});
+    const test_util::JsonRun fix = run_repro_json({"bench", "-w", "1", "-n", "4", "-L", "64", "--input-sets", "2", "--fix-overhead", "1,4"});
     INFO(fix.out);
     REQUIRE(fix.exit_code == 0);
     REQUIRE(fix.result["fix_overhead"].size() == 2);
@@ -521,7 +520,7 @@ TEST_SUITE("gpu_kernels") {
     }
     CHECK(fix.result["fix_overhead"][1]["b"]["settings"]["alloc"] == "async");
 
-    const test_util::JsonRun hang = run_repro({"bench", "-w", "0", "-n", "3", "-L", "64", "--inject", "hang:softmax", "--stage-timeout", "1",
+    const test_util::JsonRun hang = run_repro_json({"bench", "-w", "0", "-n", "3", "-L", "64", "--inject", "hang:softmax", "--stage-timeout", "1",
                                                "--on-hang", "kill"});
     CHECK(hang.exit_code == kExitHang);
     REQUIRE(hang.result.is_object());
@@ -533,7 +532,7 @@ TEST_SUITE("gpu_kernels") {
     // Read while parsing (run_options.h) and handed to the GPU child: nothing reads them again.
     const std::string dir = test_util::temp_dir("gpu_inputs");
     write_random_inputs(dir, 7, {1, 4, 2, 48, 40, 16});
-    const test_util::JsonRun run = run_repro({"--inputs", dir, "--check", "--iters", "2", "--save-output", dir + "/out.npy"});
+    const test_util::JsonRun run = run_repro_json({"--inputs", dir, "--check", "--iters", "2", "--save-output", dir + "/out.npy"});
     INFO(run.out, run.err);
     REQUIRE(run.exit_code == 0);
     CHECK(run.out.find("B=1 Hq=4 Hkv=2 L=48 S=40 E=16 dtype=fp32") != std::string::npos);
@@ -541,7 +540,7 @@ TEST_SUITE("gpu_kernels") {
     CHECK(run.result["config"]["problem"]["kv_len"] == 40);
     CHECK(run.result["check"]["passed"] == true);
     CHECK(read_npy(dir + "/out.npy").shape == std::vector<int64_t>{1, 4, 48, 16});
-    const test_util::JsonRun bench = run_repro({"bench", "--inputs", dir, "-w", "0", "-n", "2", "--check", "--dtype", "bf16"});
+    const test_util::JsonRun bench = run_repro_json({"bench", "--inputs", dir, "-w", "0", "-n", "2", "--check", "--dtype", "bf16"});
     INFO(bench.out, bench.err);
     REQUIRE(bench.exit_code == 0);
     CHECK(bench.out.find("B=1 Hq=4 Hkv=2 L=48 S=40 E=16 dtype=bf16") != std::string::npos);
@@ -558,7 +557,7 @@ TEST_SUITE("gpu_kernels") {
     write_random_inputs(dir, 11, {1, 2, 2, 24, 32, 16}, 5);
     auto nonfinite = [&](std::vector<std::string> args) {
       args.insert(args.begin(), {"--inputs", dir});
-      const test_util::JsonRun run = run_repro(args);
+      const test_util::JsonRun run = run_repro_json(args);
       INFO(run.out, run.err);
       CHECK(run.exit_code == kExitMismatch);  // NaN never passes, checked or not
       REQUIRE(run.result.is_object());

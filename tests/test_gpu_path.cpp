@@ -13,6 +13,7 @@
 #include <random>
 #include <sstream>
 
+#include "dtype_cases.h"
 #include "math_sdpa/cuda_check.h"
 #include "math_sdpa/errors.h"
 #include "math_sdpa/pipeline.h"
@@ -88,8 +89,8 @@ SdpaProblem shape(int64_t B, int64_t Hq, int64_t Hkv, int64_t L, int64_t S, int6
   return p;
 }
 
-const DType kDTypes[] = {DType::bf16, DType::fp16, DType::fp32};
-const Precision kPrecisions[] = {Precision::upcast, Precision::native};
+using test_util::kDTypes;
+using test_util::kPrecisions;
 
 }  // namespace
 

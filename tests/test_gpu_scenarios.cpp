@@ -12,6 +12,7 @@
 #include <random>
 
 #include "fixes/fix.h"
+#include "dtype_cases.h"
 #include "math_sdpa/cuda_check.h"
 #include "math_sdpa/errors.h"
 #include "math_sdpa/pipeline.h"
@@ -88,8 +89,8 @@ bool bitwise_equal(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
-const DType kDTypes[] = {DType::bf16, DType::fp16, DType::fp32};
-const Precision kPrecisions[] = {Precision::upcast, Precision::native};
+using test_util::kDTypes;
+using test_util::kPrecisions;
 
 }  // namespace
 

@@ -41,8 +41,8 @@ using namespace sdpa;
 
 namespace {
 
-constexpr size_t kMiB = size_t{1} << 20;
-constexpr size_t kBallastBytes = 64 * kMiB, kPathBytes = 8 * kMiB, kDeviceBytes = 8 * kMiB;
+constexpr size_t kMebibyte = size_t{1} << 20;
+constexpr size_t kBallastBytes = 64 * kMebibyte, kPathBytes = 8 * kMebibyte, kDeviceBytes = 8 * kMebibyte;
 
 int device_attribute(cudaDeviceAttr attr) {
   int device = 0, value = 0;
@@ -70,7 +70,7 @@ class GpuBuffer {
 
 std::string mib(int64_t bytes) {
   char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f MiB", static_cast<double>(bytes) / kMiB);
+  std::snprintf(buf, sizeof buf, "%.1f MiB", static_cast<double>(bytes) / kMebibyte);
   return buf;
 }
 

@@ -48,9 +48,7 @@ const SuiteWeightsFile& suite_weights_file() {
   return file;
 }
 
-test_util::JsonRun run_binary(const std::vector<std::string>& args) {
-  return test_util::run_with_json(SDPA_REPRO_BINARY, args);
-}
+using test_util::run_repro_json;
 
 // The arguments under which `stage` runs: kAllStagesArgs, with per-call allocation for the
 // alloc_* and free_* stages, or for the graph stages --graph (a graph cannot hold the host's read
@@ -78,7 +76,7 @@ std::vector<std::string> args_running(const std::string& stage) {
 // deadlines are the host's clock, so what these runs test (a hang or an error detected, named and
 // timed) does not depend on having the GPU alone. Results in the order of `args_of`.
 std::vector<test_util::JsonRun> run_eight_at_a_time(const std::vector<std::vector<std::string>>& args_of) {
-  return test_util::in_parallel(args_of.size(), 8, [&](size_t i) { return run_binary(args_of[i]); });
+  return test_util::in_parallel(args_of.size(), 8, [&](size_t i) { return run_repro_json(args_of[i]); });
 }
 
 // Every stage's name, in the stages' order.
@@ -90,7 +88,7 @@ std::vector<std::string> all_stage_names() {
 
 bool host_graph_stage(const std::string& stage) { return stage == "graph_capture" || stage == "graph_instantiate"; }
 
-double now_s() { return monotonic_us() / 1e6; }
+using test_util::now_s;
 
 // The pid in a --log-file's records: "(pid N)" of its start (the supervisor, or the --no-fork
 // run) or "the GPU child is pid N".
@@ -233,7 +231,7 @@ TEST_SUITE("gpu_watchdog") {
   TEST_CASE("slow:STAGE:MS below the deadline is not a hang, and shows in the stage's time") {
     std::vector<std::string> args = kAllStagesArgs;
     args.insert(args.end(), {"--inject", "slow:softmax:300", "--stage-timeout", "5", "--check", "--stall-threshold", "0"});
-    const test_util::JsonRun run = run_binary(args);
+    const test_util::JsonRun run = run_repro_json(args);
     INFO(run.err.substr(0, 2000));
     CHECK(run.exit_code == kExitPass);
     REQUIRE(run.result.is_object());
@@ -255,7 +253,7 @@ TEST_SUITE("gpu_watchdog") {
       CAPTURE(c.inject);
       std::vector<std::string> args = kAllStagesArgs;
       args.insert(args.end(), {"--inject", c.inject, "--iters", std::to_string(c.iters), "--stage-timeout", "5", "--check"});
-      const test_util::JsonRun run = run_binary(args);
+      const test_util::JsonRun run = run_repro_json(args);
       INFO(run.err.substr(0, 2000));
       CHECK(run.exit_code == c.exit_code);
       REQUIRE(run.result.is_object());
@@ -281,7 +279,7 @@ TEST_SUITE("gpu_watchdog") {
       std::vector<std::string> args = kAllStagesArgs;
       args.insert(args.end(), {"--check", "--iters", "2"});
       if (blocking) args.push_back("--launch-blocking");
-      const test_util::JsonRun run = run_binary(args);
+      const test_util::JsonRun run = run_repro_json(args);
       INFO(run.err.substr(0, 2000));
       CHECK(run.exit_code == kExitPass);
       REQUIRE(run.result.is_object());
@@ -299,7 +297,7 @@ TEST_SUITE("gpu_watchdog") {
   TEST_CASE("--no-fork: the in-process watchdog names the hung stage too") {
     std::vector<std::string> args = kAllStagesArgs;
     args.insert(args.end(), {"--inject", "hang:qk_gemm", "--stage-timeout", "1.5", "--no-fork"});
-    const test_util::JsonRun run = run_binary(args);
+    const test_util::JsonRun run = run_repro_json(args);
     INFO(run.err.substr(0, 2000));
     CHECK(run.exit_code == kExitHang);
     REQUIRE(run.result.is_object());
@@ -331,7 +329,7 @@ TEST_SUITE("gpu_watchdog") {
       std::vector<std::string> args{"--inject", std::string("hang:") + h.stage, "--stage-timeout", "1.5",
                                     "--snapshot-timeout", "60", "--snapshot-dir", h.snap, "--log-file", h.log};
       if (h.no_fork) args.push_back("--no-fork");
-      return run_binary(args);
+      return run_repro_json(args);
     });
     for (size_t i = 0; i < hangs.size(); ++i) {
       const Hang& h = hangs[i];
@@ -414,7 +412,7 @@ TEST_SUITE("gpu_watchdog") {
   }
 
   TEST_CASE("a clean run at --log values writes the expected pattern with values, in order") {
-    const test_util::JsonRun run = run_binary({"--log", "values", "--check"});
+    const test_util::JsonRun run = run_repro_json({"--log", "values", "--check"});
     INFO(run.err.substr(0, 4000));
     CHECK(run.exit_code == kExitPass);
     const char* pattern[] = {"[ALLOC_DEBUG] tensor=query", "[SDPA_ENTRY] Q shape=[2, 8, 128, 64]",

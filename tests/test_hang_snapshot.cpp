@@ -44,7 +44,7 @@ std::string fixture(const std::string& capture, const std::string& file) {
   return test_util::file_text(kFixtures + "/" + capture + "/" + file);
 }
 
-double now_s() { return monotonic_us() / 1e6; }
+using test_util::now_s;
 
 bool contains(const std::vector<std::string>& lines, const std::string& part) {
   return std::any_of(lines.begin(), lines.end(), [&](const std::string& l) { return l.find(part) != std::string::npos; });

@@ -11,19 +11,13 @@
 #include "math_sdpa/errors.h"
 #include "math_sdpa/npy.h"
 #include "repro/cli/inputs.h"
+#include "run_program.h"
 
 using namespace sdpa;
 
 namespace {
 
-struct TempDir {
-  std::string path;
-  TempDir() {
-    char tmpl[] = "/tmp/sdpa_inputs_XXXXXX";
-    path = mkdtemp(tmpl);
-  }
-  ~TempDir() { std::system(("rm -rf '" + path + "'").c_str()); }
-};
+using test_util::TempDir;
 
 // A version 1.0 .npy file with any descr (numpy's layout: header padded to 64 bytes).
 void write_raw_npy(const std::string& path, const std::string& descr, const std::vector<int64_t>& shape,

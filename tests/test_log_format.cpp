@@ -154,7 +154,8 @@ std::vector<std::string> comparable_lines(const std::string& log) {
   return lines;
 }
 
-std::vector<std::string> lines_of(const std::string& log) {
+// The lines that end in a newline (a line still being written is left out).
+std::vector<std::string> complete_lines(const std::string& log) {
   std::vector<std::string> lines;
   for (size_t pos = 0, nl; (nl = log.find('\n', pos)) != std::string::npos; pos = nl + 1) lines.push_back(log.substr(pos, nl - pos));
   return lines;
@@ -187,7 +188,7 @@ TEST_SUITE("log_format") {
     const std::string log = one_call(LogFormat::sdpa_debug, SdpaProblem{}, PathSettings{}, "", true);
     const std::regex tagged(R"(^\[(SDPA_DEBUG|ALLOC_DEBUG|CUDA_DEBUG)\] \[[A-Z0-9_]+\].* \[math_sdpa/stage(_log)?\.cpp:[0-9]+\]$)");
     const std::regex event(R"(^\[CUDA_EVENT\] [a-z_]+ @ [0-9]{16}$)");  // epoch microseconds
-    const auto lines = lines_of(log);
+    const auto lines = complete_lines(log);
     REQUIRE(lines.size() > 20);
     for (const auto& line : lines) {
       CAPTURE(line);
@@ -286,7 +287,7 @@ TEST_SUITE("log_format") {
     const std::string log = one_call(LogFormat::harness, SdpaProblem{}, PathSettings{});
     CHECK(log.find("[GPU_STAGE_START] softmax t_us=") != std::string::npos);
     CHECK(log.find("[GPU_STAGE_DONE] softmax t_us=") != std::string::npos);
-    for (const auto& line : lines_of(log)) CHECK(line.find(" t_us=") != std::string::npos);
+    for (const auto& line : complete_lines(log)) CHECK(line.find(" t_us=") != std::string::npos);
   }
 
   TEST_CASE("the log format's names parse, and a bad one names both") {

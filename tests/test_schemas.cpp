@@ -143,7 +143,7 @@ DeviceInfo made_up_device() {
   return d;
 }
 
-RunOptions options_for(int scenario, bool fix_on) {
+RunOptions checked_run_options(int scenario, bool fix_on) {
   RunOptions o;
   o.argv = {"repro", "--scenario", std::to_string(scenario), "--check"};
   o.scenario = scenario;
@@ -161,7 +161,7 @@ RunOptions options_for(int scenario, bool fix_on) {
 // A run of `scenario` (its own fix on or off) on a GB10 that ended with `outcome`.
 RunResult made_up_run(int scenario, bool fix_on, Outcome outcome, int exit_code, const std::string& error) {
   RunResult r;
-  r.options = options_for(scenario, fix_on);
+  r.options = checked_run_options(scenario, fix_on);
   r.settings = r.options.settings;
   r.device = made_up_device();
   r.result_tensor = result_tensor_of(r.settings);
@@ -240,8 +240,8 @@ RunResult nan_mismatch() {
 // A report of scenario 2 that hangs with the fix off and passes with it on, on a GB10.
 ReportInput made_up_report() {
   ReportInput in;
-  in.fix_off = options_for(2, false);
-  in.fix_on = options_for(2, true);
+  in.fix_off = checked_run_options(2, false);
+  in.fix_on = checked_run_options(2, true);
   in.args_off = {"--scenario", "2", "--check", "--fix", "off"};
   in.args_on = {"--scenario", "2", "--check", "--fix", "on"};
   in.report_argv = {"repro", "report", "--scenario", "2", "--out", "r"};
@@ -409,7 +409,7 @@ TEST_SUITE("schemas") {
     REQUIRE(printed["fix_overhead"].size() == 2);
     CHECK(printed["fix_overhead"][1]["is_skipped"] == true);
     BenchResult hung;
-    hung.options.run = options_for(2, false);
+    hung.options.run = checked_run_options(2, false);
     hung.outcome = Outcome::hang;
     hung.exit_code = kExitHang;
     hung.watchdog = *hang_in_softmax().watchdog;

@@ -23,6 +23,7 @@
 #include <stdexcept>
 
 #include "json_schema_check.h"
+#include "run_program.h"
 #include "parse_words.h"
 #include "math_sdpa/errors.h"
 #include "math_sdpa/softmax_plan.h"
@@ -43,23 +44,13 @@ namespace fs = std::filesystem;
 
 namespace {
 
-double now_s() {
-  timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) / 1e9;
-}
+using test_util::lines_of;
+using test_util::now_s;
+using test_util::TempDir;
 
 std::string read_text(const std::string& path) { return sdpa::read_file(path).value_or(""); }
 
 void write_text(const std::string& path, const std::string& text) { std::ofstream(path, std::ios::binary) << text; }
-
-std::vector<std::string> lines_of(const std::string& text) {
-  std::vector<std::string> lines;
-  std::stringstream s(text);
-  std::string line;
-  while (std::getline(s, line)) lines.push_back(line);
-  return lines;
-}
 
 std::vector<json> read_jsonl_lines(const std::string& path) {
   std::vector<json> records;
@@ -72,19 +63,6 @@ size_t count_of(const std::string& text, const std::string& what) {
   for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + what.size())) ++n;
   return n;
 }
-
-struct TempDir {
-  std::string path;
-  TempDir() {
-    char name[] = "/tmp/sdpa_sweep_test_XXXXXX";
-    path = mkdtemp(name);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::string operator/(const std::string& name) const { return path + "/" + name; }
-};
 
 using Env = std::vector<std::pair<std::string, std::string>>;
 
