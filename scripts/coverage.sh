@@ -3,9 +3,9 @@
 #
 # The counters come from preset asan (the host code at -O1 under ASan/UBSan, with --coverage):
 # CI's run of the CPU tests under the sanitizers is the run measured, so that nothing is built or
-# run twice. Without --report-only this script builds that preset and runs the CPU tests but
-# cpu.report_nvcc (nvcc's builds of the reproducer: it runs no harness code) from zeroed counters;
-# with it (CI, after its asan part), it only reads the counters the last run left. It writes
+# run twice. Without --report-only this script builds that preset and runs the CPU tests from
+# zeroed counters (cpu.report_nvcc, as the preset runs it, generates its reproducers and builds
+# none); with it (CI, after its asan part), it only reads the counters the last run left. It writes
 #   build-asan/coverage.txt         gcovr's table: every file of repro/, scenarios/, fixes/ and the
 #                                   host side of math_sdpa/, its lines and branches, and the totals
 #   build-asan/coverage_cpu.txt     the same without the files only a GPU run reaches (below)
@@ -35,7 +35,7 @@ if [[ $report_only == 0 ]]; then
   cmake --preset asan >/dev/null
   cmake --build --preset asan
   find "$build" -name '*.gcda' -delete
-  ctest --preset asan -L cpu -E '^cpu\.report_nvcc$' -j "$(nproc)" "$@" ||
+  ctest --preset asan -L cpu -j "$(nproc)" "$@" ||
     echo "coverage: some tests failed (the figures count what ran)" >&2
 fi
 gpu_only=(math_sdpa/allocator.cpp math_sdpa/conditions.cpp math_sdpa/context_load.cpp math_sdpa/pipeline.cpp
