@@ -6,7 +6,8 @@
 #   scripts/flake_check.sh [N] [BUILD_DIR]    # default: N = 20, BUILD_DIR = build-ci (built)
 #
 # The load: stress-ng's CPU workers where it is installed, else a busy loop per core, for as long
-# as the runs last. Each run is `ctest -L cpu` with a job per core, as scripts/test.sh runs it.
+# as the runs last; FLAKE_LOAD=external: none of its own, the caller's work beside it is the load
+# (CI: the aarch64 cross build). Each run is `ctest -L cpu` with a job per core, as scripts/test.sh runs it.
 # Prints one line per run and, last, every test that failed with its count; exit 1 if any did.
 # Logs go to BUILD_DIR/flake_check/. FLAKE_CTEST_ARGS adds ctest arguments (e.g. "-E cpu.report_nvcc":
 # that suite spends its minute and a half in nvcc, whatever the load).
@@ -23,7 +24,9 @@ cores=$(nproc)
 load_pids=()
 stop_load() { ((${#load_pids[@]})) && kill "${load_pids[@]}" 2>/dev/null; wait 2>/dev/null; }
 trap stop_load EXIT
-if command -v stress-ng >/dev/null; then
+if [[ ${FLAKE_LOAD:-} == external ]]; then
+  load="the caller's load"
+elif command -v stress-ng >/dev/null; then
   stress-ng --cpu "$cores" --quiet >/dev/null 2>&1 &
   load_pids+=($!)
   load="stress-ng --cpu $cores"
