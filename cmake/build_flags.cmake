@@ -7,12 +7,13 @@
 # (run_options.cpp: 11.5 s against 9.3 s), which a fresh clone's build pays on every file.
 string(REPLACE "-O3" "-O2" CMAKE_CXX_FLAGS_RELEASE "${CMAKE_CXX_FLAGS_RELEASE}")
 
-# Unity builds: each library's C++ files compiled a few at a time as one translation unit. Nearly
-# every file includes nlohmann/json or CLI11, whose templates each translation unit would otherwise
-# parse, instantiate and optimize again: three of the sweep's files took 16 s together against 23 s
-# apart. The files a target builds together must not give their file-local names (anonymous
-# namespaces) the same spelling. -DCMAKE_UNITY_BUILD=OFF compiles each file alone, as a check that
-# each includes what it uses.
+# Unity builds: each target's C++ files compiled eight at a time (CMake's batch) as one translation
+# unit. Nearly every file includes nlohmann/json, CLI11 or doctest, whose templates each translation
+# unit would otherwise parse, instantiate and optimize again: on an H100 machine a fresh build's
+# steps summed 307 s against 564 s with every file alone, and 404 s in batches of four
+# (results/h100-2026-11-28/test_sh/). The files a target builds together share their anonymous
+# namespace, so their file-local names must differ. -DCMAKE_UNITY_BUILD=OFF compiles each file
+# alone, as a check that each includes what it uses.
 if(NOT DEFINED CMAKE_UNITY_BUILD)
   set(CMAKE_UNITY_BUILD ON)
 endif()
