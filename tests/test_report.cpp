@@ -1002,12 +1002,15 @@ TEST_SUITE("report_nvcc") {
       args.insert(args.end(), config.begin(), config.end());
       return run_repro(args);
     };
+    // Configuration i's report folder, and the reproducer in it.
+    auto config_dir = [&](size_t i) { return dir + "/c" + std::to_string(i); };
+    auto config_cu = [&](size_t i) { return config_dir(i) + "/repro_scenario" + configs[i][1] + ".cu"; };
     auto build_reproducer = [&](size_t i) {
       Build b;
-      const std::string out = dir + "/c" + std::to_string(i);
+      const std::string out = config_dir(i);
       b.generated = generate(configs[i], out);
       if (b.generated.exit_code != 0 || generate_only) return b;
-      const std::string cu = out + "/repro_scenario" + configs[i][1] + ".cu";
+      const std::string cu = config_cu(i);
       // As the first comment says, with -arch=sm_90 for speed and host warnings on.
       b.built = run({nvcc, "-O2", "-std=c++17", "-arch=sm_90", "-Xcompiler", "-Wall,-Wextra", cu, "-lcublas", "-o",
                      out + "/repro"});
@@ -1064,7 +1067,7 @@ TEST_SUITE("report_nvcc") {
       const Build& b = done[i];
       REQUIRE(b.generated.exit_code == 0);
       if (generate_only) {
-        CHECK(!file_text(dir + "/c" + std::to_string(i) + "/repro_scenario" + configs[i][1] + ".cu").empty());
+        CHECK(!file_text(config_cu(i)).empty());
         continue;
       }
       CHECK_MESSAGE(b.built.exit_code == 0, b.built.err);
