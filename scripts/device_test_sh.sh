@@ -9,7 +9,9 @@
 #   scripts/device_test_sh.sh build cases                    # each GPU suite alone, each case's seconds
 #   BUILD_ARGS=-DCMAKE_UNITY_BUILD=OFF scripts/device_test_sh.sh build   # the build with more cmake arguments
 #   ORDERS="spinning,quiet,sanitized,alone" scripts/device_test_sh.sh testsh orders   # ctest again, kinds in that order
+#   JOBS="24" scripts/device_test_sh.sh testsh jobs          # ctest again with 24 jobs
 #   scripts/device_test_sh.sh startup                        # what one run costs: repro's start, CUDA's, a call's
+#   CONCURRENCY="1 8" scripts/device_test_sh.sh concurrency  # a short run's seconds with N at once
 set -uo pipefail
 source "$(dirname "$0")/device_lib.sh"
 device_setup
@@ -39,8 +41,9 @@ for section in "${sections[@]}"; do
       vmstat -n 2 >"$out/vmstat.txt" 2>&1 & vm=$!
       nvidia-smi --query-gpu=timestamp,utilization.gpu,memory.used --format=csv -l 2 >"$out/gpu_util.csv" 2>&1 & sm=$!
       t0=$SECONDS
-      CCACHE_DISABLE=1 scripts/test.sh --output-on-failure 2>&1 |
-        stamp >"$out/test_sh.txt"
+      # scripts/ctest_usage.py: each test's CPU and GPU use beside its reservation (usage.txt).
+      CCACHE_DISABLE=1 scripts/ctest_usage.py --build build --out "$out/usage.txt" -- \
+        scripts/test.sh --output-on-failure 2>&1 | stamp >"$out/test_sh.txt"
       rc=${PIPESTATUS[0]}
       kill $vm $sm 2>/dev/null
       say "scripts/test.sh (fresh build folder, no compiler cache): exit $rc after $((SECONDS - t0)) s"
@@ -99,6 +102,19 @@ for section in "${sections[@]}"; do
       done
       cmake -S . -B build -U SDPA_GPU_SLOTS >/dev/null
       ;;
+    jobs)
+      # The same tests again (the build kept) with JOBS CTest jobs (space-separated), each test's
+      # use in usage_jN.txt.
+      for jobs in ${JOBS:-}; do
+        rm -f build/Testing/Temporary/CTestCostData.txt
+        t0=$SECONDS
+        scripts/ctest_usage.py --build build --out "$out/usage_j$jobs.txt" -- \
+          ctest --test-dir build -j "$jobs" --output-on-failure 2>&1 | stamp >"$out/ctest_j$jobs.txt"
+        say "ctest -j $jobs: $((SECONDS - t0)) s"
+        grep -E "tests passed|tests failed" "$out/ctest_j$jobs.txt" | tee -a "$summary"
+        slowest 6 "$out/ctest_j$jobs.txt"
+      done
+      ;;
     orders)
       # The same tests again (the build kept), the kinds of GPU test started in each order of
       # ORDERS (space-separated; kinds comma-separated), CTest's own times of the last run forgotten.
@@ -129,6 +145,27 @@ for section in "${sections[@]}"; do
       timed "repro -L 64 --check" build/repro -b 1 --heads 1 -L 64 -E 64 --iters 1 --check
       timed "repro default (25 calls)" build/repro
       build/repro -b 1 --heads 1 -L 64 -E 64 --iters 1 --log stages --json "$out/startup_run.json" >"$out/startup_run.txt" 2>&1
+      ;;
+    concurrency)
+      # N processes at once (N in CONCURRENCY, default 1 2 4 8 16), each running the same command
+      # four times in a row: a run's seconds at each N, and the runs ended per second. Where a run
+      # is mostly CUDA's start, this is what GPU tests sharing the GPU pay per process.
+      for what in version run_no_fork run_fork; do
+        case $what in
+          version) cmd=(build/repro --version) ;;
+          run_no_fork) cmd=(build/repro -b 1 --heads 1 -L 64 -E 64 --iters 1 --no-fork) ;;
+          run_fork) cmd=(build/repro -b 1 --heads 1 -L 64 -E 64 --iters 1) ;;
+        esac
+        for n in ${CONCURRENCY:-1 2 4 8 16}; do
+          t0=$(date +%s%N)
+          for ((p = 0; p < n; p++)); do
+            (for i in 1 2 3 4; do "${cmd[@]}" >/dev/null 2>&1; done) &
+          done
+          wait
+          say "$(awk -v ns=$(($(date +%s%N) - t0)) -v n="$n" -v w="$what" \
+            'BEGIN {printf "%-12s %2d at once: %6.0f ms a run, %5.1f runs/s\n", w, n, ns / 4e6, 4 * n / (ns / 1e9)}')"
+        done
+      done
       ;;
     profile2)
       repro=build/repro
@@ -162,4 +199,4 @@ EOF
   esac
 done
 say "total: $((SECONDS - start)) s"
-device_pack test_sh.txt  # a call brings back a few files: the rest in logs.tar.gz
+device_pack test_sh.txt "usage*.txt"  # a call brings back a few files: the rest in logs.tar.gz
