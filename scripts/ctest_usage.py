@@ -10,6 +10,11 @@ times), its GPU use what `nvidia-smi pmon` says of those processes (SM percent, 
 seconds: "GPU-seconds" of a whole GPU). Each test's name, PROCESSORS and resource groups come from
 `ctest --show-only=json-v1` on the build folder, matched by command line.
 
+"repros" counts the `repro` processes seen below a test (those that lived past a sample: nearly
+every run, since a run that starts CUDA takes half a second). Each GPU process's start and end
+cost about 200 ms that go one process at a time on an H100 machine, so this count bounds how fast
+the GPU tests can go together.
+
 The table says how many CPUs each test kept busy on average (CPU seconds / wall seconds) beside how
 many it reserved: CTest starts a test only where its PROCESSORS fit, so a reservation far above
 the use leaves cores idle while tests wait. Numbers are from one run on one machine, with every
@@ -74,7 +79,8 @@ class Sampler:
                 for top in children.get(ct, []):
                     t = self.tests.get(top)
                     if t is None:
-                        t = self.tests[top] = {"cmd": cmdline(top), "first": now, "last": now, "cpu": 0.0}
+                        t = self.tests[top] = {"cmd": cmdline(top), "first": now, "last": now, "cpu": 0.0,
+                                               "repro": set()}
                     # Every living process below the test; the finished ones are in their parents'
                     # children times once reaped.
                     total, stack = 0.0, [top]
@@ -82,6 +88,8 @@ class Sampler:
                         p = stack.pop()
                         total += procs[p][2]
                         self.owner[p] = top
+                        if procs[p][1] == "repro":
+                            t["repro"].add(p)
                         stack.extend(children.get(p, []))
                     t["last"] = now
                     t["cpu"] = max(t["cpu"], total)
@@ -144,11 +152,13 @@ def main():
     for pid, t in sampler.tests.items():
         name, processors, slots = names.get(tuple(t["cmd"]), (shlex.join(t["cmd"])[:60], 0, ""))
         wall = max(t["last"] - t["first"], 0.2)
-        rows.append((name, processors, slots, t["first"] - t0, wall, t["cpu"], gpu_seconds.get(pid, 0.0)))
+        rows.append((name, processors, slots, t["first"] - t0, wall, t["cpu"], gpu_seconds.get(pid, 0.0), len(t["repro"])))
     rows.sort(key=lambda r: -r[5])
-    lines = [f"{'test':28} {'PROC':>4} {'slots':>8} {'start':>6} {'wall s':>7} {'CPU s':>7} {'CPUs':>5} {'GPU s':>6}"]
-    for name, processors, slots, start, wall, cpu, gpu in rows:
-        lines.append(f"{name:28} {processors:4} {slots:>8} {start:6.1f} {wall:7.1f} {cpu:7.1f} {cpu / wall:5.2f} {gpu:6.1f}")
+    lines = [f"{'test':28} {'PROC':>4} {'slots':>8} {'start':>6} {'wall s':>7} {'CPU s':>7} {'CPUs':>5} {'GPU s':>6} "
+             f"{'repros':>6}"]
+    for name, processors, slots, start, wall, cpu, gpu, repros in rows:
+        lines.append(f"{name:28} {processors:4} {slots:>8} {start:6.1f} {wall:7.1f} {cpu:7.1f} {cpu / wall:5.2f} {gpu:6.1f} "
+                     f"{repros:6}")
     reserved = sum(r[1] * r[4] for r in rows)
     used = sum(r[5] for r in rows)
     lines.append(f"CPU seconds reserved (PROCESSORS x wall) {reserved:.0f}, used {used:.0f}; "
