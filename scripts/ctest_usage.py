@@ -110,8 +110,7 @@ def pmon(stop, gpu_seconds, owner_of, lock):
             continue
         with lock:
             top = owner_of.get(int(f[1]))
-        if top is not None:
-            with lock:
+            if top is not None:
                 gpu_seconds[top] = gpu_seconds.get(top, 0.0) + int(f[3]) / 100.0
     p.terminate()
 
@@ -150,7 +149,9 @@ def main():
     names = ctest_tests(a.build)
     rows = []
     for pid, t in sampler.tests.items():
-        name, processors, slots = names.get(tuple(t["cmd"]), (shlex.join(t["cmd"])[:60], 0, ""))
+        # A script CTest started runs as its interpreter with the script's path after it.
+        name, processors, slots = names.get(tuple(t["cmd"])) or names.get(tuple(t["cmd"][1:])) or \
+            (shlex.join(t["cmd"])[:60], 0, "")
         wall = max(t["last"] - t["first"], 0.2)
         rows.append((name, processors, slots, t["first"] - t0, wall, t["cpu"], gpu_seconds.get(pid, 0.0), len(t["repro"])))
     rows.sort(key=lambda r: -r[5])

@@ -30,6 +30,18 @@ stamp() {
   local t0=$SECONDS line
   while IFS= read -r line; do echo "$((SECONDS - t0)) $line"; done
 }
+# CTest again on the kept build, as a fresh folder would order it (CTest's own times of the last run
+# forgotten), each test's use sampled: ctest_again NAME WHAT JOBS writes ctest_NAME.txt and
+# usage_NAME.txt, and says WHAT took how long, the result and the slowest tests.
+ctest_again() {
+  local name=$1 what=$2 jobs=$3 t0=$SECONDS
+  rm -f build/Testing/Temporary/CTestCostData.txt
+  scripts/ctest_usage.py --build build --out "$out/usage_$name.txt" -- \
+    ctest --test-dir build -j "$jobs" --output-on-failure 2>&1 | stamp >"$out/ctest_$name.txt"
+  say "$what: $((SECONDS - t0)) s"
+  grep -E "tests passed|tests failed" "$out/ctest_$name.txt" | tee -a "$summary"
+  slowest 6 "$out/ctest_$name.txt"
+}
 ((${#sections[@]})) || sections=(testsh profile2)
 
 for section in "${sections[@]}"; do
@@ -93,39 +105,22 @@ for section in "${sections[@]}"; do
       # The same tests again (the build kept) with SLOTS GPU tests at a time.
       for slots in ${SLOTS:-2}; do
         cmake -S . -B build -DSDPA_GPU_SLOTS="$slots" >/dev/null
-        t0=$SECONDS
-        ctest --test-dir build -j "$(nproc)" --output-on-failure 2>&1 |
-          stamp >"$out/ctest_slots$slots.txt"
-        say "ctest with $slots GPU slots: $((SECONDS - t0)) s"
-        grep -E "tests passed|tests failed" "$out/ctest_slots$slots.txt" | tee -a "$summary"
-        slowest 8 "$out/ctest_slots$slots.txt"
+        ctest_again "slots$slots" "ctest with $slots GPU slots" "$(nproc)"
       done
       cmake -S . -B build -U SDPA_GPU_SLOTS >/dev/null
       ;;
     jobs)
-      # The same tests again (the build kept) with JOBS CTest jobs (space-separated), each test's
-      # use in usage_jN.txt.
+      # The same tests again (the build kept) with JOBS CTest jobs (space-separated).
       for jobs in ${JOBS:-}; do
-        rm -f build/Testing/Temporary/CTestCostData.txt
-        t0=$SECONDS
-        scripts/ctest_usage.py --build build --out "$out/usage_j$jobs.txt" -- \
-          ctest --test-dir build -j "$jobs" --output-on-failure 2>&1 | stamp >"$out/ctest_j$jobs.txt"
-        say "ctest -j $jobs: $((SECONDS - t0)) s"
-        grep -E "tests passed|tests failed" "$out/ctest_j$jobs.txt" | tee -a "$summary"
-        slowest 6 "$out/ctest_j$jobs.txt"
+        ctest_again "j$jobs" "ctest -j $jobs" "$jobs"
       done
       ;;
     orders)
       # The same tests again (the build kept), the kinds of GPU test started in each order of
-      # ORDERS (space-separated; kinds comma-separated), CTest's own times of the last run forgotten.
+      # ORDERS (space-separated; kinds comma-separated).
       for order in ${ORDERS:-}; do
         cmake -S . -B build -DSDPA_GPU_ORDER="${order//,/;}" >/dev/null
-        rm -f build/Testing/Temporary/CTestCostData.txt
-        t0=$SECONDS
-        ctest --test-dir build -j "$(nproc)" --output-on-failure 2>&1 | stamp >"$out/ctest_$order.txt"
-        say "ctest with the kinds in the order $order: $((SECONDS - t0)) s"
-        grep -E "tests passed|tests failed" "$out/ctest_$order.txt" | tee -a "$summary"
-        slowest 6 "$out/ctest_$order.txt"
+        ctest_again "$order" "ctest with the kinds in the order $order" "$(nproc)"
       done
       cmake -S . -B build -U SDPA_GPU_ORDER >/dev/null
       ;;
