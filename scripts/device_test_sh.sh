@@ -12,6 +12,7 @@
 #   JOBS="24" scripts/device_test_sh.sh testsh jobs          # ctest again with 24 jobs
 #   scripts/device_test_sh.sh startup                        # what one run costs: repro's start, CUDA's, a call's
 #   CONCURRENCY="1 8" scripts/device_test_sh.sh concurrency  # a short run's seconds with N at once
+#   CONNECTIONS="1 4" scripts/device_test_sh.sh testsh connections   # ctest again, CUDA_DEVICE_MAX_CONNECTIONS=1, =4
 set -uo pipefail
 source "$(dirname "$0")/device_lib.sh"
 device_setup
@@ -113,6 +114,14 @@ for section in "${sections[@]}"; do
       # The same tests again (the build kept) with JOBS CTest jobs (space-separated).
       for jobs in ${JOBS:-}; do
         ctest_again "j$jobs" "ctest -j $jobs" "$jobs"
+      done
+      ;;
+    connections)
+      # The same tests again (the build kept) with CUDA_DEVICE_MAX_CONNECTIONS at each value of
+      # CONNECTIONS (space-separated): the hardware queues each CUDA context opens, whose setup is
+      # most of a context's start (scripts/device_process_cost.sh).
+      for c in ${CONNECTIONS:-1 4}; do
+        CUDA_DEVICE_MAX_CONNECTIONS=$c ctest_again "connections$c" "ctest, CUDA_DEVICE_MAX_CONNECTIONS=$c" "$(nproc)"
       done
       ;;
     orders)
