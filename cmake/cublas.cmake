@@ -1,7 +1,7 @@
 # cublas.cmake: sdpa::cublas, the cuBLAS the GPU side links, chosen once here.
 #
 # A binary that travels to a bug report: the CUDA runtime is always static; cuBLAS is the
-# toolkit's shared library by default, or, with SDPA_STATIC_CUBLAS=ON, linked in, so that the
+# toolkit's shared library by default, loaded when first called, or, with SDPA_STATIC_CUBLAS=ON, linked in, so that the
 # binary needs nothing but the NVIDIA driver (`ldd repro` lists no CUDA library). The static
 # cuBLAS is pruned to CMAKE_CUDA_ARCHITECTURES with nvprune where the toolkit has it
 # (prune_cuda_library.cmake), which keeps a DGX-Spark-only binary small.
@@ -10,8 +10,13 @@ option(SDPA_STATIC_CUBLAS "link cuBLAS statically, pruned to CMAKE_CUDA_ARCHITEC
 add_library(sdpa_cublas INTERFACE)
 add_library(sdpa::cublas ALIAS sdpa_cublas)
 if(NOT SDPA_STATIC_CUBLAS)
-  target_link_libraries(sdpa_cublas INTERFACE CUDA::cublas)
-  set(SDPA_CUBLAS_LINKAGE "dynamic (libcublas.so.${CUDAToolkit_VERSION_MAJOR} and libcublasLt.so.${CUDAToolkit_VERSION_MAJOR} at run time)")
+  # Loaded at the first call (math_sdpa/cublas_loader.cpp), not linked: a program that never calls
+  # cuBLAS (help, a refused command line, the supervisor's and the reports' parents) does not pay
+  # for loading it. The run path is the one linking CUDA::cublas gave, so the same file is found.
+  target_link_libraries(sdpa_cublas INTERFACE CUDA::toolkit ${CMAKE_DL_LIBS})
+  target_link_options(sdpa_cublas INTERFACE "LINKER:-rpath,${CUDAToolkit_LIBRARY_DIR}")
+  target_compile_definitions(sdpa_cublas INTERFACE SDPA_CUBLAS_SONAME="libcublas.so.${CUDAToolkit_VERSION_MAJOR}")
+  set(SDPA_CUBLAS_LINKAGE "dynamic, loaded at first use (libcublas.so.${CUDAToolkit_VERSION_MAJOR}, libcublasLt.so.${CUDAToolkit_VERSION_MAJOR})")
   return()
 endif()
 

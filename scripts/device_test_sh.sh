@@ -12,7 +12,7 @@
 #   JOBS="24" scripts/device_test_sh.sh testsh jobs          # ctest again with 24 jobs
 #   scripts/device_test_sh.sh startup                        # what one run costs: repro's start, CUDA's, a call's
 #   CONCURRENCY="1 8" scripts/device_test_sh.sh concurrency  # a short run's seconds with N at once
-#   CONNECTIONS="1 4" scripts/device_test_sh.sh testsh connections   # ctest again, CUDA_DEVICE_MAX_CONNECTIONS=1, =4
+#   CONNECTIONS="default 1" scripts/device_test_sh.sh testsh connections   # ctest again, the tests' CUDA queues
 set -uo pipefail
 source "$(dirname "$0")/device_lib.sh"
 device_setup
@@ -117,12 +117,16 @@ for section in "${sections[@]}"; do
       done
       ;;
     connections)
-      # The same tests again (the build kept) with CUDA_DEVICE_MAX_CONNECTIONS at each value of
-      # CONNECTIONS (space-separated): the hardware queues each CUDA context opens, whose setup is
-      # most of a context's start (scripts/device_process_cost.sh).
-      for c in ${CONNECTIONS:-1 4}; do
-        CUDA_DEVICE_MAX_CONNECTIONS=$c ctest_again "connections$c" "ctest, CUDA_DEVICE_MAX_CONNECTIONS=$c" "$(nproc)"
+      # The same tests again (the build kept) with the tests' CUDA_DEVICE_MAX_CONNECTIONS at each
+      # value of CONNECTIONS (space-separated; "default": the driver's own, 8), through the cache
+      # variable SDPA_TEST_CUDA_CONNECTIONS (tests/CMakeLists.txt), then back to 1.
+      for c in ${CONNECTIONS:-default 1}; do
+        value=$c
+        [[ $c == default ]] && value=""
+        cmake build -DSDPA_TEST_CUDA_CONNECTIONS="$value" >/dev/null
+        ctest_again "connections_$c" "ctest, the tests' CUDA_DEVICE_MAX_CONNECTIONS $c" "$(nproc)"
       done
+      cmake build -DSDPA_TEST_CUDA_CONNECTIONS=1 >/dev/null
       ;;
     orders)
       # The same tests again (the build kept), the kinds of GPU test started in each order of

@@ -588,6 +588,28 @@ TEST_SUITE("report") {
     CHECK(count_lines(bad.err) == 1);
   }
 
+  TEST_CASE("cuBLAS is loaded at its first call: help and a refused command line load no CUDA library, --version does") {
+    // The dynamic loader's own account of the files it opens (glibc), on stderr.
+    Ran help, refused, version;
+    {
+      test_util::ScopedEnv env;
+      env.set("LD_DEBUG", "files");
+      help = run_repro({"--help"}), refused = run_repro({"--heads", "0"}), version = run_repro({"--version"});
+    }
+    CHECK(help.exit_code == 0);
+    CHECK(refused.exit_code == 2);
+    CHECK(version.exit_code == 0);
+    for (const Ran* r : {&help, &refused}) {
+      CHECK(r->err.find("file=libc.so.6") != std::string::npos);  // LD_DEBUG took effect
+      CHECK(r->err.find("libcublas") == std::string::npos);
+      CHECK(r->err.find("libcuda.so") == std::string::npos);
+    }
+    if (version.out.find("cuBLAS linkage:     static") == std::string::npos) {
+      CHECK(version.err.find("file=libcublas.so.") != std::string::npos);
+      CHECK(version.err.find("file=libcublasLt.so.") != std::string::npos);
+    }
+  }
+
   TEST_CASE("an existing --out folder is left alone without --force and its report replaced with it") {
     const std::string dir = temp_dir("report_force");
     std::ofstream(dir + "/mine.txt") << "keep me\n";

@@ -5,11 +5,11 @@
 // them; the device comes last.
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
-#include <dlfcn.h>
 
 #include <exception>
 
 #include "repro/info/environment.h"
+#include "math_sdpa/cublas_loader.h"
 #include "math_sdpa/cuda_check.h"
 #include "math_sdpa/errors.h"
 
@@ -27,13 +27,6 @@ int loaded_cublas_version() {
   return major * 10000 + minor * 100 + patch;
 }
 
-// The file the dynamic loader took cuBLAS from: what LD_LIBRARY_PATH really chose.
-std::string cublas_library_path() {
-  Dl_info info{};
-  if (dladdr(reinterpret_cast<void*>(&cublasGetProperty), &info) == 0 || !info.dli_fname) return "unknown";
-  return info.dli_fname;
-}
-
 }  // namespace
 
 CudaVersions query_cuda_versions() {
@@ -45,7 +38,7 @@ CudaVersions query_cuda_versions() {
 #ifdef SDPA_STATIC_CUBLAS
   v.cublas_static = true;
 #endif
-  v.cublas_path = cublas_library_path();
+  v.cublas_path = cublas_library_file();
   return v;
 }
 
