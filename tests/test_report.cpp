@@ -524,7 +524,12 @@ TEST_SUITE("report") {
   }
 
   TEST_CASE("repro info --json: every field of the environment block, with or without a GPU") {
-    const Ran r = run_repro({"info", "--json"});
+    Ran r;
+    {
+      test_util::ScopedEnv env;
+      env.set("CUDA_CACHE_DISABLE", "1");
+      r = run_repro({"info", "--json"});
+    }
     REQUIRE((r.exit_code == 0 || r.exit_code == 7));
     const nlohmann::json j = nlohmann::json::parse(r.out);
     for (const char* key : {"os", "kernel", "cpu_arch", "nvidia_driver_version"}) {
@@ -538,6 +543,7 @@ TEST_SUITE("report") {
     CHECK(j["cuda"]["cublas_built_version"].get<int>() >= 130000);
     CHECK(j["cuda"]["cublas_loaded_version"].get<int>() >= 130000);  // loading cuBLAS needs no GPU
     CHECK(j["cuda"]["cublas_static"].is_boolean());
+    CHECK(j["host"]["cuda_variables"]["CUDA_CACHE_DISABLE"] == "1");
     CHECK(j["meta"]["harness_version"].is_string());
     CHECK(j["affected_platform"]["checks"].size() == 4);
     CHECK(j["affected_platform"]["matches"].is_boolean());
@@ -856,6 +862,21 @@ TEST_SUITE("report") {
                                      "pageableMemoryAccessUsesHostPageTables=1 directManagedMemAccessFromHost=0 "
                                      "hostNativeAtomicSupported=0");
     CHECK(lines["affected platform"].rfind("matches the affected platform", 0) == 0);
+    CHECK(lines["CUDA variables"] == "none set (the driver's and cuBLAS's defaults)");
+    // The CUDA variables of an environment: by name, whatever their order; no other variable.
+    spark.host.cuda_variables = cuda_variables({"PATH=/usr/bin", "CUDA_LAUNCH_BLOCKING=1", "MY_CUDA_X=1", "CUDA_EMPTY=",
+                                                "CUBLAS_WORKSPACE_CONFIG=:4096:8", "no_equals", "CUDA_DEVICE_MAX_CONNECTIONS=1"});
+    CHECK(spark.host.cuda_variables == std::map<std::string, std::string>{{"CUBLAS_WORKSPACE_CONFIG", ":4096:8"},
+                                                                          {"CUDA_DEVICE_MAX_CONNECTIONS", "1"},
+                                                                          {"CUDA_EMPTY", ""},
+                                                                          {"CUDA_LAUNCH_BLOCKING", "1"}});
+    lines.clear();
+    for (const auto& [what, value] : environment_lines(spark)) lines[what] = value;
+    CHECK(lines["CUDA variables"] == "CUBLAS_WORKSPACE_CONFIG=:4096:8 CUDA_DEVICE_MAX_CONNECTIONS=1 CUDA_EMPTY= CUDA_LAUNCH_BLOCKING=1");
+    CHECK(environment_from_json(environment_to_json(spark)).host.cuda_variables == spark.host.cuda_variables);
+    nlohmann::json older = environment_to_json(spark);  // a report's JSON from before they were recorded
+    older["host"].erase("cuda_variables");
+    CHECK(environment_from_json(older).host.cuda_variables.empty());
     Environment none;
     none.gpu_error = "no usable CUDA GPU: no CUDA-capable device is detected";
     none.cuda.cublas_static = true;

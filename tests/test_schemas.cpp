@@ -247,7 +247,7 @@ ReportInput made_up_report() {
   in.report_argv = {"repro", "report", "--scenario", "2", "--out", "r"};
   in.created_utc = "2026-11-24 10:00:00 UTC";
   Environment e;
-  e.host = {"Ubuntu 24.04.3 LTS", "6.11.0-1016-nvidia", "aarch64", "580.95.05"};
+  e.host = {"Ubuntu 24.04.3 LTS", "6.11.0-1016-nvidia", "aarch64", "580.95.05", {{"CUDA_DEVICE_MAX_CONNECTIONS", "1"}}};
   e.cuda = {13000, 13000, 130100, 130100, true, "/usr/local/bin/repro"};
   e.device = made_up_device();
   in.environment = e;
@@ -493,6 +493,8 @@ TEST_SUITE("schemas") {
         for (const char* in : {"/config/conditions/", "/config/settings/"}) free.insert(run + std::string(in) + setting);
       }
     }
+    // The environment's CUDA variables are whatever names it has: the map is pinned, not its entries.
+    free.insert("/environment/host/cuda_variables/CUDA_DEVICE_MAX_CONNECTIONS");
     check_unpinned("report.schema.json", report_json(made_up_report()), free,
                    "report_json");
   }

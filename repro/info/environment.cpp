@@ -3,6 +3,7 @@
 #include "repro/info/environment.h"
 
 #include <sys/utsname.h>
+#include <unistd.h>
 
 #include <cctype>
 #include <cstdio>
@@ -69,8 +70,22 @@ std::string parse_nvidia_driver_version(const std::string& text) {
   return "unknown";
 }
 
+std::map<std::string, std::string> cuda_variables(const std::vector<std::string>& environment) {
+  std::map<std::string, std::string> found;
+  for (const std::string& entry : environment) {
+    const size_t equals = entry.find('=');
+    if (equals == std::string::npos) continue;
+    const std::string name = entry.substr(0, equals);
+    if (name.rfind("CUDA_", 0) == 0 || name.rfind("CUBLAS", 0) == 0) found[name] = entry.substr(equals + 1);
+  }
+  return found;
+}
+
 HostInfo query_host_info() {
   HostInfo h;
+  std::vector<std::string> environment;
+  for (char** entry = environ; entry && *entry; ++entry) environment.emplace_back(*entry);
+  h.cuda_variables = cuda_variables(environment);
   h.os = parse_os_release(read_file("/etc/os-release").value_or(""));
   utsname u{};
   if (uname(&u) == 0) {
@@ -163,7 +178,8 @@ nlohmann::json environment_to_json(const Environment& e) {
            {{"os", e.host.os},
             {"kernel", e.host.kernel},
             {"cpu_arch", e.host.cpu_arch},
-            {"nvidia_driver_version", e.host.nvidia_driver}}},
+            {"nvidia_driver_version", e.host.nvidia_driver},
+            {"cuda_variables", e.host.cuda_variables}}},
           {"cuda",
            {{"driver_version", e.cuda.driver},
             {"runtime_version", e.cuda.runtime},
@@ -183,6 +199,8 @@ Environment environment_from_json(const nlohmann::json& j) {
   e.host.kernel = h.at("kernel").get<std::string>();
   e.host.cpu_arch = h.at("cpu_arch").get<std::string>();
   e.host.nvidia_driver = h.at("nvidia_driver_version").get<std::string>();
+  // Absent from the JSON of builds before it was recorded.
+  e.host.cuda_variables = h.value("cuda_variables", std::map<std::string, std::string>{});
   const auto& c = j.at("cuda");
   e.cuda.driver = c.at("driver_version").get<int>();
   e.cuda.runtime = c.at("runtime_version").get<int>();
@@ -214,6 +232,9 @@ std::vector<std::pair<std::string, std::string>> environment_lines(const Environ
   lines.push_back({"cuBLAS", cublas_version_string(e.cuda.cublas_loaded) + " loaded (" +
                                  (e.cuda.cublas_static ? std::string("linked statically") : e.cuda.cublas_path) +
                                  "), built against " + cublas_version_string(e.cuda.cublas_built)});
+  std::string variables;
+  for (const auto& [name, value] : e.host.cuda_variables) variables += (variables.empty() ? "" : " ") + name + "=" + value;
+  lines.push_back({"CUDA variables", variables.empty() ? "none set (the driver's and cuBLAS's defaults)" : variables});
   lines.push_back({"OS", e.host.os});
   lines.push_back({"kernel", e.host.kernel});
   lines.push_back({"CPU architecture", e.host.cpu_arch});

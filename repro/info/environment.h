@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <map>
 #include <optional>
 #include <string>
 #include <utility>
@@ -24,6 +25,11 @@ struct HostInfo {
   std::string kernel = "unknown";         // uname -r
   std::string cpu_arch = "unknown";       // uname -m
   std::string nvidia_driver = "unknown";  // the kernel module's version, /proc/driver/nvidia/version
+  // This process's environment variables named CUDA_* or CUBLAS* (cuda_variables below), among
+  // them those that change how the driver, the runtime and cuBLAS behave:
+  // CUDA_DEVICE_MAX_CONNECTIONS=1, for one, puts every stream's work in one queue, where scenario
+  // 1's unordered side stream can no longer race.
+  std::map<std::string, std::string> cuda_variables;
 };
 
 // CUDA and cuBLAS versions as major*1000+minor*10 (CUDA) and major*10000+minor*100+patch (cuBLAS).
@@ -56,6 +62,11 @@ std::vector<PlatformCheck> affected_platform_checks(const Environment& e);
 // "matches the affected platform (...)" or "does not match the affected platform (...): differs:
 // CPU architecture x86_64 (affected: aarch64); unknown without a GPU: ...; matches: ..."
 std::string affected_platform_summary(const Environment& e);
+
+// The entries of an environment ("NAME=VALUE", as environ holds them) whose names begin with CUDA_
+// or CUBLAS (CUDA_DEVICE_MAX_CONNECTIONS, CUDA_LAUNCH_BLOCKING, CUDA_MODULE_LOADING,
+// CUDA_VISIBLE_DEVICES, CUBLAS_WORKSPACE_CONFIG, ...), by name.
+std::map<std::string, std::string> cuda_variables(const std::vector<std::string>& environment);
 
 // Host facts, read without CUDA. Never throws; what cannot be read stays "unknown".
 HostInfo query_host_info();
