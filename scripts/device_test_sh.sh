@@ -146,7 +146,8 @@ for section in "${sections[@]}"; do
         for i in 1 2 3 4 5; do "$@" >/dev/null 2>&1; done
         say "$(awk -v ns=$(($(date +%s%N) - t0)) -v w="$what" 'BEGIN {printf "%-44s %6.0f ms a run\n", w, ns / 5e6}')"
       }
-      timed "repro --version" build/repro --version
+      timed "repro --help (opens no CUDA library)" build/repro --help
+      timed "repro --version (opens cuBLAS)" build/repro --version
       timed "gpu_tests, one case of 0.3 s (CUDA's start)" build/tests/gpu_tests -ts=gpu_uvm_counters
       timed "repro -L 64 (fork)" build/repro -b 1 --heads 1 -L 64 -E 64 --iters 1
       timed "repro -L 64 --no-fork" build/repro -b 1 --heads 1 -L 64 -E 64 --iters 1 --no-fork
