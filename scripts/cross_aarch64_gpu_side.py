@@ -10,7 +10,7 @@ Compiled only, not linked: the CUDA toolkit here has its libraries for x86-64 on
 Each file is compiled with exactly its command in X86_BUILD (a configured Ninja build of the
 top-level project, e.g. build-ci), changed only where the target differs: the host compiler, the
 GPU architecture, where the object goes. The sources come from the two builds, so no list of
-files is kept here. The CUDA headers are the x86-64 target's (targets/x86_64-linux/include):
+files is kept here; a unity batch's sources are each compiled alone. The CUDA headers are the x86-64 target's (targets/x86_64-linux/include):
 NVIDIA ships the same header files for every Linux target and they test __aarch64__ themselves;
 the toolkit here has no targets/sbsa-linux folder. Exit 0 when every file compiled; the warnings
 are printed either way.
@@ -18,6 +18,7 @@ are printed either way.
 import concurrent.futures
 import json
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -33,7 +34,22 @@ NVCC_TARGET = ["-target-dir", "x86_64-linux"]
 
 def compile_commands(build_dir):
     out = subprocess.run(["ninja", "-C", build_dir, "-t", "compdb"], check=True, capture_output=True, text=True)
-    return [e for e in json.loads(out.stdout) if e["file"].endswith((".cpp", ".cu"))]
+    return [e for e in json.loads(out.stdout) if e["file"].endswith((".cpp", ".cu", ".cxx"))]
+
+
+def each_source_alone(entries):
+    """The entries with each unity batch (a generated file that #includes several sources, compiled
+    as one) replaced by one entry per source it includes, with the batch's command: each source is
+    compiled on its own, as without unity builds, so that it must include what it uses."""
+    alone = []
+    for e in entries:
+        if f"{os.sep}Unity{os.sep}" not in e["file"]:
+            alone.append(e)
+            continue
+        with open(e["file"]) as batch:
+            sources = re.findall(r'^#include "([^"]+)"', batch.read(), re.M)
+        alone += [{**e, "file": src, "command": e["command"].replace(e["file"], src)} for src in sources]
+    return alone
 
 
 def tracked_sources(root):
@@ -81,8 +97,9 @@ def main():
         sys.exit(__doc__.split("\n\n")[1])
     x86_build, aarch64_build, out_dir = (os.path.abspath(a) for a in sys.argv[1:])
     tracked = tracked_sources(ROOT)
-    built_for_aarch64 = {e["file"] for e in compile_commands(aarch64_build)}
-    entries = [e for e in compile_commands(x86_build) if e["file"] in tracked and e["file"] not in built_for_aarch64]
+    built_for_aarch64 = {e["file"] for e in each_source_alone(compile_commands(aarch64_build))}
+    entries = [e for e in each_source_alone(compile_commands(x86_build))
+               if e["file"] in tracked and e["file"] not in built_for_aarch64]
     if not entries:
         sys.exit(f"cross_aarch64_gpu_side: no source file of {x86_build} is left to compile")
     jobs = [for_aarch64(e, out_dir) for e in entries]
