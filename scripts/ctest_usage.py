@@ -4,16 +4,19 @@
     scripts/ctest_usage.py --build build --out usage.txt -- scripts/test.sh
 
 Runs the command (any that runs ctest: test.sh, ctest itself) and samples /proc every 0.2 s. A
-test is a process whose parent is a `ctest`; its CPU time is the user and system time of every
+test is a process whose parent is a `ctest` below the command (no other CTest on the machine); its
+CPU time is the user and system time of every
 process below it (the living ones' own, the finished ones' through their parents' children
 times), its GPU use what `nvidia-smi pmon` says of those processes (SM percent, summed over the
 seconds: "GPU-seconds" of a whole GPU). Each test's name, PROCESSORS and resource groups come from
 `ctest --show-only=json-v1` on the build folder, matched by command line.
 
 "repros" counts the `repro` processes seen below a test (those that lived past a sample: nearly
-every run, since a run that starts CUDA takes half a second). Each GPU process's start and end
-cost about 200 ms that go one process at a time on an H100 machine, so this count bounds how fast
-the GPU tests can go together.
+every run that starts CUDA, which takes half a second; few of those that refuse their command line
+or print help). Each CUDA context's creation and teardown go one process at a time on an H100
+machine (about 200 ms with the driver's eight hardware queues, 76 ms with one), so this count
+bounds how fast the GPU tests can go together. A test's own process is seen while it lives: the
+CPU time of its last 0.2 s may be missed (its children's is not, once reaped).
 
 The table says how many CPUs each test kept busy on average (CPU seconds / wall seconds) beside how
 many it reserved: CTest starts a test only where its PROCESSORS fit, so a reservation far above
@@ -57,7 +60,11 @@ def cmdline(pid):
 
 
 class Sampler:
-    def __init__(self):
+    """Samples the tests of the ctest processes below `root` (the command run): another CTest on
+    the machine, or the one running this script as a test, is not watched."""
+
+    def __init__(self, root):
+        self.root = root
         self.tests = {}      # test pid -> {"cmd", "first", "last", "cpu"}
         self.owner = {}      # any pid seen below a test -> the test's pid
         self.lock = threading.Lock()
@@ -70,10 +77,15 @@ class Sampler:
                 st = read_stat(int(name))
                 if st:
                     procs[int(name)] = st
-        ctests = {pid for pid, (_, comm, _) in procs.items() if comm == "ctest"}
         children = {}
         for pid, (ppid, _, _) in procs.items():
             children.setdefault(ppid, []).append(pid)
+        ctests, stack = set(), [self.root]
+        while stack:
+            p = stack.pop()
+            if p in procs and procs[p][1] == "ctest":
+                ctests.add(p)
+            stack.extend(children.get(p, []))
         with self.lock:
             for ct in ctests:
                 for top in children.get(ct, []):
@@ -138,10 +150,11 @@ def main():
     cmd = a.command[1:] if a.command[:1] == ["--"] else a.command
     if not cmd:
         ap.error("no command to run (give it after --)")
-    sampler, stop, gpu_seconds = Sampler(), threading.Event(), {}
-    threading.Thread(target=pmon, args=(stop, gpu_seconds, sampler.owner, sampler.lock), daemon=True).start()
+    stop, gpu_seconds = threading.Event(), {}
     t0 = time.monotonic()
     proc = subprocess.Popen(cmd)
+    sampler = Sampler(proc.pid)
+    threading.Thread(target=pmon, args=(stop, gpu_seconds, sampler.owner, sampler.lock), daemon=True).start()
     while proc.poll() is None:
         sampler.sample()
         time.sleep(0.2)
