@@ -8,8 +8,11 @@ function(sdpa_cpu_test_files target fake_child)
     WORKLOAD_FIXTURE_DIR="${SDPA_ROOT}/tests/fixtures/capture"
     SWEEP_TEST_SCHEMA="${SDPA_ROOT}/results/sweep.schema.json"
     STATS_FIXTURE="${SDPA_ROOT}/tests/fixtures/stats_known_answers.json"
-    SDPA_RESULTS_DIR="${SDPA_ROOT}/results")
-  sdpa_runs_programs(${target} ${fake_child} minimize_fake_child)
+    SDPA_RESULTS_DIR="${SDPA_ROOT}/results"
+    FAKE_CUBLAS_LIBRARY="$<TARGET_FILE:fake_cublas>")
+  sdpa_runs_programs(${target} ${fake_child} minimize_fake_child fake_cublas)
+  # A library that answers only cuBLAS's version query (tests/fake_cublas.cpp).
+  add_library(fake_cublas SHARED ${SDPA_ROOT}/tests/fake_cublas.cpp)
 endfunction()
 
 # A test binary that runs these programs is linked after they are built, so that building it

@@ -11,8 +11,12 @@
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
 
+#include <unistd.h>
+
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <map>
 
 #include "math_sdpa/errors.h"
@@ -614,6 +618,33 @@ TEST_SUITE("report") {
       CHECK(version.err.find("file=libcublas.so.") != std::string::npos);
       CHECK(version.err.find("file=libcublasLt.so.") != std::string::npos);
     }
+  }
+
+  TEST_CASE("repro --version opens the cuBLAS that LD_LIBRARY_PATH finds first, and says why when it cannot") {
+    const Ran plain = run_repro({"--version"});
+    if (plain.out.find("cuBLAS linkage:     static") != std::string::npos) return;  // nothing to open
+    const size_t at = plain.out.find("libcublas.so.");
+    REQUIRE(at != std::string::npos);
+    const std::string soname = plain.out.substr(at, plain.out.find_first_of(",) \n", at) - at);  // libcublas.so.13
+    const test_util::TempDir fake("fake_cublas"), broken("broken_cublas");
+    REQUIRE(symlink(FAKE_CUBLAS_LIBRARY, (fake / soname).c_str()) == 0);
+    std::ofstream(broken / soname) << "not a shared library\n";
+    const char* outer = std::getenv("LD_LIBRARY_PATH");
+    const std::string kept = outer ? outer : "";
+    setenv("LD_LIBRARY_PATH", fake.path.c_str(), 1);
+    const Ran with_fake = run_repro({"--version"});
+    setenv("LD_LIBRARY_PATH", broken.path.c_str(), 1);
+    const Ran with_broken = run_repro({"--version"}), info_broken = run_repro({"info", "--json"});
+    outer ? setenv("LD_LIBRARY_PATH", kept.c_str(), 1) : unsetenv("LD_LIBRARY_PATH");
+    INFO(with_fake.out, with_broken.out);
+    CHECK(with_fake.exit_code == 0);
+    CHECK(with_fake.out.find("loaded 99.1.2 (from " + fake / soname + ")") != std::string::npos);
+    CHECK(with_broken.exit_code == 0);
+    CHECK(with_broken.out.find("loaded unknown (not loaded: " + broken / soname) != std::string::npos);
+    const nlohmann::json j = nlohmann::json::parse(info_broken.out, nullptr, false);
+    REQUIRE(j.is_object());
+    CHECK(j["cuda"]["cublas_loaded_version"] == 0);
+    CHECK(j["cuda"]["cublas_path"].get<std::string>().rfind("not loaded: " + broken / soname, 0) == 0);
   }
 
   TEST_CASE("an existing --out folder is left alone without --force and its report replaced with it") {

@@ -78,7 +78,10 @@ int version_main(int argc, char** argv) {
       {"GPU architectures", std::string(kCudaArchitectures) + ": " + describe_cuda_architectures(kCudaArchitectures)},
       {"cuBLAS", "built against " + cublas_version_string(v.cublas_built) + ", loaded " +
                      cublas_version_string(v.cublas_loaded) + " (" +
-                     (v.cublas_static ? std::string("linked statically") : "from " + v.cublas_path) + ")"},
+                     (v.cublas_static  ? std::string("linked statically")
+                      : v.cublas_loaded ? "from " + v.cublas_path
+                                        : v.cublas_path) +
+                     ")"},
       {"cuBLAS linkage", kCublasLinkage},
       {"built for", kTargetProcessor},
   });

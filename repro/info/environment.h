@@ -39,7 +39,8 @@ struct CudaVersions {
   int cublas_loaded = 0;  // cublasGetProperty: the library actually in use
   int cublas_built = 0;   // CUBLAS_VER_* of the headers it was compiled against
   bool cublas_static = false;
-  std::string cublas_path;  // the file cuBLAS was loaded from (the executable itself when static)
+  std::string cublas_path;  // the file cuBLAS was loaded from (the executable itself when static),
+                            // or "not loaded: <why>"
 };
 
 struct Environment {

@@ -39,6 +39,7 @@ CudaVersions query_cuda_versions() {
   v.cublas_static = true;
 #endif
   v.cublas_path = cublas_library_file();
+  if (!cublas_load_error().empty()) v.cublas_path = "not loaded: " + cublas_load_error();
   return v;
 }
 
