@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "run_program.h"
@@ -54,6 +55,74 @@ inline int builds_at_once(size_t builds) {
   if (n <= 0) n = ::sysconf(_SC_NPROCESSORS_ONLN);
   n = std::min<long>(std::max(1L, n), static_cast<long>(std::max<size_t>(1, builds)));
   return static_cast<int>(n);
+}
+
+// A file's lines, without their newlines.
+inline std::vector<std::string> file_lines(const std::string& path) {
+  std::vector<std::string> lines;
+  const std::string text = file_text(path);
+  for (size_t at = 0; at < text.size();) {
+    const size_t end = std::min(text.find('\n', at), text.size());
+    lines.push_back(text.substr(at, end - at));
+    at = end + 1;
+  }
+  return lines;
+}
+
+// The #include lines of a generated reproducer, in order: what reproducers_unit's callers group by.
+inline std::string include_lines(const std::string& path) {
+  std::string includes;
+  for (const std::string& line : file_lines(path)) {
+    if (line.rfind("#include ", 0) == 0) includes += line + "\n";
+  }
+  return includes;
+}
+
+// One translation unit that compiles several generated reproducers with one nvcc run: each
+// `members[i].second` (a .cu path) #included inside a namespace of its own, `members[i].first`,
+// after the union of the members' own #include lines, and `after` (a main) at the end. Most of a
+// reproducer's build is nvcc reading the CUDA, cuBLAS and C++ headers (about 4 s of 6 on one
+// core); a unit reads them once. So that a member sees no more than it would alone, the macros it
+// #defines are #undef'd after it, and callers group only members with the same #include lines (a
+// reproducer missing a header then still fails to compile). nvcc's diagnostics name the member's
+// own path and line.
+inline std::string reproducers_unit(const std::vector<std::pair<std::string, std::string>>& members,
+                                    const std::string& after) {
+  std::vector<std::string> includes;
+  std::string body;
+  for (const auto& [name, path] : members) {
+    body += "namespace " + name + " {\n#include \"" + path + "\"\n}  // namespace " + name + "\n";
+    for (const std::string& line : file_lines(path)) {
+      if (line.rfind("#include ", 0) == 0 && std::find(includes.begin(), includes.end(), line) == includes.end()) {
+        includes.push_back(line);
+      } else if (line.rfind("#define ", 0) == 0) {  // its name, up to a blank or a parameter list
+        body += "#undef " + line.substr(8, line.find_first_of(" (\t", 8) - 8) + "\n";
+      }
+    }
+  }
+  std::string unit;
+  for (const std::string& line : includes) unit += line + "\n";
+  return unit + body + after;
+}
+
+// The warnings in a unit's nvcc messages that concern one member (at `path`): the lines with
+// "warning" that name its file or no member's file (the unit's own, the linker's). nvcc's closing
+// remark on how to suppress warnings names none and is no warning of its own.
+inline std::string warnings_about(const std::string& messages, const std::string& path,
+                                  const std::vector<std::string>& member_paths) {
+  std::string warnings;
+  for (size_t at = 0; at < messages.size();) {
+    const size_t end = std::min(messages.find('\n', at), messages.size());
+    const std::string line = messages.substr(at, end - at);
+    at = end + 1;
+    if (line.find("warning") == std::string::npos || line.rfind("Remark: The warnings can be suppressed", 0) == 0) {
+      continue;
+    }
+    const bool names_a_member = std::any_of(member_paths.begin(), member_paths.end(),
+                                            [&](const std::string& p) { return line.find(p) != std::string::npos; });
+    if (line.find(path) != std::string::npos || !names_a_member) warnings += line + "\n";
+  }
+  return warnings;
 }
 
 // The value of `key=` in a reproducer's result line ("result: pass rel_error=... l2=... ...").
