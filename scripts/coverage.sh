@@ -10,7 +10,7 @@
 #                                   host side of math_sdpa/, its lines and branches, and the totals
 #   build-asan/coverage_cpu.txt     the same without the files only a GPU run reaches (below)
 #   build-asan/coverage.json        gcovr's JSON summary of the second
-# and prints both totals last.
+# and prints both totals, then whether the second meets the floors (below); exit 1 when not.
 #
 # Left out of every figure: the branches gcc adds for exceptions (--exclude-throw-branches),
 # unreachable ones (--exclude-unreachable-branches), and those on the line that closes a table
@@ -67,4 +67,34 @@ def totals(path):
 print("coverage: every file of the host code:", totals(every))
 print("coverage: the host code the CPU tests can run (the GPU child's files left out):", totals(build + "/coverage.json"))
 EOF
+# The floors, over the host code the CPU tests can run: 90% of its lines and 75% of its branches,
+# and 80% of the lines of each file of the folders whose decisions a user reads (the report, the
+# sweep, triage, the scenarios). Below one, the script names what fell short and fails.
+floors_rc=0
+python3 - "$build/coverage.json" <<'EOF' || floors_rc=$?
+import json, sys
+LINE_FLOOR, BRANCH_FLOOR, FILE_LINE_FLOOR = 90.0, 75.0, 80.0
+FILE_FLOOR_FOLDERS = ("repro/report/", "repro/sweep/", "repro/triage/", "scenarios/")
+d = json.load(open(sys.argv[1]))
+short = []
+if d["line_percent"] < LINE_FLOOR:
+    short.append("lines %.1f%% < %.0f%%" % (d["line_percent"], LINE_FLOOR))
+if d["branch_percent"] < BRANCH_FLOOR:
+    short.append("branches %.1f%% < %.0f%%" % (d["branch_percent"], BRANCH_FLOOR))
+floored = [f for f in d["files"] if f["filename"].startswith(FILE_FLOOR_FOLDERS) and f["line_total"] > 0]
+for f in floored:
+    if f["line_percent"] < FILE_LINE_FLOOR:
+        short.append("%s: lines %.1f%% < %.0f%%" % (f["filename"], f["line_percent"], FILE_LINE_FLOOR))
+if not floored:
+    short.append("no file of %s in the report" % ", ".join(FILE_FLOOR_FOLDERS))
+for line in short:
+    print("coverage: below the floor:", line, file=sys.stderr)
+if not short:
+    lowest = min(floored, key=lambda f: f["line_percent"])
+    print("coverage: floors met: lines %.0f%%, branches %.0f%%, and %.0f%% of the lines of each of the %d files of %s "
+          "(the lowest %s, %.1f%%)" % (LINE_FLOOR, BRANCH_FLOOR, FILE_LINE_FLOOR, len(floored),
+                                      ", ".join(FILE_FLOOR_FOLDERS), lowest["filename"], lowest["line_percent"]))
+sys.exit(1 if short else 0)
+EOF
 rm -f /tmp/coverage-all.$$.json
+exit "$floors_rc"
