@@ -688,10 +688,16 @@ TEST_SUITE("hang_snapshot") {
           o);
       _exit(0);
     }
-    // Wait for the softmax record, then kill the supervisor as a frozen machine would stop it.
-    const double until = now_s() + 10;
-    while (test_util::file_text(log).find("softmax") == std::string::npos && now_s() < until) usleep(10000);
-    usleep(100000);
+    // Wait for the softmax record and the child's line before it (two pipes: either may come
+    // first), then kill the supervisor as a frozen machine would stop it. Not "softmax" alone: the
+    // header's `hang:softmax` holds it from the first record on.
+    const double until = now_s() + 30;
+    auto both_on_disk = [&] {
+      const std::string text = test_util::file_text(log);
+      return text.find("\trecord\tB\tsoftmax") != std::string::npos &&
+             text.find("\tlog\t[MATH_SOFTMAX_START]") != std::string::npos;
+    };
+    while (!both_on_disk() && now_s() < until) usleep(10000);
     kill(supervisor, SIGKILL);
     int status;
     waitpid(supervisor, &status, 0);
