@@ -20,6 +20,7 @@ namespace report_test {
 
 using Ran = test_util::ProgramRun;
 using test_util::file_text;
+using test_util::lines_of;
 using test_util::remove_tree;
 using test_util::temp_dir;
 
@@ -57,22 +58,10 @@ inline int builds_at_once(size_t builds) {
   return static_cast<int>(n);
 }
 
-// A file's lines, without their newlines.
-inline std::vector<std::string> file_lines(const std::string& path) {
-  std::vector<std::string> lines;
-  const std::string text = file_text(path);
-  for (size_t at = 0; at < text.size();) {
-    const size_t end = std::min(text.find('\n', at), text.size());
-    lines.push_back(text.substr(at, end - at));
-    at = end + 1;
-  }
-  return lines;
-}
-
 // The #include lines of a generated reproducer, in order: what reproducers_unit's callers group by.
 inline std::string include_lines(const std::string& path) {
   std::string includes;
-  for (const std::string& line : file_lines(path)) {
+  for (const std::string& line : lines_of(file_text(path))) {
     if (line.rfind("#include ", 0) == 0) includes += line + "\n";
   }
   return includes;
@@ -92,7 +81,7 @@ inline std::string reproducers_unit(const std::vector<std::pair<std::string, std
   std::string body;
   for (const auto& [name, path] : members) {
     body += "namespace " + name + " {\n#include \"" + path + "\"\n}  // namespace " + name + "\n";
-    for (const std::string& line : file_lines(path)) {
+    for (const std::string& line : lines_of(file_text(path))) {
       if (line.rfind("#include ", 0) == 0 && std::find(includes.begin(), includes.end(), line) == includes.end()) {
         includes.push_back(line);
       } else if (line.rfind("#define ", 0) == 0) {  // its name, up to a blank or a parameter list
@@ -111,10 +100,7 @@ inline std::string reproducers_unit(const std::vector<std::pair<std::string, std
 inline std::string warnings_about(const std::string& messages, const std::string& path,
                                   const std::vector<std::string>& member_paths) {
   std::string warnings;
-  for (size_t at = 0; at < messages.size();) {
-    const size_t end = std::min(messages.find('\n', at), messages.size());
-    const std::string line = messages.substr(at, end - at);
-    at = end + 1;
+  for (const std::string& line : lines_of(messages)) {
     if (line.find("warning") == std::string::npos || line.rfind("Remark: The warnings can be suppressed", 0) == 0) {
       continue;
     }

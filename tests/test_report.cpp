@@ -1108,7 +1108,7 @@ TEST_SUITE("report_nvcc") {
     std::vector<Build> builds;
     constexpr size_t kVariantsPerUnit = 8;
     std::vector<std::pair<std::string, std::vector<size_t>>> variants_by_includes;
-    for (size_t i = 0; i < configs.size(); ++i) {
+    for (size_t i = 0; i < configs.size() && !generate_only; ++i) {
       if (configs[i].size() == 2) continue;  // --scenario N alone: built alone below
       const std::string includes = include_lines(config_cu(i));
       auto same = std::find_if(variants_by_includes.begin(), variants_by_includes.end(),
@@ -1125,8 +1125,8 @@ TEST_SUITE("report_nvcc") {
         builds.push_back(b);
       }
     }
-    builds.emplace_back();  // the host checks' unit
-    for (size_t i = 0; i < configs.size(); ++i) {
+    if (!generate_only) builds.emplace_back();  // the host checks' unit
+    for (size_t i = 0; i < configs.size() && !generate_only; ++i) {
       if (configs[i].size() != 2) continue;
       builds.emplace_back();
       builds.back().configs = {i};
@@ -1181,8 +1181,8 @@ TEST_SUITE("report_nvcc") {
       std::vector<std::string> command = {"nice", "-n", "19", nvcc, "-O2", "-std=c++17", "-arch=sm_90"};
       if (!host_checks) command.insert(command.end(), {"-Xcompiler", "-Wall,-Wextra"});
       command.insert(command.end(), {b.source, "-lcublas", "-o", b.source + ".bin"});
-      if (!generate_only) b.built = run(command);
-      if (host_checks && b.built.exit_code == 0 && !generate_only) {
+      b.built = run(command);
+      if (host_checks && b.built.exit_code == 0) {
         for (size_t i = 0; i < checks.size(); ++i) {
           b.ran.push_back(run({b.source + ".bin", std::to_string(i), check_dir(i) + "/host_side.bin"}));
         }
@@ -1221,11 +1221,10 @@ TEST_SUITE("report_nvcc") {
 
     // Its host side alone (no GPU): the inputs (and with --backward dO) must be the harness's, bit
     // for bit, and its float64 reference (and the gradients') the harness's.
-    const Build& host_unit = *std::find_if(builds.begin(), builds.end(), [](const Build& x) { return x.configs.empty(); });
-    for (size_t i = 0; i < checks.size(); ++i) {
+    for (size_t i = 0; i < checks.size() && !generate_only; ++i) {
+      const Build& host_unit = *std::find_if(builds.begin(), builds.end(), [](const Build& x) { return x.configs.empty(); });
       const HostCheck& c = checks[i];
       const std::string out = check_dir(i), name = "repro_scenario" + c.args[1] + ".cu";
-      if (generate_only) continue;
       REQUIRE_MESSAGE(host_unit.built.exit_code == 0, host_unit.built.err);
       REQUIRE(host_unit.ran[i].exit_code == 0);
       const std::string bytes = file_text(out + "/host_side.bin");
