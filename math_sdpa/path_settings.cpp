@@ -105,7 +105,6 @@ GemmApi parse_gemm_api(const std::string& s) { return kGemmApis.parse(s); }
 ScoresToHost parse_scores_to_host(const std::string& s) { return kScoresToHost.parse(s); }
 ScoresHostPhase parse_scores_host_phase(const std::string& s) { return kScoresHostPhases.parse(s); }
 AllocKind parse_alloc_kind(const std::string& s) { return kAllocKinds.parse(s); }
-AsyncPool parse_async_pool(const std::string& s) { return kAsyncPools.parse(s); }
 AllocTiming parse_alloc_timing(const std::string& s) { return kAllocTimings.parse(s); }
 Retain parse_retain(const std::string& s) { return kRetains.parse(s); }
 
@@ -231,6 +230,5 @@ ResultTensor result_tensor_of(const PathSettings& ps) {
 
 const char* result_tensor_name(ResultTensor t) { return kResultTensors.name(t); }
 const char* result_tensor_name(const PathSettings& ps) { return result_tensor_name(result_tensor_of(ps)); }
-ResultTensor parse_result_tensor(const std::string& s) { return kResultTensors.parse(s); }
 
 }  // namespace sdpa

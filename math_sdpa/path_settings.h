@@ -171,7 +171,6 @@ GemmApi parse_gemm_api(const std::string& s);
 ScoresToHost parse_scores_to_host(const std::string& s);
 ScoresHostPhase parse_scores_host_phase(const std::string& s);
 AllocKind parse_alloc_kind(const std::string& s);
-AsyncPool parse_async_pool(const std::string& s);
 WeightsMapping parse_weights_mapping(const std::string& s);
 // --mapped-weights SIZE[:FILE]: the size (a unit is required: 30G, 41GB) and the file, if given.
 MappedWeights parse_mapped_weights(const std::string& text);
@@ -216,6 +215,5 @@ enum class ResultTensor {
 ResultTensor result_tensor_of(const PathSettings& ps);
 const char* result_tensor_name(ResultTensor t);
 const char* result_tensor_name(const PathSettings& ps);  // result_tensor_name(result_tensor_of(ps))
-ResultTensor parse_result_tensor(const std::string& s);
 
 }  // namespace sdpa

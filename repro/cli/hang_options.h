@@ -10,10 +10,6 @@
 
 #include <string>
 
-namespace CLI {
-class App;
-}
-
 namespace sdpa {
 
 // The watchdog's deadline for any one stage, seconds, unless --stage-timeout says otherwise: a
@@ -48,11 +44,6 @@ struct HangOptions {
   std::string log_file;            // "": none
   bool nvidia_bug_report = false;  // also run nvidia-bug-report.sh during the snapshot
 };
-
-// Adds --on-hang, --snapshot-timeout, --keep-timeout, --nvidia-bug-report and, with
-// `with_paths`, --snapshot-dir and --log-file to `app` (in the app's current default help
-// group), parsed into `hang` (which must outlive the parse).
-void add_hang_options(CLI::App& app, HangOptions& hang, bool with_paths = true);
 
 // Where a snapshot goes when --snapshot-dir is not given: beside the --json file, named after
 // it (out/run.json: out/run.snapshot), else ./repro-hang-<UTC time>-<pid>.
