@@ -16,7 +16,7 @@
 # unreachable ones (--exclude-unreachable-branches), and those on the line that closes a table
 # built once by a lambda called in place (`}();`): gcc gives that line one branch per temporary
 # of the table for unwinding its construction, hundreds, taken only if a constructor throws.
-# Left out of the second figure, as files: the GPU child's (kGpuOnly below), which need a CUDA
+# Left out of the second figure, as files: the GPU child's (gpu_only below), which need a CUDA
 # device from their first line; the GPU tests run them.
 #
 #   scripts/coverage.sh [--report-only] [extra ctest arguments]
@@ -38,7 +38,7 @@ if [[ $report_only == 0 ]]; then
   ctest --preset asan -L cpu -j "$(nproc)" "$@" ||
     echo "coverage: some tests failed (the figures count what ran)" >&2
 fi
-gpu_only=(math_sdpa/allocator.cpp math_sdpa/conditions.cpp math_sdpa/context_load.cpp math_sdpa/pipeline.cpp
+gpu_only=(math_sdpa/allocator.cpp math_sdpa/conditions.cpp math_sdpa/context_load.cpp math_sdpa/pipeline.cpp math_sdpa/pipeline.h
   math_sdpa/stage_timer.cpp math_sdpa/uvm_counters.cpp math_sdpa/weights_load.cpp math_sdpa/cublas_gemm.cpp
   math_sdpa/device_info.cpp repro/bench/bench_runner.cpp repro/run/runner.cpp repro/run/progress_reporter.cpp
   repro/run/memory_trace.cpp repro/run/path_observers.cpp)
