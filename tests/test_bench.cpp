@@ -275,6 +275,32 @@ TEST_SUITE("bench") {
     CHECK(text.rfind("# result: pass (exit 0)\n") == text.size() - std::string("# result: pass (exit 0)\n").size());
   }
 
+  // The header names the GPU as a driver engineer reads it (the driver's CUDA version from
+  // cudaDriverGetVersion's 13000 form), and the check line says OK or FAILED against the tolerance.
+  TEST_CASE("text: the GPU and driver in the header, the check's line OK or FAILED") {
+    BenchResult r;
+    r.options = parse_bench({}).options;
+    DeviceInfo d;
+    d.name = "NVIDIA GB10";
+    d.cc_major = 12, d.cc_minor = 1, d.sm_count = 48;
+    d.driver_version = 13020;
+    r.device = d;
+    r.l2_bytes = 24 << 20;
+    r.checked = true;
+    r.result_tensor = ResultTensor::output;
+    r.tolerance = 1e-2;
+    r.comparison.rel_error = 2e-3;
+    r.comparison.max_abs_error = 5e-3;
+    const std::string passed = bench_to_text(r);
+    CHECK(passed.find(" on NVIDIA GB10 (sm_121, 48 SMs, L2 24.0 MiB), driver 13.2\n") != std::string::npos);
+    CHECK(passed.find("# check (output, first input set): rel_error 2.000e-03  max_abs_error 5.000e-03  tolerance "
+                      "1.0e-02  OK\n") != std::string::npos);
+    r.comparison.rel_error = 3e-2;
+    CHECK(bench_to_text(r).find("tolerance 1.0e-02  FAILED\n") != std::string::npos);
+    r.device.reset();
+    CHECK(bench_to_text(r).find(" on ") == std::string::npos);
+  }
+
   TEST_CASE("a hung bench keeps the watchdog's report in its JSON") {
     BenchResult r;
     r.options = parse_bench({"--scenario", "2"}).options;  // its conditions: a softmax hang is its own

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "math_sdpa/errors.h"
+#include "math_sdpa/npy.h"
 #include "repro/cli/run_options.h"
 #include "repro/minimize/minimize_steps.h"
 #include "repro/minimize/minimizer.h"
@@ -115,6 +116,25 @@ TEST_CASE("minimize's steps: each proposes the smaller run it names, checked by 
   SUBCASE("memory that migrates becomes device memory; device memory proposes nothing") {
     CHECK(contains(propose("device memory", base)->options, {"--alloc", "device"}));
     CHECK_FALSE(propose("device memory", canonical_options({"--alloc", "device"})));
+  }
+  SUBCASE("--inputs files become random inputs of their shape, dtype and mask layout") {
+    const test_util::TempDir dir("minimize_inputs");
+    const std::vector<float> values(2 * 4 * 5 * 8, 0.5f), mask(2 * 5 * 7, 0.0f);
+    write_npy_float32(dir / "q.npy", {2, 4, 5, 8}, values.data());
+    write_npy_float32(dir / "k.npy", {2, 2, 7, 8}, values.data());
+    write_npy_float32(dir / "v.npy", {2, 2, 7, 8}, values.data());
+    write_npy_float32(dir / "mask.npy", {2, 1, 5, 7}, mask.data());  // one mask per batch, shared by the heads
+    const auto p = propose("random inputs", canonical_options({"--inputs", dir.path}));
+    REQUIRE(p);
+    CHECK(p->change == "--inputs dropped (random inputs, same shape)");
+    CHECK_FALSE(has_option(p->options, "--inputs"));
+    for (const Options& pair : std::vector<Options>{{"--batch", "2"}, {"--heads", "4"}, {"--kv-heads", "2"}, {"--q-len", "5"},
+                                                    {"--kv-len", "7"}, {"--head-dim", "8"}, {"--dtype", "fp32"},
+                                                    {"--mask", "float"}, {"--mask-dims", "Bx1"}}) {
+      CAPTURE(pair[0]);
+      CHECK(contains(p->options, pair));
+    }
+    CHECK_FALSE(propose("random inputs", base));  // random inputs already
   }
   SUBCASE("the same run written two ways is one canonical list; output and hang options are not carried") {
     CHECK(canonical_options({"-L", "64", "--json", "/tmp/x.json", "--on-hang", "kill"}) == canonical_options({"--q-len=64"}));

@@ -1881,6 +1881,28 @@ TEST_SUITE("sweep") {
     CHECK((warned.out + warned.err).find("ran with different stage_timeout_s") != std::string::npos);
     CHECK(visible_text(read_text(dir / "warned/sweep.svg")).find("not run: shard 3/3 was interrupted") != std::string::npos);
 
+    // A shard that stopped because a cell found no GPU: the merge keeps its no_gpu record, says
+    // so under the table, and its cells not run say why (not "interrupted", not "did not run it").
+    fs::copy(folders[2], dir / "gpuless", fs::copy_options::recursive);
+    json gpuless = json::parse(read_text(dir / "gpuless/sweep.json"));
+    const json no_gpu = {{"after_cell", 7}, {"error", "no usable CUDA GPU: fake"}, {"cells_not_run", 1}};
+    gpuless["summary"]["no_gpu"] = no_gpu;
+    write_text(dir / "gpuless/sweep.json", gpuless.dump());
+    write_text(dir / "gpuless/sweep.jsonl", kept);  // its last cell not run
+    const Ran stopped = run_repro({"sweep", "merge", "--out", dir / "stopped", folders[0], folders[1], dir / "gpuless"}, {},
+                                  dir.path);
+    INFO(stopped.out << stopped.err);
+    CHECK(stopped.exit_code == 1);
+    const json stopped_doc = json::parse(read_text(dir / "stopped/sweep.json"));
+    check_valid(stopped_doc);
+    CHECK(stopped_doc["summary"]["no_gpu"] == no_gpu);
+    CHECK(stopped_doc["meta"]["shards"][2]["no_gpu"] == no_gpu);
+    CHECK(stopped_doc["meta"]["shards"][0]["no_gpu"].is_null());
+    CHECK(stopped.out.find("# shard 3/3: 1 cells not run: cell 7 found no usable GPU (no usable CUDA GPU: fake)") !=
+          std::string::npos);
+    CHECK(visible_text(read_text(dir / "stopped/sweep.svg")).find("not run: shard 3/3 stopped when cell 7 found no usable GPU") !=
+          std::string::npos);
+
     // A shard left out: its cells are not run, and say why; --resume of the merged output with the
     // whole matrix runs exactly them.
     const Ran partial = run_repro({"sweep", "merge", "--out", dir / "partial", folders[0], folders[1]}, {}, dir.path);
