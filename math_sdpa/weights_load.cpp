@@ -12,11 +12,11 @@
 #include <cstring>
 #include <algorithm>
 #include <filesystem>
-#include <random>
 
 #include "cuda_check.h"
 #include "errors.h"
 #include "pipeline.h"
+#include "weights_file.h"
 
 namespace sdpa {
 
@@ -25,44 +25,7 @@ namespace {
 constexpr int64_t kMiB = int64_t{1} << 20;
 constexpr int64_t kPage = 4096;  // O_DIRECT's alignment and the unmapping's granule
 
-// Fills a file of `bytes` with data that is not zeros (a file of zeros could be sparse, its pages
-// never read from disk), synced, its pages dropped from the page cache. Returns false when the
-// file was there already and large enough.
-bool ensure_file(const std::string& path, int64_t bytes) {
-  struct stat st {};
-  if (::stat(path.c_str(), &st) == 0 && st.st_size >= bytes) return false;
-  std::error_code ec;
-  std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT, 0644);
-  if (fd < 0) throw InputError("--mapped-weights: cannot create " + path + ": " + std::strerror(errno));
-  std::vector<uint64_t> block(static_cast<size_t>(8 * kMiB / 8));
-  std::mt19937_64 random(2026);
-  for (uint64_t& x : block) x = random();
-  for (int64_t at = st.st_size > 0 ? st.st_size / kPage * kPage : 0; at < bytes;) {
-    const size_t n = static_cast<size_t>(std::min<int64_t>(8 * kMiB, bytes - at));
-    const ssize_t wrote = ::pwrite(fd, block.data(), n, at);
-    if (wrote <= 0) {
-      ::close(fd);
-      throw InputError("--mapped-weights: cannot write " + path + " (" + std::to_string(bytes) + " bytes): " +
-                       std::strerror(errno) + " (free some disk, or name a file on a larger disk: SIZE:FILE)");
-    }
-    at += wrote;
-  }
-  ::fsync(fd);
-  ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
-  ::close(fd);
-  return true;
-}
-
 }  // namespace
-
-std::string default_weights_file() {
-  if (const char* file = std::getenv("SDPA_WEIGHTS_FILE"); file && *file) return file;
-  const char* cache = std::getenv("XDG_CACHE_HOME");
-  const char* home = std::getenv("HOME");
-  const std::string dir = cache && *cache ? cache : std::string(home && *home ? home : ".") + "/.cache";
-  return dir + "/sdpa-repro/weights.bin";
-}
 
 const std::vector<int64_t>& weights_tensor_sizes() {
   static const std::vector<int64_t> sizes = {18 * kMiB, 18 * kMiB, 18 * kMiB, 18 * kMiB, 72 * kMiB, 72 * kMiB};
@@ -84,7 +47,7 @@ WeightsLoad MathSdpa::load_weights() {
   r.io = weights_io_name(w.io);
   r.pages = w.drop_pages ? "drop" : "keep";
   r.mapping = weights_mapping_name(w.mapping);
-  r.created = ensure_file(r.file, w.bytes);
+  r.created = ensure_weights_file(weights_file_route(w.file), r.file, w.bytes);
   weights_ = std::make_unique<LoadedWeights>();
   LoadedWeights& loaded = *weights_;
   const bool direct = w.io == WeightsIo::direct;

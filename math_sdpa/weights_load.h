@@ -7,7 +7,7 @@
 // cache as available (host_memory.h): the condition scenario 7 is about.
 //
 // The file is created once (real data, written and synced, so its blocks exist on disk) and reused
-// while it is large enough; its pages are dropped from the page cache before the load, so the load
+// while it is large enough, and only a file the harness made is ever written (weights_file.h); its pages are dropped from the page cache before the load, so the load
 // starts from what a fresh boot has and the page cache it leaves is the load's own. Fix 6's parts
 // change how it reads: with O_DIRECT, bypassing the page cache, or dropping each tensor's pages
 // (posix_fadvise DONTNEED) and its mapping after its copy; its guard refuses a tensor that would
@@ -21,10 +21,6 @@
 #include "host_memory.h"
 
 namespace sdpa {
-
-// Where the weights file is kept unless --mapped-weights names one: $SDPA_WEIGHTS_FILE, else
-// $XDG_CACHE_HOME (or ~/.cache)/sdpa-repro/weights.bin, reused by every run that asks for no more.
-std::string default_weights_file();
 
 // The sizes the load copies in turn, bytes: a Qwen-Image transformer block's weights in bf16
 // (attention's four 3072 x 3072 projections, the MLP's 3072 x 12288 pair), page multiples.

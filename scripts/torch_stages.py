@@ -48,6 +48,7 @@ import math
 import os
 import re
 import shutil
+import stat
 import statistics
 import struct
 import subprocess
@@ -1140,6 +1141,9 @@ def resolve(args, argv):
                               "one, the weights' copy (build/repro help stages --json > scripts/stages.json)"
                               % (STAGE_TABLE, len(LOAD_STAGES), " ".join(LOAD_STAGES) or "none"))
         o.weights_stage = LOAD_STAGES[0]
+        # Checked before anything runs, whichever route names the file: a file this script did not
+        # make is read, never written.
+        weights_file_use(weights_file_route(c.weights_file), c.weights_file or default_weights_file(), c.mapped_weights)
     if args.weights_mapping is not None:
         if not c.mapped_weights:
             raise usage_error("--weights-mapping describes a load of weights: give its size with --mapped-weights")
@@ -2118,26 +2122,76 @@ def weights_detail(i, count, n, at):
     return "tensor=%d/%d bytes=%d offset=%d io=mapped pages=keep" % (i + 1, count, n, at)
 
 
-def ensure_weights_file(path, nbytes):
-    """repro's ensure_file: the file at least `nbytes` long, written with data that is not zeros (a
+# The first 64 bytes of every weights file repro or this script makes (math_sdpa/weights_file.h):
+# only a file that starts with them is ever written; any other is read as it is, or refused.
+WEIGHTS_FILE_MARK = b"sdpa-repro weights: random bytes made by the harness, deletable\n"
+
+
+def weights_file_route(file_option):
+    """Which route named the weights file, for the messages (repro's weights_file_route)."""
+    if file_option:
+        return "--mapped-weights"
+    return "$SDPA_WEIGHTS_FILE" if os.environ.get("SDPA_WEIGHTS_FILE") else "--mapped-weights (its default file)"
+
+
+def weights_file_use(route, path, nbytes):
+    """repro's weights_file_use: "make" (absent), "extend" (the harness's own, too small), "reuse" (its
+    own, large enough) or "read" (anyone else's, large enough); a usage error where it cannot serve."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return "make"
+    except OSError as e:
+        raise usage_error("%s: cannot read %s: %s" % (route, path, e.strerror or e))
+    if not stat.S_ISREG(st.st_mode):
+        raise usage_error("%s: %s is not a regular file" % (route, path))
+    try:
+        with open(path, "rb") as f:
+            marked = f.read(len(WEIGHTS_FILE_MARK)) == WEIGHTS_FILE_MARK
+    except OSError as e:
+        raise usage_error("%s: cannot read %s: %s" % (route, path, e.strerror or e))
+    if marked:
+        return "reuse" if st.st_size >= nbytes else "extend"
+    if st.st_size >= nbytes:
+        return "read"
+    raise usage_error("%s: %s holds %d bytes, fewer than the %d bytes asked for, and the harness did not make it, so "
+                      "it is read, never written (name a larger file, a smaller size, or a file that does not exist "
+                      "yet, which is made)" % (route, path, st.st_size, nbytes))
+
+
+def ensure_weights_file(path, nbytes, route="--mapped-weights"):
+    """repro's ensure_weights_file: the file at least `nbytes` long, written only if it is absent (made,
+    the mark first) or starts with the mark (extended from its last page); a file of anyone else's is
+    read as it is when large enough and refused otherwise, never written. Data that is not zeros (a
     file of zeros could be sparse, its pages never read from disk), synced, its pages dropped from the
-    page cache. False when it was there already and large enough (it is reused)."""
+    page cache. False when nothing was written."""
+    folder = os.path.dirname(path)
     try:
-        size = os.stat(path).st_size
-    except OSError:
-        size = -1
-    if size >= nbytes:
-        return False
-    try:
-        folder = os.path.dirname(path)
         if folder:
             os.makedirs(folder, exist_ok=True)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
+        try:
+            fd, at = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644), 0
+        except FileExistsError:
+            fd = None
     except OSError as e:
-        raise usage_error("--mapped-weights: cannot create %s: %s" % (path, e.strerror or e))
+        raise usage_error("%s: cannot create %s: %s" % (route, path, e.strerror or e))
+    if fd is None:
+        if weights_file_use(route, path, nbytes) != "extend":
+            return False
+        size = os.stat(path).st_size
+        try:
+            fd = os.open(path, os.O_RDWR)
+        except OSError as e:
+            raise usage_error("%s: cannot extend %s: %s" % (route, path, e.strerror or e))
+        if os.pread(fd, len(WEIGHTS_FILE_MARK), 0) != WEIGHTS_FILE_MARK:
+            os.close(fd)
+            raise usage_error("%s: cannot extend %s: it changed while the run started" % (route, path))
+        at = max(len(WEIGHTS_FILE_MARK), size // 4096 * 4096)  # its last partial page written again
     try:
+        if at == 0:  # the mark first: a creation cut short leaves a file the next run extends
+            os.pwrite(fd, WEIGHTS_FILE_MARK, 0)
+            at = len(WEIGHTS_FILE_MARK)
         block = os.urandom(WEIGHTS_BLOCK)
-        at = max(size, 0) // 4096 * 4096
         while at < nbytes:
             n = min(WEIGHTS_BLOCK, nbytes - at)
             wrote = os.pwrite(fd, block if n == WEIGHTS_BLOCK else block[:n], at)
@@ -2148,8 +2202,8 @@ def ensure_weights_file(path, nbytes):
         if hasattr(os, "posix_fadvise"):
             os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
     except OSError as e:
-        raise usage_error("--mapped-weights: cannot write %s (%d bytes): %s (free some disk, or name a file on a larger "
-                          "disk: SIZE:FILE)" % (path, nbytes, e.strerror or e))
+        raise usage_error("%s: cannot write %s (%d bytes): %s (free some disk, or name a file on a larger "
+                          "disk: SIZE:FILE)" % (route, path, nbytes, e.strerror or e))
     finally:
         os.close(fd)
     return True
@@ -2215,7 +2269,7 @@ def load_weights(torch, o, call, run):
     then the mapping dropped (--weights-mapping unmap) or kept. Returns the JSON's weights_load."""
     s, np = o.settings, numpy()
     path = s.weights_file or default_weights_file()
-    created = ensure_weights_file(path, s.mapped_weights)
+    created = ensure_weights_file(path, s.mapped_weights, weights_file_route(s.weights_file))
     try:
         fd = os.open(path, os.O_RDONLY)
         try:  # from what a fresh boot has: the file's pages are the load's to bring in

@@ -443,11 +443,14 @@ class MappedWeights(unittest.TestCase):
             _, j = weights_dry_run(["--mapped-weights", "64M:" + os.path.join(tmp, "named.bin")], test=self)
             self.assertEqual(j["config"]["weights_file"], os.path.join(tmp, "named.bin"))
             self.assertEqual(os.listdir(tmp), [])
-        with open(os.path.join(ROOT, "math_sdpa", "weights_load.cpp")) as f:
+        with open(os.path.join(ROOT, "math_sdpa", "weights_file.cpp")) as f:
             source = f.read()
         for words in ('std::getenv("SDPA_WEIGHTS_FILE")', 'std::getenv("XDG_CACHE_HOME")', '"/.cache"',
                       '"/sdpa-repro/weights.bin"'):
             self.assertIn(words, source)
+        with open(os.path.join(ROOT, "math_sdpa", "weights_file.h")) as f:  # the same mark on both sides
+            mark = torch_stages.WEIGHTS_FILE_MARK.decode().replace("\n", "\\n")
+            self.assertIn('kWeightsFileMark[] = "%s";' % mark, f.read())
 
     def test_a_stall_in_the_load_is_caught_within_the_deadline_plus_a_second(self):
         r, j = weights_dry_run(["--mapped-weights", "1G", "--inject", "hang:load_weights", "--stage-timeout", "1",
@@ -477,6 +480,19 @@ class MappedWeights(unittest.TestCase):
             with open(path, "rb") as f:
                 longer = f.read()
             self.assertEqual((len(longer), longer[:8192]), (20000, data[:8192]))
+            self.assertEqual(data[:64], torch_stages.WEIGHTS_FILE_MARK)  # the harness's own: the mark first
+            # A file of anyone else's, smaller than asked: refused, never written, however it is named.
+            users = os.path.join(tmp, "model.safetensors")
+            for size in (0, 100, 8193, 10000):
+                with open(users, "wb") as f:
+                    f.write(b"u" * size)
+                for route in ("--mapped-weights", "$SDPA_WEIGHTS_FILE"):
+                    with self.assertRaises(torch_stages.ScriptError) as e:
+                        torch_stages.ensure_weights_file(users, size + 1, route)
+                    self.assertIn("%s: %s holds %d bytes, fewer than" % (route, users, size), str(e.exception))
+                self.assertFalse(torch_stages.ensure_weights_file(users, size))  # large enough: read as it is
+                with open(users, "rb") as f:
+                    self.assertEqual(f.read(), b"u" * size)
             blocked = os.path.join(path, "inside-a-file.bin")
             with self.assertRaises(torch_stages.ScriptError) as e:
                 torch_stages.ensure_weights_file(blocked, 10)

@@ -11,6 +11,7 @@
 #include "fixes/fix.h"
 #include "math_sdpa/errors.h"
 #include "math_sdpa/name_table.h"
+#include "math_sdpa/weights_file.h"
 #include "repro/cli/help_format.h"
 #include "repro/cli/inputs.h"
 #include "repro/cli/workload_file.h"
@@ -192,24 +193,6 @@ void apply_context_options(const RunSpec& g, const Workload* workload, RunOption
   o.context.host_load_threads = static_cast<int>(g.host_load.value_or(0));
   if (g.mapped_weights) {
     c.weights = parse_mapped_weights(*g.mapped_weights);
-    // A file of the user's (a real model's) is read, never written: it must hold SIZE already; one
-    // that is not there yet is made, where a file can be written.
-    std::error_code absent;
-    const std::string& file = c.weights.file;
-    const auto status = file.empty() ? std::filesystem::file_status() : std::filesystem::status(file, absent);
-    if (!file.empty() && std::filesystem::exists(status) && !std::filesystem::is_regular_file(status)) {
-      throw InputError("--mapped-weights: " + file + " is not a regular file");
-    }
-    if (!file.empty() && !std::filesystem::exists(status)) {  // made with its folders, as the cache's default file is
-      const std::string dir = std::filesystem::path(file).parent_path().string();
-      check_dir_creatable("--mapped-weights", dir.empty() ? "." : dir);
-    }
-    const auto size = file.empty() ? 0 : std::filesystem::file_size(file, absent);
-    if (!file.empty() && !absent && static_cast<int64_t>(size) < c.weights.bytes) {
-      throw InputError("--mapped-weights: " + c.weights.file + " holds " + std::to_string(size) + " bytes, fewer than the " +
-                       std::to_string(c.weights.bytes) + " asked for (name a larger file, a smaller size, or a file that does "
-                       "not exist yet, which is made)");
-    }
   }
   if (g.weights_mapping) {
     if (c.weights.bytes == 0) throw InputError("--weights-mapping describes a load of weights: give its size with --mapped-weights");
@@ -338,6 +321,20 @@ std::vector<std::string> derived_options(const RunSpec& g, RunCommand command, b
 }
 
 // Every file the run will write, checked before the GPU is touched.
+// The files a run reads, on its final settings (scenario 7 loads weights without the option): one
+// check whichever route names the weights file (SIZE:FILE, $SDPA_WEIGHTS_FILE, the default). A file
+// the harness did not make is read, never written (weights_file.h); one not there yet is made.
+void check_input_paths(const RunOptions& o) {
+  const MappedWeights& w = o.settings.weights;
+  if (w.bytes == 0) return;
+  const std::string route = weights_file_route(w.file);
+  const std::string file = w.file.empty() ? default_weights_file() : w.file;
+  if (weights_file_use(route, file, w.bytes) == WeightsFileUse::make) {
+    const std::string dir = std::filesystem::path(file).parent_path().string();
+    check_dir_creatable(route + " (" + file + ")", dir.empty() ? "." : dir);
+  }
+}
+
 void check_output_paths(const RunOptions& o) {
   if (!o.json_path.empty()) check_file_writable("--json", o.json_path);
   if (!o.save_output_path.empty()) check_file_writable("--save-output", o.save_output_path);
@@ -508,6 +505,7 @@ RunOptions finish_options(const RunSpec& g, RunCommand command, const std::vecto
                      " s is not below the stage deadline (--stage-timeout " + format_number("%g", o.stage_timeout_s) +
                      " s): a stall is a stage that finishes under the deadline");
   }
+  check_input_paths(o);
   check_output_paths(o);
   return o;
 }
