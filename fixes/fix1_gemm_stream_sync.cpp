@@ -9,7 +9,7 @@
 //   host-sync   both GEMMs bracketed by cudaStreamSynchronize of that stream, a host round trip
 //               each: the host issues the GEMM only once Q and K are done, and sees the GEMM
 //               finish only where it runs on that stream (pv_gemm; qk_gemm with set-stream).
-#include <cstdio>
+#include <string>
 
 #include "fix.h"
 
@@ -31,16 +31,13 @@ class GemmStreamSync : public Fix {
  private:
   void synchronize(HookContext& c, const char* when) const {
     if (c.stage != Stage::qk_gemm && c.stage != Stage::pv_gemm) return;
-    char buf[200];
+    const std::string stream = stream_placeholder(c.path_stream);
     if (host_sync_) {
       c.gpu->synchronize_stream(c.path_stream);
-      std::snprintf(buf, sizeof buf, "[FIX_1] host-sync: cudaStreamSynchronize(%p) %s the GEMM%s",
-                    static_cast<void*>(c.path_stream), when, set_stream_ ? " (set-stream: on the producing stream)" : "");
-      c.note(buf);
+      c.note("[FIX_1] host-sync: cudaStreamSynchronize(" + stream + ") " + when + " the GEMM" +
+             (set_stream_ ? " (set-stream: on the producing stream)" : ""));
     } else if (std::string(when) == "before" && set_stream_) {
-      std::snprintf(buf, sizeof buf, "[FIX_1] set-stream: the GEMM on the producing stream %p, ordered by the stream",
-                    static_cast<void*>(c.path_stream));
-      c.note(buf);
+      c.note("[FIX_1] set-stream: the GEMM on the producing stream " + stream + ", ordered by the stream");
     }
   }
   bool set_stream_, host_sync_;

@@ -38,10 +38,10 @@ class PrefetchScores : public Fix {
     if (!reduction(c.stage)) return;
     char buf[200];
     if (prefetch_ && migratable(c.kind)) {  // c.kind: the memory of what is reduced (device under device-scores)
-      for (const HookContext::Operand& o : c.reduced) {
-        c.gpu->prefetch_to_device(o.data, o.bytes, c.device, c.stream);
-        std::snprintf(buf, sizeof buf, "[FIX_2] prefetch: cudaMemPrefetchAsync(%s, %zu bytes, device %d) on the stream", o.name,
-                      o.bytes, c.device);
+      for (const ReducedOperand& o : c.reduced) {
+        c.gpu->prefetch_to_device(o, c.stream);
+        std::snprintf(buf, sizeof buf, "[FIX_2] prefetch: cudaMemPrefetchAsync(%s, %lld bytes, device %d) on the stream", o.name,
+                      static_cast<long long>(o.bytes), c.device);
         c.note(buf);
       }
     } else if (prefetch_) {

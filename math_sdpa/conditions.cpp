@@ -248,7 +248,7 @@ void MathSdpa::move_scores_to_host() {
     note(Stage::scores_to_host, "[SCENARIO_2] the host cannot touch managed memory while a kernel runs here "
                                 "(concurrentManagedAccess=0): it reads the scores before softmax instead");
   }
-  move_to_host(Stage::scores_to_host, reduced_by(Stage::softmax));
+  move_to_host(Stage::scores_to_host, scores_operand());
 }
 
 // Under fix 2's device-scores part the host cannot touch what softmax reduces over: the
@@ -260,7 +260,7 @@ bool MathSdpa::device_scores_skip(Stage s) {
   return true;
 }
 
-void MathSdpa::move_to_host(Stage s, const std::vector<HookContext::Operand>& operands) {
+void MathSdpa::move_to_host(Stage s, const std::vector<HostOperand>& operands) {
   if (device_scores_skip(s)) return;
   CUDA_CHECK(cudaStreamSynchronize(stream_));
   const ScoresToHost mode = settings_.scores_to_host;
@@ -268,7 +268,7 @@ void MathSdpa::move_to_host(Stage s, const std::vector<HookContext::Operand>& op
   if (s != Stage::scores_to_host && settings_.scores_host_phase == ScoresHostPhase::during) {
     note(s, "[SCENARIO_2] the host touches the backward's operands before its softmax, not during it");
   }
-  for (const HookContext::Operand& o : operands) {
+  for (const HostOperand& o : operands) {
     if (mode == ScoresToHost::advise || mode == ScoresToHost::both) {
       CUDA_CHECK(cudaMemAdvise(o.data, o.bytes, cudaMemAdviseSetPreferredLocation, host_location()));
       note(s, std::string("[SCENARIO_2] cudaMemAdvise(") + o.name + ", SetPreferredLocation, host)");
@@ -354,13 +354,17 @@ void MathSdpa::finish_scores_touch() {
   release_scores_advice();
 }
 
-void MathSdpa::release_scores_advice() { release_host_advice(reduced_by(Stage::softmax)); }
+std::vector<MathSdpa::HostOperand> MathSdpa::scores_operand() {
+  return {{"scores", tensor(TensorId::scores), tensor_bytes(TensorId::scores)}};
+}
 
-void MathSdpa::release_host_advice(const std::vector<HookContext::Operand>& operands) {
+void MathSdpa::release_scores_advice() { release_host_advice(scores_operand()); }
+
+void MathSdpa::release_host_advice(const std::vector<HostOperand>& operands) {
   if (settings_.scores_to_host != ScoresToHost::advise && settings_.scores_to_host != ScoresToHost::both) return;
   if (device_scores_allocator_) return;  // none was given
   // The advice is for the softmax stage only; the next GEMM writes its operands on the GPU again.
-  for (const HookContext::Operand& o : operands) {
+  for (const HostOperand& o : operands) {
     CUDA_CHECK(cudaMemAdvise(o.data, o.bytes, cudaMemAdviseUnsetPreferredLocation, host_location()));
   }
 }

@@ -103,8 +103,12 @@ std::string GemmCall::describe() const {
   } else {
     s << " strideA=" << stride_a << " strideB=" << stride_b << " strideC=" << stride_c;
   }
-  s << " type=" << dtype_name(ab_type)
-    << " compute=fp32 stream=0x" << std::hex << stream;
+  s << " type=" << dtype_name(ab_type) << " compute=fp32 stream=";
+  if (stream_name.empty()) {
+    s << "0x" << std::hex << stream;
+  } else {
+    s << stream_name;
+  }
   return s.str();
 }
 

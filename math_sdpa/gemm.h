@@ -41,6 +41,7 @@ struct GemmCall {
   DType ab_type = DType::fp32, c_type = DType::fp32;
   float alpha = 1.0f, beta = 0.0f;
   uintptr_t stream = 0;
+  std::string stream_name;  // printed in place of `stream` when set (the call plan's placeholder)
   // The row-major view the original log prints: M x N result, K the reduced dimension.
   int64_t rows() const { return n; }
   int64_t cols() const { return m; }

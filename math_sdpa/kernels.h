@@ -95,7 +95,6 @@ void launch_dropout_backward(const void* grad, const uint8_t* mask, void* out, D
 // _softmax_backward_data over rows of length `cols`: out = probs · (grad − Σ grad·probs), the sum
 // per row in fp32 (a warp a row up to kSoftmaxBackwardWarpCols, else a block a row, as PyTorch's).
 // A fully masked row (probs all 0) gets 0. `out` must not overlap the inputs.
-constexpr int64_t kSoftmaxBackwardWarpCols = 1024;
 void launch_softmax_backward(const void* grad, const void* probs, void* out, DType type, int64_t rows, int64_t cols,
                              cudaStream_t stream);
 

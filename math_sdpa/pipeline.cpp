@@ -122,10 +122,6 @@ void MathSdpa::build_workspace() {
   gemm_calls_.push_back(pv_gemm_call(bh, p.q_len, p.kv_len, p.head_dim, p.compute_dtype()));
   gemm_calls_[0].stream = reinterpret_cast<uintptr_t>(qk_stream_);
   gemm_calls_[1].stream = reinterpret_cast<uintptr_t>(stream_);
-  backward_gemms_ = backward_gemm_calls(bh, p.q_len, p.kv_len, p.head_dim, p.compute_dtype(), kt);
-  for (GemmCall* g : {&backward_gemms_.dp, &backward_gemms_.dv, &backward_gemms_.dq, &backward_gemms_.dk}) {
-    g->stream = reinterpret_cast<uintptr_t>(qk_stream_);
-  }
   // One layer up front: the pointer arrays point at fixed tensors and are written once (a CUDA
   // graph replays them); otherwise each call writes them for its own tensors.
   if (settings_.qk_gemm_api == GemmApi::batched && settings_.layers == 1 && settings_.alloc_timing == AllocTiming::upfront) {
@@ -377,56 +373,17 @@ void MathSdpa::free_in_call(Stage s) {
   }
 }
 
-// The alloc_* or free_* stage `s`, when it has anything to do: per call, and for a chunk's alloc
-// stage, when this chunk allocates (every chunk for tensors kept per chunk, else the first).
-void MathSdpa::memory_stage(Stage s, int chunk) {
-  if (!runs(s)) return;
-  std::string detail;
-  for (const TensorSpec& t : tensors_) {
-    const bool allocates = t.lifetime != Lifetime::run && t.alloc_stage == s && (chunk == 0 || t.chunks > 1);
-    const bool frees = t.lifetime != Lifetime::run && t.free_stage == s;
-    if (allocates || frees) detail += (detail.empty() ? "" : " ") + std::string(t.name) + "=" + std::to_string(t.bytes);
-  }
-  if (detail.empty()) return;
-  if (chunks_ > 1 && s != Stage::free_call && s != Stage::free_step) detail += " chunk=" + std::to_string(chunk + 1);
-  stage(s, detail, [&] {
-    if (is_free_stage(s)) {
-      free_in_call(s);
-    } else {
-      allocate_in_call(s, chunk);
-    }
-  });
-}
-
 void MathSdpa::end_step() {
   if (!step_pending_) return;
   step_pending_ = false;
-  memory_stage(Stage::free_step);
+  execute(plan().free_step);
   set_current_stage("setup");
-}
-
-void MathSdpa::GpuHookActions::synchronize_stream(StreamHandle stream) { CUDA_CHECK(cudaStreamSynchronize(stream)); }
-
-void MathSdpa::GpuHookActions::synchronize_device() { CUDA_CHECK(cudaDeviceSynchronize()); }
-
-void MathSdpa::GpuHookActions::prefetch_to_device(void* data, size_t bytes, int device, StreamHandle stream) {
-  cudaMemLocation gpu{};
-  gpu.type = cudaMemLocationTypeDevice;
-  gpu.id = device;
-  CUDA_CHECK(cudaMemPrefetchAsync(data, bytes, gpu, 0, stream));
 }
 
 void MathSdpa::note(Stage s, const std::string& text) {
   for (auto* o : observers_) {
     if (!capturing_ || o->acts_in_capture()) o->stage_note(s, text);
   }
-}
-
-std::vector<HookContext::Operand> MathSdpa::reduced_by(Stage s) {
-  if (s == Stage::softmax) return {{"scores", tensor(TensorId::scores), tensor_bytes(TensorId::scores)}};
-  if (s != Stage::softmax_backward && s != Stage::grads_to_host) return {};
-  const TensorId dprobs = runs(Stage::dropout_backward) ? TensorId::grad_probs : TensorId::grad_attn_dropped;
-  return {{"probs", tensor(TensorId::probs), tensor_bytes(TensorId::probs)}, {"grad_probs", tensor(dprobs), tensor_bytes(dprobs)}};
 }
 
 void MathSdpa::stage(Stage s, const std::string& detail, const std::function<void()>& body, cudaStream_t on) {
@@ -438,12 +395,7 @@ void MathSdpa::stage(Stage s, const std::string& detail, const std::function<voi
   for (auto* o : observers_) {
     if (watching(o)) o->stage_begin(s, detail, stream);
   }
-  HookContext ctx{s, stream, stream_, device_, reduced_by(s), allocator_.kind(), [this, s](const std::string& text) { note(s, text); },
-                  &hook_actions_};
-  if (device_scores_allocator_ && !ctx.reduced.empty()) ctx.kind = AllocKind::device;  // fix 2's device-scores
-  for (auto* h : hooks_) h->before_stage(ctx);
   body();
-  for (auto* h : hooks_) h->after_stage(ctx);
   // As the original instrumentation does: wait for the stage to finish, so its _DONE line and
   // its end time mean "finished on the GPU".
   if (is_gpu_stage(s) && (instrumentation_.sync_each_stage || instrumentation_.collect_values ||
@@ -477,6 +429,14 @@ std::string MathSdpa::value_summary(Stage s) {
   return buf;
 }
 
+const CallPlan& MathSdpa::plan() {
+  if (!planned_) {
+    plan_ = plan_calls(problem_, settings_, tensors_, hooks_, device_);
+    planned_ = true;
+  }
+  return plan_;
+}
+
 void MathSdpa::run(int step) {
   if (step_pending_) end_step();
   for (int l = 1; l <= settings_.layers; ++l) run_layer(l, step);
@@ -496,119 +456,23 @@ void MathSdpa::run(int step) {
 void MathSdpa::run_backward(int layer, int step) {
   layer_now_ = layer;
   for (auto* o : observers_) o->call_position(CallPosition{step, layer, settings_.layers});
-  issue_backward_stages();
-  stage(Stage::backward_sync, "", [&] { synchronize_all_streams(); });
-}
-
-void MathSdpa::issue_backward_stages() {
-  const SdpaProblem& p = problem_;
-  const DType ct = p.compute_dtype();
-  const int64_t bh = p.batch * p.q_heads, group = p.q_heads / p.kv_heads;
-
-  memory_stage(Stage::alloc_grad_pv);
-  const void* dout = tensor(TensorId::grad_output);
-  if (runs(Stage::grad_upcast)) {
-    stage(Stage::grad_upcast, std::string(dtype_name(p.dtype)) + "->fp32", [&] {
-      launch_convert_scale(dout, p.dtype, tensor(TensorId::grad_output_acc), ct, p.q_elems(), 1.0f, stream_);
-    });
-    dout = tensor(TensorId::grad_output_acc);
-  }
-  // The V and probabilities bmm(P, V) read, as it saved them.
-  const void* v = p.gqa() ? tensor(TensorId::value_expanded) : runs(Stage::upcast) ? tensor(TensorId::value_acc) : tensor(TensorId::value);
-  const bool dropout = runs(Stage::dropout);
-  const void* probs_read = dropout ? tensor(TensorId::attn_dropped) : tensor(TensorId::probs);
-  const BackwardGemms& g = backward_gemms_;
-  // Scenario 1's condition: the backward's GEMMs on the Q·Kᵀ GEMM's stream, ordered (or not) as
-  // that GEMM is. `calls` > 1 issues `call` that many times, the operands `step_*` elements on.
-  auto gemm_stage = [&](Stage s, const GemmCall& call, const void* a, const void* b, void* c, int64_t calls = 1,
-                        int64_t step_a = 0, int64_t step_b = 0, int64_t step_c = 0) {
-    order_gemm_after_producers(s);
-    stage(
-        s, call.describe() + (calls > 1 ? " calls=" + std::to_string(calls) + " (one per batch entry)" : std::string()),
-        [&] {
-          bind_cublas(qk_stream_);
-          for (int64_t i = 0; i < calls; ++i) {
-            run_gemm(cublas_, call, byte_ptr(a, i * step_a, ct), byte_ptr(b, i * step_b, ct),
-                     const_cast<char*>(byte_ptr(c, i * step_c, ct)));
-          }
-        },
-        qk_stream_);
-    order_path_after_gemm();
-  };
-  gemm_stage(Stage::dp_gemm, g.dp, v, dout, tensor(TensorId::grad_attn_dropped));
-  gemm_stage(Stage::dv_gemm, g.dv, dout, probs_read, tensor(TensorId::grad_value_expanded));
-
-  memory_stage(Stage::alloc_grad_softmax);
-  const void* dprobs = tensor(TensorId::grad_attn_dropped);
-  if (dropout) {
-    stage(Stage::dropout_backward, "p=" + std::to_string(p.dropout_p), [&] {
-      launch_dropout_backward(dprobs, static_cast<const uint8_t*>(tensor(TensorId::dropout_mask)), tensor(TensorId::grad_probs),
-                              ct, p.score_elems(), p.keep_prob(), stream_);
-    });
-    dprobs = tensor(TensorId::grad_probs);
-  }
-  if (runs(Stage::grads_to_host)) {
-    stage(Stage::grads_to_host, std::string("mode=") + scores_to_host_name(settings_.scores_to_host),
-          [&] { move_to_host(Stage::grads_to_host, reduced_by(Stage::softmax_backward)); });
-  }
-  stage(Stage::softmax_backward,
-        "rows=" + std::to_string(bh * p.q_len) + " cols=" + std::to_string(p.kv_len) +
-            (p.kv_len <= kSoftmaxBackwardWarpCols ? " variant=warp" : " variant=block"),
-        [&] {
-          launch_softmax_backward(dprobs, tensor(TensorId::probs), tensor(TensorId::grad_scores), ct, bh * p.q_len, p.kv_len,
-                                  stream_);
-        });
-  release_host_advice(reduced_by(Stage::softmax_backward));
-  memory_stage(Stage::free_grad_probs);
-
-  memory_stage(Stage::alloc_grad_qk);
-  const bool kt_copy = runs(Stage::kt_contiguous);
-  // dQ reads K as the forward's GEMM did. A view of a [B, S, H, E] K whose batch and head strides
-  // do not fold (the pointer-array GEMM took it without a copy) is read one batch entry a call.
-  const HeadStrides& ks = k_gemm_strides_;
-  const bool folds = kt_copy || p.batch == 1 || ks.batch == p.q_heads * ks.head;
-  const void* k_read = tensor(kt_copy ? TensorId::key_transposed : TensorId::key_scaled);
-  GemmCall dq = g.dq;
-  if (!folds) dq.batch = static_cast<int>(p.q_heads);
-  gemm_stage(Stage::dq_gemm, dq, k_read, tensor(TensorId::grad_scores), tensor(TensorId::grad_query_scaled), folds ? 1 : p.batch,
-             ks.batch, p.q_heads * p.q_len * p.kv_len, p.q_heads * p.q_len * p.head_dim);
-  gemm_stage(Stage::dk_gemm, g.dk, tensor(TensorId::query_scaled), tensor(TensorId::grad_scores), tensor(TensorId::grad_key_scaled));
-  stage(Stage::grad_inputs, "group=" + std::to_string(group) + " ->" + dtype_name(p.dtype), [&] {
-    const int64_t head_elems = p.kv_len * p.head_dim;
-    launch_sum_head_groups(tensor(TensorId::grad_query_scaled), ct, tensor(TensorId::grad_query), p.dtype, bh,
-                           1, p.q_len * p.head_dim, p.q_factor(), stream_);
-    launch_sum_head_groups(tensor(TensorId::grad_key_scaled), ct, tensor(TensorId::grad_key), p.dtype, p.batch * p.kv_heads,
-                           group, head_elems, p.k_factor(), stream_);
-    launch_sum_head_groups(tensor(TensorId::grad_value_expanded), ct, tensor(TensorId::grad_value), p.dtype,
-                           p.batch * p.kv_heads, group, head_elems, 1.0f, stream_);
-  });
-  memory_stage(Stage::free_backward);
+  execute(plan().backward_gpu);
+  execute(plan_.backward_sync);
 }
 
 void MathSdpa::run_layer(int layer, int step) {
   layer_now_ = layer;
   const CallPosition position{step, layer, settings_.layers};
   for (auto* o : observers_) o->call_position(position);
-  stage(Stage::entry_sync, problem_.shape_string(), [&] {
-    if (settings_.entry_touch_streams > 0) {
-      enter_with_page_fault_storm();
-    } else {
-      CUDA_CHECK(cudaDeviceSynchronize());
-    }
-  });
-
+  execute(plan().entry);
   if (settings_.graph) {
     if (!graph_exec_) capture_graph();
     stage(Stage::graph_launch, "nodes=" + std::to_string(graph_nodes_), [&] { CUDA_CHECK(cudaGraphLaunch(graph_exec_, stream_)); });
   } else {
-    issue_gpu_stages();
+    execute(plan_.forward_gpu);
   }
-  memory_stage(Stage::free_call);
-
-  stage(Stage::stream_sync, "", [&] {
-    synchronize_all_streams();
-    finish_scores_touch();
-  });
+  execute(plan_.free_call);
+  execute(plan_.stream_sync);
 }
 
 // The first call's GPU stages are issued into a capture of the path's stream instead of run:
@@ -620,8 +484,8 @@ void MathSdpa::capture_graph() {
     CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
     capturing_ = true;
     try {
-      issue_gpu_stages();
-      if (settings_.backward) issue_backward_stages();
+      execute(plan().forward_gpu);
+      if (settings_.backward) execute(plan_.backward_gpu);
     } catch (...) {
       capturing_ = false;
       cudaGraph_t broken = nullptr;
@@ -637,183 +501,144 @@ void MathSdpa::capture_graph() {
         [&] { CUDA_CHECK(cudaGraphInstantiate(&graph_exec_, graph_, 0)); });
 }
 
-void MathSdpa::issue_gpu_stages() {
-  const SdpaProblem& p = problem_;
-  const DType ct = p.compute_dtype();
-  const int64_t group = p.q_heads / p.kv_heads;
-  const float q_factor = p.q_factor(), k_factor = p.k_factor();  // sqrt(scale), the sign on Q
+// ------------------------------------------------------------------------ the plan, carried out
 
-  const void* mask = nullptr;  // the additive mask, in dtype
-  if (p.mask == MaskKind::additive) mask = tensor(TensorId::mask_input);
-  if (runs(Stage::mask_prepare)) {
-    memory_stage(Stage::alloc_mask);
-    stage(Stage::mask_prepare, mask_kind_name(p.mask), [&] {
-      const bool causal = p.mask == MaskKind::causal;
-      launch_build_additive_mask(causal ? nullptr : static_cast<const uint8_t*>(tensor(TensorId::mask_input)),
-                                 tensor(TensorId::additive_mask), p.dtype, causal ? 1 : p.mask_batch() * p.mask_heads(),
-                                 p.q_len, p.kv_len, stream_);
-    });
-    mask = tensor(TensorId::additive_mask);
-  }
-
-  const void* q = tensor(TensorId::query);
-  const void* k = tensor(TensorId::key);
-  const void* v = tensor(TensorId::value);
-  if (runs(Stage::upcast)) {
-    memory_stage(Stage::alloc_upcast);
-    stage(Stage::upcast, std::string(dtype_name(p.dtype)) + "->fp32", [&] {
-      // Q, K (keeping its layout) and V in one launch: three conversions, one launch's overhead.
-      const ConvertJob jobs[] = {{q, tensor(TensorId::query_acc), p.q_elems()},
-                                 {k, tensor(TensorId::key_acc), p.kv_elems()},
-                                 {v, tensor(TensorId::value_acc), p.kv_elems()}};
-      launch_convert_scale_batch(jobs, 3, p.dtype, ct, 1.0f, stream_);
-    });
-    q = tensor(TensorId::query_acc);
-    k = tensor(TensorId::key_acc);
-    v = tensor(TensorId::value_acc);
-  }
-
-  memory_stage(Stage::alloc_query_scaled);
-  stage(Stage::scale_q, "factor=" + std::to_string(q_factor), [&] {
-    launch_convert_scale(q, ct, tensor(TensorId::query_scaled), ct, p.q_elems(), q_factor, stream_);
-  });
-
-  if (runs(Stage::gqa_expand)) {
-    memory_stage(Stage::alloc_expanded);
-    stage(Stage::gqa_expand, "group=" + std::to_string(group), [&] {
-      launch_repeat_heads(k, k_input_strides_, tensor(TensorId::key_expanded), ct, p.batch, p.kv_heads, group, p.kv_len,
-                          p.head_dim, stream_);
-      if (runs(Stage::pv_gemm)) {
-        launch_repeat_heads(v, contiguous_bhse(p.kv_heads, p.kv_len, p.head_dim), tensor(TensorId::value_expanded), ct,
-                            p.batch, p.kv_heads, group, p.kv_len, p.head_dim, stream_);
-      }
-    });
-    k = tensor(TensorId::key_expanded);
-    v = tensor(TensorId::value_expanded);
-  }
-
-  const int64_t k_elems = p.gqa() ? p.batch * p.q_heads * p.kv_len * p.head_dim : p.kv_elems();
-  memory_stage(Stage::alloc_key_scaled);
-  stage(Stage::scale_k, "factor=" + std::to_string(k_factor) + " transposed_view=true", [&] {
-    launch_convert_scale(k, ct, tensor(TensorId::key_scaled), ct, k_elems, k_factor, stream_);  // keeps K's layout
-  });
-
-  const void* kt = tensor(TensorId::key_scaled);
-  if (runs(Stage::kt_contiguous)) {
-    const char* reason = settings_.kt_contiguous ? "fix_3" : "reshape_copy (at::matmul cannot fold this K^T view into a batch)";
-    memory_stage(Stage::alloc_key_transposed);
-    stage(Stage::kt_contiguous, std::string("reason=") + reason, [&] {
-      launch_transpose_heads(tensor(TensorId::key_scaled), k_gemm_strides_, tensor(TensorId::key_transposed), ct, p.batch,
-                             p.q_heads, p.kv_len, p.head_dim, stream_);
-    });
-    kt = tensor(TensorId::key_transposed);
-  }
-
-  const void* q_scaled = tensor(TensorId::query_scaled);
-  for (int c = 0; c < chunks_; ++c) {
-    const int64_t row0 = c * chunk_rows_;
-    issue_chunk(c, row0, std::min(chunk_rows_, p.q_len - row0), q_scaled, kt, v, mask);
-  }
-
-  if (runs(Stage::cast_output)) {
-    stage(Stage::cast_output, std::string("fp32->") + dtype_name(p.dtype), [&] {
-      launch_convert_scale(tensor(TensorId::out_acc), ct, tensor(TensorId::output), p.dtype, p.out_elems(), 1.0f, stream_);
-    });
-  }
+void MathSdpa::execute(const std::vector<PlanStep>& steps) {
+  for (const PlanStep& s : steps) execute(s);
 }
 
-// The Q.K^T GEMM through the P.V GEMM for query rows [row0, row0 + rows) of every head: the whole
-// L without fix 5's chunks; with them the scores, probabilities and dropout hold [B·H, rows, S]
-// (allocated by the first chunk, or by every chunk for a tensor kept per chunk) and the GEMMs read
-// and write those rows of Q and of the output.
-void MathSdpa::issue_chunk(int chunk, int64_t row0, int64_t rows, const void* q, const void* kt, const void* v,
-                           const void* mask) {
-  const SdpaProblem& p = problem_;
-  const DType ct = p.compute_dtype();
-  const size_t acc = dtype_size(ct);
-  const bool chunked = chunks_ > 1;
-  const std::string of_chunk = chunked ? " chunk=" + std::to_string(chunk + 1) + "/" + std::to_string(chunks_) : "";
-  const int64_t n = p.batch * p.q_heads * rows * p.kv_len;
-  const RowChunk rows_of_chunk = chunked ? RowChunk{rows, row0, p.q_len, p.kv_len} : RowChunk{};
-
-  memory_stage(Stage::alloc_scores, chunk);
-  // The pointer arrays point at this call's K^T, Q and scores: written once where those never
-  // move (one layer up front, build_workspace), else for every call, once its scores exist.
-  if (gemm_calls_[0].pointer_array && (settings_.layers > 1 || settings_.alloc_timing == AllocTiming::per_call)) {
-    build_qk_pointer_arrays(kt, runs(Stage::kt_contiguous) ? contiguous_bhse(p.q_heads, p.head_dim, p.kv_len) : k_gemm_strides_);
+void MathSdpa::execute(const PlanStep& step) {
+  if (!step.staged) {
+    for (const PlanOp& op : step.ops) run_op(op, step.stage, step.stream);
+    return;
   }
-  GemmCall qk = gemm_calls_[0];
-  qk.n = static_cast<int>(rows);
-  qk.stride_c = rows * p.kv_len;
-  order_gemm_after_producers();
+  if (step.ops.empty()) return;  // a memory stage with nothing to do in this configuration
   stage(
-      Stage::qk_gemm, qk.describe() + of_chunk,
+      step.stage, with_streams(step.detail),
       [&] {
-        bind_cublas(qk_stream_);
-        if (qk.pointer_array) {
-          char* arrays = static_cast<char*>(tensor(TensorId::qk_pointers));  // A, B, C pointer arrays, back to back
-          const size_t array_bytes = static_cast<size_t>(p.batch * p.q_heads) * sizeof(void*);
-          run_gemm(cublas_, qk, arrays, arrays + array_bytes, arrays + 2 * array_bytes);
-        } else {
-          run_gemm(cublas_, qk, kt, static_cast<const char*>(q) + row0 * p.head_dim * acc, tensor(TensorId::scores));
-        }
+        for (const PlanOp& op : step.ops) run_op(op, step.stage, step.stream);
       },
-      qk_stream_);
-  order_path_after_gemm();
+      stream_of(step.stream));
+}
 
-  if (runs(Stage::mask_add) && mask) {
-    stage(Stage::mask_add, std::string(mask_kind_name(p.mask)) + of_chunk, [&] {
-      const bool causal = p.mask == MaskKind::causal;
-      launch_add_mask(tensor(TensorId::scores), ct, mask, p.dtype, p.batch, p.q_heads, p.q_len, p.kv_len,
-                      !causal && p.mask_per_batch, !causal && p.mask_per_head, stream_, row0, rows);
-    });
+std::string MathSdpa::with_streams(const std::string& text) const {
+  std::string out = text;
+  for (PathStream s : {PathStream::path, PathStream::gemm}) {
+    const std::string placeholder = stream_placeholder(s);
+    char handle[32];
+    std::snprintf(handle, sizeof handle, "%p", static_cast<void*>(stream_of(s)));
+    for (size_t at; (at = out.find(placeholder)) != std::string::npos;) out.replace(at, placeholder.size(), handle);
   }
+  return out;
+}
 
-  if (runs(Stage::scores_to_host)) {
-    stage(Stage::scores_to_host, std::string("mode=") + scores_to_host_name(settings_.scores_to_host) + of_chunk,
-          [&] { move_scores_to_host(); });
-  }
+void* MathSdpa::ref(const TensorRef& t) {
+  void* base = tensor(t.id, t.chunk);
+  if (!base) throw std::logic_error(std::string("the call plan reads ") + tensor_name(t.id) + ", which this call has not allocated");
+  return static_cast<char*>(base) + t.byte;
+}
 
-  if (runs(Stage::softmax)) {
-    memory_stage(Stage::alloc_probs, chunk);
-    const SoftmaxVariant variant = softmax_variant_for(ct, p.kv_len);
-    stage(Stage::softmax,
-          "rows=" + std::to_string(p.batch * p.q_heads * rows) + " cols=" + std::to_string(p.kv_len) +
-              " variant=" + softmax_variant_name(variant) + of_chunk,
-          [&] {
-            launch_safe_softmax(tensor(TensorId::scores), tensor(TensorId::probs, chunk), ct, p.batch * p.q_heads * rows,
-                                p.kv_len, stream_);
-            softmax_launched();
-          });
-    if (!scores_toucher_.joinable()) release_scores_advice();
-    if (chunk == chunks_ - 1 && runs(Stage::free_scores)) {
-      // Scenario 2's host thread touches the scores until softmax has read them: it is done
-      // before they go.
-      finish_scores_touch();
-      memory_stage(Stage::free_scores);
+std::vector<MathSdpa::HostOperand> MathSdpa::resolve(const std::vector<ReducedOperand>& operands) {
+  std::vector<HostOperand> out;
+  for (const ReducedOperand& o : operands) out.push_back({o.name, tensor(o.id, o.chunk), static_cast<size_t>(o.bytes)});
+  return out;
+}
+
+void MathSdpa::run_op(const PlanOp& planned, Stage s, PathStream on) {
+  const cudaStream_t stream = stream_of(on);
+  struct Runner {
+    MathSdpa& m;
+    Stage s;
+    cudaStream_t stream;
+    void operator()(const AllocateOp& o) { m.allocate_in_call(o.stage, o.chunk); }
+    void operator()(const FreeOp& o) { m.free_in_call(o.stage); }
+    void operator()(const EntrySyncOp& o) {
+      if (o.storm) {
+        m.enter_with_page_fault_storm();
+      } else {
+        CUDA_CHECK(cudaDeviceSynchronize());
+      }
     }
-  }
-
-  if (runs(Stage::dropout)) {
-    memory_stage(Stage::alloc_dropout, chunk);
-    stage(Stage::dropout, "p=" + std::to_string(p.dropout_p) + of_chunk, [&] {
-      launch_dropout(tensor(TensorId::probs, chunk), tensor(TensorId::attn_dropped, chunk),
-                     static_cast<uint8_t*>(tensor(TensorId::dropout_mask, chunk)), ct, n, p.seed,
-                     layer_problem(p, layer_now_).dropout_offset, p.keep_prob(), stream_, rows_of_chunk);
-    });
-  }
-
-  if (runs(Stage::pv_gemm)) {
-    memory_stage(Stage::alloc_output, chunk);
-    GemmCall pv = gemm_calls_[1];
-    pv.n = static_cast<int>(rows);
-    pv.stride_b = rows * p.kv_len;
-    const void* probs = runs(Stage::dropout) ? tensor(TensorId::attn_dropped, chunk) : tensor(TensorId::probs, chunk);
-    stage(Stage::pv_gemm, pv.describe() + of_chunk, [&] {
-      bind_cublas(stream_);
-      run_gemm(cublas_, pv, v, probs, static_cast<char*>(tensor(TensorId::out_acc)) + row0 * p.head_dim * acc);
-    });
-  }
+    void operator()(const SyncAllStreamsOp&) { m.synchronize_all_streams(); }
+    void operator()(const HookSyncOp& o) {
+      if (o.stream == PathStream::none) {
+        CUDA_CHECK(cudaDeviceSynchronize());
+      } else {
+        CUDA_CHECK(cudaStreamSynchronize(m.stream_of(o.stream)));
+      }
+    }
+    void operator()(const PrefetchOp& o) {
+      cudaMemLocation gpu{};
+      gpu.type = cudaMemLocationTypeDevice;
+      gpu.id = m.device_;
+      CUDA_CHECK(cudaMemPrefetchAsync(m.ref(o.tensor), static_cast<size_t>(o.bytes), gpu, 0, m.stream_of(o.stream)));
+    }
+    void operator()(const NoteOp& o) { m.note(o.stage, m.with_streams(o.text)); }
+    void operator()(const OrderGemmOp& o) { m.order_gemm_after_producers(o.gemm); }
+    void operator()(const OrderPathOp&) { m.order_path_after_gemm(); }
+    void operator()(const BuildMaskOp& o) {
+      launch_build_additive_mask(o.causal ? nullptr : static_cast<const uint8_t*>(m.ref(o.bool_mask)), m.ref(o.dst), o.type,
+                                 o.slices, o.L, o.S, stream);
+    }
+    void operator()(const ConvertOp& o) {
+      launch_convert_scale(m.ref(o.src), o.src_type, m.ref(o.dst), o.dst_type, o.n, o.factor, stream);
+    }
+    void operator()(const UpcastOp& o) {
+      // Q, K (keeping its layout) and V in one launch: three conversions, one launch's overhead.
+      const ConvertJob jobs[] = {{m.ref(o.src[0]), m.ref(o.dst[0]), o.n[0]},
+                                 {m.ref(o.src[1]), m.ref(o.dst[1]), o.n[1]},
+                                 {m.ref(o.src[2]), m.ref(o.dst[2]), o.n[2]}};
+      launch_convert_scale_batch(jobs, 3, o.src_type, o.dst_type, 1.0f, stream);
+    }
+    void operator()(const RepeatHeadsOp& o) {
+      launch_repeat_heads(m.ref(o.src), o.strides, m.ref(o.dst), o.type, o.batch, o.kv_heads, o.group, o.len, o.dim, stream);
+    }
+    void operator()(const TransposeHeadsOp& o) {
+      launch_transpose_heads(m.ref(o.src), o.strides, m.ref(o.dst), o.type, o.batch, o.heads, o.len, o.dim, stream);
+    }
+    void operator()(const PointerArraysOp& o) { m.build_qk_pointer_arrays(m.ref(o.kt), o.kt_strides); }
+    void operator()(const GemmOp& o) {
+      m.bind_cublas(m.stream_of(o.stream));
+      const char* a = static_cast<const char*>(m.ref(o.a));
+      const char* b = static_cast<const char*>(m.ref(o.b));
+      char* c = static_cast<char*>(m.ref(o.c));
+      for (int64_t i = 0; i < o.calls; ++i) run_gemm(m.cublas_, o.call, a + i * o.step_a, b + i * o.step_b, c + i * o.step_c);
+    }
+    void operator()(const AddMaskOp& o) {
+      launch_add_mask(m.ref(o.scores), o.scores_type, m.ref(o.mask), o.mask_type, o.B, o.H, o.L, o.S, o.per_batch, o.per_head,
+                      stream, o.row0, o.rows);
+    }
+    void operator()(const SoftmaxOp& o) { launch_safe_softmax(m.ref(o.in), m.ref(o.out), o.type, o.rows, o.cols, stream); }
+    void operator()(const DropoutOp& o) {
+      const RowChunk rows{o.rows.rows, o.rows.row0, o.rows.L, o.rows.S};
+      launch_dropout(m.ref(o.in), m.ref(o.out), static_cast<uint8_t*>(m.ref(o.mask)), o.type, o.n, o.seed,
+                     layer_problem(m.problem_, m.layer_now_).dropout_offset, o.keep, stream, rows);
+    }
+    void operator()(const DropoutBackwardOp& o) {
+      launch_dropout_backward(m.ref(o.grad), static_cast<const uint8_t*>(m.ref(o.mask)), m.ref(o.out), o.type, o.n, o.keep,
+                              stream);
+    }
+    void operator()(const SoftmaxBackwardOp& o) {
+      launch_softmax_backward(m.ref(o.grad), m.ref(o.probs), m.ref(o.out), o.type, o.rows, o.cols, stream);
+    }
+    void operator()(const SumHeadGroupsOp& o) {
+      launch_sum_head_groups(m.ref(o.src), o.src_type, m.ref(o.dst), o.dst_type, o.heads, o.group, o.elems, o.factor, stream);
+    }
+    void operator()(const HostAccessOp& o) {
+      if (o.stage == Stage::scores_to_host) {
+        m.move_scores_to_host();
+      } else {
+        m.move_to_host(o.stage, m.resolve(o.operands));
+      }
+    }
+    void operator()(const SoftmaxLaunchedOp&) { m.softmax_launched(); }
+    void operator()(const FinishHostAccessOp&) { m.finish_scores_touch(); }
+    void operator()(const ReleaseHostAdviceOp& o) {
+      if (o.unless_touching && m.scores_toucher_.joinable()) return;
+      m.release_host_advice(m.resolve(o.operands));
+    }
+  };
+  std::visit(Runner{*this, s, stream}, planned);
 }
 
 }  // namespace sdpa

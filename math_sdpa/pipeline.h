@@ -4,9 +4,10 @@
 // of memory_plan.h says), its streams and a cuBLAS handle, and runs calls of the path on them as
 // its PathSettings say: one layer, or --layers of them in sequence, each with its own inputs and
 // result, allocating up front or inside each call (--alloc-timing) and keeping what autograd
-// keeps (--retain). Each stage runs inside `stage()`, which tells the observers (stage times,
-// logs, the watchdog's pipe) where the path is and lets the hooks (the fixes) act; a hang is
-// always attributable to exactly one stage of one layer. The conditions the scenarios set up
+// keeps (--retain). What a call does is its call plan (call_plan.h), made once the hooks (the
+// fixes) are attached, which records their actions; the path carries it out step by step, each
+// stage inside `stage()`, which tells the observers (stage times, logs, the watchdog's pipe) where
+// the path is; a hang is always attributable to exactly one stage of one layer. The conditions the scenarios set up
 // (the cross-stream GEMM, the scores moved to the host, the entry page-fault storm, memory
 // advice) live in conditions.cpp.
 #pragma once
@@ -23,6 +24,7 @@
 #include <vector>
 
 #include "allocator.h"
+#include "call_plan.h"
 #include "gemm.h"
 #include "kernels.h"
 #include "memory_plan.h"
@@ -86,7 +88,10 @@ class MathSdpa {
   int64_t gradients_nonfinite(int layer = 1);
 
   void add_observer(StageObserver* observer) { observers_.push_back(observer); }
+  // A fix's hook: its actions become steps of the call plan, made at the first call.
   void add_hook(PathHook* hook) { hooks_.push_back(hook); }
+  // The plan this path runs (made at the first call, or here).
+  const CallPlan& plan();
   void set_instrumentation(const PathInstrumentation& instrumentation) { instrumentation_ = instrumentation; }
   const std::vector<GemmCall>& gemm_calls() const { return gemm_calls_; }
   const PathSettings& settings() const { return settings_; }
@@ -101,17 +106,25 @@ class MathSdpa {
   void build_workspace();   // the run's tensors, the cuBLAS handle and its GEMM plans (constructor)
   void run_layer(int layer, int step);
   void run_backward(int layer, int step);  // --backward: layer `layer`'s backward call
-  void issue_backward_stages();            // its stages, on the streams (or into the capture)
-  void issue_gpu_stages();  // mask_prepare .. cast_output, on the streams (or into the capture)
-  void issue_chunk(int chunk, int64_t row0, int64_t rows, const void* q, const void* kt, const void* v, const void* mask);
+  // The plan's steps, on the streams (or into the capture), and each step's operations.
+  void execute(const std::vector<PlanStep>& steps);
+  void execute(const PlanStep& step);
+  void run_op(const PlanOp& op, Stage stage, PathStream stream);
+  cudaStream_t stream_of(PathStream s) const { return s == PathStream::gemm ? qk_stream_ : stream_; }
+  std::string with_streams(const std::string& text) const;  // the plan's stream placeholders filled in
+  void* ref(const TensorRef& t);                            // the current call's tensor, t.byte bytes in
   void capture_graph();     // --graph, first call: stages graph_capture and graph_instantiate
   void stage(Stage s, const std::string& detail, const std::function<void()>& body, cudaStream_t on = nullptr);
+  // A tensor a softmax reduces over, where it is now (the scenario's host access reads it).
+  struct HostOperand {
+    const char* name;
+    void* data;
+    size_t bytes;
+  };
+  std::vector<HostOperand> resolve(const std::vector<ReducedOperand>& operands);
   bool runs(Stage s) const { return stage_runs(s, problem_, settings_); }
   void note(Stage s, const std::string& text);
   std::string value_summary(Stage s);
-  // What softmax (the scores) or its backward (the probabilities and dP) reduces over: the fixes'
-  // and scenario 2's operands (HookContext::reduced).
-  std::vector<HookContext::Operand> reduced_by(Stage s);
   void bind_cublas(cudaStream_t stream);
   void build_qk_pointer_arrays(const void* kt_base, const HeadStrides& kt_strides);
 
@@ -126,7 +139,6 @@ class MathSdpa {
   // Per call: the alloc_* stage `s` allocates its tensors (for `chunk`), a free_* stage frees them.
   void allocate_in_call(Stage s, int chunk);
   void free_in_call(Stage s);
-  void memory_stage(Stage s, int chunk = 0);
   void tell_memory(const DeviceBuffer& buffer, const std::string& what, bool freed);
   TensorId result_id() const;
   // Fills `data`, tensor t's buffer, with NaN when it is one a call must write: the result, and
@@ -155,12 +167,13 @@ class MathSdpa {
   bool device_scores_skip(Stage s);           // true (and a note) when fix 2 keeps the scores from the host
   // Scenario 2's host access (advice and/or a read of every page) to `operands`, stage `s`'s, with
   // the stream synchronised first; release_host_advice takes the advice back.
-  void move_to_host(Stage s, const std::vector<HookContext::Operand>& operands);
-  void release_host_advice(const std::vector<HookContext::Operand>& operands);
+  void move_to_host(Stage s, const std::vector<HostOperand>& operands);
+  void release_host_advice(const std::vector<HostOperand>& operands);
   void start_scores_toucher();                // scenario 2, --scores-host-phase during
   void softmax_launched();                    // ...its thread stops once that softmax finished
   void finish_scores_touch();                 // joins it (end of the call) and releases advice
   void release_scores_advice();
+  std::vector<HostOperand> scores_operand();  // what softmax reduces over: the scores
   // Scenario 1: the GEMM stream waits for the path's stream (the Q·Kᵀ GEMM, and with --backward
   // the backward's four, which run where it runs).
   void order_gemm_after_producers(Stage gemm = Stage::qk_gemm);
@@ -202,14 +215,9 @@ class MathSdpa {
   bool capturing_ = false;
   std::vector<StageObserver*> observers_;
   std::vector<PathHook*> hooks_;
-  // What the hooks (the fixes) ask of the GPU, carried out here so that fixes/ needs no CUDA.
-  struct GpuHookActions : HookActions {
-    void synchronize_stream(StreamHandle stream) override;
-    void synchronize_device() override;
-    void prefetch_to_device(void* data, size_t bytes, int device, StreamHandle stream) override;
-  } hook_actions_;
+  CallPlan plan_;
+  bool planned_ = false;
   std::vector<GemmCall> gemm_calls_;
-  BackwardGemms backward_gemms_;
   PathInstrumentation instrumentation_;
   std::vector<std::string> setup_notes_;
   HeadStrides k_input_strides_{};  // layout of key (and key_acc): bhse, or bshe for scenario 3

@@ -18,6 +18,10 @@
 
 namespace sdpa {
 
+// The backward's softmax (launch_softmax_backward) takes a warp a row up to this many columns,
+// else a block a row, as PyTorch's.
+constexpr int64_t kSoftmaxBackwardWarpCols = 1024;
+
 struct SoftmaxPlan {
   bool row_in_registers = false;
   int vector_width = 1;       // elements per load and store (16 bytes at most)

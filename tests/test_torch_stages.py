@@ -658,7 +658,7 @@ class Backward(unittest.TestCase):
                       "the host touches the backward's operands before its softmax, not during it",
                       '"[SCENARIO_2] host read %s: %zu bytes, %zu pages, min=%.6g max=%.6g (%.3f ms)"'):
             self.assertIn(words, conditions)
-        for words in ('"[FIX_2] prefetch: cudaMemPrefetchAsync(%s, %zu bytes, device %d) on the stream"',
+        for words in ('"[FIX_2] prefetch: cudaMemPrefetchAsync(%s, %lld bytes, device %d) on the stream"',
                       '"[FIX_2] host-sync: cudaStreamSynchronize before ")', '"[FIX_2] device-sync: cudaDeviceSynchronize after ")',
                       '"[FIX_2] prefetch skipped (%s memory does not migrate)"'):
             self.assertIn(words, fix2)
