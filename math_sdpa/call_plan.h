@@ -179,6 +179,70 @@ using PlanOp = std::variant<AllocateOp, FreeOp, EntrySyncOp, SyncAllStreamsOp, H
 // The operation's name in the plan's JSON and the reproducer ("gemm", "softmax", ...).
 const char* plan_op_name(const PlanOp& op);
 
+// Each operation's fields, in declaration order, as (name, value) to `f`: what the plan's printers
+// (its JSON, the reproducer's code) walk, so that a field added to an operation is printed by both.
+template <typename F> void for_each_field(const AllocateOp& o, F&& f) { f("stage", o.stage), f("chunk", o.chunk), f("tensors", o.tensors); }
+template <typename F> void for_each_field(const FreeOp& o, F&& f) { f("stage", o.stage), f("tensors", o.tensors); }
+template <typename F> void for_each_field(const EntrySyncOp& o, F&& f) { f("storm", o.storm); }
+template <typename F> void for_each_field(const SyncAllStreamsOp&, F&&) {}
+template <typename F> void for_each_field(const HookSyncOp& o, F&& f) { f("stream", o.stream); }
+template <typename F> void for_each_field(const PrefetchOp& o, F&& f) { f("tensor", o.tensor), f("bytes", o.bytes), f("stream", o.stream); }
+template <typename F> void for_each_field(const NoteOp& o, F&& f) { f("stage", o.stage), f("text", o.text); }
+template <typename F> void for_each_field(const OrderGemmOp& o, F&& f) { f("gemm", o.gemm); }
+template <typename F> void for_each_field(const OrderPathOp&, F&&) {}
+template <typename F> void for_each_field(const BuildMaskOp& o, F&& f) {
+  f("causal", o.causal), f("bool_mask", o.bool_mask), f("dst", o.dst), f("type", o.type), f("slices", o.slices), f("L", o.L),
+      f("S", o.S);
+}
+template <typename F> void for_each_field(const ConvertOp& o, F&& f) {
+  f("src", o.src), f("dst", o.dst), f("src_type", o.src_type), f("dst_type", o.dst_type), f("n", o.n), f("factor", o.factor);
+}
+template <typename F> void for_each_field(const UpcastOp& o, F&& f) {
+  f("src", o.src), f("dst", o.dst), f("n", o.n), f("src_type", o.src_type), f("dst_type", o.dst_type);
+}
+template <typename F> void for_each_field(const RepeatHeadsOp& o, F&& f) {
+  f("src", o.src), f("dst", o.dst), f("strides", o.strides), f("type", o.type), f("batch", o.batch), f("kv_heads", o.kv_heads),
+      f("group", o.group), f("len", o.len), f("dim", o.dim);
+}
+template <typename F> void for_each_field(const TransposeHeadsOp& o, F&& f) {
+  f("src", o.src), f("dst", o.dst), f("strides", o.strides), f("type", o.type), f("batch", o.batch), f("heads", o.heads),
+      f("len", o.len), f("dim", o.dim);
+}
+template <typename F> void for_each_field(const PointerArraysOp& o, F&& f) {
+  f("kt", o.kt), f("q", o.q), f("scores", o.scores), f("kt_strides", o.kt_strides);
+}
+template <typename F> void for_each_field(const GemmOp& o, F&& f) {
+  f("call", o.call), f("a", o.a), f("b", o.b), f("c", o.c), f("stream", o.stream), f("calls", o.calls), f("step_a", o.step_a),
+      f("step_b", o.step_b), f("step_c", o.step_c);
+}
+template <typename F> void for_each_field(const AddMaskOp& o, F&& f) {
+  f("scores", o.scores), f("mask", o.mask), f("scores_type", o.scores_type), f("mask_type", o.mask_type), f("B", o.B), f("H", o.H),
+      f("L", o.L), f("S", o.S), f("per_batch", o.per_batch), f("per_head", o.per_head), f("row0", o.row0), f("rows", o.rows);
+}
+template <typename F> void for_each_field(const SoftmaxOp& o, F&& f) {
+  f("in", o.in), f("out", o.out), f("type", o.type), f("rows", o.rows), f("cols", o.cols);
+}
+template <typename F> void for_each_field(const DropoutOp& o, F&& f) {
+  f("in", o.in), f("out", o.out), f("mask", o.mask), f("type", o.type), f("n", o.n), f("seed", o.seed), f("keep", o.keep),
+      f("rows", o.rows);
+}
+template <typename F> void for_each_field(const DropoutBackwardOp& o, F&& f) {
+  f("grad", o.grad), f("mask", o.mask), f("out", o.out), f("type", o.type), f("n", o.n), f("keep", o.keep);
+}
+template <typename F> void for_each_field(const SoftmaxBackwardOp& o, F&& f) {
+  f("grad", o.grad), f("probs", o.probs), f("out", o.out), f("type", o.type), f("rows", o.rows), f("cols", o.cols);
+}
+template <typename F> void for_each_field(const SumHeadGroupsOp& o, F&& f) {
+  f("src", o.src), f("dst", o.dst), f("src_type", o.src_type), f("dst_type", o.dst_type), f("heads", o.heads), f("group", o.group),
+      f("elems", o.elems), f("factor", o.factor);
+}
+template <typename F> void for_each_field(const HostAccessOp& o, F&& f) { f("stage", o.stage), f("operands", o.operands); }
+template <typename F> void for_each_field(const SoftmaxLaunchedOp&, F&&) {}
+template <typename F> void for_each_field(const FinishHostAccessOp&, F&&) {}
+template <typename F> void for_each_field(const ReleaseHostAdviceOp& o, F&& f) {
+  f("operands", o.operands), f("unless_touching", o.unless_touching);
+}
+
 // One step: a stage of the path (observed: timed, logged, watched) with its operations, or
 // (staged == false) operations between stages, such as scenario 1's event between the path's
 // stream and the GEMM's.

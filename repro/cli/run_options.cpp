@@ -247,8 +247,9 @@ void refuse_context_conflicts(const RunSpec& g, const RunOptions& o) {
   }
   const std::string refused = fixes_refuse(o.fixes, o.problem, ps);
   if (!refused.empty()) throw InputError(refused);
-  if (o.plan_only && (!o.json_path.empty() || !o.save_output_path.empty() || o.check)) {
-    throw InputError("--plan prints the memory plan and runs nothing: --json, --save-output and --check have nothing to do");
+  if (o.plan_only && (!o.save_output_path.empty() || o.check)) {
+    throw InputError("--plan prints the plan and runs nothing: --save-output and --check have nothing to do (--json FILE "
+                     "writes the call plan)");
   }
 }
 

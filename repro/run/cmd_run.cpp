@@ -12,11 +12,13 @@
 #include "math_sdpa/context_load.h"
 #include "math_sdpa/cuda_check.h"
 #include "math_sdpa/errors.h"
+#include "math_sdpa/atomic_file.h"
 #include "math_sdpa/memory_plan.h"
 #include "repro/commands.h"
 #include "repro/common/text.h"
 #include "repro/cli/run_options.h"
 #include "repro/run/run_text.h"
+#include "repro/run/plan_json.h"
 #include "repro/run/run_json.h"
 #include "repro/run/run_result.h"
 #include "repro/supervise/supervised_command.h"
@@ -26,7 +28,8 @@ namespace sdpa {
 namespace {
 
 // --plan: the memory plan against the memory this machine has now, printed; nothing allocated.
-// Without a usable GPU the plan is printed all the same, its pools' availability unknown.
+// Without a usable GPU the plan is printed all the same, its pools' availability unknown. With
+// --json FILE the call plan (plan_json.h) and the memory plan are written there too.
 int print_plan(const RunOptions& o) {
   MemoryFacts facts;
   std::string unknown;
@@ -47,6 +50,12 @@ int print_plan(const RunOptions& o) {
   if (!refusal.empty()) {
     std::cout << "# a run would be refused (exit 8" << (o.allow_oversubscription ? "; --allow-oversubscription lets it run" : "")
               << "): " << refusal << "\n";
+  }
+  if (!o.json_path.empty()) {
+    nlohmann::json j = run_plan_to_json(o);
+    j["memory_plan"] = plan_to_json(plan, pools, unknown.empty() ? std::optional<MemoryFacts>(facts) : std::nullopt);
+    write_file_atomic(o.json_path, j.dump(2) + "\n");
+    std::cout << "# the call plan: " << o.json_path << "\n";
   }
   return kExitPass;
 }
