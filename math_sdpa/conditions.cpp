@@ -139,11 +139,7 @@ void MathSdpa::check_conditions_expressible() const {
 // memory comes from the device's own, and on a unified-memory machine (GB10) from the same pool.
 Allocator& MathSdpa::allocator_for(const TensorSpec& t) {
   if (!device_scores_allocator_) return allocator_;
-  const bool backward = runs(Stage::softmax_backward);
-  const bool reduced = t.id == TensorId::scores ||
-                       (backward && (t.id == TensorId::probs || t.id == TensorId::grad_probs ||
-                                     t.id == TensorId::grad_attn_dropped));
-  return reduced ? *device_scores_allocator_ : allocator_;
+  return in_device_scores_memory(t.id, problem_, settings_) ? *device_scores_allocator_ : allocator_;
 }
 
 std::string MathSdpa::device_scores_note(const TensorSpec& t, const DeviceBuffer& b) const {

@@ -3,7 +3,7 @@
 
 #include <cublas_v2.h>
 
-#include "gemm.h"
+#include "gemm_call.h"
 
 namespace sdpa {
 

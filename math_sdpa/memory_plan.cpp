@@ -177,6 +177,30 @@ std::vector<TensorSpec> path_tensors(const SdpaProblem& p, const PathSettings& p
   return t;
 }
 
+TensorId result_tensor_id(const SdpaProblem& p, const PathSettings& ps) {
+  switch (result_tensor_of(ps)) {
+    case ResultTensor::scores: return TensorId::scores;
+    case ResultTensor::probs: return stage_runs(Stage::dropout, p, ps) ? TensorId::attn_dropped : TensorId::probs;
+    case ResultTensor::output: return stage_runs(Stage::cast_output, p, ps) ? TensorId::output : TensorId::out_acc;
+  }
+  return TensorId::output;
+}
+
+DType result_tensor_dtype(const SdpaProblem& p, const PathSettings& ps) {
+  return result_tensor_id(p, ps) == TensorId::output ? p.dtype : p.compute_dtype();
+}
+
+int64_t result_tensor_elems(const SdpaProblem& p, const PathSettings& ps) {
+  return result_tensor_of(ps) == ResultTensor::output ? p.out_elems() : p.score_elems();
+}
+
+bool in_device_scores_memory(TensorId id, const SdpaProblem& p, const PathSettings& ps) {
+  if (!ps.reduced_on_device || !migratable(ps.alloc)) return false;
+  const bool backward = stage_runs(Stage::softmax_backward, p, ps);
+  return id == TensorId::scores ||
+         (backward && (id == TensorId::probs || id == TensorId::grad_probs || id == TensorId::grad_attn_dropped));
+}
+
 MemoryPlan plan_memory(const SdpaProblem& p, const PathSettings& ps, const ContextMemory& context) {
   MemoryPlan plan;
   plan.tensors = path_tensors(p, ps);

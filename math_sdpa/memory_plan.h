@@ -100,6 +100,14 @@ struct TensorSpec {
 // call, the inputs, the mask and the workspace have lifetime run and the rest call or step.
 std::vector<TensorSpec> path_tensors(const SdpaProblem& p, const PathSettings& ps);
 const char* tensor_name(TensorId id);
+// The tensor a call's result is in (the scores, the probabilities or the output, as --full and the
+// scenario's last stage say), its dtype and its elements.
+TensorId result_tensor_id(const SdpaProblem& p, const PathSettings& ps);
+DType result_tensor_dtype(const SdpaProblem& p, const PathSettings& ps);
+int64_t result_tensor_elems(const SdpaProblem& p, const PathSettings& ps);
+// Fix 2's device-scores: whether tensor `id` (what a softmax reduces over) is in device memory
+// whatever --alloc says. Only memory that migrates needs it moved there.
+bool in_device_scores_memory(TensorId id, const SdpaProblem& p, const PathSettings& ps);
 // dQ, dK or dV: what a backward call ends with.
 inline bool is_input_gradient(TensorId id) {
   return id == TensorId::grad_query || id == TensorId::grad_key || id == TensorId::grad_value;

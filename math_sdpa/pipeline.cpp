@@ -223,20 +223,11 @@ void MathSdpa::upload(const HostInputs& in, int layer) {
   set_current_stage("setup");
 }
 
-TensorId MathSdpa::result_id() const {
-  switch (result_tensor_of(settings_)) {
-    case ResultTensor::scores: return TensorId::scores;
-    case ResultTensor::probs: return runs(Stage::dropout) ? TensorId::attn_dropped : TensorId::probs;
-    case ResultTensor::output: return runs(Stage::cast_output) ? TensorId::output : TensorId::out_acc;
-  }
-  return TensorId::output;
-}
+TensorId MathSdpa::result_id() const { return result_tensor_id(problem_, settings_); }
 
-DType MathSdpa::result_dtype() const { return result_id() == TensorId::output ? problem_.dtype : problem_.compute_dtype(); }
+DType MathSdpa::result_dtype() const { return result_tensor_dtype(problem_, settings_); }
 
-int64_t MathSdpa::result_elems() const {
-  return result_tensor_of(settings_) == ResultTensor::output ? problem_.out_elems() : problem_.score_elems();
-}
+int64_t MathSdpa::result_elems() const { return result_tensor_elems(problem_, settings_); }
 
 void MathSdpa::poison(void* data, const TensorSpec& t) {
   const bool result = t.id == result_id();

@@ -58,45 +58,9 @@ inline int builds_at_once(size_t builds) {
   return static_cast<int>(n);
 }
 
-// The #include lines of a generated reproducer, in order: what reproducers_unit's callers group by.
-inline std::string include_lines(const std::string& path) {
-  std::string includes;
-  for (const std::string& line : lines_of(file_text(path))) {
-    if (line.rfind("#include ", 0) == 0) includes += line + "\n";
-  }
-  return includes;
-}
-
-// One translation unit that compiles several generated reproducers with one nvcc run: each
-// `members[i].second` (a .cu path) #included inside a namespace of its own, `members[i].first`,
-// after the union of the members' own #include lines, and `after` (a main) at the end. Most of a
-// reproducer's build is nvcc reading the CUDA, cuBLAS and C++ headers (about 4 s of 6 on one
-// core); a unit reads them once. So that a member sees no more than it would alone, the macros it
-// #defines are #undef'd after it, and callers group only members with the same #include lines (a
-// reproducer missing a header then still fails to compile). nvcc's diagnostics name the member's
-// own path and line.
-inline std::string reproducers_unit(const std::vector<std::pair<std::string, std::string>>& members,
-                                    const std::string& after) {
-  std::vector<std::string> includes;
-  std::string body;
-  for (const auto& [name, path] : members) {
-    body += "namespace " + name + " {\n#include \"" + path + "\"\n}  // namespace " + name + "\n";
-    for (const std::string& line : lines_of(file_text(path))) {
-      if (line.rfind("#include ", 0) == 0 && std::find(includes.begin(), includes.end(), line) == includes.end()) {
-        includes.push_back(line);
-      } else if (line.rfind("#define ", 0) == 0) {  // its name, up to a blank or a parameter list
-        body += "#undef " + line.substr(8, line.find_first_of(" (\t", 8) - 8) + "\n";
-      }
-    }
-  }
-  std::string unit;
-  for (const std::string& line : includes) unit += line + "\n";
-  return unit + body + after;
-}
-
-// The warnings in a unit's nvcc messages that concern one member (at `path`): the lines with
-// "warning" that name its file or no member's file (the unit's own, the linker's). nvcc's closing
-// remark on how to suppress warnings names none and is no warning of its own.
+// The warnings in nvcc's messages that concern one file (at `path`) of those it compiled
+// (`member_paths`): the lines with "warning" that name its file or none of theirs (the linker's).
+// nvcc's closing remark on how to suppress warnings names none and is no warning of its own.
 inline std::string warnings_about(const std::string& messages, const std::string& path,
                                   const std::vector<std::string>& member_paths) {
   std::string warnings;

@@ -146,6 +146,8 @@ TEST_SUITE("hypotheses") {
   }
 
   TEST_CASE("the reproducer runs the softmax variant the harness runs, at every row length and dtype") {
+    // It calls the harness's own launcher (kernels.cu, inlined), which chooses the variant as the
+    // harness's does, with the plan's rows and columns; the step's comment names the variant.
     for (const char* dtype : {"bf16", "fp16", "fp32"}) {
       for (const char* precision : {"upcast", "native"}) {
         for (int64_t S : {64, 512, 1024, 1025, 1536, 4608}) {
@@ -159,11 +161,12 @@ TEST_SUITE("hypotheses") {
           on.own_fix = true;
           const std::string cu = generate_reproducer(off, on, "off", "on");
           const SoftmaxVariant v = softmax_variant_for(off.problem.compute_dtype(), S);
-          CHECK(cu.find(std::string("variant ") + softmax_variant_name(v)) != std::string::npos);
-          const bool warp_launch = cu.find("32 * kRowsPerBlock") != std::string::npos;
-          const bool block_barrier = cu.find("__syncthreads()") != std::string::npos;
-          CHECK(warp_launch == (v == SoftmaxVariant::warp_per_row));
-          CHECK(block_barrier == softmax_uses_block_barriers(v));
+          CHECK(cu.find(std::string("variant=") + softmax_variant_name(v)) != std::string::npos);
+          CHECK(cu.find("launch_safe_softmax(p.t({TensorId::scores, 0, 0LL}), p.t({TensorId::probs, 0, 0LL}), DType::" +
+                        std::string(dtype_name(off.problem.compute_dtype())) + ", 16LL, " + std::to_string(S) + "LL, p.s(PathStream::path));") !=
+                std::string::npos);
+          CHECK(cu.find("void launch_safe_softmax(const void* in, void* out, DType type, int64_t rows, int64_t cols") !=
+                std::string::npos);
         }
       }
     }

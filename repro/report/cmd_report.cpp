@@ -81,43 +81,23 @@ RunSpec take_ladder_values(RunSpec base, ContextLadderValues& v) {
   return base;
 }
 
-// The configuration of one call of `o`: what the single-file reproducer can hold (the training
-// context around the call is the harness's, but a call's backward call it holds, with what
-// autograd keeps for it), and what that leaves out, in words.
-RunOptions one_call(RunOptions o, std::string* leaves_out) {
-  std::vector<std::string> out;
-  const PathSettings& s = o.settings;
-  const bool backward = s.backward;
-  if (s.alloc_timing == AllocTiming::per_call) out.push_back("the per-call allocation");
-  if (s.layers > 1) out.push_back(std::to_string(s.layers) + " layers");
-  if (s.retain == Retain::autograd && !backward) out.push_back("autograd's retention");
-  if (s.chunk_bytes > 0) out.push_back("fix 5's chunks");
-  if (o.context.ballast.given()) out.push_back("the ballast");
-  if (s.weights.bytes > 0) out.push_back("the mapped weights' load");
-  if (o.context.host_load_threads > 0) out.push_back("the host load");
-  if (o.steps) out.push_back("the steps");
-  if (s.alloc == AllocKind::vmm) out.push_back("vmm memory (cudaMalloc there)");
+// The configuration the single-file reproducer carries: the run's, every condition of it (the
+// reproducer is printed from the same call plan), but the mapped weights' load, which it does
+// not carry yet; and what that leaves out, in words.
+RunOptions reproducible(RunOptions o, std::string* leaves_out) {
+  std::string out;
+  if (o.settings.weights.bytes > 0) out = "the mapped weights' load";
   for (PathSettings* p : {&o.conditions, &o.settings}) {
-    if (p->alloc == AllocKind::vmm) p->alloc = AllocKind::device;
-    p->alloc_timing = AllocTiming::upfront;
-    p->layers = 1;
-    p->retain = backward ? Retain::autograd : Retain::none;
-    p->chunk_bytes = 0;
-    // The load before the calls, and the plan it is judged by, are the run's, not the call's.
     p->weights = MappedWeights{};
     p->plan_against_free = false;
   }
-  o.problem.precision = o.problem_given.precision;
-  o.context = ContextSettings{};
-  std::string words;
-  for (size_t i = 0; i < out.size(); ++i) words += (i == 0 ? "" : i + 1 == out.size() ? " and " : ", ") + out[i];
-  if (leaves_out) *leaves_out = words;
+  if (leaves_out) *leaves_out = out;
   return o;
 }
 
 // The single-file reproducer of a report's first configuration, and what it leaves out.
 std::string reproducer_of(ReportInput& in) {
-  const RunOptions off = one_call(in.fix_off, &in.reproducer_leaves_out), on = one_call(in.fix_on, nullptr);
+  const RunOptions off = reproducible(in.fix_off, &in.reproducer_leaves_out), on = reproducible(in.fix_on, nullptr);
   return generate_reproducer(off, on, display_command(in.args_off), display_command(in.args_on));
 }
 
