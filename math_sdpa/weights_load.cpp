@@ -71,43 +71,44 @@ WeightsLoad MathSdpa::load_weights() {
   const auto start = std::chrono::steady_clock::now();
   for (int i = 0; i < tensors; ++i) {
     const WeightsTensor& t = plan[static_cast<size_t>(i)];
-    const std::string detail = "tensor=" + std::to_string(i + 1) + "/" + std::to_string(tensors) + " bytes=" +
-                               std::to_string(t.bytes) + " offset=" + std::to_string(t.offset) + " io=" + r.io + " pages=" + r.pages;
+    const int64_t at = t.offset, n = t.bytes;
+    const std::string detail = "tensor=" + std::to_string(i + 1) + "/" + std::to_string(tensors) + " bytes=" + std::to_string(n) +
+                               " offset=" + std::to_string(at) + " io=" + r.io + " pages=" + r.pages;
     stage(Stage::load_weights, detail, [&] {
       if (settings_.plan_against_free) {
         // Fix 6's guard, before the pool is asked to reclaim anything (weights_plan.h).
         const HostMemory m = read_host_memory();
-        if (weights_guard_refuses(m, t.bytes, w)) {
+        if (weights_guard_refuses(m, n, w)) {
           throw RefusedError("the weights' tensor " + std::to_string(i + 1) + " of " + std::to_string(tensors) + " (" +
-                             std::to_string(t.bytes) + " bytes) would take MemFree (" + std::to_string(m.free) +
+                             std::to_string(n) + " bytes) would take MemFree (" + std::to_string(m.free) +
                              " bytes) below a tenth of the memory: fix 6's guard refuses it rather than have the page "
                              "cache reclaimed (" + host_memory_text(m) + ")");
         }
       }
       void* copy = nullptr;
-      CUDA_CHECK(cudaMalloc(&copy, static_cast<size_t>(t.bytes)));
+      CUDA_CHECK(cudaMalloc(&copy, static_cast<size_t>(n)));
       loaded.copies.push_back(copy);
-      const void* from = loaded.map ? loaded.map + t.offset : loaded.bounce;
+      const void* from = loaded.map ? loaded.map + at : loaded.bounce;
       if (direct) {
         // O_DIRECT reads whole pages into an aligned buffer; the last tensor's tail is read rounded up.
         for (int64_t done = 0; done < t.page_bytes;) {
           const ssize_t got = ::pread(loaded.fd, static_cast<char*>(loaded.bounce) + done,
-                                      static_cast<size_t>(t.page_bytes - done), t.offset + done);
+                                      static_cast<size_t>(t.page_bytes - done), at + done);
           if (got <= 0) {
-            if (got == 0 && t.offset + done >= w.bytes) break;
+            if (got == 0 && at + done >= w.bytes) break;
             throw InputError("--mapped-weights: cannot read " + r.file + " with O_DIRECT: " + std::strerror(errno));
           }
           done += got;
         }
       }
-      CUDA_CHECK(cudaMemcpyAsync(copy, from, static_cast<size_t>(t.bytes), cudaMemcpyHostToDevice, stream_));
+      CUDA_CHECK(cudaMemcpyAsync(copy, from, static_cast<size_t>(n), cudaMemcpyHostToDevice, stream_));
       CUDA_CHECK(cudaStreamSynchronize(stream_));
       if (w.drop_pages) {
         // This tensor's own pages and no other's. Unmapped first: the kernel keeps a page in the
         // cache while any mapping still holds it, so dropping before unmapping leaves every page
         // where it was. The whole last page too: the advice drops only pages it covers entirely.
-        if (loaded.map) ::munmap(loaded.map + t.offset, static_cast<size_t>(t.page_bytes));
-        ::posix_fadvise(loaded.fd, t.offset, t.page_bytes, POSIX_FADV_DONTNEED);
+        if (loaded.map) ::munmap(loaded.map + at, static_cast<size_t>(t.page_bytes));
+        ::posix_fadvise(loaded.fd, at, t.page_bytes, POSIX_FADV_DONTNEED);
       }
     });
   }
