@@ -299,4 +299,13 @@ std::string stage_needs(Stage s, const SdpaProblem& p, const PathSettings& ps) {
   return std::string("--full (the scenario stops after ") + stage_name(ps.last_stage) + ")";
 }
 
+void StageLongest::add(Stage s, double ms) {
+  if (stage_row(s).harness_work || stage_when(s) == StageWhen::load) return;
+  if (is_gpu_stage(s)) {
+    if (ms > gpu_ms) gpu_ms = ms, gpu_stage = s;
+  } else if (ms > host_ms) {
+    host_ms = ms, host_stage = s;
+  }
+}
+
 }  // namespace sdpa

@@ -216,6 +216,10 @@ class StageObserver {
 struct StageLongest {
   Stage gpu_stage = Stage::entry_sync, host_stage = Stage::entry_sync;
   double gpu_ms = 0, host_ms = 0;
+  // Counts one run of `s` that took `ms`: a GPU stage's among the GPU stages, any other's among the
+  // host stages. The harness's own work (a row's harness_work) and the weights' load before the
+  // first call are never counted: they are not PyTorch's path, and a stall names the path's stage.
+  void add(Stage s, double ms);
 };
 
 }  // namespace sdpa

@@ -74,7 +74,7 @@ void StageTimer::stage_end(Stage s, const std::string&, void* stream) {
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - host_begin_[i]).count();
     host_ms_[i] += ms;
     // A stall is judged by PyTorch's stages only: the harness's own work is timed, not judged.
-    if (ms > pass_longest_.host_ms && !stage_row(s).harness_work) pass_longest_.host_ms = ms, pass_longest_.host_stage = s;
+    pass_longest_.add(s, ms);
     return;
   }
   Interval interval{s, open_[i], take_event()};
@@ -98,7 +98,7 @@ void StageTimer::collect_call() {
     float ms = 0;
     CUDA_CHECK(cudaEventElapsedTime(&ms, interval.begin, interval.end));
     gpu_ms[static_cast<int>(interval.stage)] += ms;
-    if (ms > pass_longest_.gpu_ms) pass_longest_.gpu_ms = ms, pass_longest_.gpu_stage = interval.stage;
+    pass_longest_.add(interval.stage, ms);
   }
   if (longest_.size() < kMaxPasses) longest_.push_back(pass_longest_);
   pass_longest_ = StageLongest{};

@@ -17,13 +17,13 @@
 #include "errors.h"
 #include "pipeline.h"
 #include "weights_file.h"
+#include "weights_plan.h"
 
 namespace sdpa {
 
 namespace {
 
 constexpr int64_t kMiB = int64_t{1} << 20;
-constexpr int64_t kPage = 4096;  // O_DIRECT's alignment and the unmapping's granule
 
 }  // namespace
 
@@ -65,25 +65,24 @@ WeightsLoad MathSdpa::load_weights() {
     if (map == MAP_FAILED) throw InputError("--mapped-weights: cannot map " + r.file + ": " + std::strerror(errno));
     loaded.map = static_cast<char*>(map);
   }
-  int tensors = 0;
-  for (int64_t at = 0; at < w.bytes; ++tensors) at += std::min(sizes[static_cast<size_t>(tensors) % sizes.size()], w.bytes - at);
+  const std::vector<WeightsTensor> plan = weights_tensors(w.bytes, sizes);
+  const int tensors = static_cast<int>(plan.size());
   r.before = read_host_memory();
   const auto start = std::chrono::steady_clock::now();
-  int64_t at = 0;
   for (int i = 0; i < tensors; ++i) {
-    const int64_t n = std::min(sizes[static_cast<size_t>(i) % sizes.size()], w.bytes - at);
+    const WeightsTensor& t = plan[static_cast<size_t>(i)];
+    const int64_t at = t.offset, n = t.bytes;
     const std::string detail = "tensor=" + std::to_string(i + 1) + "/" + std::to_string(tensors) + " bytes=" + std::to_string(n) +
                                " offset=" + std::to_string(at) + " io=" + r.io + " pages=" + r.pages;
     stage(Stage::load_weights, detail, [&] {
       if (settings_.plan_against_free) {
-        // Fix 6's guard: a tensor (and, read through the cache, its pages) that would take MemFree
-        // below a tenth of the memory is refused, before the pool is asked to reclaim anything.
+        // Fix 6's guard, before the pool is asked to reclaim anything (weights_plan.h).
         const HostMemory m = read_host_memory();
-        const int64_t takes = n * (direct || w.drop_pages ? 1 : 2);
-        if (m.free >= 0 && m.total > 0 && m.free - takes < m.total / 10) {
-          throw RefusedError("the weights' tensor " + std::to_string(i + 1) + " of " + std::to_string(tensors) + " would take MemFree (" +
-                             std::to_string(m.free) + " bytes) below a tenth of the memory: fix 6's guard refuses it rather "
-                             "than have the page cache reclaimed (" + host_memory_text(m) + ")");
+        if (weights_guard_refuses(m, n, w)) {
+          throw RefusedError("the weights' tensor " + std::to_string(i + 1) + " of " + std::to_string(tensors) + " (" +
+                             std::to_string(n) + " bytes) would take MemFree (" + std::to_string(m.free) +
+                             " bytes) below a tenth of the memory: fix 6's guard refuses it rather than have the page "
+                             "cache reclaimed (" + host_memory_text(m) + ")");
         }
       }
       void* copy = nullptr;
@@ -92,9 +91,9 @@ WeightsLoad MathSdpa::load_weights() {
       const void* from = loaded.map ? loaded.map + at : loaded.bounce;
       if (direct) {
         // O_DIRECT reads whole pages into an aligned buffer; the last tensor's tail is read rounded up.
-        const int64_t whole = (n + kPage - 1) / kPage * kPage;
-        for (int64_t done = 0; done < whole;) {
-          const ssize_t got = ::pread(loaded.fd, static_cast<char*>(loaded.bounce) + done, static_cast<size_t>(whole - done), at + done);
+        for (int64_t done = 0; done < t.page_bytes;) {
+          const ssize_t got = ::pread(loaded.fd, static_cast<char*>(loaded.bounce) + done,
+                                      static_cast<size_t>(t.page_bytes - done), at + done);
           if (got <= 0) {
             if (got == 0 && at + done >= w.bytes) break;
             throw InputError("--mapped-weights: cannot read " + r.file + " with O_DIRECT: " + std::strerror(errno));
@@ -105,13 +104,13 @@ WeightsLoad MathSdpa::load_weights() {
       CUDA_CHECK(cudaMemcpyAsync(copy, from, static_cast<size_t>(n), cudaMemcpyHostToDevice, stream_));
       CUDA_CHECK(cudaStreamSynchronize(stream_));
       if (w.drop_pages) {
-        // Unmapped first: the kernel keeps a page in the cache while any mapping still holds it,
-        // so dropping before unmapping leaves every page where it was.
-        if (loaded.map) ::munmap(loaded.map + at, static_cast<size_t>((n + kPage - 1) / kPage * kPage));
-        ::posix_fadvise(loaded.fd, at, n, POSIX_FADV_DONTNEED);
+        // This tensor's own pages and no other's. Unmapped first: the kernel keeps a page in the
+        // cache while any mapping still holds it, so dropping before unmapping leaves every page
+        // where it was. The whole last page too: the advice drops only pages it covers entirely.
+        if (loaded.map) ::munmap(loaded.map + at, static_cast<size_t>(t.page_bytes));
+        ::posix_fadvise(loaded.fd, at, t.page_bytes, POSIX_FADV_DONTNEED);
       }
     });
-    at += n;
   }
   r.tensors = tensors;
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -12,6 +12,7 @@
 // change how it reads: with O_DIRECT, bypassing the page cache, or dropping each tensor's pages
 // (posix_fadvise DONTNEED) and its mapping after its copy; its guard refuses a tensor that would
 // take MemFree below a tenth of the memory (RefusedError) instead of asking the pool to reclaim.
+// Those decisions (the tensors' ranges, the guard) need no GPU: weights_plan.h holds them.
 #pragma once
 
 #include <cstdint>

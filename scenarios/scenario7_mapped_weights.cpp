@@ -4,6 +4,7 @@
 
 #include "hang_classification.h"
 #include "math_sdpa/host_memory.h"
+#include "math_sdpa/weights_plan.h"
 #include "workload.h"
 
 namespace sdpa {
@@ -31,7 +32,8 @@ void weigh(Stage, const SdpaProblem&, const PathSettings& ps, HangCandidate& c) 
     c.against.push_back("no weights were loaded from a mapped file");
     return;
   }
-  if (ps.weights.io == WeightsIo::mapped && !ps.weights.drop_pages) {
+  // Pages read with O_DIRECT or dropped after each copy never stayed in the page cache: against.
+  if (weights_pages_cached(ps.weights)) {
     c.evidence.push_back("the model's " + gb(ps.weights.bytes) + " of weights were read through the page cache (mapped), "
                          "which MemAvailable counts as available");
   } else {

@@ -175,6 +175,62 @@ TEST_SUITE("hang_snapshot") {
     CHECK(sms_of_mask("0xzz").empty());
   }
 
+  TEST_CASE("a kernel with several warp rows keeps its first: its SM, warp, PC and block, and that warp's first lane (made-up case)") {
+    // cuda-gdb 13's tables as on the H100, for a softmax of two blocks on SMs 0 and 1, two warps
+    // each, and a second kernel with a warp on SM 1 between them; `info cuda lanes` lists the
+    // focus warp's lanes.
+    const std::string debugger =
+        "  Kernel Parent Dev Grid Status                             SMs Mask GridDim BlockDim Invocation\n"
+        "*      0      -   0   41 Active 0x3 (2,1,1)  (64,1,1) sdpa::(anonymous namespace)::softmax_block_kernel()\n"
+        "       1      -   0   42 Active 0x2 (1,1,1)  (32,1,1) sdpa::(anonymous namespace)::spin_kernel()\n"
+        "  BlockIdx To BlockIdx Count   State\n"
+        "Kernel 0\n"
+        "*  (0,0,0)     (1,0,0)     2 running\n"
+        "  Wp Active Lanes Mask Divergent Lanes Mask          Active PC Kernel BlockIdx First Active ThreadIdx\n"
+        "Device 0 SM 0\n"
+        "*  0        0xffffffff           0x00000000 0x00007f0000001000      0  (0,0,0)                (0,0,0)\n"
+        "   1        0xffffffff           0x00000000 0x00007f0000001100      0  (0,0,0)               (32,0,0)\n"
+        "Device 0 SM 1\n"
+        "   0        0x00000001           0x00000000 0x00007f0000002000      1  (0,0,0)                (0,0,0)\n"
+        "   1        0xffffffff           0x00000000 0x00007f0000001200      0  (1,0,0)                (0,0,0)\n"
+        "   2        0x0000ffff           0xffff0000 0x00007f0000001300      0  (1,0,0)               (32,0,0)\n"
+        "   3        0x00000001           0x00000000 0x00007f0000002100      1  (0,0,0)               (32,0,0)\n"
+        "  Ln  State         PC         ThreadIdx Exception\n"
+        "Device 0 SM 0 Warp 0\n"
+        "*  0 active 0x00007f0000001000   (0,0,0)    None\n"
+        "   1 divergent 0x00007f0000001010   (1,0,0)    None\n";
+    const auto kernels = parse_debugger_kernels(debugger);
+    REQUIRE(kernels.size() == 2);
+    const ResidentKernel& softmax = kernels[0];
+    CHECK(softmax.name == "softmax_block_kernel");
+    CHECK(softmax.sms == std::vector<int>{0, 1});
+    REQUIRE(softmax.warp);
+    CHECK(softmax.warp->sm == 0);
+    CHECK(softmax.warp->warp == 0);
+    CHECK(softmax.warp->pc == "0x00007f0000001000");
+    CHECK(softmax.warp->block == "(0,0,0)");
+    CHECK(softmax.warp->lane_state == "active");
+    CHECK(softmax.warp->exception == "None");
+    // The second kernel's own first row, though the first kernel's rows come before and after it;
+    // no lane of its warp was listed.
+    const ResidentKernel& spin = kernels[1];
+    CHECK(spin.name == "spin_kernel");
+    REQUIRE(spin.warp);
+    CHECK(spin.warp->sm == 1);
+    CHECK(spin.warp->warp == 0);
+    CHECK(spin.warp->pc == "0x00007f0000002000");
+    CHECK(spin.warp->lane_state.empty());
+    // The summary of a snapshot folder holding that output, and its evidence line.
+    Scratch scratch;
+    std::ofstream(scratch.path("debugger.txt")) << debugger;
+    const SnapshotSummary s = summarize_snapshot(scratch.dir, 1234, {});
+    REQUIRE(s.kernels.size() == 2);
+    REQUIRE(s.kernels[0].warp);
+    CHECK(s.kernels[0].warp->pc == "0x00007f0000001000");
+    CHECK(contains(snapshot_evidence(s), "kernel softmax_block_kernel resident on SM 0-1 (grid (2,1,1), block (64,1,1), "
+                                         "Active); warp 0 on SM 0 at PC 0x00007f0000001000, lane active"));
+  }
+
   TEST_CASE("backtraces: each thread, and the main thread's innermost CUDA call, the call made and its caller") {
     struct Capture {
       const char* folder;

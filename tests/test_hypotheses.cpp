@@ -274,6 +274,31 @@ TEST_SUITE("hypotheses") {
     CHECK(mentions(pv.candidates[0].evidence, "fix 1 brackets"));
   }
 
+  TEST_CASE("scenario 7's page cache: weights dropped after each copy or read with O_DIRECT count against it, not for") {
+    auto candidate7 = [](const std::vector<std::string>& args) {
+      std::vector<std::string> all = {"--scenario", "7", "--mapped-weights", "1G", "--layers", "1"};
+      all.insert(all.end(), args.begin(), args.end());
+      const RunOptions o = run_options(all);
+      for (const HangCandidate& c : classify_hang(Stage::load_weights, o.problem, o.settings).candidates) {
+        if (c.scenario == 7) return c;
+      }
+      FAIL("scenario 7 is no candidate for a hang in load_weights");
+      return HangCandidate{};
+    };
+    const HangCandidate cached = candidate7({});
+    CHECK(mentions(cached.evidence, "read through the page cache (mapped)"));
+    CHECK_FALSE(mentions(cached.against, "kept out of the page cache"));
+    for (const auto& [part, how] : std::vector<std::pair<std::string, std::string>>{{"6:drop", "pages dropped after each copy"},
+                                                                                   {"6:direct", "O_DIRECT"}}) {
+      CAPTURE(part);
+      const HangCandidate kept_out = candidate7({"--fixes", part});
+      CHECK_FALSE(mentions(kept_out.evidence, "read through the page cache"));
+      CHECK(mentions(kept_out.against, "the weights were kept out of the page cache (" + how + ")"));
+      // One fact for scenario 7 fewer and one against it more: the same run is two lower.
+      CHECK(kept_out.weight() == cached.weight() - 2);
+    }
+  }
+
   TEST_CASE("classification says none fits when no candidate has more for it than against; a backward hang weighs the backward's facts") {
     // A hang in softmax_backward at the default shape, every tensor allocated up front: scenario 6
     // is a candidate (the layers keep what autograd keeps), but the stage alone is no evidence for

@@ -1,6 +1,7 @@
 // test_memory_plan.cpp: the memory plan's arithmetic, the guard on discrete and integrated
-// machines, the training context's options and refusals, each layer's inputs, and the watchdog's
-// view of layers.
+// machines, the training context's options and refusals, each layer's inputs, the watchdog's view
+// of layers, --layers-fit against a count of every layer, and the weights' load: its tensors' page
+// ranges and fix 6's guard at its edges.
 //
 // The per-layer figures below are not the plan's own: they are what PyTorch 2.11's caching
 // allocator measured for its math SDPA on an H100 (scripts/torch_memory_trace.py, committed as
@@ -8,6 +9,8 @@
 // call with autograd on, and the peak of three layers. The plan must reproduce them.
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -17,6 +20,7 @@
 #include "math_sdpa/host_memory.h"
 #include "math_sdpa/memory_plan.h"
 #include "math_sdpa/problem.h"
+#include "math_sdpa/weights_plan.h"
 #include "parse_words.h"
 #include "repro/supervise/watchdog.h"
 #include "scenarios/scenario.h"
@@ -517,5 +521,135 @@ TEST_SUITE("memory_plan") {
     fit_layers(none, sixty, o.problem, ballast, tiny);
     CHECK(sixty.layers == 60);
     CHECK(none.layers_asked == 0);
+  }
+
+  TEST_CASE("--layers-fit settles on the largest count that fits: N fit and N+1 do not, at both edges of every N") {
+    // Against a count of every layer: for each N below the number asked, the least GPU memory with
+    // which N layers fit, and one byte less than the least with which N+1 do (the top of N's range).
+    // Over every N of 60, 7, 3 and 2 asked, the halving ends on either side of its last gap.
+    const ContextMemory ballast{20'000'000'000LL, AllocKind::device};
+    auto facts = [](int64_t gpu_free) {
+      MemoryFacts f;
+      f.gpu_free = gpu_free;
+      f.host_available = 1'000'000'000'000LL;
+      return f;
+    };
+    for (int asked : {60, 7, 3, 2}) {
+      CAPTURE(asked);
+      const RunOptions o = qwen({"--layers", std::to_string(asked), "--alloc", "device"});
+      std::vector<MemoryPlan> plans(static_cast<size_t>(asked) + 1);  // plans[n]: the plan of n layers
+      for (int n = 1; n <= asked; ++n) {
+        PathSettings s = o.settings;
+        s.layers = n;
+        plans[static_cast<size_t>(n)] = plan_memory(o.problem, s, ballast);
+      }
+      auto fits = [&](int n, int64_t gpu_free) {
+        const MemoryPlan& plan = plans[static_cast<size_t>(n)];
+        return plan_refusal(plan, plan_pools(plan, facts(gpu_free))).empty();
+      };
+      auto least_memory_for = [&](int n) {  // halving on the plan's own verdict
+        int64_t refused = 0, fitted = int64_t{1} << 42;
+        REQUIRE(fits(n, fitted));
+        while (fitted - refused > 1) {
+          const int64_t mid = refused + (fitted - refused) / 2;
+          (fits(n, mid) ? fitted : refused) = mid;
+        }
+        return fitted;
+      };
+      for (int n = 1; n < asked; ++n) {
+        CAPTURE(n);
+        for (const int64_t gpu_free : {least_memory_for(n), least_memory_for(n + 1) - 1}) {
+          CAPTURE(gpu_free);
+          int most = 0;  // the largest count that fits, every count tried
+          for (int k = 1; k <= asked; ++k) {
+            if (fits(k, gpu_free)) most = k;
+          }
+          REQUIRE(most == n);
+          PathSettings settings = o.settings;
+          MemoryPlan plan = plans[static_cast<size_t>(asked)];
+          fit_layers(plan, settings, o.problem, ballast, facts(gpu_free));
+          CHECK(settings.layers == n);
+          CHECK(plan.layers == n);
+          CHECK(plan.layers_asked == asked);
+        }
+      }
+    }
+  }
+
+  TEST_CASE("the weights' load: each tensor's own whole pages, one after the other to the file's end") {
+    // The load's sizes (weights_load.cpp): 18 MiB four times, 72 MiB twice, over and over.
+    const std::vector<int64_t> sizes = {18 * MiB, 18 * MiB, 18 * MiB, 18 * MiB, 72 * MiB, 72 * MiB};
+    for (const int64_t file : std::vector<int64_t>{512 * MiB, 256 * MiB, 216 * MiB, 100 * MiB + 1000, 7 * 1024, 1}) {
+      CAPTURE(file);
+      const std::vector<WeightsTensor> tensors = weights_tensors(file, sizes);
+      REQUIRE_FALSE(tensors.empty());
+      int64_t at = 0;
+      for (size_t i = 0; i < tensors.size(); ++i) {
+        CAPTURE(i);
+        const WeightsTensor& t = tensors[i];
+        CHECK(t.offset == at);  // its own bytes: where the one before ended
+        CHECK(t.offset % kWeightsPage == 0);
+        CHECK(t.bytes == std::min(sizes[i % sizes.size()], file - at));
+        // Whole pages covering it and no more: what the drop part unmaps and drops after its copy
+        // reaches no byte of the next tensor.
+        CHECK(t.page_bytes % kWeightsPage == 0);
+        CHECK(t.page_bytes >= t.bytes);
+        CHECK(t.page_bytes < t.bytes + kWeightsPage);
+        if (i + 1 < tensors.size()) CHECK(t.offset + t.page_bytes == tensors[i + 1].offset);
+        at += t.bytes;
+      }
+      CHECK(at == file);
+    }
+    // 512 MiB: 216 MiB twice, then four of 18 MiB and 8 MiB of the next.
+    const std::vector<WeightsTensor> half_gib = weights_tensors(512 * MiB, sizes);
+    REQUIRE(half_gib.size() == 17);
+    CHECK(half_gib[4].offset == 72 * MiB);
+    CHECK(half_gib[6].offset == 216 * MiB);
+    CHECK(half_gib[16].offset == 504 * MiB);
+    CHECK(half_gib[16].bytes == 8 * MiB);
+    // The last tensor cut at the file's end still drops its last page whole.
+    const std::vector<WeightsTensor> odd = weights_tensors(100 * MiB + 1000, sizes);
+    REQUIRE(odd.size() == 5);
+    CHECK(odd.back().bytes == 28 * MiB + 1000);
+    CHECK(odd.back().page_bytes == 28 * MiB + kWeightsPage);
+    CHECK(weights_tensors(0, sizes).empty());
+    CHECK_THROWS_AS(weights_tensors(MiB, {MiB + 1}), std::invalid_argument);
+    CHECK_THROWS_AS(weights_tensors(MiB, {0}), std::invalid_argument);
+  }
+
+  TEST_CASE("fix 6's guard: the tensor about to be loaded is counted, twice where its pages stay cached; refused below a tenth") {
+    const int64_t total = 128'000'000'000LL, tenth = total / 10, n = 72 * MiB;
+    auto memory = [&](int64_t free) {
+      HostMemory m;
+      m.total = total;
+      m.free = free;
+      return m;
+    };
+    MappedWeights cached;  // read through the mapping, pages kept: its copy and its pages
+    MappedWeights dropped;
+    dropped.drop_pages = true;
+    MappedWeights direct;
+    direct.io = WeightsIo::direct;
+    CHECK(weights_pages_cached(cached));
+    CHECK_FALSE(weights_pages_cached(dropped));
+    CHECK_FALSE(weights_pages_cached(direct));
+    // MemFree above a tenth before the tensor: it lands exactly on the tenth (allowed), or one byte
+    // below it (refused). A guard that looked at MemFree alone would let the second through.
+    CHECK_FALSE(weights_guard_refuses(memory(tenth + 2 * n), n, cached));
+    CHECK(weights_guard_refuses(memory(tenth + 2 * n - 1), n, cached));
+    for (const MappedWeights& w : {dropped, direct}) {
+      CHECK_FALSE(weights_guard_refuses(memory(tenth + n), n, w));
+      CHECK(weights_guard_refuses(memory(tenth + n - 1), n, w));
+      CHECK_FALSE(weights_guard_refuses(memory(tenth + 2 * n - 1), n, w));  // the cache not counted
+    }
+    // Already below the tenth: any tensor is refused. Far above it: none.
+    CHECK(weights_guard_refuses(memory(tenth - 1), 1, direct));
+    CHECK_FALSE(weights_guard_refuses(memory(total / 2), n, cached));
+    // MemFree or MemTotal unknown: nothing to judge by, nothing refused.
+    HostMemory unknown = memory(-1);
+    CHECK_FALSE(weights_guard_refuses(unknown, n, cached));
+    unknown = memory(0);
+    unknown.total = -1;
+    CHECK_FALSE(weights_guard_refuses(unknown, n, cached));
   }
 }

@@ -355,6 +355,51 @@ TEST_SUITE("watchdog") {
     CHECK(outcome_of_exit_code(kExitStalled) == Outcome::stalled);
   }
 
+  TEST_CASE("stalls: the harness's own stages are never judged, however long; every stage of the path is") {
+    // A pass as the stage timer folds it: each run of a stage in turn (layers and chunks run one
+    // several times).
+    auto pass_of = [](const std::vector<std::pair<Stage, double>>& runs) {
+      StageLongest p;
+      for (const auto& [stage, ms] : runs) p.add(stage, ms);
+      return p;
+    };
+    // Scenario 2's host access to the scores took 5 s, every stage of the path less than the 1 s
+    // threshold: nothing stalled.
+    CHECK_FALSE(judge_stalls({pass_of({{Stage::qk_gemm, 2.0},
+                                       {Stage::scores_to_host, 5000.0},
+                                       {Stage::softmax, 900.0},
+                                       {Stage::stream_sync, 950.0}})},
+                             1.0)
+                    .any());
+    // An allocation of the path over it beside it is the stall, not the harness's longer work.
+    const Stalls alloc = judge_stalls({pass_of({{Stage::scores_to_host, 5000.0}, {Stage::alloc_probs, 1500.0}})}, 1.0);
+    REQUIRE(alloc.any());
+    CHECK(alloc.longest.stage == "alloc_probs");
+    CHECK(alloc.longest.ms == 1500.0);
+    // The stages the harness adds for its own conditions, by name (the host's access to the
+    // scenario's pages, the weights' load before the first call), and only those: a run of 5 s
+    // alone is a stall of any other stage.
+    std::vector<std::string> own;
+    for (int i = 0; i < kStageCount; ++i) {
+      const Stage s = static_cast<Stage>(i);
+      CAPTURE(stage_name(s));
+      const Stalls alone = judge_stalls({pass_of({{s, 5000.0}})}, 1.0);
+      if (!alone.any()) {
+        own.push_back(stage_name(s));
+        continue;
+      }
+      CHECK(alone.longest.stage == stage_name(s));
+    }
+    CHECK(own == std::vector<std::string>{"load_weights", "scores_to_host", "grads_to_host"});
+    // The longest of a stage's several runs; a GPU stage apart from the host's.
+    const StageLongest p = pass_of({{Stage::softmax, 1200.0}, {Stage::softmax, 1800.0}, {Stage::stream_sync, 1900.0},
+                                    {Stage::softmax, 300.0}});
+    CHECK(p.gpu_stage == Stage::softmax);
+    CHECK(p.gpu_ms == 1800.0);
+    CHECK(p.host_stage == Stage::stream_sync);
+    CHECK(p.host_ms == 1900.0);
+  }
+
   TEST_CASE("every stage has a classification: candidate scenarios, or none with the reason") {
     std::vector<std::string> without;
     for (int i = 0; i < kStageCount; ++i) {

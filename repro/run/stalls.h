@@ -6,7 +6,10 @@
 // judged per pass of the path (a call, or a step's calls over its layers), by the longest single
 // run of one stage in it (StageLongest): a GPU stage over the threshold is the stall, else a host
 // stage (a synchronisation, an allocation). A GPU stage is preferred because the synchronisation
-// after it waits for it: the stage is the cause, the wait its symptom. A run whose every pass
+// after it waits for it: the stage is the cause, the wait its symptom. Only the path's stages are
+// judged: StageLongest::add never counts the harness's own work (scenario 2's host access to the
+// pages, the weights' load before the first call), so neither is a stall however long it takes,
+// and an allocation is one (it is PyTorch's, and may stall on unified memory). A run whose every pass
 // stalled ends as `stalled` (exit 9): a finding, not a pass; one with some stalled passes passes,
 // and says which.
 #pragma once
