@@ -29,7 +29,7 @@ class BoundedMemory : public Fix {
       : native_(set.has(5, "native")), recompute_(set.has(5, "recompute")), chunk_(set.has(5, "chunk")) {}
   int number() const override { return 5; }
   void configure(PathSettings& s) const override {
-    if (recompute_) s.retain = Retain::none;
+    if (recompute_) s.retain = Retain::checkpoint;
     if (chunk_ && s.chunk_bytes == 0) s.chunk_bytes = kDefaultChunkBytes;
   }
   void configure(SdpaProblem& p) const override {
@@ -65,9 +65,9 @@ FixInfo fix5_bounded_memory() {
               true, false}};
   f.make = [](const FixSet& set) -> std::unique_ptr<Fix> { return std::make_unique<BoundedMemory>(set); };
   f.refuse = [](const FixSet& set, const SdpaProblem& p, const PathSettings& s) -> std::string {
-    if (s.backward && (set.has(5, "chunk") || set.has(5, "recompute"))) {
-      return "--backward: fix 5's chunk and recompute parts change what the forward keeps, and the backward call they "
-             "would need is not built (fix 5's native part works)";
+    if (s.backward && set.has(5, "chunk")) {
+      return "--backward: fix 5's chunk part computes the forward in chunks of query rows, and the backward call it "
+             "would need is not built (fix 5's recompute and native parts work)";
     }
     if (chunk_rows(p, s) < p.q_len && s.qk_gemm_api == GemmApi::batched) {
       return "fix 5's chunk part: the pointer-array GEMM (--gemm-api batched) cannot take chunks of query rows";

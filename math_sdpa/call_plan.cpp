@@ -2,6 +2,7 @@
 // and its backward run them (call_plan.h says what the plan is for).
 #include "call_plan.h"
 
+#include <algorithm>
 #include <type_traits>
 
 #include "softmax_plan.h"
@@ -54,7 +55,9 @@ class Planner {
     c.stream_sync = staged(Stage::stream_sync, "", {SyncAllStreamsOp{}, FinishHostAccessOp{}});
     if (ps_.backward) {
       out_ = &c.backward_gpu;
+      if (ps_.retain == Retain::checkpoint) recompute();
       backward();
+      if (ps_.retain == Retain::checkpoint) free_recomputed();
       c.backward_sync = staged(Stage::backward_sync, "", {SyncAllStreamsOp{}});
     }
     c.free_step = memory_step(Stage::free_step);
@@ -136,12 +139,6 @@ class Planner {
     }
     if (detail.empty()) return none;
     if (chunks_ > 1 && s != Stage::free_call && s != Stage::free_step) detail += " chunk=" + std::to_string(chunk + 1);
-    if (s == Stage::free_step) {  // everything the step's layers kept, whatever stage names it
-      ids.clear();
-      for (const TensorSpec& t : tensors_) {
-        if (t.lifetime == Lifetime::step) ids.push_back(t.id);
-      }
-    }
     if (is_free_stage(s)) return staged(s, detail, {FreeOp{s, ids}});
     return staged(s, detail, {AllocateOp{s, chunk, ids}});
   }
@@ -285,6 +282,57 @@ class Planner {
     }
   }
 
+  // Checkpointing: the backward call first runs the layer's forward again up to the last tensor
+  // autograd saves (dropout's output, or the probabilities), as PyTorch's checkpoint does (its early
+  // stop ends the recomputation once every saved tensor is made again: the P.V GEMM and the cast
+  // back are not run). What it allocates stays for the backward, which frees it at its end.
+  void recompute() {
+    std::vector<PlanStep> steps;
+    std::vector<PlanStep>* out = out_;
+    out_ = &steps;
+    forward();
+    out_ = out;
+    std::vector<TensorId> live;  // allocated by the recompute and not freed yet
+    for (PlanStep& s : steps) {
+      if (s.staged && (s.stage == Stage::alloc_output || s.stage == Stage::pv_gemm || s.stage == Stage::cast_output)) break;
+      for (const PlanOp& op : s.ops) {
+        if (const auto* a = std::get_if<AllocateOp>(&op)) live.insert(live.end(), a->tensors.begin(), a->tensors.end());
+        if (const auto* f = std::get_if<FreeOp>(&op)) {
+          for (TensorId id : f->tensors) live.erase(std::remove(live.begin(), live.end(), id), live.end());
+        }
+      }
+      out_->push_back(std::move(s));
+    }
+    // What autograd saves stays for the backward (freed where it ends); the rest of what the
+    // recompute made goes when it stops, as a forward call's free_call frees it.
+    PathSettings retained = ps_;
+    retained.retain = Retain::autograd;
+    std::vector<TensorId> transient;
+    for (TensorId id : live) {
+      const std::vector<TensorSpec> table = path_tensors(p_, retained);
+      const bool saved = std::any_of(table.begin(), table.end(), [id](const TensorSpec& t) {
+        return t.id == id && t.lifetime == Lifetime::step && t.free_stage == Stage::free_backward;
+      });
+      (saved ? recomputed_ : transient).push_back(id);
+    }
+    if (transient.empty()) return;
+    std::string detail;
+    for (TensorId id : transient) detail += (detail.empty() ? "" : " ") + std::string(tensor_name(id)) + "=" + std::to_string(bytes_of(id));
+    stage(Stage::free_call, detail, {FreeOp{Stage::free_call, transient}});
+  }
+  void free_recomputed() {
+    for (auto it = out_->rbegin(); it != out_->rend(); ++it) {
+      if (!it->staged || it->stage != Stage::free_backward) continue;
+      auto op = std::find_if(it->ops.begin(), it->ops.end(), [](const PlanOp& o) { return std::holds_alternative<FreeOp>(o); });
+      auto& free = std::get<FreeOp>(*op);
+      for (TensorId id : recomputed_) {
+        free.tensors.push_back(id);
+        it->detail += std::string(" ") + tensor_name(id) + "=" + std::to_string(bytes_of(id));
+      }
+      return;
+    }
+  }
+
   // A backward GEMM on the Q.K^T GEMM's stream (scenario 1's condition), ordered as that GEMM is.
   void gemm_stage(Stage s, const GemmCall& call, TensorRef a, TensorRef b, TensorRef c, int64_t calls = 1, int64_t step_a = 0,
                   int64_t step_b = 0, int64_t step_c = 0) {
@@ -363,6 +411,7 @@ class Planner {
   GemmCall qk_, pv_;
   BackwardGemms backward_;
   std::vector<PlanStep>* out_ = nullptr;
+  std::vector<TensorId> recomputed_;  // what the backward's recompute allocated and keeps for it
 };
 
 template <typename T> struct OpName;

@@ -32,6 +32,8 @@ const char* tensor_name(TensorId id) { return kTensorNames[static_cast<int>(id)]
 
 std::vector<TensorSpec> path_tensors(const SdpaProblem& p, const PathSettings& ps) {
   const bool per_call = ps.alloc_timing == AllocTiming::per_call;
+  // Checkpointing keeps nothing of the call after it: what autograd saves lives in the call (and,
+  // made again, in the backward call's recompute: plan_calls).
   const bool autograd = ps.retain == Retain::autograd;
   const DType ct = p.compute_dtype();
   const int64_t in_size = static_cast<int64_t>(dtype_size(p.dtype)), acc_size = static_cast<int64_t>(dtype_size(ct));
@@ -243,6 +245,18 @@ MemoryPlan plan_memory(const SdpaProblem& p, const PathSettings& ps, const Conte
         if (stage == Stage::free_scores && chunk != chunks - 1) continue;
         live -= s.bytes;
       }
+    }
+  }
+  // Checkpointing: a layer's backward call recomputes its forward, keeping what autograd keeps, then
+  // runs the backward; at its peak it holds what a call with autograd's retention holds at the end of
+  // its forward and in its backward, while the other layers keep only their outputs.
+  if (ps.retain == Retain::checkpoint && ps.backward) {
+    PathSettings retained = ps;
+    retained.retain = Retain::autograd;
+    const MemoryPlan r = plan_memory(p, retained, context);
+    if (r.call_peak_bytes > plan.call_peak_bytes) {
+      plan.call_peak_bytes = r.call_peak_bytes;
+      plan.call_peak_stage = r.call_peak_stage;
     }
   }
   plan.path_bytes = plan.shared_bytes + plan.layers * plan.layer_run_bytes + (plan.layers - 1) * plan.layer_kept_bytes +

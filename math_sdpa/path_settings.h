@@ -83,8 +83,11 @@ enum class AllocTiming {
 
 // What each layer keeps after its call until the step ends (--retain).
 enum class Retain {
-  none,      // nothing but its output (inference, or gradient checkpointing)
-  autograd,  // what autograd saves for the Math path's backward pass (memory_plan.h)
+  none,        // nothing but its output (inference)
+  autograd,    // what autograd saves for the Math path's backward pass (memory_plan.h)
+  checkpoint,  // activation checkpointing (torch.utils.checkpoint, diffusers' enable_gradient_checkpointing):
+               // the forward keeps only the layer's inputs and output; its backward call first recomputes the
+               // forward up to the last tensor autograd saves (PyTorch's early stop), then runs the backward
 };
 
 // One cudaMemAdvise applied to every managed tensor after allocation (--advise).

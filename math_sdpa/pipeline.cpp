@@ -321,11 +321,13 @@ void MathSdpa::tell_memory(const DeviceBuffer& buffer, const std::string& what, 
   for (auto* o : observers_) o->memory_event(record, freed);
 }
 
-// A tensor kept per chunk is allocated by every chunk's alloc stage; any other by the first.
-void MathSdpa::allocate_in_call(Stage s, int chunk) {
+// The tensors the plan's alloc_* step names, for chunk `chunk`: a tensor kept per chunk is
+// allocated by every chunk's alloc stage, any other by the first.
+void MathSdpa::allocate_in_call(const AllocateOp& op) {
   std::vector<std::pair<void*, size_t>> fresh;
-  for (const TensorSpec& t : tensors_) {
-    if (t.lifetime == Lifetime::run || t.alloc_stage != s || (chunk > 0 && t.chunks == 1)) continue;
+  for (TensorId id : op.tensors) {
+    const TensorSpec& t = *spec_of(id);
+    if (op.chunk > 0 && t.chunks == 1) continue;
     std::vector<DeviceBuffer>& buffers = slots_of(t, layer_now_)[static_cast<int>(t.id)];
     buffers.emplace_back(allocator_for(t), static_cast<size_t>(t.bytes), t.name);
     const DeviceBuffer& b = buffers.back();
@@ -336,31 +338,25 @@ void MathSdpa::allocate_in_call(Stage s, int chunk) {
     if (t.id == TensorId::softmax_neginf) CUDA_CHECK(cudaMemsetAsync(b.get(), 0, b.bytes(), stream_));
     poison(b.get(), t);
     const std::string placed = device_scores_note(t, b);
-    if (!placed.empty()) note(s, placed);
+    if (!placed.empty()) note(op.stage, placed);
   }
   apply_memory_advice(fresh, false);
 }
 
-void MathSdpa::free_in_call(Stage s) {
+// The tensors the plan's free_* step names: the call's, what the layer kept for its backward call,
+// what a checkpointed layer's recompute made again; at free_step every layer's.
+void MathSdpa::free_in_call(const FreeOp& op) {
   // A free of pinned or plain host memory does not wait for the GPU's work on it, as cudaFree does
   // and as the caching and stream-ordered allocators order: the streams are waited for first.
   if (settings_.alloc == AllocKind::host || settings_.alloc == AllocKind::system) synchronize_all_streams();
-  if (s == Stage::free_step) {
-    for (Slots& slots : layer_) {
-      for (const TensorSpec& t : tensors_) {
-        if (t.lifetime != Lifetime::step) continue;
-        for (const DeviceBuffer& b : slots[static_cast<int>(t.id)]) tell_memory(b, t.name, true);
-        slots[static_cast<int>(t.id)].clear();
-      }
+  for (TensorId id : op.tensors) {
+    const TensorSpec& t = *spec_of(id);
+    const bool every_layer = op.stage == Stage::free_step && t.per_layer;
+    for (size_t l = 0; l < (every_layer ? layer_.size() : 1); ++l) {
+      std::vector<DeviceBuffer>& buffers = every_layer ? layer_[l][static_cast<int>(id)] : slots_of(t, layer_now_)[static_cast<int>(id)];
+      for (const DeviceBuffer& b : buffers) tell_memory(b, t.name, true);
+      buffers.clear();
     }
-    return;
-  }
-  // The call's tensors freed here, and (by a backward call) what its layer kept for it.
-  for (const TensorSpec& t : tensors_) {
-    if (t.lifetime == Lifetime::run || t.free_stage != s) continue;
-    std::vector<DeviceBuffer>& buffers = slots_of(t, layer_now_)[static_cast<int>(t.id)];
-    for (const DeviceBuffer& b : buffers) tell_memory(b, t.name, true);
-    buffers.clear();
   }
 }
 
@@ -418,6 +414,12 @@ std::string MathSdpa::value_summary(Stage s) {
                 static_cast<double>(static_cast<float>(host.sum)),  // as .item<float>() would give it
                 static_cast<long long>(s == Stage::pv_gemm ? p.batch * p.q_heads * p.q_len : n / p.kv_len));
   return buf;
+}
+
+WeightsLoad MathSdpa::load_weights() {
+  weights_ = std::make_unique<WeightsLoader>(settings_.weights, settings_.plan_against_free);
+  for (int i = 0; i < weights_->tensors(); ++i) stage(Stage::load_weights, weights_->detail(i), [&] { weights_->copy(i, stream_); });
+  return weights_->finish();
 }
 
 const CallPlan& MathSdpa::plan() {
@@ -541,8 +543,8 @@ void MathSdpa::run_op(const PlanOp& planned, Stage s, PathStream on) {
     MathSdpa& m;
     Stage s;
     cudaStream_t stream;
-    void operator()(const AllocateOp& o) { m.allocate_in_call(o.stage, o.chunk); }
-    void operator()(const FreeOp& o) { m.free_in_call(o.stage); }
+    void operator()(const AllocateOp& o) { m.allocate_in_call(o); }
+    void operator()(const FreeOp& o) { m.free_in_call(o); }
     void operator()(const EntrySyncOp& o) {
       if (o.storm) {
         m.enter_with_page_fault_storm();

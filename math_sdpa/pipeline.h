@@ -136,9 +136,9 @@ class MathSdpa {
   void* tensor(TensorId id, int chunk = 0);
   size_t tensor_bytes(TensorId id) const;  // one region's
   void allocate_run_tensors();
-  // Per call: the alloc_* stage `s` allocates its tensors (for `chunk`), a free_* stage frees them.
-  void allocate_in_call(Stage s, int chunk);
-  void free_in_call(Stage s);
+  // Per call: an alloc_* step of the plan allocates its tensors, a free_* step frees them.
+  void allocate_in_call(const AllocateOp& op);
+  void free_in_call(const FreeOp& op);
   void tell_memory(const DeviceBuffer& buffer, const std::string& what, bool freed);
   TensorId result_id() const;
   // Fills `data`, tensor t's buffer, with NaN when it is one a call must write: the result, and
@@ -237,7 +237,7 @@ class MathSdpa {
   bool step_pending_ = false;  // a pass ran and its kept tensors are not freed yet
   int64_t chunk_rows_ = 0;    // query rows per chunk (q_len without chunks)
   int chunks_ = 1;
-  std::unique_ptr<LoadedWeights> weights_;  // --mapped-weights: the file, its mapping, the GPU copies
+  std::unique_ptr<WeightsLoader> weights_;  // --mapped-weights: the file, its mapping, the GPU copies
 };
 
 }  // namespace sdpa

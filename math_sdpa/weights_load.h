@@ -19,7 +19,13 @@
 #include <string>
 #include <vector>
 
+#include <chrono>
+
 #include "host_memory.h"
+#include "path_settings.h"
+#include "weights_plan.h"
+
+struct CUstream_st;  // cudaStream_t, named without the CUDA headers (run_result.h reads WeightsLoad)
 
 namespace sdpa {
 
@@ -39,14 +45,35 @@ struct WeightsLoad {
   double gb_per_s() const { return seconds > 0 ? static_cast<double>(bytes) / 1e9 / seconds : 0; }
 };
 
-// The load's file, its mapping and the GPU copies, held by the path (pipeline.h) until it goes.
-struct LoadedWeights {
-  int fd = -1;
-  char* map = nullptr;     // the mapping's start (mapped reads, until unmapped), or null
-  int64_t mapped = 0;      // its length
-  void* bounce = nullptr;  // O_DIRECT's pinned buffer
-  std::vector<void*> copies;
-  ~LoadedWeights();        // frees the copies, unmaps, closes
+// The load, tensor by tensor: the file made if it is not there (weights_file.h), opened, its pages
+// dropped, mapped (or a pinned buffer for O_DIRECT); then copy(i) for each tensor, which the path
+// runs inside tensor i's load_weights stage, and finish(). It holds the file, its mapping and the GPU
+// copies until it goes: the model's weights stay for the run. The pipeline (MathSdpa::load_weights)
+// and the generated reproducer both load through it.
+class WeightsLoader {
+ public:
+  // `guard`: fix 6's guard (PathSettings::plan_against_free) refuses a tensor that would take
+  // MemFree below a tenth of the memory (RefusedError).
+  WeightsLoader(const MappedWeights& w, bool guard);
+  ~WeightsLoader();  // frees the copies, unmaps, closes
+  WeightsLoader(const WeightsLoader&) = delete;
+  WeightsLoader& operator=(const WeightsLoader&) = delete;
+  int tensors() const { return static_cast<int>(plan_.size()); }
+  std::string detail(int i) const;   // tensor i's stage detail: "tensor=1/3 bytes=... offset=... io=... pages=..."
+  void copy(int i, CUstream_st* stream);  // tensor i, from the file into a cudaMalloc'd copy, waited for
+  const WeightsLoad& finish();       // the mapping dropped (--weights-mapping unmap) and what the load did
+
+ private:
+  MappedWeights w_;
+  bool guard_;
+  std::vector<WeightsTensor> plan_;
+  WeightsLoad done_;
+  std::chrono::steady_clock::time_point start_;
+  int fd_ = -1;
+  char* map_ = nullptr;     // the mapping's start (mapped reads, until unmapped), or null
+  int64_t mapped_ = 0;      // its length
+  void* bounce_ = nullptr;  // O_DIRECT's pinned buffer
+  std::vector<void*> copies_;
 };
 
 }  // namespace sdpa

@@ -337,7 +337,6 @@ TEST_SUITE("memory_plan") {
         {{"--scenario", "5", "--alloc-timing", "per-call"}, "--graph"},
         {{"--inject", "hang:alloc_scores"}, "does not run"},
         {{"--inject", "hang:softmax@gpu"}, "condition"},
-        {{"--plan", "--json", "x.json"}, "--plan"},
         {{"--plan", "--check"}, "--plan"},
         {{"--plan", "--save-output", "o.npy"}, "--plan"},
     };

@@ -189,14 +189,14 @@ TEST_SUITE("scenarios") {
       if (n == 2) CHECK(diff.empty());
       if (n == 3) CHECK(diff == std::map<std::string, std::string>{{"kt_contiguous", "on"}});
       if (n == 4) CHECK(diff == std::map<std::string, std::string>{{"alloc", "async"}, {"async_pool", "stream"}});
-      // Fix 5's design form chunks the scores (256 MiB) and keeps nothing (nothing is kept here).
-      if (n == 5) CHECK(diff == std::map<std::string, std::string>{{"chunk_bytes", "268435456"}});
+      // Fix 5's design form chunks the scores (256 MiB) and checkpoints the layers (keeps nothing for the backward).
+      if (n == 5) CHECK(diff == std::map<std::string, std::string>{{"chunk_bytes", "268435456"}, {"retain", "checkpoint"}});
     }
     PathSettings memory;  // scenario 6, whose layers keep what autograd saves
     apply_scenario(6, memory);
     PathSettings bounded = memory;
     for (const auto& f : make_fixes(parse_fix_list("5"))) f->configure(bounded);
-    CHECK(changed(memory, bounded) == std::map<std::string, std::string>{{"retain", "none"}, {"chunk_bytes", "268435456"}});
+    CHECK(changed(memory, bounded) == std::map<std::string, std::string>{{"retain", "checkpoint"}, {"chunk_bytes", "268435456"}});
     CHECK(make_fixes(FixSet::all()).size() == static_cast<size_t>(fix_count()));
     // Its native part computes in the input dtype: the problem changes, not the settings.
     const ParseResult native = parse({"--scenario", "6", "--fixes", "5:native", "--layers", "2"});

@@ -471,7 +471,6 @@ TEST_SUITE("schemas") {
     in.ladder.resize(4);  // isolated, per-call, layers, ballast
     for (LadderRung& r : in.ladder) r.finding = "not_reproduced";
     in.ladder.back().finding = "hang";
-    in.reproducer_leaves_out = "the per-call allocation";
     const json laddered = report_json(in);
     check_valid("report.schema.json", laddered, "report_json with a ladder");
     CHECK(laddered["ladder"][3]["rung"] == "ballast");

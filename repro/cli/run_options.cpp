@@ -203,10 +203,11 @@ void apply_context_options(const RunSpec& g, const Workload* workload, RunOption
   if (g.backward) {
     // The backward reads what autograd saved, from the output the whole forward path made.
     if (c.retain == Retain::none && g.retain) {
-      throw InputError("--retain none: --backward reads what autograd keeps for it (--retain autograd)");
+      throw InputError("--retain none: --backward reads what autograd keeps for it (--retain autograd, or checkpoint: "
+                       "the backward call recomputes it)");
     }
     c.backward = true;
-    c.retain = Retain::autograd;
+    if (c.retain != Retain::checkpoint) c.retain = Retain::autograd;
     c.last_stage = Stage::stream_sync;
   }
 }

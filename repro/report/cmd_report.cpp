@@ -81,23 +81,22 @@ RunSpec take_ladder_values(RunSpec base, ContextLadderValues& v) {
   return base;
 }
 
-// The configuration the single-file reproducer carries: the run's, every condition of it (the
-// reproducer is printed from the same call plan), but the mapped weights' load, which it does
-// not carry yet; and what that leaves out, in words.
-RunOptions reproducible(RunOptions o, std::string* leaves_out) {
-  std::string out;
-  if (o.settings.weights.bytes > 0) out = "the mapped weights' load";
-  for (PathSettings* p : {&o.conditions, &o.settings}) {
-    p->weights = MappedWeights{};
-    p->plan_against_free = false;
+// The single-file reproducer of the report's configuration (with --ladder, the last rung climbed:
+// the one the finding is about), printed from the same call plan as the runs, with every condition
+// they had. Where the runs fitted their layers to the memory (--layers-fit), it runs as many as they
+// ran (each fix setting's first run's memory plan).
+std::string reproducer_of(const ReportInput& in) {
+  RunOptions off = in.fix_off, on = in.fix_on;
+  for (RunOptions* o : {&off, &on}) {
+    for (const ReportRun& run : in.runs) {
+      if (run.fix_on != (o == &on) || !run.result || !run.result->is_object()) continue;
+      const nlohmann::json plan = run.result->value("memory_plan", nlohmann::json());
+      if (!o->layers_fit || !plan.is_object() || !plan.value("layers", nlohmann::json()).is_number_integer()) break;
+      o->settings.layers = o->conditions.layers = plan["layers"].get<int>();
+      o->layers_fit = false;
+      break;
+    }
   }
-  if (leaves_out) *leaves_out = out;
-  return o;
-}
-
-// The single-file reproducer of a report's first configuration, and what it leaves out.
-std::string reproducer_of(ReportInput& in) {
-  const RunOptions off = reproducible(in.fix_off, &in.reproducer_leaves_out), on = reproducible(in.fix_on, nullptr);
   return generate_reproducer(off, on, display_command(in.args_off), display_command(in.args_on));
 }
 
@@ -307,8 +306,7 @@ ReportPlan plan_report(const ReportRequest& r, const std::vector<std::string>& w
     }
   }
   set_commands(in, plan.base, plan.rungs.front().options, plan.log, r.fix_form);
-  // The reproducer holds one call: the first rung's (the isolated call) with --ladder, and of a
-  // configuration with a training context, its call without it (the report says what it leaves out).
+  // The reproducer of the configuration (with --ladder, of the rung the climb ends at: made again then).
   plan.reproducer = reproducer_of(in);
   std::error_code ec;
   const fs::file_status status = fs::status(r.out_dir, ec);

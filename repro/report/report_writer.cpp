@@ -593,12 +593,6 @@ std::string ladder_section(const ReportInput& in) {
   return s.str();
 }
 
-// Whether the reproducer carries the backward call: the runs' --backward (a ladder's reproducer
-// is of its first rung, the call alone).
-bool reproducer_has_backward(const ReportInput& in) {
-  return in.ladder.empty() && reproducer_runs_backward(in.fix_off);
-}
-
 }  // namespace
 
 std::string report_markdown(const ReportInput& in) {
@@ -621,10 +615,9 @@ std::string report_markdown(const ReportInput& in) {
        "outcome, per-stage times, GEMM calls, allocations, the watchdog's findings).\n"
     << "- `stage.log`: every run's output: the stage log (`--log " << log_level_name(in.fix_off.log)
     << "`), the result table and any hang report.\n"
-    << "- `" << reproducer_file_name(in.fix_off.scenario) << "`: the single-file reproducer";
-  const std::string& leaves_out = in.reproducer_leaves_out;
-  s << (reproducer_has_backward(in) ? " of one call and its backward call" : leaves_out.empty() ? "" : " of one call")
-    << (leaves_out.empty() ? std::string(".") : ": it leaves out " + leaves_out + ".") << "\n";
+    << "- `" << reproducer_file_name(in.fix_off.scenario) << "`: the single-file reproducer"
+    << (in.ladder.empty() ? "" : " of the last rung climbed") << ", printed from the runs' call plan with every "
+       "condition they had: it computes what they computed, bit for bit, on the same GPU.\n";
   return s.str();
 }
 
@@ -674,7 +667,6 @@ json report_json(const ReportInput& in) {
                       {"outcomes", r.outcomes}});
   }
   j["ladder"] = in.ladder.empty() ? json(nullptr) : ladder;
-  j["reproducer_leaves_out"] = in.reproducer_leaves_out.empty() ? json(nullptr) : json(in.reproducer_leaves_out);
   return j;
 }
 

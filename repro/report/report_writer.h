@@ -59,9 +59,6 @@ struct ReportInput {
   std::vector<ReportRun> runs;                 // in the order they ran (with --ladder: the last rung's)
   // --ladder: every rung climbed, in order, the last the one this report is about; empty without.
   std::vector<LadderRung> ladder;
-  // What the single-file reproducer leaves out of the runs' configuration ("" when nothing): it
-  // holds one call of the path, not the training process around it.
-  std::string reproducer_leaves_out;
 };
 
 // The rungs of the context ladder (repro/cli/context_ladder.h), not yet climbed.

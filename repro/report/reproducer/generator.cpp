@@ -319,7 +319,12 @@ std::string print_run(const RunOptions& o, const std::string& tag) {
   const BallastSpec& b = o.context.ballast;
   out += "    /*ballast*/ " + lit(b.bytes) + ", BallastSpec{" + lit(b.bytes) + ", " + lit(b.fraction) + ", " +
          e("AllocKind", alloc_kind_name(b.kind)) + ", " + e("BallastTouch", ballast_touch_name(b.touch)) + "},\n";
-  out += "    /*host_load_threads*/ " + lit(o.context.host_load_threads) + "};\n";
+  out += "    /*host_load_threads*/ " + lit(o.context.host_load_threads) + ",\n";
+  // The load reads the program's own weights file (the harness's cache file, made with its mark if
+  // it is not there), never a file of the user's that the harness run may have named.
+  const MappedWeights& w = s.weights;
+  out += "    /*weights*/ MappedWeights{" + lit(w.bytes) + ", \"\", " + e("WeightsIo", weights_io_name(w.io)) + ", " + lit(w.drop_pages) +
+         ", " + e("WeightsMapping", weights_mapping_name(w.mapping)) + "}, /*weights_guard*/ " + lit(s.plan_against_free) + "};\n";
   return out;
 }
 
@@ -336,6 +341,12 @@ std::string conditions_line(const RunOptions& o) {
   if (o.context.ballast.given()) parts.push_back("a ballast of " + ballast_string(o.context.ballast));
   if (o.context.host_load_threads > 0) parts.push_back(std::to_string(o.context.host_load_threads) + " host-load threads");
   if (s.graph) parts.push_back("the call captured into a CUDA graph and replayed");
+  if (s.weights.bytes > 0) {
+    parts.push_back("the model's weights (" + std::to_string(s.weights.bytes) + " bytes) loaded before the first call from " +
+                    (s.weights.io == WeightsIo::direct ? "a file read with O_DIRECT" : "a memory-mapped file") + ", the mapping " +
+                    (s.weights.mapping == WeightsMapping::keep ? "kept" : "dropped after") + " (the harness's own weights file, "
+                    "~/.cache/sdpa-repro/weights.bin or $SDPA_WEIGHTS_FILE, made if it is not there)");
+  }
   std::string out;
   for (size_t i = 0; i < parts.size(); ++i) out += (i ? "; " : "") + parts[i];
   return out;
@@ -418,8 +429,6 @@ std::string reproducer_nvcc_command(int scenario, const std::string& arch) {
   return "nvcc -O2 -std=c++17 -arch=" + arch + " " + name + ".cu -lcublas -o " + name;
 }
 
-bool reproducer_runs_backward(const RunOptions& o) { return o.settings.backward; }
-
 std::string reproducer_run_command(int scenario, bool fix_on) {
   return "./repro_scenario" + std::to_string(scenario) + " --fix " + (fix_on ? "on" : "off");
 }
@@ -436,7 +445,8 @@ std::string generate_reproducer(const RunOptions& off, const RunOptions& on, con
                        on.context.host_load_threads > 0;
   std::string plan = print_run(off, "off") + "\n" + print_run(on, "on");
   plan.insert(0, "#ifndef FIX\n#define FIX " + std::string(off.own_fix ? "1" : "0") + "\n#endif\n\n");
-  const std::map<std::string, bool> flags = {{"context", context}};
+  const bool weights = off.settings.weights.bytes > 0 || on.settings.weights.bytes > 0;
+  const std::map<std::string, bool> flags = {{"context", context}, {"weights", weights}};
   const std::map<std::string, std::string> values = {
       {"HEADER", header_comment(off, on, command_off, command_on)},
       {"PLAN", plan},

@@ -1,15 +1,14 @@
 // generator.h: the single-file reproducer `repro_scenarioN.cu` that `repro report` writes.
 //
-// One CUDA program for exactly one scenario and one set of parameters, depending only on the
-// CUDA runtime and cuBLAS: the path's stages, the scenario's conditions, its fix switchable by
-// `#define FIX 0|1` or `--fix on|off`, its own error checks naming file and line, its own
-// timeout ("TIMEOUT: hung in <step>", exit 3, instead of hanging forever), the harness's input
-// generator and a float64 reference, and a result line (rel_error, l2, sum, elements) to set
-// against the harness run it came from; with --backward, the call's backward call too, and a line
-// for each of dQ, dK and dV. It is cut from one template (template.cu.in) with only
-// the sections the configuration needs, so an NVIDIA engineer reads no dead code; what it shares
-// with the harness verbatim (input generator, dtype rounding, Philox, two kernels) is inlined
-// from the harness's own headers, so the two cannot drift apart.
+// One CUDA program for exactly one configuration, depending only on the CUDA runtime and cuBLAS:
+// the fix-off and fix-on runs' call plans (math_sdpa/call_plan.h) printed as CUDA, each step a line
+// that calls the harness's own launcher, cuBLAS call or allocator, which are inlined from
+// math_sdpa/ verbatim; so on the same GPU it computes what the harness computes, bit for bit, and
+// it carries every condition of the run (the allocation, layers and what they keep, the backward
+// pass, steps, fix 5's chunks, a ballast, a host load, the mapped weights' load). The fix is
+// switchable by `#define FIX 0|1` or `--fix on|off`; its own timeout ("TIMEOUT: hung in <step>",
+// exit 3) names the step a hang is in; it prints the result's l2, sum and element count (and with
+// --backward dQ's, dK's and dV's) to set against the harness run's result_stats.
 //
 // Host-only: generating it needs no GPU (`repro report --no-run`).
 #pragma once
@@ -22,13 +21,8 @@
 namespace sdpa {
 
 // Throws InputError (one line) for what the reproducer cannot express: captured inputs
-// (--inputs), scenario 0 (no fix to switch).
+// (--inputs), a configuration the scenario waives.
 void check_reproducible(const RunOptions& options);
-
-// Whether the reproducer of a run carries its backward call (--backward): each of its calls is
-// then followed by the backward call for the harness's seeded dO, and dQ, dK and dV are checked
-// too. A report's one call keeps the flag (cmd_report.cpp's one_call).
-bool reproducer_runs_backward(const RunOptions& options);
 
 // `repro_scenario2.cu`; `nvcc -O2 -std=c++17 -arch=native repro_scenario2.cu -lcublas -o
 // repro_scenario2`; `./repro_scenario2 --fix on`.
