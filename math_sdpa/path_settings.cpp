@@ -40,7 +40,7 @@ const NameTable<AllocKind> kAllocKinds{"--alloc",
                                     {AllocKind::vmm, "vmm"}}};
 const NameTable<AllocTiming> kAllocTimings{"--alloc-timing",
                                            {{AllocTiming::upfront, "upfront"}, {AllocTiming::per_call, "per-call"}}};
-const NameTable<Retain> kRetains{"--retain", {{Retain::none, "none"}, {Retain::autograd, "autograd"}}};
+const NameTable<Retain> kRetains{"--retain", {{Retain::none, "none"}, {Retain::autograd, "autograd"}, {Retain::checkpoint, "checkpoint"}}};
 const NameTable<AsyncPool> kAsyncPools{"--async-pool", {{AsyncPool::private_pool, "private"}, {AsyncPool::stream, "stream"}}};
 const NameTable<Advice> kAdvice{"--advise",
                             {{Advice::preferred_gpu, "preferred:gpu"},

@@ -83,8 +83,9 @@ enum class AllocTiming {
 
 // What each layer keeps after its call until the step ends (--retain).
 enum class Retain {
-  none,      // nothing but its output (inference, or gradient checkpointing)
-  autograd,  // what autograd saves for the Math path's backward pass (memory_plan.h)
+  none,        // nothing but its output (inference)
+  autograd,    // what autograd saves for the Math path's backward pass (memory_plan.h)
+  checkpoint,  // activation checkpointing: the layer's inputs only; its backward recomputes the call first
 };
 
 // One cudaMemAdvise applied to every managed tensor after allocation (--advise).
