@@ -682,6 +682,7 @@ class Capture:
         self._total = 0
         self._in_step = 0            # every call of the step so far
         self._forward_in_step = 0    # ... of its forward pass
+        self._training_in_step = 0   # ... of its forward pass that keep something for the backward pass
         self._recomputed_in_step = 0  # ... recomputed inside its backward pass
         self._steps = 0
         self._calls_per_step = None
@@ -907,6 +908,12 @@ class Capture:
         recomputed = self._in_backward()
         checkpointed = recomputed or self._in_checkpoint()
         phase = "recompute" if recomputed else "forward"
+        arguments, sig, kept = None, None, checkpointed
+        try:
+            arguments = bind_sdpa_arguments(args, kwargs)
+            kept = kept or self._requires_grad(self._torch, arguments)
+        except Exception:
+            pass  # described below, or said why not
         with self._lock:
             number, index, step = self._total, self._in_step, self._steps
             self._total += 1
@@ -915,9 +922,10 @@ class Capture:
                 self._recomputed_in_step += 1
             else:
                 self._forward_in_step += 1
-        arguments, sig = None, None
+                self._training_in_step += int(bool(kept))
         try:
-            arguments = bind_sdpa_arguments(args, kwargs)
+            if arguments is None:
+                arguments = bind_sdpa_arguments(args, kwargs)
             sig = self._signature(number, index, arguments, phase, checkpointed)
         except Exception as e:  # never the program's failure: the call is counted and logged all the same
             self._warn("describe", "call %d not described (%s); later ones may be" % (number, one_line(e)))
@@ -1187,9 +1195,12 @@ class Capture:
         first = False
         with self._lock:
             if self._calls_per_step is None and self._forward_in_step >= 1:
-                self._calls_per_step, self._recomputed_per_step = self._forward_in_step, self._recomputed_in_step
+                # The layers are the calls the step trains through; a frozen text encoder's calls
+                # under no_grad in the same step keep nothing and are not among them.
+                self._calls_per_step = self._training_in_step or self._forward_in_step
+                self._recomputed_per_step = self._recomputed_in_step
                 first = True
-            self._in_step = self._forward_in_step = self._recomputed_in_step = 0
+            self._in_step = self._forward_in_step = self._recomputed_in_step = self._training_in_step = 0
             self._steps += 1
         if first:
             self.write()

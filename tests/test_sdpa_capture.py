@@ -982,15 +982,16 @@ def part_mapped_weights(checks, torch, work, program, device, repro, schema):
 # ---------------------------------------------------------------------- 6. activation checkpointing
 def start_checkpointing(work, device, mode, logs):
     cmd = [sys.executable, SCRIPT, "--out", os.path.join(work, mode), "--", MODEL, "--steps", str(STEPS), "--device",
-           device, "--checkpoint", mode]
+           device, "--checkpoint", mode, "--text-encoder"]
     print("# " + " ".join(cmd))
     return Started(cmd, logs, 600)
 
 
 def part_checkpointing(checks, work, mode, program, repro, schema):
-    """capture_model.py --checkpoint MODE: its calls recomputed inside the backward pass are told
-    apart (phase recompute, not more layers), every training call is a checkpointed layer's, and the
-    replay runs the blocks as checkpointed layers with their backward pass."""
+    """capture_model.py --checkpoint MODE --text-encoder: its calls recomputed inside the backward
+    pass are told apart (phase recompute, not more layers), every training call is a checkpointed
+    layer's, the frozen text encoder's calls in each step are not layers of it, and the replay runs
+    the blocks as checkpointed layers with their backward pass."""
     out = os.path.join(work, mode)
     r = program.result()
     if not checks.check(r.returncode == 0, "the capture of capture_model.py --checkpoint %s exits 0" % mode,
@@ -1000,16 +1001,20 @@ def part_checkpointing(checks, work, mode, program, repro, schema):
         w = json.load(f)
     part_schema(checks, w, schema, "the %s capture's workload.json" % mode)
     training = STEPS * BLOCKS
-    checks.check((w["calls_per_step"], w["recomputed_per_step"], w["total_calls"]) == (BLOCKS, BLOCKS, 2 * training + BLOCKS),
-                 "%s: %d calls a step's forward pass (the blocks), %d recomputed in its backward pass, %d in all"
-                 % (mode, BLOCKS, BLOCKS, 2 * training + BLOCKS),
+    encoded = STEPS + 1
+    total = 2 * training + BLOCKS + encoded
+    checks.check((w["calls_per_step"], w["recomputed_per_step"], w["total_calls"]) == (BLOCKS, BLOCKS, total),
+                 "%s: %d calls a step's forward pass trains through (the blocks; not the text encoder's), %d "
+                 "recomputed in its backward pass, %d in all" % (mode, BLOCKS, BLOCKS, total),
                  shown({k: w[k] for k in ("calls_per_step", "recomputed_per_step", "total_calls")}))
     found = sorted((c["phase"], c["retention"], c["requires_grad"], c["count"]) for c in w["calls"])
     expected = sorted([("forward", "checkpoint", mode == "non-reentrant", training),
-                       ("recompute", "checkpoint", True, training), ("forward", "none", False, BLOCKS)])
+                       ("recompute", "checkpoint", True, training), ("forward", "none", False, BLOCKS),
+                       ("forward", "none", False, encoded)])
     checks.check(found == expected,
-                 "%s: the checkpointed forward calls (%s grad), their recomputations (with grad) and the evaluation's, "
-                 "each a signature" % (mode, "with" if mode == "non-reentrant" else "without"), shown(found))
+                 "%s: the checkpointed forward calls (%s grad), their recomputations (with grad), the evaluation's and "
+                 "the text encoder's, each a signature" % (mode, "with" if mode == "non-reentrant" else "without"),
+                 shown(found))
     enters = [line for line in calls_log(os.path.join(out, "calls.log")) if line.startswith("enter ")]
     checks.check(sum(log_field(line, "phase") == "recompute" for line in enters) == training,
                  "%s: calls.log marks the %d recomputed calls phase=recompute" % (mode, training))
