@@ -5,11 +5,14 @@ Optional helper (PyTorch; the harness itself has no Python). It runs a program w
 torch.nn.functional.scaled_dot_product_attention wrapped, and writes into --out:
 
   workload.json  one entry per distinct call signature (shapes, strides, dtypes, devices, mask,
-                 is_causal, scale, dropout_p, enable_gqa, requires_grad), with the process's
+                 is_causal, scale, dropout_p, enable_gqa, requires_grad, and whether it is a
+                 recomputation inside the backward pass and what its layer keeps: autograd's
+                 tensors, or under activation checkpointing its inputs), with the process's
                  memory when the signature was first seen (PyTorch's, the host's MemFree,
-                 MemAvailable, Cached and RssFile, and its largest memory-mapped files: a model's
-                 safetensors), the backend PyTorch picks for it and the allocator; format
-                 results/workload.schema.json, read by
+                 MemAvailable, Cached and RssFile, its largest memory-mapped files, and the files
+                 its weights loaders read, mapped or not, with their pages in the page cache),
+                 the backend PyTorch picks for it, the allocator, a step's calls and its
+                 recomputations; format results/workload.schema.json, read by
                  `repro --workload-file FILE --call N`. Rewritten atomically whenever the first
                  calls of a signature are described, so a process that hangs leaves it current.
   calls.log      a line when each call enters and one when it returns, each flushed and fsync'ed:

@@ -21,15 +21,22 @@ Checks, each printed as "ok: ..." or "FAIL: ...":
      of WEIGHTS_MIB MiB the test writes): the context records the host's memory (MemFree,
      MemAvailable, Cached, RssFile) and the file among the mapped files (its size, its resident
      pages); repro derives --mapped-weights from it (the plan's mapped weights, a report's commands),
-     and --call-only leaves it out.
+     and --call-only leaves it out;
+  6. capture_model.py --checkpoint non-reentrant and reentrant, with a frozen text encoder in each
+     step: the recomputations inside the backward pass told apart (phase recompute), every training
+     call a checkpointed layer's, calls_per_step the blocks (not the encoder's calls), and the
+     replay's --layers N --retain checkpoint --backward.
 
 Part 0 also checks the host readers (/proc/meminfo, /proc/self/status, /proc/self/smaps) over given
-text: `--helpers-only` runs part 0 alone, without PyTorch (exit 0 or 1).
+text, the page cache of a file it writes (cachestat and mincore, before and after its pages are
+dropped), the loaded-files record, and the wrappers of the loaders, of torch.utils.checkpoint and
+of the phase over stand-ins for torch and safetensors: `--helpers-only` runs part 0 alone, without
+PyTorch (exit 0 or 1).
 
     python3 tests/test_sdpa_capture.py --repro build/repro [--keep DIR] [--no-replay] [--device cuda|cpu]
     python3 tests/test_sdpa_capture.py --helpers-only
 
---device cpu (with --no-replay) runs parts 0, 1, 2, 4 and 5 (less repro's derivation) on PyTorch
+--device cpu (with --no-replay) runs parts 0, 1, 2, 4, 5 (less repro's derivation) and 6 on PyTorch
 without a GPU. Exit 0: every check passed; 1: a check failed; 2: bad options; 77: skipped.
 """
 import argparse
