@@ -793,8 +793,11 @@ class Capture:
     def _note_load(self, how, source):
         """A loader was asked for `source` (a path, or a file object with its name)."""
         try:
-            source = getattr(source, "name", source)
+            if not isinstance(source, (str, bytes, os.PathLike)):  # a file object: its name (a Path's is its last part)
+                source = getattr(source, "name", source)
             path = os.path.abspath(os.fspath(source))
+            if isinstance(path, bytes):
+                path = os.fsdecode(path)
         except TypeError:
             return  # a buffer, not a file
         with self._lock:

@@ -515,15 +515,17 @@ def part_wrappers(checks):
         cap._patch_loaders()
         cap._patch_checkpoint()
         a, b, p = (os.path.join(folder, n) for n in ("a.safetensors", "b.safetensors", "c.pt"))
-        opened = safetensors.safe_open(a, framework="pt")
+        import pathlib
+        opened = safetensors.safe_open(pathlib.Path(a), framework="pt")
         safetensors_torch.load_file(b)
         with open(p, "w") as f:
             torch.load(f)
         torch.load(io_bytes())  # a buffer: no file
-        checks.check(isinstance(opened, SafeOpen) and opened.filename == a
+        checks.check(isinstance(opened, SafeOpen) and str(opened.filename) == a
                      and cap._loads == {a: "safetensors", b: "safetensors", p: "torch.load"},
-                     "the loaders' wrappers record each file (safe_open, load_file through safe_open, torch.load of a "
-                     "file object by its name; not a buffer) and return what the loader returns", shown(cap._loads))
+                     "the loaders' wrappers record each file (safe_open of a Path, load_file through safe_open, "
+                     "torch.load of a file object by its name; not a buffer) and return what the loader returns",
+                     shown(cap._loads))
         inside = checkpoint_module.checkpoint(lambda x: (x, cap._in_checkpoint()), 7, use_reentrant=True)
         outside = cap._in_checkpoint()
 
