@@ -5,11 +5,14 @@ Optional helper (PyTorch; the harness itself has no Python). It runs a program w
 torch.nn.functional.scaled_dot_product_attention wrapped, and writes into --out:
 
   workload.json  one entry per distinct call signature (shapes, strides, dtypes, devices, mask,
-                 is_causal, scale, dropout_p, enable_gqa, requires_grad), with the process's
+                 is_causal, scale, dropout_p, enable_gqa, requires_grad, and whether it is a
+                 recomputation inside the backward pass and what its layer keeps: autograd's
+                 tensors, or under activation checkpointing its inputs), with the process's
                  memory when the signature was first seen (PyTorch's, the host's MemFree,
-                 MemAvailable, Cached and RssFile, and its largest memory-mapped files: a model's
-                 safetensors), the backend PyTorch picks for it and the allocator; format
-                 results/workload.schema.json, read by
+                 MemAvailable, Cached and RssFile, its largest memory-mapped files, and the files
+                 its weights loaders read, mapped or not, with their pages in the page cache),
+                 the backend PyTorch picks for it, the allocator, a step's calls and its
+                 recomputations; format results/workload.schema.json, read by
                  `repro --workload-file FILE --call N`. Rewritten atomically whenever the first
                  calls of a signature are described, so a process that hangs leaves it current.
   calls.log      a line when each call enters and one when it returns, each flushed and fsync'ed:
@@ -38,6 +41,7 @@ import ctypes
 import datetime
 import faulthandler
 import json
+import mmap as mmap_module
 import os
 import re
 import runpy
@@ -49,7 +53,7 @@ import threading
 import time
 
 PROG = "sdpa_capture"
-TOOL = "sdpa_capture.py 1"
+TOOL = "sdpa_capture.py 2"
 FORMAT, FORMAT_VERSION = "sdpa-repro-workload", 1
 EXIT_USAGE = 2
 TENSOR_MODES = ("first", "none")
@@ -169,6 +173,13 @@ def text_padding_of(rows):
         return None
     tokens = ends.pop()
     return tokens, [tokens if v is None else v for v in valid]
+
+
+def retention_of(requires_grad, checkpointed):
+    """What the call's layer keeps for the backward pass, in repro's --retain words: checkpoint
+    (activation checkpointing: the block keeps its inputs, and its backward pass recomputes the
+    call), autograd (autograd keeps the Math path's tensors), none (no backward through it)."""
+    return "checkpoint" if checkpointed else "autograd" if requires_grad else "none"
 
 
 # ---------------------------------------------------------------------------------- allocator
@@ -426,15 +437,169 @@ def mapped_files_of(text, resident, size_of=regular_file_size, prefixes=(), limi
     return files
 
 
+def read_mappings():
+    """(this process's /proc/self/smaps text and True, or maps's and False where smaps cannot be
+    read; (None, False) where neither can)."""
+    text = read_text("/proc/self/smaps")
+    if text is not None:
+        return text, True
+    return read_text("/proc/self/maps"), False
+
+
 def read_mapped_files(prefixes=None):
     """mapped_files_of this process's /proc/self/smaps (or maps, without the Rss, where smaps cannot
     be read); None where neither can."""
     prefixes = runtime_prefixes() if prefixes is None else prefixes
-    text = read_text("/proc/self/smaps")
-    if text is not None:
-        return mapped_files_of(text, True, prefixes=prefixes)
-    text = read_text("/proc/self/maps")
-    return None if text is None else mapped_files_of(text, False, prefixes=prefixes)
+    text, resident = read_mappings()
+    return None if text is None else mapped_files_of(text, resident, prefixes=prefixes)
+
+
+# ------------------------------------------------------------------------ the page cache
+# How much of a file is in the page cache, whether or not anything maps it: the cachestat system
+# call (Linux 6.5 and later; its number is 451 in the generic table x86-64 and aarch64 share), else
+# mincore over a fresh read-only mapping of the file (nothing is read through it: mincore reports
+# the file's pages in the page cache; since Linux 5.0 only for a file the process owns or may write,
+# else only the pages mapped by this process, which a fresh mapping has none of).
+SYS_CACHESTAT = 451
+PROBES = ("cachestat", "mincore")
+
+
+class _CachestatRange(ctypes.Structure):
+    _fields_ = [("off", ctypes.c_uint64), ("len", ctypes.c_uint64)]
+
+
+class _Cachestat(ctypes.Structure):
+    _fields_ = [("nr_cache", ctypes.c_uint64), ("nr_dirty", ctypes.c_uint64), ("nr_writeback", ctypes.c_uint64),
+                ("nr_evicted", ctypes.c_uint64), ("nr_recently_evicted", ctypes.c_uint64)]
+
+
+_libc = None
+
+
+def libc():
+    """The C library this interpreter runs on, with the prototypes the probes need; None off Linux."""
+    global _libc
+    if _libc is None and sys.platform.startswith("linux"):
+        lib = ctypes.CDLL(None, use_errno=True)
+        lib.syscall.restype = ctypes.c_long
+        lib.mmap.restype = ctypes.c_void_p
+        lib.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+        lib.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+        lib.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.POINTER(ctypes.c_ubyte)]
+        _libc = lib
+    return _libc
+
+
+def cached_by_cachestat(fd):
+    """Bytes of the open file's pages in the page cache by cachestat; None where the kernel (or a
+    seccomp filter) refuses the call."""
+    lib = libc()
+    if lib is None:
+        return None
+    whole, stat_ = _CachestatRange(0, 0), _Cachestat()  # length 0: to the end of the file
+    if lib.syscall(ctypes.c_long(SYS_CACHESTAT), ctypes.c_int(fd), ctypes.byref(whole), ctypes.byref(stat_),
+                   ctypes.c_uint(0)) != 0:
+        return None
+    return int(stat_.nr_cache) * os.sysconf("SC_PAGE_SIZE")
+
+
+def cached_by_mincore(fd, size):
+    """Bytes of the open file's pages in the page cache by mincore over a read-only shared mapping
+    of its `size` bytes; None where the mapping or the call fails."""
+    lib = libc()
+    if lib is None or size <= 0:
+        return None if lib is None else 0
+    page = os.sysconf("SC_PAGE_SIZE")
+    address = lib.mmap(None, size, mmap_module.PROT_READ, mmap_module.MAP_SHARED, fd, 0)
+    if address is None or address == ctypes.c_void_p(-1).value:
+        return None
+    try:
+        pages = (size + page - 1) // page
+        vector = (ctypes.c_ubyte * pages)()
+        if lib.mincore(address, size, vector) != 0:
+            return None
+        # Bit 0 of each byte: the page is resident; the others are reserved (zero).
+        return (pages - bytes(vector).count(0)) * page
+    finally:
+        lib.munmap(address, size)
+
+
+def page_cache_bytes(path, probes=PROBES):
+    """(bytes of the file's pages in the page cache, the probe that counted them), the first of
+    `probes` that answers; (None, None) where none does or the file cannot be opened."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        return None, None
+    try:
+        size = os.fstat(fd).st_size
+        for probe in probes:
+            cached = cached_by_cachestat(fd) if probe == "cachestat" else cached_by_mincore(fd, size)
+            if cached is not None:
+                return cached, probe
+        return None, None
+    finally:
+        os.close(fd)
+
+
+# --------------------------------------------------------------------- the files loads read
+# The model files the process read its weights from: every file its weights loaders were asked for
+# (safetensors' safe_open and load_file, torch.load; wrapped by install()), still mapped or not, and
+# the large files mapped or open at the call that no wrapped loader read (a loader of its own, a
+# C++ extension's). A loaded file's mapping is usually gone by the first attention call
+# (from_pretrained(...).to("cuda") frees the CPU state dict); its pages stay in the page cache, which
+# is what each entry's cached_bytes measures.
+LOADERS = ("safetensors", "torch.load")
+LOADED_MIN_BYTES = 64 << 20  # a file mapped or open, not read by a loader, counts from this size
+LOADED_LIMIT = 32
+
+
+def open_files(fd_folder="/proc/self/fd"):
+    """The regular files this process has open (their resolved paths); None where the folder cannot
+    be read."""
+    try:
+        names = os.listdir(fd_folder)
+    except OSError:
+        return None
+    paths = set()
+    for name in names:
+        try:
+            target = os.readlink(os.path.join(fd_folder, name))
+        except OSError:
+            continue  # closed since the listing
+        if target.startswith("/") and not target.endswith(" (deleted)"):
+            paths.add(target)
+    return paths
+
+
+def loaded_files_of(loads, mapped, opened, size_of=regular_file_size, cached_of=page_cache_bytes, prefixes=(),
+                    name_of=hub_link_name, limit=LOADED_LIMIT, min_bytes=LOADED_MIN_BYTES, resolve=os.path.realpath):
+    """The loaded_files record: `loads` maps each path a loader read to its loader (LOADERS);
+    `mapped` and `opened` are the resolved paths mapped and open now (None: unknown). Each file once
+    (by its resolved path), a loader's first, then by size; regular files only, no runtime file
+    (is_runtime_file) unless a loader read it, a file only mapped or open from `min_bytes`; at most
+    `limit`, largest first. Each {"path" (name_of the resolved path: a hub blob by its link), "bytes",
+    "how" (the loader, "mapping" or "open"), "mapped", "cached_bytes", "cached_by"}."""
+    mapped, opened = set(mapped or ()), set(opened or ())
+    candidates = {}
+    for path, how in loads.items():
+        candidates.setdefault(resolve(path), how)
+    for how, paths in (("mapping", mapped), ("open", opened)):
+        for path in sorted(paths):
+            if path not in candidates and not is_runtime_file(path, prefixes):
+                candidates[path] = how
+    files = []
+    for path, how in candidates.items():
+        size = size_of(path)
+        if size is None or (how not in LOADERS and size < min_bytes):
+            continue
+        files.append({"path": path, "bytes": int(size), "how": how, "mapped": path in mapped})
+    files.sort(key=lambda f: (-f["bytes"], f["path"]))
+    files = files[:limit]
+    for f in files:
+        f["cached_bytes"], f["cached_by"] = cached_of(f["path"])
+        f["path"] = name_of(f["path"])
+    return files
 
 
 def read_host_memory():
@@ -518,9 +683,16 @@ class Capture:
         self._log_lock = threading.Lock()    # calls.log
         self._write_lock = threading.Lock()  # workload.json
         self._total = 0
-        self._in_step = 0
+        self._in_step = 0            # every call of the step so far
+        self._forward_in_step = 0    # ... of its forward pass
+        self._training_in_step = 0   # ... of its forward pass that keep something for the backward pass
+        self._recomputed_in_step = 0  # ... recomputed inside its backward pass
         self._steps = 0
         self._calls_per_step = None
+        self._recomputed_per_step = None
+        self._loads = {}          # path -> the loader that read it (LOADERS)
+        self._patches = []        # (module, name, original, wrapper) that install() replaced
+        self._checkpoint = threading.local()  # depth: inside torch.utils.checkpoint.checkpoint
         self._entries = []
         self._signature_ids = {}  # (shape key, mask pattern) -> id
         self._shapes = {}         # shape key -> {"described": n, "sig": id of the last described call}
@@ -560,6 +732,8 @@ class Capture:
         # torch.nn.functional's own multi_head_attention_forward) sees the wrapper.
         F.scaled_dot_product_attention = scaled_dot_product_attention
         self._active = True
+        self._patch_loaders()
+        self._patch_checkpoint()
         try:
             from torch.optim.optimizer import register_optimizer_step_post_hook
             self._hook = register_optimizer_step_post_hook(self._on_optimizer_step)
@@ -568,6 +742,117 @@ class Capture:
         self._start_stack_dumps()
         atexit.register(self._at_exit)
         self.write()
+
+    def _patch(self, module, name, make):
+        """Replaces module.name (when it has one) with make(original); uninstall() puts it back."""
+        original = getattr(module, name, None)
+        if original is None:
+            return
+        wrapper = make(original)
+        for attribute in ("__name__", "__qualname__", "__doc__"):
+            try:
+                setattr(wrapper, attribute, getattr(original, attribute))
+            except (AttributeError, TypeError):
+                pass
+        wrapper.__wrapped__ = original
+        setattr(module, name, wrapper)
+        self._patches.append((module, name, original, wrapper))
+
+    def _patch_loaders(self):
+        """The weights loaders whose files loaded_files names: safetensors' safe_open (which its
+        load_file opens through) and load_file, and torch.load. Code that bound them before install
+        keeps the originals; their files show while mapped or open."""
+        capture = self
+
+        def recording(how, argument):
+            def make(original):
+                def load(*args, **kwargs):
+                    if capture._active and os.getpid() == capture._pid:
+                        capture._note_load(how, args[0] if args else kwargs.get(argument))
+                    return original(*args, **kwargs)
+                return load
+            return make
+
+        import importlib.util
+        try:
+            have_safetensors = importlib.util.find_spec("safetensors") is not None
+        except (ImportError, ValueError):
+            have_safetensors = False
+        if have_safetensors:
+            try:
+                import safetensors
+                import safetensors.torch
+            except Exception as e:  # a broken installation is the program's to meet
+                self._warn("safetensors", "safetensors not wrapped (%s): its loads show only while mapped" % one_line(e))
+            else:
+                self._patch(safetensors, "safe_open", recording("safetensors", "filename"))
+                self._patch(safetensors.torch, "safe_open", recording("safetensors", "filename"))
+                self._patch(safetensors.torch, "load_file", recording("safetensors", "filename"))
+        self._patch(self._torch, "load", recording("torch.load", "f"))
+
+    def _note_load(self, how, source):
+        """A loader was asked for `source` (a path, or a file object with its name)."""
+        try:
+            if not isinstance(source, (str, bytes, os.PathLike)):  # a file object: its name (a Path's is its last part)
+                source = getattr(source, "name", source)
+            path = os.path.abspath(os.fspath(source))
+            if isinstance(path, bytes):
+                path = os.fsdecode(path)
+        except TypeError:
+            return  # a buffer, not a file
+        with self._lock:
+            self._loads.setdefault(path, how)
+
+    def _patch_checkpoint(self):
+        """torch.utils.checkpoint.checkpoint, so that a call inside it in the forward pass is known
+        to be a checkpointed block's (its tensors are not kept: the backward pass recomputes them),
+        with use_reentrant True (the block runs without grad) and False alike."""
+        capture = self
+        try:
+            import torch.utils.checkpoint as checkpoint_module
+        except Exception as e:
+            self._warn("checkpoint", "torch.utils.checkpoint not wrapped (%s)" % one_line(e))
+            return
+
+        def make(original):
+            def checkpoint(function, *args, **kwargs):
+                depth = getattr(capture._checkpoint, "depth", 0)
+                capture._checkpoint.depth = depth + 1
+                try:
+                    return original(function, *args, **kwargs)
+                finally:
+                    capture._checkpoint.depth = depth
+            return checkpoint
+
+        self._patch(checkpoint_module, "checkpoint", make)
+
+    def _in_backward(self):
+        """Whether this thread is running the autograd engine's backward pass: a forward call made
+        there is a recomputation (activation checkpointing's, reentrant or not)."""
+        task = getattr(self._torch._C, "_current_graph_task_id", None)
+        if task is None:
+            self._warn("phase", "this PyTorch has no torch._C._current_graph_task_id: recomputations inside the "
+                       "backward pass are counted as forward calls")
+            return False
+        try:
+            return task() != -1
+        except Exception:
+            return False
+
+    def _in_checkpoint(self):
+        """Whether the call is inside torch.utils.checkpoint's forward: the wrapper's depth, else
+        (a checkpoint bound before install) the saved-tensor hooks non-reentrant checkpoint pushes."""
+        if getattr(self._checkpoint, "depth", 0) > 0:
+            return True
+        try:
+            top = self._torch._C._autograd._top_saved_tensors_default_hooks
+            try:
+                hooks = top(False)
+            except TypeError:
+                hooks = top()
+        except Exception:
+            return False
+        return bool(hooks) and "_checkpoint_hook" in getattr(hooks[0], "__qualname__", "")
 
     def _start_stack_dumps(self):
         self._stacks.write("# sdpa_capture: Python stacks of pid %d: every %s s, on SIGUSR1, on a fatal signal\n"
@@ -594,6 +879,10 @@ class Capture:
 
         if F.scaled_dot_product_attention is self._wrapper:
             F.scaled_dot_product_attention = self._original
+        for module, name, original, wrapper in reversed(self._patches):
+            if getattr(module, name, None) is wrapper:
+                setattr(module, name, original)
+        self._patches = []
         self._active = False
         if self._hook is not None:
             self._hook.remove()
@@ -622,14 +911,28 @@ class Capture:
         # A forked child (a data-loader worker) inherits the wrapper; its calls are not this capture's.
         if not self._active or os.getpid() != self._pid:
             return self._original(*args, **kwargs)
+        recomputed = self._in_backward()
+        checkpointed = recomputed or self._in_checkpoint()
+        phase = "recompute" if recomputed else "forward"
+        arguments, sig, kept = None, None, checkpointed
+        try:
+            arguments = bind_sdpa_arguments(args, kwargs)
+            kept = kept or self._requires_grad(self._torch, arguments)
+        except Exception:
+            pass  # described below, or said why not
         with self._lock:
             number, index, step = self._total, self._in_step, self._steps
             self._total += 1
             self._in_step += 1
-        arguments, sig = None, None
+            if recomputed:
+                self._recomputed_in_step += 1
+            else:
+                self._forward_in_step += 1
+                self._training_in_step += int(bool(kept))
         try:
-            arguments = bind_sdpa_arguments(args, kwargs)
-            sig = self._signature(number, index, arguments)
+            if arguments is None:
+                arguments = bind_sdpa_arguments(args, kwargs)
+            sig = self._signature(number, index, arguments, phase, checkpointed)
         except Exception as e:  # never the program's failure: the call is counted and logged all the same
             self._warn("describe", "call %d not described (%s); later ones may be" % (number, one_line(e)))
         sig_text = "-" if sig is None else str(sig)
@@ -637,7 +940,8 @@ class Capture:
         try:
             if self._sync_exit:  # the work queued before the call is finished before it enters
                 self._synchronize(arguments)
-            self._log("enter call=%d sig=%s step=%d index_in_step=%d t=%.6f" % (number, sig_text, step, index, time.time()))
+            self._log("enter call=%d sig=%s step=%d index_in_step=%d phase=%s t=%.6f"
+                      % (number, sig_text, step, index, phase, time.time()))
             start = time.perf_counter()
             result = self._original(*args, **kwargs)
             if self._sync_exit:
@@ -649,11 +953,13 @@ class Capture:
         self._log("exit call=%d sig=%s ms=%.3f" % (number, sig_text, (time.perf_counter() - start) * 1e3))
         return result
 
-    def _signature(self, number, index, a):
+    def _signature(self, number, index, a, phase, checkpointed):
         """The id of the call's signature. The first calls of each shape (--calls-per-signature)
         are described: their mask is read (which waits for the GPU) and the entry found or made;
-        later calls of the shape go to the entry its last described call went to, unread."""
-        shapes = self._shape_key(a)
+        later calls of the shape go to the entry its last described call went to, unread. A
+        recomputation inside the backward pass, and a checkpointed block's call, are shapes of
+        their own."""
+        shapes = self._shape_key(a) + (phase, checkpointed)
         with self._lock:
             seen = self._shapes.setdefault(shapes, {"described": 0, "sig": None})
             if seen["described"] >= self._k and seen["sig"] is not None:
@@ -661,7 +967,7 @@ class Capture:
                 return seen["sig"]
             seen["described"] += 1
         self._log("describe call=%d t=%.6f" % (number, time.time()))
-        described = self._describe(a)
+        described = self._describe(a, phase, checkpointed)
         new = False
         with self._lock:
             key = (shapes, described["pattern"])
@@ -703,16 +1009,17 @@ class Capture:
             tensors.append(a["attn_mask"])
         return bool(torch.is_grad_enabled() and any(t.requires_grad for t in tensors))
 
-    def _describe(self, a):
+    def _describe(self, a, phase, checkpointed):
         torch = self._torch
         q, m = a["query"], a["attn_mask"]
         if q.device.type == "cuda" and self._device is None:
             self._device = self._device_record(q.device)
         mask, pattern = (None, None) if m is None else self._mask_record(m)
+        requires_grad = self._requires_grad(torch, a)
         return {"query": self._tensor_record(q), "key": self._tensor_record(a["key"]),
                 "value": self._tensor_record(a["value"]), "mask": mask, "pattern": pattern,
-                "backend": self._backend(a), "requires_grad": self._requires_grad(torch, a),
-                "context": self._context(q.device)}
+                "backend": self._backend(a), "requires_grad": requires_grad, "phase": phase,
+                "retention": retention_of(requires_grad, checkpointed), "context": self._context(q.device)}
 
     @staticmethod
     def _entry(sig, number, index, a, d):
@@ -720,7 +1027,8 @@ class Capture:
                 "query": d["query"], "key": d["key"], "value": d["value"], "mask": d["mask"],
                 "is_causal": bool(a["is_causal"]), "scale": None if a["scale"] is None else float(a["scale"]),
                 "dropout_p": float(a["dropout_p"]), "enable_gqa": bool(a["enable_gqa"]), "backend": d["backend"],
-                "requires_grad": d["requires_grad"], "context": d["context"], "tensors": None}
+                "requires_grad": d["requires_grad"], "phase": d["phase"], "retention": d["retention"],
+                "context": d["context"], "tensors": None}
 
     # ------------------------------------------------------------------------- descriptions
     @staticmethod
@@ -836,9 +1144,18 @@ class Capture:
             except Exception as e:  # a pluggable allocator keeps no statistics
                 self._stats_error = one_line(e)
         host = read_host_memory()
+        text, resident = read_mappings()
+        mapped = None if text is None else {path for path, _ in file_mappings(text)}
+        opened = open_files()
+        with self._lock:
+            loads = dict(self._loads)
+        loaded = None
+        if text is not None or opened is not None or loads:
+            loaded = loaded_files_of(loads, mapped, opened, prefixes=self._runtime_prefixes)
         return {"memory_allocated": allocated, "memory_reserved": reserved, "mem_available": host["mem_available"],
                 "mem_free": host["mem_free"], "cached": host["cached"], "rss_file": host["rss_file"],
-                "mapped_files": read_mapped_files(self._runtime_prefixes)}
+                "mapped_files": None if text is None else mapped_files_of(text, resident, prefixes=self._runtime_prefixes),
+                "loaded_files": loaded}
 
     def _device_record(self, device):
         torch = self._torch
@@ -883,9 +1200,13 @@ class Capture:
             return
         first = False
         with self._lock:
-            if self._calls_per_step is None and self._in_step >= 1:
-                self._calls_per_step, first = self._in_step, True
-            self._in_step = 0
+            if self._calls_per_step is None and self._forward_in_step >= 1:
+                # The layers are the calls the step trains through; a frozen text encoder's calls
+                # under no_grad in the same step keep nothing and are not among them.
+                self._calls_per_step = self._training_in_step or self._forward_in_step
+                self._recomputed_per_step = self._recomputed_in_step
+                first = True
+            self._in_step = self._forward_in_step = self._recomputed_in_step = self._training_in_step = 0
             self._steps += 1
         if first:
             self.write()
@@ -918,7 +1239,7 @@ class Capture:
         torch = self._torch
         with self._lock:
             calls = json.loads(json.dumps(self._entries))
-            total, per_step, device = self._total, self._calls_per_step, self._device
+            total, per_step, recomputed, device = self._total, self._calls_per_step, self._recomputed_per_step, self._device
         backend = None
         if device is not None:
             try:
@@ -935,6 +1256,7 @@ class Capture:
             "environment": {name: os.environ.get(name) for name in ("PYTORCH_CUDA_ALLOC_CONF", "CUDA_LAUNCH_BLOCKING")},
             "allocator": {"kind": kind, "detail": detail},
             "calls_per_step": per_step,
+            "recomputed_per_step": recomputed,
             "total_calls": total,
             "calls": calls,
         }

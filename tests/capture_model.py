@@ -10,6 +10,13 @@ first --text-valid. AdamW trains it for --steps steps on random targets, then on
 runs without gradients. With --math (the default) each attention call runs inside
 sdpa_kernel(SDPBackend.MATH), the path the harness rebuilds.
 
+With --checkpoint non-reentrant or reentrant every block runs through torch.utils.checkpoint.checkpoint
+(use_reentrant False or True) while gradients are recorded, as diffusers' enable_gradient_checkpointing()
+runs it: the backward pass recomputes each block's forward, its attention call with it.
+
+With --text-encoder a frozen text encoder runs in each step, as a trainer's encodes its prompts:
+one causal attention call over the text tokens, without gradients, before the model's forward pass.
+
 With --weights FILE the weights come from a file, memory-mapped as safetensors maps a checkpoint
 (mmap, copy-on-write): the parameters from its first bytes (bf16, in the model's order), the rest
 of the file as frozen tensors on the device (the rest of a model, an encoder's weights), each copied
@@ -20,7 +27,9 @@ that holds its CPU state dict, so that its pages and the file show in the captur
     python3 scripts/sdpa_capture.py --out capture --tensors first -- tests/capture_model.py --steps 3
     python3 scripts/sdpa_capture.py --out capture -- tests/capture_model.py --weights model.bin
 
-Attention calls: (--steps + 1) x --blocks, --blocks of them between two optimizer steps.
+Attention calls: (--steps + 1) x --blocks, --blocks of them between two optimizer steps; with
+--checkpoint, --steps x --blocks more, recomputed inside the backward passes; with --text-encoder,
+--steps + 1 more, the encoder's.
 Exit 0; 2 for a bad option or a device it cannot use (one line on stderr).
 """
 import argparse
@@ -32,6 +41,7 @@ import sys
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+import torch.utils.checkpoint
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 PROG = "capture_model"
@@ -108,10 +118,14 @@ class JointBlock(nn.Module):
         return txt + self.txt_ff(txt), img + self.img_ff(img)
 
 
+CHECKPOINT_MODES = ("none", "non-reentrant", "reentrant")
+
+
 class JointModel(nn.Module):
-    def __init__(self, heads, head_dim, blocks, math_only):
+    def __init__(self, heads, head_dim, blocks, math_only, checkpoint="none"):
         super().__init__()
         dim = heads * head_dim
+        self.checkpoint = checkpoint
         self.txt_in, self.img_in = nn.Linear(dim, dim), nn.Linear(dim, dim)
         self.blocks = nn.ModuleList(JointBlock(heads, head_dim, math_only) for _ in range(blocks))
         self.img_out = nn.Sequential(nn.LayerNorm(dim), nn.Linear(dim, dim))
@@ -119,8 +133,28 @@ class JointModel(nn.Module):
     def forward(self, txt, img, mask, cos, sin):
         txt, img = self.txt_in(txt), self.img_in(img)
         for block in self.blocks:
-            txt, img = block(txt, img, mask, cos, sin)
+            if self.checkpoint != "none" and torch.is_grad_enabled():
+                txt, img = torch.utils.checkpoint.checkpoint(block, txt, img, mask, cos, sin,
+                                                             use_reentrant=self.checkpoint == "reentrant")
+            else:
+                txt, img = block(txt, img, mask, cos, sin)
         return self.img_out(img)
+
+
+class TextEncoder(nn.Module):
+    """A frozen encoder of the text tokens: a projection and one causal self-attention."""
+
+    def __init__(self, heads, head_dim, math_only):
+        super().__init__()
+        self.heads, self.math_only = heads, math_only
+        self.qkv = nn.Linear(heads * head_dim, 3 * heads * head_dim)
+        self.requires_grad_(False)
+
+    def forward(self, txt):
+        q, k, v = (x.unflatten(-1, (self.heads, -1)).transpose(1, 2) for x in self.qkv(txt).chunk(3, dim=-1))
+        with sdpa_kernel(SDPBackend.MATH) if self.math_only else contextlib.nullcontext():
+            o = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return txt + o.transpose(1, 2).flatten(2)
 
 
 def text_padding_mask(batch, text, text_valid, image, device):
@@ -171,6 +205,10 @@ def main(argv):
     ap.add_argument("--math", dest="math_only", action="store_true", default=True,
                     help="attention inside sdpa_kernel(SDPBackend.MATH) (the default)")
     ap.add_argument("--no-math", dest="math_only", action="store_false", help="let PyTorch pick the backend")
+    ap.add_argument("--text-encoder", action="store_true",
+                    help="encode the text with a frozen causal attention in each step, without gradients")
+    ap.add_argument("--checkpoint", choices=CHECKPOINT_MODES, default="none",
+                    help="activation checkpointing of every block: non-reentrant, reentrant or none (the default)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--weights", metavar="FILE",
                     help="load the weights from FILE, memory-mapped (bf16: the parameters, then frozen tensors)")
@@ -189,7 +227,8 @@ def main(argv):
     torch.manual_seed(args.seed)
     device, dtype = torch.device(args.device), DTYPES[args.dtype]
     dim = args.heads * args.head_dim
-    model = JointModel(args.heads, args.head_dim, args.blocks, args.math_only).to(device=device, dtype=dtype)
+    model = JointModel(args.heads, args.head_dim, args.blocks, args.math_only, args.checkpoint).to(device=device,
+                                                                                                  dtype=dtype)
     weights = None  # the mapping and the frozen tensors, kept while the program trains
     if args.weights is not None:
         try:
@@ -199,6 +238,14 @@ def main(argv):
             return 2
         print("%s: weights from %s (%d bytes, mapped), %d frozen tensors" % (PROG, args.weights, len(weights[0]),
                                                                            len(weights[1])))
+    encoder = TextEncoder(args.heads, args.head_dim, args.math_only).to(device=device, dtype=dtype)
+
+    def encode(txt):
+        if not args.text_encoder:
+            return txt
+        with torch.no_grad():
+            return encoder(txt)
+
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
     mask = text_padding_mask(args.batch, args.text, args.text_valid, args.image, device)
     cos, sin = rope_tables(args.text + args.image, args.head_dim, device)
@@ -209,6 +256,7 @@ def main(argv):
 
     for step in range(args.steps):
         txt, img = batch()
+        txt = encode(txt)
         target = torch.randn_like(img)
         loss = F.mse_loss(model(txt, img, mask, cos, sin).float(), target.float())
         optimizer.zero_grad(set_to_none=True)
@@ -217,8 +265,11 @@ def main(argv):
         print("%s: step %d loss %.4f" % (PROG, step, loss.item()))
     with torch.no_grad():  # its calls need no gradient: another signature
         txt, img = batch()
-        model(txt, img, mask, cos, sin)
-    print("%s: %d attention calls, %d per step" % (PROG, (args.steps + 1) * args.blocks, args.blocks))
+        model(encode(txt), img, mask, cos, sin)
+    recomputed = args.steps * args.blocks if args.checkpoint != "none" else 0
+    encoded = args.steps + 1 if args.text_encoder else 0
+    print("%s: %d attention calls, %d per step, %d recomputed, %d the text encoder's" % (
+        PROG, (args.steps + 1) * args.blocks + recomputed + encoded, args.blocks, recomputed, encoded))
     del weights  # held until here, as a training script holds its CPU state dict
     return 0
 

@@ -21,15 +21,22 @@ Checks, each printed as "ok: ..." or "FAIL: ...":
      of WEIGHTS_MIB MiB the test writes): the context records the host's memory (MemFree,
      MemAvailable, Cached, RssFile) and the file among the mapped files (its size, its resident
      pages); repro derives --mapped-weights from it (the plan's mapped weights, a report's commands),
-     and --call-only leaves it out.
+     and --call-only leaves it out;
+  6. capture_model.py --checkpoint non-reentrant and reentrant, with a frozen text encoder in each
+     step: the recomputations inside the backward pass told apart (phase recompute), every training
+     call a checkpointed layer's, calls_per_step the blocks (not the encoder's calls), and the
+     replay's --layers N --retain checkpoint --backward.
 
 Part 0 also checks the host readers (/proc/meminfo, /proc/self/status, /proc/self/smaps) over given
-text: `--helpers-only` runs part 0 alone, without PyTorch (exit 0 or 1).
+text, the page cache of a file it writes (cachestat and mincore, before and after its pages are
+dropped), the loaded-files record, and the wrappers of the loaders, of torch.utils.checkpoint and
+of the phase over stand-ins for torch and safetensors: `--helpers-only` runs part 0 alone, without
+PyTorch (exit 0 or 1).
 
     python3 tests/test_sdpa_capture.py --repro build/repro [--keep DIR] [--no-replay] [--device cuda|cpu]
     python3 tests/test_sdpa_capture.py --helpers-only
 
---device cpu (with --no-replay) runs parts 0, 1, 2, 4 and 5 (less repro's derivation) on PyTorch
+--device cpu (with --no-replay) runs parts 0, 1, 2, 4, 5 (less repro's derivation) and 6 on PyTorch
 without a GPU. Exit 0: every check passed; 1: a check failed; 2: bad options; 77: skipped.
 """
 import argparse
@@ -62,6 +69,7 @@ STEPS, BLOCKS, BATCH, HEADS, HEAD_DIM, TEXT, TEXT_VALID, IMAGE = 3, 2, 2, 4, 32,
 WEIGHTS_MIB = 256  # part 5's weights file
 SEQ = TEXT + IMAGE
 CALLS_PER_SIGNATURE = 3  # sdpa_capture.py's default --calls-per-signature
+CHECKPOINTED = ("non-reentrant", "reentrant")  # part 6's capture_model.py --checkpoint modes
 
 
 class Checks:
@@ -244,6 +252,9 @@ def part_helpers(checks):
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     part_host_readers(checks)
+    part_page_cache(checks)
+    part_loaded_files(checks)
+    part_wrappers(checks)
 
 
 # The texts the host readers are given: /proc/meminfo, /proc/self/status, /proc/self/smaps (a
@@ -357,6 +368,202 @@ def part_host_readers(checks):
                  shown({"memory": memory, "mapped": mapped}))
 
 
+def filesystem_type(path):
+    """The type of the file system `path` is on (/proc/mounts' longest mount point above it)."""
+    best, kind = "", None
+    real = os.path.realpath(path)
+    for line in (sdpa_capture.read_text("/proc/mounts") or "").splitlines():
+        fields = line.split()
+        if len(fields) >= 3 and (real == fields[1] or real.startswith(fields[1].rstrip("/") + "/")) \
+                and len(fields[1]) > len(best):
+            best, kind = fields[1], fields[2]
+    return kind
+
+
+def part_page_cache(checks):
+    """A file's pages in the page cache, by each probe: all of them after it is read, fewer once
+    they are dropped (posix_fadvise DONTNEED on its clean pages), on a file system whose pages
+    can be dropped (not tmpfs)."""
+    c = sdpa_capture
+    if not sys.platform.startswith("linux"):
+        print("# page cache probes: Linux only")
+        return
+    folder = tempfile.mkdtemp(prefix="sdpa_capture_cache.")
+    try:
+        path = os.path.join(folder, "weights.safetensors")
+        size = (8 << 20) + 123  # not a whole number of pages
+        with open(path, "wb") as f:
+            f.write(os.urandom(size))
+            f.flush()
+            os.fsync(f.fileno())
+        page = os.sysconf("SC_PAGE_SIZE")
+        whole = (size + page - 1) // page * page
+        probes = []
+        for probe in c.PROBES:
+            with open(path, "rb") as f:
+                f.read()  # every page in the page cache
+            read, by = c.page_cache_bytes(path, probes=(probe,))
+            if read is None:
+                print("# page cache probe %s: not answered here (an older kernel, or a filter)" % probe)
+                continue
+            probes.append(probe)
+            fd = os.open(path, os.O_RDONLY)
+            try:
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            finally:
+                os.close(fd)
+            dropped, _ = c.page_cache_bytes(path, probes=(probe,))
+            droppable = filesystem_type(folder) not in ("tmpfs", "ramfs")
+            checks.check(by == probe and read == whole and dropped is not None and dropped <= read
+                         and (dropped < size if droppable else True),
+                         "page cache by %s: %d bytes after the file is read (its %d bytes in whole pages), %d after its "
+                         "pages are dropped" % (probe, read, size, dropped))
+        checks.check(bool(probes) and c.page_cache_bytes(path)[1] == probes[0]
+                     and c.page_cache_bytes(os.path.join(folder, "gone")) == (None, None),
+                     "page_cache_bytes: the first probe that answers (%s); (None, None) for a file not there"
+                     % (probes[0] if probes else "none"))
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def part_loaded_files(checks):
+    """loaded_files_of over given loads, mappings and open files, sizes and page cache."""
+    c = sdpa_capture
+    shard1, shard2 = "/m/transformer/a.safetensors", "/m/transformer/b.safetensors"
+    sizes = {shard1: 9 << 30, shard2: 5 << 30, "/m/te/model.pt": 100, "/data/train.arrow": 80 << 30,
+             "/data/small.bin": 1 << 20, "/data/log.txt": 200 << 20, "/usr/lib/x.bin": 1 << 40, "/m/gone": None,
+             "/env/lib/weights.safetensors": 3 << 30}
+    cached = {shard1: (9 << 30, "cachestat"), shard2: (1 << 30, "cachestat"), "/m/te/model.pt": (4096, "mincore")}
+    files = c.loaded_files_of({"/m/transformer/../transformer/a.safetensors": "safetensors", shard2: "safetensors",
+                               "/m/te/model.pt": "torch.load", "/m/gone": "safetensors",
+                               "/env/lib/weights.safetensors": "safetensors"},
+                              mapped={shard2, "/data/train.arrow", "/data/small.bin", "/usr/lib/x.bin"},
+                              opened={"/data/log.txt", shard1},
+                              size_of=sizes.get, cached_of=lambda p: cached.get(p, (None, None)), prefixes=("/env/",),
+                              name_of=lambda p: p, resolve=os.path.normpath)
+    by_path = {f["path"]: f for f in files}
+    checks.check([f["path"] for f in files] == ["/data/train.arrow", shard1, shard2, "/env/lib/weights.safetensors",
+                                                "/data/log.txt", "/m/te/model.pt"]
+                 and by_path[shard1]["how"] == "safetensors" and not by_path[shard1]["mapped"]
+                 and by_path[shard2]["mapped"] and by_path[shard2]["cached_bytes"] == 1 << 30
+                 and by_path["/m/te/model.pt"]["how"] == "torch.load"
+                 and by_path["/m/te/model.pt"]["cached_by"] == "mincore"
+                 and by_path["/data/train.arrow"]["how"] == "mapping" and by_path["/data/log.txt"]["how"] == "open"
+                 and by_path["/data/log.txt"]["cached_bytes"] is None and by_path["/data/log.txt"]["cached_by"] is None
+                 and by_path["/env/lib/weights.safetensors"]["how"] == "safetensors",
+                 "loaded files: each loaded file once, resolved (mapped or not, any size, even under Python's prefix), "
+                 "the large files mapped or open besides; none gone, small, or of the system; largest first; their "
+                 "page cache and its probe", shown(files))
+    checks.check(len(c.loaded_files_of({}, {"/a%d.bin" % i for i in range(50)}, None, size_of=lambda p: 1 << 30,
+                                       cached_of=lambda p: (None, None), name_of=lambda p: p)) == c.LOADED_LIMIT
+                 and c.loaded_files_of({}, None, None) == [],
+                 "loaded files: at most %d; none from nothing" % c.LOADED_LIMIT)
+    fd_folder = tempfile.mkdtemp(prefix="sdpa_capture_fd.")
+    try:
+        target = os.path.join(fd_folder, "model.safetensors")
+        open(target, "w").close()
+        os.symlink(target, os.path.join(fd_folder, "3"))
+        os.symlink("socket:[1234]", os.path.join(fd_folder, "4"))
+        os.symlink(target + "2 (deleted)", os.path.join(fd_folder, "5"))
+        mine = c.open_files()
+        checks.check(c.open_files(fd_folder) == {target} and c.open_files(os.path.join(fd_folder, "none")) is None
+                     and (mine is None or all(p.startswith("/") for p in mine)),
+                     "open files from /proc/self/fd's links: files only (no socket, no deleted file); None where "
+                     "the folder cannot be read")
+    finally:
+        shutil.rmtree(fd_folder, ignore_errors=True)
+    checks.check(c.retention_of(True, False) == "autograd" and c.retention_of(False, False) == "none"
+                 and c.retention_of(True, True) == "checkpoint" and c.retention_of(False, True) == "checkpoint",
+                 "retention: checkpoint for a checkpointed block's call (with or without grad), else autograd where "
+                 "autograd records it, else none")
+
+
+def part_wrappers(checks):
+    """The loaders, torch.utils.checkpoint and the phase, through install()'s wrappers over stand-ins
+    for torch and safetensors (the wrappers need nothing else of them)."""
+    import importlib.machinery
+    import types
+    c = sdpa_capture
+    names = ("torch", "torch.utils", "torch.utils.checkpoint", "safetensors", "safetensors.torch")
+    saved = {name: sys.modules.get(name) for name in names}
+    state = {"task": -1, "hooks": None}
+    torch = types.ModuleType("torch")
+    torch.load = lambda f, *args, **kwargs: ("torch.load", f)
+    torch._C = types.SimpleNamespace(_current_graph_task_id=lambda: state["task"],
+                                     _autograd=types.SimpleNamespace(
+                                         _top_saved_tensors_default_hooks=lambda ignore_is_tracing: state["hooks"]))
+    utils, checkpoint_module = types.ModuleType("torch.utils"), types.ModuleType("torch.utils.checkpoint")
+    checkpoint_module.checkpoint = lambda function, *args, use_reentrant=None, **kwargs: function(*args)
+    torch.utils, utils.checkpoint = utils, checkpoint_module
+    safetensors, safetensors_torch = types.ModuleType("safetensors"), types.ModuleType("safetensors.torch")
+    safetensors.__spec__ = importlib.machinery.ModuleSpec("safetensors", None)
+
+    class SafeOpen:
+        def __init__(self, filename, framework, device="cpu"):
+            self.filename = filename
+
+    safetensors.safe_open = safetensors_torch.safe_open = SafeOpen
+    safetensors_torch.load_file = lambda filename, device="cpu": safetensors_torch.safe_open(filename, "pt")
+    safetensors.torch = safetensors_torch
+    originals = (torch.load, SafeOpen, safetensors_torch.load_file, checkpoint_module.checkpoint)
+    folder = tempfile.mkdtemp(prefix="sdpa_capture_wrappers.")
+    sys.modules.update({"torch": torch, "torch.utils": utils, "torch.utils.checkpoint": checkpoint_module,
+                        "safetensors": safetensors, "safetensors.torch": safetensors_torch})
+    try:
+        cap = c.Capture(torch, os.path.join(folder, "out"), "none", 3, 0.0, False, ["x"])
+        cap._active = True
+        cap._patch_loaders()
+        cap._patch_checkpoint()
+        a, b, p = (os.path.join(folder, n) for n in ("a.safetensors", "b.safetensors", "c.pt"))
+        import pathlib
+        opened = safetensors.safe_open(pathlib.Path(a), framework="pt")
+        safetensors_torch.load_file(b)
+        with open(p, "w") as f:
+            torch.load(f)
+        torch.load(io_bytes())  # a buffer: no file
+        checks.check(isinstance(opened, SafeOpen) and str(opened.filename) == a
+                     and cap._loads == {a: "safetensors", b: "safetensors", p: "torch.load"},
+                     "the loaders' wrappers record each file (safe_open of a Path, load_file through safe_open, "
+                     "torch.load of a file object by its name; not a buffer) and return what the loader returns",
+                     shown(cap._loads))
+        inside = checkpoint_module.checkpoint(lambda x: (x, cap._in_checkpoint()), 7, use_reentrant=True)
+        outside = cap._in_checkpoint()
+
+        def pack_hook(x):
+            return x
+        pack_hook.__qualname__ = "_checkpoint_hook.__init__.<locals>.pack_hook"
+        state["hooks"] = (pack_hook, pack_hook)
+        by_hooks = cap._in_checkpoint()
+        state["hooks"] = (lambda x: x, lambda x: x)
+        other_hooks = cap._in_checkpoint()
+        not_backward = cap._in_backward()
+        state["task"] = 3
+        in_backward = cap._in_backward()
+        checks.check(inside == (7, True) and not outside and by_hooks and not other_hooks and not not_backward
+                     and in_backward,
+                     "inside torch.utils.checkpoint's forward (its wrapper, or a checkpoint bound before: its saved-"
+                     "tensor hooks), and inside the backward pass (a graph task): told apart from the rest")
+        for module, name, original, wrapper in reversed(cap._patches):
+            setattr(module, name, original)
+        checks.check((torch.load, safetensors.safe_open, safetensors_torch.load_file, checkpoint_module.checkpoint)
+                     == originals and len(cap._patches) == 5,
+                     "five functions wrapped (safe_open twice, load_file, torch.load, checkpoint), each put back")
+        for f in (cap._log_file, cap._stacks):
+            f.close()
+    finally:
+        for name, module in saved.items():
+            if module is None:
+                sys.modules.pop(name, None)
+            else:
+                sys.modules[name] = module
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def io_bytes():
+    import io
+    return io.BytesIO(b"x")
+
+
 # ------------------------------------------------------------------------------- 1. the capture
 def calls_log(path):
     with open(path) as f:
@@ -418,7 +625,7 @@ def part_capture(checks, torch, out, device, program):
         w = json.load(f)
     cap = w.get("captured", {})
     checks.check(w.get("format") == "sdpa-repro-workload" and w.get("format_version") == 1
-                 and cap.get("by") == "sdpa_capture.py 1" and cap.get("torch") == str(torch.__version__)
+                 and cap.get("by") == "sdpa_capture.py 2" and cap.get("torch") == str(torch.__version__)
                  and cap.get("command") == [MODEL, "--steps", str(STEPS), "--device", device],
                  "format, version, tool, PyTorch's version and the program's command line",
                  shown({k: cap.get(k) for k in ("by", "torch", "command")}))
@@ -435,8 +642,8 @@ def part_capture(checks, torch, out, device, program):
     total = (STEPS + 1) * BLOCKS
     checks.check(w.get("total_calls") == total, "total_calls %s: %d steps and the evaluation pass, %d blocks"
                  % (w.get("total_calls"), STEPS, BLOCKS))
-    checks.check(w.get("calls_per_step") == BLOCKS, "calls_per_step %s (the model's %d blocks)"
-                 % (w.get("calls_per_step"), BLOCKS))
+    checks.check(w.get("calls_per_step") == BLOCKS and w.get("recomputed_per_step") == 0,
+                 "calls_per_step %s (the model's %d blocks), none recomputed" % (w.get("calls_per_step"), BLOCKS))
     calls = w.get("calls", [])
     if not checks.check(len(calls) == 2 and sum(c["count"] for c in calls) == total,
                         "two signatures, training (requires_grad) and evaluation, counting every call",
@@ -448,6 +655,9 @@ def part_capture(checks, torch, out, device, program):
                  and (evaluation["requires_grad"], evaluation["first_call"], evaluation["index_in_step"],
                       evaluation["count"]) == (False, STEPS * BLOCKS, 0, BLOCKS),
                  "first calls, positions in the step and counts of both signatures")
+    checks.check((train.get("phase"), train.get("retention"), evaluation.get("phase"), evaluation.get("retention"))
+                 == ("forward", "autograd", "forward", "none"),
+                 "the training calls kept as autograd keeps them, the evaluation's nothing; both of the forward pass")
     bshe_stride = [SEQ * HEADS * HEAD_DIM, HEAD_DIM, HEADS * HEAD_DIM, 1]
     layouts = {name: (train[name]["layout"], train[name]["stride"]) for name in ("query", "key", "value")}
     checks.check(all(train[name]["shape"] == [BATCH, HEADS, SEQ, HEAD_DIM] and train[name]["dtype"] == "bfloat16"
@@ -778,6 +988,59 @@ def part_mapped_weights(checks, torch, work, program, device, repro, schema):
                  "captured file" % mib, "exit %d: %s" % (r.returncode, tail(r.stderr)))
 
 
+# ---------------------------------------------------------------------- 6. activation checkpointing
+def start_checkpointing(work, device, mode, logs):
+    cmd = [sys.executable, SCRIPT, "--out", os.path.join(work, mode), "--", MODEL, "--steps", str(STEPS), "--device",
+           device, "--checkpoint", mode, "--text-encoder"]
+    print("# " + " ".join(cmd))
+    return Started(cmd, logs, 600)
+
+
+def part_checkpointing(checks, work, mode, program, repro, schema):
+    """capture_model.py --checkpoint MODE --text-encoder: its calls recomputed inside the backward
+    pass are told apart (phase recompute, not more layers), every training call is a checkpointed
+    layer's, the frozen text encoder's calls in each step are not layers of it, and the replay runs
+    the blocks as checkpointed layers with their backward pass."""
+    out = os.path.join(work, mode)
+    r = program.result()
+    if not checks.check(r.returncode == 0, "the capture of capture_model.py --checkpoint %s exits 0" % mode,
+                        "exit %d: %s" % (r.returncode, tail(r.stderr + r.stdout))):
+        return
+    with open(os.path.join(out, "workload.json")) as f:
+        w = json.load(f)
+    part_schema(checks, w, schema, "the %s capture's workload.json" % mode)
+    training = STEPS * BLOCKS
+    encoded = STEPS + 1
+    total = 2 * training + BLOCKS + encoded
+    checks.check((w["calls_per_step"], w["recomputed_per_step"], w["total_calls"]) == (BLOCKS, BLOCKS, total),
+                 "%s: %d calls a step's forward pass trains through (the blocks; not the text encoder's), %d "
+                 "recomputed in its backward pass, %d in all" % (mode, BLOCKS, BLOCKS, total),
+                 shown({k: w[k] for k in ("calls_per_step", "recomputed_per_step", "total_calls")}))
+    found = sorted((c["phase"], c["retention"], c["requires_grad"], c["count"]) for c in w["calls"])
+    expected = sorted([("forward", "checkpoint", mode == "non-reentrant", training),
+                       ("recompute", "checkpoint", True, training), ("forward", "none", False, BLOCKS),
+                       ("forward", "none", False, encoded)])
+    checks.check(found == expected,
+                 "%s: the checkpointed forward calls (%s grad), their recomputations (with grad), the evaluation's and "
+                 "the text encoder's, each a signature" % (mode, "with" if mode == "non-reentrant" else "without"),
+                 shown(found))
+    enters = [line for line in calls_log(os.path.join(out, "calls.log")) if line.startswith("enter ")]
+    checks.check(sum(log_field(line, "phase") == "recompute" for line in enters) == training,
+                 "%s: calls.log marks the %d recomputed calls phase=recompute" % (mode, training))
+    if not os.access(repro, os.X_OK):
+        return
+    first = next(c["id"] for c in w["calls"] if c["phase"] == "forward" and c["retention"] == "checkpoint")
+    report = os.path.join(work, mode + "-report")
+    r = subprocess.run([repro, "report", "--scenario", "2", "--workload-file", os.path.join(out, "workload.json"),
+                        "--call", str(first), "--out", report, "--no-run"],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, timeout=120)
+    text = open(os.path.join(report, "REPORT.md")).read() if r.returncode == 0 else ""
+    checks.check("--layers %d " % BLOCKS in text and "--retain checkpoint" in text and "--backward" in text,
+                 "%s: the replay runs the %d blocks as checkpointed layers with their backward pass (--layers %d "
+                 "--retain checkpoint --backward), not %d layers" % (mode, BLOCKS, BLOCKS, 2 * BLOCKS),
+                 "exit %d: %s" % (r.returncode, tail(r.stderr)))
+
+
 # --------------------------------------------------------------------------------------- main
 def main(argv):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -806,10 +1069,13 @@ def main(argv):
     work = args.keep or tempfile.mkdtemp(prefix="test_sdpa_capture.")
     os.makedirs(work, exist_ok=True)
     out, hang, weights, logs = (os.path.join(work, name) for name in ("capture", "hang", "weights", "logs"))
-    # The three programs first, all at once (and while this process imports PyTorch too).
+    # The programs first, all at once (and while this process imports PyTorch too).
     programs = {"capture": start_capture(out, args.device, os.path.join(logs, "capture")),
                 "hang": start_hang(hang, args.device, os.path.join(logs, "hang")),
                 "weights": start_mapped_weights(weights, args.device, os.path.join(logs, "weights"))}
+    checkpointing = os.path.join(work, "checkpointing")
+    for mode in CHECKPOINTED:
+        programs[mode] = start_checkpointing(checkpointing, args.device, mode, os.path.join(logs, mode))
     try:
         import torch
         skipped = None
@@ -839,6 +1105,8 @@ def main(argv):
         part_hang(checks, hang, programs["hang"], schema)
         part_mapped_weights(checks, torch, weights, programs["weights"], args.device, os.path.abspath(args.repro),
                             schema)
+        for mode in CHECKPOINTED:
+            part_checkpointing(checks, checkpointing, mode, programs[mode], os.path.abspath(args.repro), schema)
     finally:
         for program in programs.values():
             program.stop()

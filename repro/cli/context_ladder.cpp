@@ -11,7 +11,7 @@ std::vector<ContextRung> context_ladder(const ContextLadderValues& v) {
   adds.alloc_timing = "per-call";
   rung("per-call");
   adds.layers = v.layers;
-  adds.retain = "autograd";
+  adds.retain = v.retain;
   // On the machine the ladder is for, the model's layers with what autograd keeps may not fit
   // (60 of Qwen-Image's: 137 GB, past a DGX Spark's 121 GiB): this rung and those above run as many
   // as fit beside the rest, and say how many, so that a refusal never ends the climb. Running out
@@ -23,6 +23,7 @@ std::vector<ContextRung> context_ladder(const ContextLadderValues& v) {
   adds.ballast_touch = v.ballast_touch;
   rung("ballast");
   adds.mapped_weights = v.mapped_weights;
+  if (!v.weights_mapping.empty()) adds.weights_mapping = v.weights_mapping;
   rung("mapped-weights");
   adds.host_load = v.host_load;
   rung("host-load");

@@ -11,14 +11,17 @@
 
 namespace sdpa {
 
-// The values of the rungs (a report's --layers, --ballast*, --mapped-weights, --host-load and
-// --steps replace them).
+// The values of the rungs (a report's --layers, --ballast*, --mapped-weights, --weights-mapping,
+// --host-load and --steps replace them, and a captured process its retention).
 struct ContextLadderValues {
   std::string layers = "60";  // the workload's block count ("model" with a workload; Qwen-Image's 60)
+  // What the layers keep: autograd's tensors, or with activation checkpointing their inputs.
+  std::string retain = "autograd";
   std::string ballast = "0.5", ballast_alloc = "device", ballast_touch = "gpu";
   // The model's weights loaded from a mapped file: Qwen-Image's text encoder's 16 GB (its
   // transformer's 41 GB are scenario 7's, at the model's full size).
   std::string mapped_weights = "16G";
+  std::string weights_mapping;  // "": the harness's default (unmapped after the load)
   int64_t host_load = 4;
   // Three steps: the step's end (what the layers kept freed, then allocated again) twice; each step
   // is a pass over as many of the image workload's layers as fit (32 on an H100: about 22 s a pass

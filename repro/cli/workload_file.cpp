@@ -5,12 +5,14 @@
 #include <cctype>
 #include <cmath>
 #include <filesystem>
-#include <set>
+#include <map>
+#include <memory>
 #include <string_view>
 
 #include <nlohmann/json.hpp>
 
 #include "math_sdpa/errors.h"
+#include "math_sdpa/name_table.h"
 #include "repro/common/text.h"
 
 namespace sdpa {
@@ -19,10 +21,79 @@ namespace {
 
 using nlohmann::json;
 
-// A JSON value with where it is ("calls[2].query.shape"), so that every complaint names the key.
+const NameTable<CallPhase> kCallPhases{"phase", {{CallPhase::forward, "forward"}, {CallPhase::recompute, "recompute"}}};
+const NameTable<FileRead> kFileReads{"how",
+                                     {{FileRead::safetensors, "safetensors"},
+                                      {FileRead::torch_load, "torch.load"},
+                                      {FileRead::mapping, "mapping"},
+                                      {FileRead::open, "open"}}};
+const NameTable<PageCacheProbe> kPageCacheProbes{"cached_by",
+                                                 {{PageCacheProbe::cachestat, "cachestat"}, {PageCacheProbe::mincore, "mincore"}}};
+
+// Where each number with a fraction or an exponent is in the file ("calls[0].scale") and its text
+// as typed: the parsed value prints otherwise (1e19 as 1e+19), and an error quotes the file.
+// Integers print as typed already.
+class TypedNumbers : public nlohmann::json_sax<json> {
+ public:
+  std::map<std::string, std::string> text;
+
+  bool null() override { return value(); }
+  bool boolean(bool) override { return value(); }
+  bool number_integer(number_integer_t) override { return value(); }
+  bool number_unsigned(number_unsigned_t) override { return value(); }
+  bool number_float(number_float_t, const string_t& typed) override {
+    text[where()] = typed;
+    return value();
+  }
+  bool string(string_t&) override { return value(); }
+  bool binary(binary_t&) override { return value(); }
+  bool start_object(std::size_t) override { return open(false); }
+  bool key(string_t& k) override {
+    open_.back().key = k;
+    return true;
+  }
+  bool end_object() override { return close(); }
+  bool start_array(std::size_t) override { return open(true); }
+  bool end_array() override { return close(); }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override { return false; }
+
+ private:
+  struct Container {
+    std::string where;
+    bool array = false;
+    size_t next = 0;  // an array's next item
+    std::string key;  // an object's current key
+  };
+  std::vector<Container> open_;
+
+  // The next value's place, spelt as LocatedValue spells it.
+  std::string where() const {
+    if (open_.empty()) return "";
+    const Container& c = open_.back();
+    if (c.array) return c.where + "[" + std::to_string(c.next) + "]";
+    return c.where.empty() ? c.key : c.where + "." + c.key;
+  }
+  bool value() {
+    if (!open_.empty() && open_.back().array) ++open_.back().next;
+    return true;
+  }
+  bool open(bool array) {
+    open_.push_back({where(), array, 0, ""});
+    return true;
+  }
+  bool close() {
+    open_.pop_back();
+    return value();
+  }
+};
+
+// A JSON value with where it is ("calls[2].query.shape"), so that every complaint names the key and
+// quotes the value as the file has it. An object's keys are those read (at, maybe) and those
+// declared recorded but not read (unread); no_other_keys() refuses any other.
 class LocatedValue {
  public:
-  LocatedValue(const json& value, std::string where, const std::string& file) : v_(value), where_(std::move(where)), file_(file) {}
+  LocatedValue(const json& value, std::string where, const std::string& file, const std::map<std::string, std::string>& typed)
+      : v_(value), where_(std::move(where)), file_(file), typed_(typed), keys_(std::make_shared<std::vector<std::string>>()) {}
 
   [[noreturn]] void fail(const std::string& why) const {
     throw InputError("--workload-file " + file_ + ": " + (where_.empty() ? "" : where_ + ": ") + why);
@@ -30,49 +101,79 @@ class LocatedValue {
   bool is_null() const { return v_.is_null(); }
   LocatedValue at(const std::string& key) const {
     if (!v_.is_object()) fail("expected an object");
+    keys_->push_back(key);
     const std::string where = where_.empty() ? key : where_ + "." + key;
-    if (!v_.contains(key)) LocatedValue(v_, where, file_).fail("missing");
-    return LocatedValue(v_.at(key), where, file_);
+    if (!v_.contains(key)) LocatedValue(v_, where, file_, typed_).fail("missing");
+    return LocatedValue(v_.at(key), where, file_, typed_);
   }
   // The key's value, or nothing where the object has no such key (a key newer captures add).
   std::optional<LocatedValue> maybe(const std::string& key) const {
     if (!v_.is_object()) fail("expected an object");
-    if (!v_.contains(key)) return std::nullopt;
+    if (!v_.contains(key)) {
+      keys_->push_back(key);
+      return std::nullopt;
+    }
     return at(key);
   }
-  LocatedValue item(size_t i) const { return LocatedValue(v_.at(i), where_ + "[" + std::to_string(i) + "]", file_); }
+  // Keys the format has that the harness does not read.
+  void unread(std::initializer_list<const char*> keys) const {
+    for (const char* k : keys) keys_->push_back(k);
+  }
+  // After the object's keys are read: one it does not have is refused, with the one it most
+  // likely meant (a misspelt mapped_files would otherwise leave the process's weights out unseen).
+  void no_other_keys() const {
+    if (!v_.is_object()) fail("expected an object");
+    for (const auto& item : v_.items()) {
+      if (std::find(keys_->begin(), keys_->end(), item.key()) != keys_->end()) continue;
+      const std::string meant = nearest_word(item.key(), *keys_);
+      std::string known;
+      for (const std::string& k : *keys_) known += (known.empty() ? "" : ", ") + k;
+      LocatedValue(item.value(), where_.empty() ? item.key() : where_ + "." + item.key(), file_, typed_)
+          .fail("not a key of this format (" + (meant.empty() ? "its keys here: " + known : "did you mean " + meant + "?") + ")");
+    }
+  }
+  LocatedValue item(size_t i) const {
+    return LocatedValue(v_.at(i), where_ + "[" + std::to_string(i) + "]", file_, typed_);
+  }
   size_t size() const {
     if (!v_.is_array()) fail("expected a list");
     return v_.size();
   }
   int64_t integer(int64_t min = 0) const {
-    if (!v_.is_number_integer()) fail("expected an integer, not " + one_line(v_.dump().substr(0, 40)));
+    if (!v_.is_number_integer()) fail("expected an integer, not " + typed());
+    if (v_.is_number_unsigned() && v_.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)) {
+      fail(typed() + " is past the largest integer the format holds (2^63-1)");
+    }
     const int64_t value = v_.get<int64_t>();
-    if (value < min) fail(std::to_string(value) + " is below " + std::to_string(min));
+    if (value < min) fail(typed() + " is below " + std::to_string(min));
     return value;
   }
   double number(double min) const {
-    if (!v_.is_number()) fail("expected a number, not " + one_line(v_.dump().substr(0, 40)));
+    if (!v_.is_number()) fail("expected a number, not " + typed());
     const double value = v_.get<double>();
-    if (!std::isfinite(value) || value < min) fail(one_line(v_.dump()) + " is not a finite number of at least " + format_number("%g", min));
+    if (!std::isfinite(value) || value < min) fail(typed() + " is not a finite number of at least " + format_number("%g", min));
     return value;
   }
   bool boolean() const {
-    if (!v_.is_boolean()) fail("expected true or false");
+    if (!v_.is_boolean()) fail("expected true or false, not " + typed());
     return v_.get<bool>();
   }
   std::string string() const {
-    if (!v_.is_string()) fail("expected a string");
+    if (!v_.is_string()) fail("expected a string, not " + typed());
     return v_.get<std::string>();
   }
-  std::string one_of(const std::set<std::string>& words) const {
+  std::string one_of(const std::vector<std::string>& words) const {
     const std::string s = string();
-    if (!words.count(s)) {
+    if (std::find(words.begin(), words.end(), s) == words.end()) {
       std::string list;
       for (const auto& w : words) list += (list.empty() ? "" : ", ") + w;
       fail("'" + one_line(s.substr(0, 40)) + "' is not one of " + list);
     }
     return s;
+  }
+  template <class E>
+  E word(const NameTable<E>& table) const {
+    return *table.find(one_of(table.names()));
   }
   std::vector<int64_t> integers(size_t min_n, size_t max_n, int64_t min) const {
     const size_t n = size();
@@ -91,9 +192,18 @@ class LocatedValue {
   }
 
  private:
+  // The value as the file has it, cut to one short line.
+  std::string typed() const {
+    const auto t = typed_.find(where_);
+    const std::string text = t != typed_.end() && v_.is_number_float() ? t->second : v_.dump();
+    return one_line(text.size() > 40 ? text.substr(0, 37) + "..." : text);
+  }
+
   const json& v_;
   std::string where_;
   const std::string& file_;
+  const std::map<std::string, std::string>& typed_;
+  std::shared_ptr<std::vector<std::string>> keys_;
 };
 
 CapturedTensor read_tensor(const LocatedValue& f) {
@@ -105,6 +215,7 @@ CapturedTensor read_tensor(const LocatedValue& f) {
   f.at("contiguous").boolean();
   t.layout = f.at("layout").one_of({"bhse", "bshe", "other"});
   t.managed = f.at("managed").optional<bool>([](const LocatedValue& m) { return m.boolean(); });
+  f.no_other_keys();
   return t;
 }
 
@@ -117,6 +228,7 @@ CapturedMask read_mask(const LocatedValue& f) {
   m.pattern = f.at("pattern").one_of({"text_padding", "other"});
   const auto tokens = f.at("text_tokens").optional<int64_t>([](const LocatedValue& t) { return t.integer(1); });
   const LocatedValue valid = f.at("text_valid");
+  f.no_other_keys();
   if (m.pattern == "text_padding") {
     if (m.kind != "bool") f.at("pattern").fail("text_padding is a bool mask's pattern");
     if (!tokens) f.at("text_tokens").fail("text_padding needs the text's token count");
@@ -130,13 +242,43 @@ CapturedMask read_mask(const LocatedValue& f) {
   return m;
 }
 
+std::string file_path(const LocatedValue& f) {
+  const std::string path = f.at("path").string();
+  if (path.empty()) f.at("path").fail("expected a file's path, not an empty string");
+  return path;
+}
+
 MappedFile read_mapped_file(const LocatedValue& f) {
   MappedFile m;
-  m.path = f.at("path").string();
-  if (m.path.empty()) f.at("path").fail("expected a file's path, not an empty string");
+  m.path = file_path(f);
   m.bytes = f.at("bytes").integer();
   m.resident_bytes = f.at("resident_bytes").optional<int64_t>([](const LocatedValue& r) { return r.integer(); });
+  f.no_other_keys();
   return m;
+}
+
+LoadedFile read_loaded_file(const LocatedValue& f) {
+  LoadedFile l;
+  l.path = file_path(f);
+  l.bytes = f.at("bytes").integer();
+  l.how = f.at("how").word(kFileReads);
+  l.mapped = f.at("mapped").boolean();
+  l.cached_bytes = f.at("cached_bytes").optional<int64_t>([](const LocatedValue& b) { return b.integer(); });
+  l.cached_by = f.at("cached_by").optional<PageCacheProbe>([](const LocatedValue& b) { return b.word(kPageCacheProbes); });
+  if (l.cached_bytes.has_value() != l.cached_by.has_value()) {
+    f.at("cached_by").fail("given with cached_bytes, null with it (how the pages were counted)");
+  }
+  f.no_other_keys();
+  return l;
+}
+
+template <class T, class Read>
+std::optional<std::vector<T>> optional_list(const LocatedValue& context, const std::string& key, Read read) {
+  const std::optional<LocatedValue> files = context.maybe(key);
+  if (!files || files->is_null()) return std::nullopt;
+  std::vector<T> list;
+  for (size_t i = 0; i < files->size(); ++i) list.push_back(read(files->item(i)));
+  return list;
 }
 
 // A key of the context that older captures do not have: absent or null, nothing; else bytes.
@@ -144,6 +286,15 @@ std::optional<int64_t> optional_bytes(const LocatedValue& context, const std::st
   const std::optional<LocatedValue> f = context.maybe(key);
   if (!f) return std::nullopt;
   return f->optional<int64_t>([](const LocatedValue& b) { return b.integer(); });
+}
+
+Retain read_retention(const LocatedValue& f) {
+  const std::string word = f.string();
+  try {
+    return parse_retain(word);
+  } catch (const InputError&) {
+    f.fail("'" + one_line(word.substr(0, 40)) + "' is not one of " + path_setting_choices("--retain"));
+  }
 }
 
 CapturedCall read_call(const LocatedValue& f, int index, const std::string& folder) {
@@ -163,6 +314,13 @@ CapturedCall read_call(const LocatedValue& f, int index, const std::string& fold
   c.enable_gqa = f.at("enable_gqa").boolean();
   c.backend = f.at("backend").one_of({"math", "flash", "efficient", "cudnn", "unknown"});
   c.requires_grad = f.at("requires_grad").boolean();
+  if (const auto phase = f.maybe("phase")) c.phase = phase->word(kCallPhases);
+  const std::optional<LocatedValue> retention = f.maybe("retention");
+  c.retention = retention ? read_retention(*retention) : c.requires_grad ? Retain::autograd : Retain::none;
+  if (c.phase == CallPhase::recompute && c.retention != Retain::checkpoint) {
+    (retention ? *retention : f.at("phase")).fail("a call recomputed in the backward pass is a checkpointed layer's: its "
+                                                  "retention is checkpoint");
+  }
   const LocatedValue context = f.at("context");
   c.memory_allocated = context.at("memory_allocated").integer();
   c.memory_reserved = context.at("memory_reserved").integer();
@@ -170,13 +328,12 @@ CapturedCall read_call(const LocatedValue& f, int index, const std::string& fold
   c.mem_free = optional_bytes(context, "mem_free");
   c.cached = optional_bytes(context, "cached");
   c.rss_file = optional_bytes(context, "rss_file");
-  if (const std::optional<LocatedValue> files = context.maybe("mapped_files"); files && !files->is_null()) {
-    std::vector<MappedFile> list;
-    for (size_t i = 0; i < files->size(); ++i) list.push_back(read_mapped_file(files->item(i)));
-    c.mapped_files = std::move(list);
-  }
+  c.mapped_files = optional_list<MappedFile>(context, "mapped_files", read_mapped_file);
+  c.loaded_files = optional_list<LoadedFile>(context, "loaded_files", read_loaded_file);
+  context.no_other_keys();
   const auto tensors = f.at("tensors").optional<std::string>([](const LocatedValue& t) { return t.string(); });
   if (tensors) c.tensors = (std::filesystem::path(folder) / *tensors).lexically_normal().string();
+  f.no_other_keys();
   return c;
 }
 
@@ -201,19 +358,41 @@ bool is_weights_file(const std::string& path) {
   return false;
 }
 
-int64_t mapped_weights_bytes(const CapturedCall& call) {
-  int64_t total = 0;
-  if (!call.mapped_files) return 0;
-  for (const MappedFile& f : *call.mapped_files) {
-    if (!is_weights_file(f.path)) continue;
-    // A petabyte of weights is no capture; the bound keeps the sum (and its MiB, rounded up) exact.
+const char* call_phase_name(CallPhase p) { return kCallPhases.name(p); }
+const char* file_read_name(FileRead r) { return kFileReads.name(r); }
+const char* page_cache_probe_name(PageCacheProbe p) { return kPageCacheProbes.name(p); }
+
+CapturedWeights captured_weights(const CapturedCall& call) {
+  CapturedWeights w;
+  std::vector<std::string> counted;
+  int64_t cached = 0;
+  bool every_cached = true;
+  const auto count = [&](const std::string& path, int64_t bytes, bool mapped, std::optional<int64_t> cached_bytes) {
+    if (std::find(counted.begin(), counted.end(), path) != counted.end()) return;
+    counted.push_back(path);
     constexpr int64_t kMost = int64_t{1} << 50;
-    if (f.bytes > kMost || total > kMost - f.bytes) {
-      throw InputError("the mapped weight files add up to more than 2^50 bytes");
+    if (bytes > kMost || w.bytes > kMost - bytes) throw InputError("the model's weight files add up to more than 2^50 bytes");
+    w.bytes += bytes;
+    w.mapped = w.mapped || mapped;
+    if (++w.files <= 3) {
+      w.names += (w.names.empty() ? "" : ", ") + one_line(std::filesystem::path(path).filename().string().substr(0, 80));
+    } else if (w.files == 4) {
+      w.names += ", ...";
     }
-    total += f.bytes;
+    // cachestat and mincore count whole pages: the last one may reach past the file's end.
+    if (cached_bytes) cached += std::min(*cached_bytes, bytes);
+    else every_cached = false;
+  };
+  // What a loader read is the model's whatever its name; a file only seen mapped or open, by its name.
+  for (const LoadedFile& f : call.loaded_files.value_or(std::vector<LoadedFile>{})) {
+    const bool loader = f.how == FileRead::safetensors || f.how == FileRead::torch_load;
+    if (loader || is_weights_file(f.path)) count(f.path, f.bytes, f.mapped, f.cached_bytes);
   }
-  return total;
+  for (const MappedFile& f : call.mapped_files.value_or(std::vector<MappedFile>{})) {
+    if (is_weights_file(f.path)) count(f.path, f.bytes, true, std::nullopt);
+  }
+  if (w.files > 0 && every_cached) w.cached_bytes = cached;
+  return w;
 }
 
 int64_t CapturedTensor::bytes() const {
@@ -223,26 +402,43 @@ int64_t CapturedTensor::bytes() const {
 
 WorkloadFile parse_workload_file(const std::string& text, const std::string& path) {
   json doc;
+  TypedNumbers typed;
   try {
     doc = json::parse(text);
+    json::sax_parse(text, &typed);
   } catch (const json::exception& e) {  // a syntax error, or a number past a double's range
     throw InputError("--workload-file " + path + ": not JSON (" + one_line(e.what()) + ")");
   }
-  const LocatedValue root(doc, "", path);
+  const LocatedValue root(doc, "", path, typed.text);
   if (!doc.is_object()) root.fail("not a JSON object (a workload file from scripts/sdpa_capture.py)");
   if (root.at("format").string() != "sdpa-repro-workload") root.at("format").fail("not sdpa-repro-workload");
   if (root.at("format_version").integer() != 1) root.at("format_version").fail("this harness reads version 1");
   WorkloadFile w;
   w.path = path;
-  const LocatedValue device = root.at("captured").at("device");
-  if (!device.is_null()) w.device_name = device.at("name").string();
+  const LocatedValue captured = root.at("captured");
+  captured.unread({"by", "utc", "command", "torch", "cuda"});
+  const LocatedValue device = captured.at("device");
+  if (!device.is_null()) {
+    w.device_name = device.at("name").string();
+    device.unread({"capability", "total_memory"});
+    device.no_other_keys();
+  }
+  captured.no_other_keys();
   const LocatedValue env = root.at("environment");
   w.alloc_conf = env.at("PYTORCH_CUDA_ALLOC_CONF").optional<std::string>([](const LocatedValue& s) { return s.string(); });
   w.launch_blocking = env.at("CUDA_LAUNCH_BLOCKING").optional<std::string>([](const LocatedValue& s) { return s.string(); });
-  w.allocator = root.at("allocator").at("kind").one_of({"caching", "expandable_segments", "cuda_malloc_async", "pluggable", "none"});
+  env.no_other_keys();
+  const LocatedValue allocator = root.at("allocator");
+  w.allocator = allocator.at("kind").one_of({"caching", "expandable_segments", "cuda_malloc_async", "pluggable", "none"});
+  allocator.unread({"detail"});
+  allocator.no_other_keys();
   w.calls_per_step = root.at("calls_per_step").optional<int64_t>([](const LocatedValue& n) { return n.integer(1); });
+  if (const auto recomputed = root.maybe("recomputed_per_step")) {
+    w.recomputed_per_step = recomputed->optional<int64_t>([](const LocatedValue& n) { return n.integer(); });
+  }
   w.total_calls = root.at("total_calls").integer();
   const LocatedValue calls = root.at("calls");
+  root.no_other_keys();
   const std::string folder = std::filesystem::path(path).parent_path().string();
   for (size_t i = 0; i < calls.size(); ++i) w.calls.push_back(read_call(calls.item(i), static_cast<int>(i), folder));
   if (w.calls.empty()) calls.fail("no call was captured (did the program call scaled_dot_product_attention?)");
@@ -334,52 +530,64 @@ CallReplay replay_call(const WorkloadFile& file, int call) {
                                " backend, not the Math path the harness rebuilds");
   }
 
-  // The process around the call.
+  // The process around the call: its layers are the attention calls of a step's forward pass; with
+  // activation checkpointing each block's call runs again inside the backward pass, and those
+  // recomputations are the same layers again, kept as autograd keeps them until their backward.
+  const bool checkpointed = c.retention == Retain::checkpoint;
   if (file.calls_per_step && *file.calls_per_step > 1) {
-    add(r.context, "--layers", n(*file.calls_per_step), "attention calls per step");
+    add(r.context, "--layers", n(*file.calls_per_step),
+        file.recomputed_per_step && *file.recomputed_per_step > 0
+            ? "the attention calls of a step's forward pass (the " + n(*file.recomputed_per_step) +
+                  " recomputed in its backward pass are the same layers)"
+            : "attention calls per step");
   }
-  if (c.requires_grad) add(r.context, "--retain", "autograd", "requires_grad: autograd keeps each call's tensors");
-  // The model's weight files the process had memory-mapped at the call (safetensors maps them, and
-  // the pages the copies to the GPU read stay in the page cache, which on an integrated GPU shares
-  // the pool with the GPU's allocations): the same bytes loaded the same way, from the harness's
-  // own weights file (never the user's: a replay reads no model file), the mapping kept, as the
-  // process still had it.
+  if (checkpointed) {
+    add(r.context, "--retain", retain_name(c.retention),
+        "activation checkpointing: each layer keeps its inputs, not its scores and probabilities");
+    add(r.context, "--backward", "", "a checkpointed layer's call is recomputed in the backward pass, which runs its backward");
+  } else if (c.retention == Retain::autograd) {
+    add(r.context, "--retain", retain_name(c.retention), "requires_grad: autograd keeps each call's tensors");
+  }
+  // The model's weights the process's loads read (safetensors maps the files, and the pages the
+  // copies to the GPU read stay in the page cache, which on an integrated GPU shares the pool with
+  // the GPU's allocations): the same bytes loaded the same way, from the harness's own weights
+  // file (never the user's: a replay reads no model file), the mapping dropped or kept as the
+  // process had it at the call.
   constexpr int64_t kMiB = 1 << 20;
-  int64_t weights = 0;
+  CapturedWeights weights;
   try {
-    weights = mapped_weights_bytes(c);
+    weights = captured_weights(c);
   } catch (const InputError& e) {
     throw refuse(e.what());
   }
-  if (weights > 0) {
-    int files = 0;
-    std::string names;
-    for (const MappedFile& f : *c.mapped_files) {
-      if (!is_weights_file(f.path)) continue;
-      ++files;
-      if (files <= 3) names += (names.empty() ? "" : ", ") + one_line(std::filesystem::path(f.path).filename().string().substr(0, 80));
+  const auto gb = [](int64_t bytes) { return format_number("%.2f", static_cast<double>(bytes) / 1e9) + " GB"; };
+  if (weights.bytes > 0) {
+    add(r.context, "--mapped-weights", n((weights.bytes + kMiB - 1) / kMiB) + "M",
+        "the model files the process loaded (" + std::to_string(weights.files) + ": " + weights.names + ", " +
+            gb(weights.bytes) + (weights.cached_bytes ? ", " + gb(*weights.cached_bytes) + " of them in the page cache" : "") +
+            "), loaded from the harness's own weights file");
+    add(r.context, "--weights-mapping", weights.mapped ? "keep" : "unmap",
+        weights.mapped ? "the files were still mapped at the call"
+                       : "the files were no longer mapped at the call; their pages stay in the page cache");
+    if (weights.cached_bytes && *weights.cached_bytes < weights.bytes - weights.bytes / 10) {
+      r.approximations.push_back("only " + gb(*weights.cached_bytes) + " of the model files' " + gb(weights.bytes) +
+                                 " were in the page cache at the call: the replay's load leaves all of them there");
     }
-    if (files > 3) names += ", ...";
-    add(r.context, "--mapped-weights", n((weights + kMiB - 1) / kMiB) + "M",
-        "the model files mapped at the call (" + std::to_string(files) + ": " + names + ", " +
-            format_number("%.2f", static_cast<double>(weights) / 1e9) + " GB), loaded from the harness's own weights file");
-    add(r.context, "--weights-mapping", "keep", "the files were still mapped at the call");
   }
   // What PyTorch held besides this call's inputs: the rest of the model, as a ballast on its allocator
   // (less the weights' GPU copies the load above makes, so that the GPU holds what the process did).
   const int64_t own = q.bytes() + k.bytes() + v.bytes();
   const int64_t held = c.memory_allocated - own;
-  const int64_t rest = held > weights ? held - weights : 0;
-  if (weights > 0 && held < weights) {
-    r.approximations.push_back("the mapped weight files (" + format_number("%.2f", static_cast<double>(weights) / 1e9) +
-                               " GB) are more than PyTorch had allocated besides Q, K and V (" +
-                               format_number("%.2f", static_cast<double>(std::max<int64_t>(held, 0)) / 1e9) +
-                               " GB): the replay copies all of them to the GPU");
+  const int64_t rest = held > weights.bytes ? held - weights.bytes : 0;
+  if (weights.bytes > 0 && held < weights.bytes) {
+    r.approximations.push_back("the model's weight files (" + gb(weights.bytes) +
+                               ") are more than PyTorch had allocated besides Q, K and V (" + gb(std::max<int64_t>(held, 0)) +
+                               "): the replay copies all of them to the GPU");
   }
   const bool any_managed = (q.managed && *q.managed) || (k.managed && *k.managed) || (v.managed && *v.managed);
   if (rest >= kMiB) {
     add(r.context, "--ballast", n(rest) + "B",
-        weights > 0 ? "memory PyTorch had allocated at the call, less Q, K, V and the mapped weights"
+        weights.bytes > 0 ? "memory PyTorch had allocated at the call, less Q, K, V and the model's weights"
                     : "memory PyTorch had allocated at the call, less Q, K, V");
     add(r.context, "--ballast-alloc", any_managed ? "managed" : "device", "the tensors' memory");
     add(r.context, "--ballast-touch", "gpu", "the model's weights and activations are the GPU's");
@@ -395,6 +603,32 @@ CallReplay replay_call(const WorkloadFile& file, int call) {
   }
   if (file.launch_blocking && *file.launch_blocking == "1") add(r.context, "--launch-blocking", "", "CUDA_LAUNCH_BLOCKING=1");
   return r;
+}
+
+std::string captured_conditions(const WorkloadFile& file, int call) {
+  if (call < 0 || call >= static_cast<int>(file.calls.size())) return "";
+  const CapturedCall& c = file.calls[call];
+  const auto n = [](int64_t x) { return std::to_string(x); };
+  const auto gb = [](int64_t bytes) { return format_number("%.2f", static_cast<double>(bytes) / 1e9) + " GB"; };
+  std::vector<std::string> parts;
+  const std::string layers = file.calls_per_step ? n(*file.calls_per_step) + " layers a step" : "";
+  if (c.retention == Retain::checkpoint) {
+    std::string s = layers;
+    if (file.recomputed_per_step) s += (s.empty() ? "" : ", ") + n(*file.recomputed_per_step) + " of them recomputed in its backward pass";
+    parts.push_back("activation checkpointing" + (s.empty() ? "" : " (" + s + ")"));
+  } else if (c.retention == Retain::autograd) {
+    parts.push_back("autograd's retention" + (layers.empty() ? "" : " (" + layers + ")"));
+  }
+  const CapturedWeights w = captured_weights(c);
+  if (w.bytes > 0) {
+    parts.push_back("the model's weights: " + gb(w.bytes) + " in " + n(w.files) + (w.files == 1 ? " file" : " files") +
+                    " loaded through the page cache, " + (w.mapped ? "still mapped" : "unmapped") + " at the call" +
+                    (w.cached_bytes ? ", " + gb(*w.cached_bytes) + " of them cached" : ""));
+  }
+  if (c.cached) parts.push_back("the page cache at the call: " + gb(*c.cached));
+  std::string out;
+  for (const std::string& p : parts) out += (out.empty() ? "" : "; ") + p;
+  return out;
 }
 
 }  // namespace sdpa

@@ -38,6 +38,7 @@
 #include "repro/cli/context_ladder.h"
 #include "repro/cli/help_format.h"
 #include "repro/cli/run_options.h"
+#include "repro/cli/workload_file.h"
 #include "repro/commands.h"
 #include "repro/common/output_paths.h"
 #include "repro/common/text.h"
@@ -59,23 +60,37 @@ constexpr double kInfoTimeoutS = 60;  // `repro info` only queries; longer means
 std::string read_text(const fs::path& path) { return read_file(path.string()).value_or(""); }
 
 // --ladder: the options that set a rung's values are taken out of the scenario's options (each
-// rung adds them where it climbs); the values they give replace the ladder's own.
-RunSpec take_ladder_values(RunSpec base, ContextLadderValues& v) {
-  for (const char* decided : {"--alloc-timing", "--retain", "--backward"}) {
-    if (base.given(decided)) {
-      throw InputError(std::string(decided) + ": with --ladder the rungs decide it (per-call from the second rung, autograd "
-                       "retention from the third, the backward pass at the last)");
+// rung adds them where it climbs); the values they give replace the ladder's own. A captured
+// process (`captured`: the options its call derives) gives its values the same way, its retention
+// too (activation checkpointing climbs as checkpointed layers), and the backward pass a
+// checkpointed step derives is the last rung's, as the ladder's own.
+RunSpec take_ladder_values(RunSpec base, const std::vector<DerivedOption>& captured, ContextLadderValues& v) {
+  const auto captured_value = [&](const std::string& name) -> std::optional<std::string> {
+    for (const DerivedOption& d : captured) {
+      if (d.name == name) return d.value;
     }
+    return std::nullopt;
+  };
+  for (const char* decided : {"--alloc-timing", "--retain", "--backward"}) {
+    if (!base.given(decided)) continue;
+    if (captured_value(decided) == base.value(decided)) {
+      base.unset(decided);
+      continue;
+    }
+    throw InputError(std::string(decided) + ": with --ladder the rungs decide it (per-call from the second rung, the "
+                     "layers' retention from the third, the backward pass at the last)");
   }
+  if (const auto retain = captured_value("--retain")) v.retain = *retain;
   if (base.layers) v.layers = *base.layers;
   if (base.ballast) v.ballast = *base.ballast;
   if (base.ballast_alloc) v.ballast_alloc = *base.ballast_alloc;
   if (base.ballast_touch) v.ballast_touch = *base.ballast_touch;
   if (base.mapped_weights) v.mapped_weights = *base.mapped_weights;
+  if (base.weights_mapping) v.weights_mapping = *base.weights_mapping;
   if (base.host_load) v.host_load = *base.host_load;
   if (base.steps) v.steps = *base.steps;
-  for (const char* taken :
-       {"--layers", "--ballast", "--ballast-alloc", "--ballast-touch", "--mapped-weights", "--host-load", "--steps"}) {
+  for (const char* taken : {"--layers", "--ballast", "--ballast-alloc", "--ballast-touch", "--mapped-weights",
+                            "--weights-mapping", "--host-load", "--steps"}) {
     base.unset(taken);
   }
   return base;
@@ -285,7 +300,11 @@ ReportPlan plan_report(const ReportRequest& r, const std::vector<std::string>& w
     }
     ContextLadderValues values;
     if (!given.workload.empty()) values.layers = "model";
-    plan.base = take_ladder_values(plan.base, values);
+    std::vector<DerivedOption> captured;
+    if (plan.base.workload_file && !plan.base.call_only) {
+      captured = replay_call(load_workload_file(*plan.base.workload_file), static_cast<int>(plan.base.call.value_or(0))).context;
+    }
+    plan.base = take_ladder_values(plan.base, captured, values);
     // A captured call's runs would take its process again from the file (its layers, its ballast):
     // the rungs give those, so the first rung is the call alone.
     if (plan.base.workload_file) plan.base.call_only = true;
