@@ -24,6 +24,7 @@
 
 #include "math_sdpa/atomic_file.h"
 #include "math_sdpa/errors.h"
+#include "repro/supervise/child_process.h"
 #include "repro/supervise/process_mark.h"
 #include "run_program.h"
 #include "triage_known_answers.h"
@@ -101,6 +102,66 @@ const std::vector<std::string> kHangWords = {"A run hung", "froze", "stopped the
 }  // namespace
 
 TEST_SUITE("triage") {
+
+// What a resume judges a step by (process_mark.h), on processes of this test: the boot id (the test
+// hook stands in for a reboot), the pid and its start time, a zombie, and a process of another pid
+// that carries the mark's tag.
+TEST_CASE("a process mark: another boot, a pid taken by another process, a zombie, what carries its tag, the grace") {
+  using namespace sdpa;
+  test_util::ScopedEnv env;
+  env.set(kTestBootIdVariable, "boot-1");
+  ProcessMark mark = new_process_mark();
+  CHECK(mark.boot_id == "boot-1");
+  CHECK(mark.tag.size() == 32);
+  CHECK(new_process_mark().tag != mark.tag);
+  CHECK(ProcessMark::from_json(mark.to_json())->tag == mark.tag);
+  CHECK_FALSE(ProcessMark::from_json(nullptr));
+  std::fflush(nullptr);
+  const pid_t child = fork();
+  if (child == 0) {
+    pause();
+    _exit(0);
+  }
+  mark_started(mark, child);
+  CHECK(mark.pid == child);
+  CHECK(mark.start_ticks > 0);
+  CHECK(find_marked_processes(mark, 0).fate == ProcessFate::still_there);
+  // Its pid with another start time: a process the kernel gave the pid to since.
+  ProcessMark reused = mark;
+  reused.start_ticks += 1;
+  CHECK(find_marked_processes(reused, 0).fate == ProcessFate::gone);
+  // Another boot: the machine stopped, whatever runs now.
+  env.set(kTestBootIdVariable, "boot-2");
+  CHECK(find_marked_processes(mark, 0).fate == ProcessFate::machine_stopped);
+  env.set(kTestBootIdVariable, "boot-1");
+  // Dead and not yet reaped (a zombie): not there.
+  kill(child, SIGKILL);
+  REQUIRE(wait_until([&] {
+    const std::string stat = test_util::file_text("/proc/" + std::to_string(child) + "/stat");
+    return stat.find(") Z ") != std::string::npos;
+  }, 10));
+  CHECK(find_marked_processes(mark, 0).fate == ProcessFate::gone);
+  int status = 0;
+  waitpid(child, &status, 0);
+  // A process of another pid started with the mark's tag (as everything the marked one starts is).
+  const ProcessMark parent = new_process_mark();
+  ChildSpec spec;
+  spec.argv = {"/bin/sleep", "30"};
+  spec.environment = {process_tag_environment(parent)};
+  const pid_t tagged = start_child(spec);
+  const ProcessFinding found = find_marked_processes(parent, 0);
+  CHECK(found.fate == ProcessFate::still_there);
+  CHECK(found.processes_text().find("pid " + std::to_string(tagged) + " (sleep, state ") != std::string::npos);
+  CHECK(find_marked_processes(new_process_mark(), 0).fate == ProcessFate::gone);  // another tag
+  // The grace: one that ends within it (killed a moment after the look began) is gone.
+  std::thread killer([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    kill(tagged, SIGKILL);
+    waitpid(tagged, &status, 0);
+  });
+  CHECK(find_marked_processes(parent, 10).fate == ProcessFate::gone);
+  killer.join();
+}
 
 TEST_CASE("repro triage runs every step to the known answer and archives what SUMMARY.md lists") {
   const std::string dir = test_util::temp_dir("triage"), out = dir + "/triage";
