@@ -133,8 +133,13 @@ std::map<std::string, json> resume_from(const std::string& jsonl_path, const std
 void settle_cells_in_flight(const SweepOptions& o, const std::vector<SweepCell>& cells, SweepRunSettings& settings,
                             std::map<std::string, json>& finished) {
   for (const auto& c : cells) {
+    if (finished.count(c.key())) {
+      std::error_code absent;
+      std::filesystem::remove(settings.cells_dir + "/" + cell_process_name(c.index), absent);
+      continue;
+    }
     const std::optional<CellInFlight> left = cell_in_flight(c, settings.cells_dir);
-    if (!left || finished.count(c.key())) continue;
+    if (!left) continue;
     const std::string cell = "repro sweep: cell " + std::to_string(c.index);
     const std::string log = settings.cells_dir + "/" + cell_log_name(c.index);
     std::error_code absent;
