@@ -15,6 +15,9 @@
 //   MINIMIZE_FAKE_INT_AT=N    run N sends SIGINT to its parent, then sleeps until it is killed
 //   MINIMIZE_FAKE_LOG=F       each run appends its command line to F
 //   MINIMIZE_FAKE_SLEEP_S=S   each run takes S seconds first (a step long enough to interrupt)
+//   MINIMIZE_FAKE_STRAY=F     each run first forks a process that sleeps 10 minutes and does not die
+//                             with its parent, as a GPU process stuck in the driver does not, and
+//                             appends its pid to F (the test kills it)
 //   `info --json`             a device block that names a fake GPU, exit 0 (exit 7, no GPU, when
 //                             MINIMIZE_FAKE_NO_GPU is set)
 //   --log-file F              a start line and a begun qk_gemm record appended to F as the run
@@ -69,6 +72,19 @@ int main(int argc, char** argv) {
     if (std::string(argv[i]) == "--log-file") {
       std::ofstream(argv[i + 1], std::ios::app) << "0.000\tstart\tminimize_fake_child\n0.001\trecord\tB\tqk_gemm\t1000\t\n";
     }
+  }
+  if (const char* strays = std::getenv("MINIMIZE_FAKE_STRAY")) {
+    std::fflush(nullptr);
+    const pid_t stray = fork();
+    if (stray == 0) {
+      // A fork has no parent-death signal: it outlives this run. Its streams let go of the parent's pipes.
+      for (FILE* f : {stdout, stderr}) {
+        if (!std::freopen("/dev/null", "w", f)) _exit(1);
+      }
+      sleep(600);
+      _exit(0);
+    }
+    std::ofstream(strays, std::ios::app) << stray << "\n";
   }
   if (const int seconds = env_int("MINIMIZE_FAKE_SLEEP_S")) sleep(static_cast<unsigned>(seconds));
   const int run = bump_counter();

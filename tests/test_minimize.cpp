@@ -4,6 +4,8 @@
 // minimization killed mid-run (a frozen machine) or interrupted, then resumed.
 #include <doctest/doctest.h>
 
+#include <signal.h>
+
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -16,6 +18,7 @@
 #include "repro/minimize/minimize_steps.h"
 #include "repro/minimize/minimizer.h"
 #include "repro/supervise/child_process.h"
+#include "repro/supervise/process_mark.h"
 #include "run_program.h"
 
 using namespace sdpa;
@@ -195,18 +198,25 @@ TEST_CASE("repro minimize resumes after the machine froze mid-run and after an i
   const std::string dir = test_util::temp_dir("minimize_resume"), out = dir + "/m";
   test_util::ScopedEnv env;
   env.set("MINIMIZE_FAKE_COUNTER", dir + "/count");
-  SUBCASE("killed during a run (SIGKILL, as a freeze ends it): the run in flight counts as a hang") {
+  SUBCASE("killed during a run with the machine (SIGKILL, then another boot): the run in flight counts as a hang") {
     env.set("MINIMIZE_FAKE_KILL_AT", "2");  // a run of the given configuration, which hangs anyway
+    env.set(kTestBootIdVariable, "the-boot-that-froze");
     const auto killed = minimize(out, {"--runs", "2", "--no-report"}, kGiven);
     CHECK(killed.exit_code == 128 + SIGKILL);
     json state = state_of(out);
     REQUIRE(state.at("in_flight").is_object());
     CHECK(state.at("in_flight").at("run") == 2);
+    // The boot and the tag are written before the run starts (its pid once it runs, which this run,
+    // killing minimize at once, may not leave time for).
+    CHECK(state.at("in_flight").at("process").at("boot_id") == "the-boot-that-froze");
+    CHECK(state.at("in_flight").at("process").at("tag").get<std::string>().size() == 32);
     unsetenv("MINIMIZE_FAKE_KILL_AT");
+    env.set(kTestBootIdVariable, "the-boot-after-it");
     const auto resumed = minimize(out, {"--resume", "--no-report"});
     INFO(resumed.out << resumed.err);
     REQUIRE(resumed.exit_code == 0);
-    CHECK(resumed.out.find("run 2 was in flight when minimize stopped") != std::string::npos);
+    CHECK(resumed.out.find("run 2 was in flight when the machine stopped (it has booted again since): counted as a hang") !=
+          std::string::npos);
     state = state_of(out);
     // The given configuration's two runs: the first hung, the second froze the machine (counted, not run again).
     REQUIRE(state.at("given_runs").size() == 2);
@@ -214,6 +224,49 @@ TEST_CASE("repro minimize resumes after the machine froze mid-run and after an i
     CHECK(state.at("given_runs")[1].at("class") == "hang");
     CHECK(state.at("original") == canonical_options(kGiven).to_json());
     check_known_answer(options_of(state.at("smallest")));
+  }
+  SUBCASE("killed during a run on a machine that kept running: the run was interrupted, runs again, is not a hang") {
+    // The second run of a configuration that does not fail: counted as a hang, it would make it "fail".
+    env.set("MINIMIZE_FAKE_KILL_AT", "2");
+    const Options passing = {"--scenario", "2", "-S", "1024"};
+    const auto killed = minimize(out, {"--runs", "2", "--no-report"}, passing);
+    CHECK(killed.exit_code == 128 + SIGKILL);
+    unsetenv("MINIMIZE_FAKE_KILL_AT");
+    const auto resumed = minimize(out, {"--resume", "--no-report"});
+    INFO(resumed.out << resumed.err);
+    CHECK(resumed.exit_code == 1);  // it did not fail: nothing to minimize
+    CHECK(resumed.out.find("run 2 was interrupted (its process ended without a result on this boot: minimize was "
+                           "stopped): it runs again") != std::string::npos);
+    for (const char* word : {"hang", "froze", "machine stopped", "stuck"}) {
+      CHECK_MESSAGE(resumed.out.find(word) == std::string::npos, word);
+    }
+    const json state = state_of(out);
+    CHECK(state.at("phase") == "not_failing");
+    REQUIRE(state.at("trial").at("runs").size() == 2);
+    for (const json& run : state.at("trial").at("runs")) CHECK(run.at("class") == "pass");
+    CHECK(state.at("trial").at("runs")[1].at("run") == 3);  // run 2 ran again, as run 3
+  }
+  SUBCASE("killed during a run whose process is still there: stuck, counted as a hang, left as it is") {
+    env.set("MINIMIZE_FAKE_KILL_AT", "2");
+    env.set("MINIMIZE_FAKE_STRAY", dir + "/strays");  // each run leaves a process that outlives it
+    const Options passing = {"--scenario", "2", "-S", "1024"};
+    const auto killed = minimize(out, {"--runs", "2", "--no-report"}, passing);
+    CHECK(killed.exit_code == 128 + SIGKILL);
+    unsetenv("MINIMIZE_FAKE_KILL_AT");
+    unsetenv("MINIMIZE_FAKE_STRAY");
+    const std::vector<std::string> strays = test_util::lines_of(test_util::file_text(dir + "/strays"));
+    REQUIRE(strays.size() == 2);  // run 1's, run 2's
+    const auto resumed = minimize(out, {"--resume", "--no-report"});
+    INFO(resumed.out << resumed.err);
+    CHECK(resumed.out.find("run 2's process is still there after minimize stopped (pid " + strays[1] +
+                           " (minimize_fake_c") != std::string::npos);
+    CHECK(resumed.out.find("stuck, counted as a hang, and left as it is") != std::string::npos);
+    const json state = state_of(out);
+    REQUIRE(state.at("given_runs").size() == 2);
+    CHECK(state.at("given_runs")[1].at("class") == "hang");
+    CHECK(state.at("given_runs")[1].at("stuck").get<std::string>().find("pid " + strays[1]) != std::string::npos);
+    CHECK(kill(std::stoi(strays[1]), 0) == 0);
+    for (const std::string& pid : strays) kill(std::stoi(pid), SIGKILL);
   }
   SUBCASE("interrupted (SIGINT): the run is not counted and is run again on --resume") {
     env.set("MINIMIZE_FAKE_INT_AT", "7");

@@ -1073,6 +1073,76 @@ TEST_SUITE("sweep") {
     for (const auto& c : all) CHECK(runs_of(runs, logged_options(c)) >= 1);
   }
 
+  // A sweep killed (SIGKILL) while its cell 0 runs, with a process of that cell that outlives it (the
+  // fake's "sleep" leaves a grandchild, as repro leaves its GPU child); then resumed as `boot` says.
+  // The three ways it can end: the machine stopped (another boot id; the grandchild gone with it),
+  // interrupted (same boot, the grandchild gone), stuck (same boot, the grandchild still there).
+  TEST_CASE("--resume after SIGKILL: a cell the machine stopped in or only interrupted runs again; a stuck one is a hang") {
+    for (const std::string way : {"machine stopped", "interrupted", "stuck"}) {
+      CAPTURE(way);
+      TempDir dir;
+      const auto args = sweep_args(dir / "s.json", small_matrix("0,1", "managed"));
+      const Env started{{"SWEEP_FAKE", "0=sleep"}, {"SWEEP_FAKE_LOG", dir / "fake.log"}, {kTestBootIdVariable, "boot-1"}};
+      const Started s = start_repro(args, started, dir.path);
+      std::vector<int> grandchildren;
+      const double until = now_s() + 20;
+      while (grandchildren.empty() && now_s() < until) {
+        usleep(20000);
+        read_fake_log(dir / "fake.log", &grandchildren);
+      }
+      REQUIRE(grandchildren.size() == 1);
+      REQUIRE(fs::exists(dir / ("s.cells/" + cell_process_name(0))));
+      kill(s.pid, SIGKILL);
+      finish(s);
+      if (way != "stuck") {
+        kill(grandchildren[0], SIGKILL);  // a reboot, or the cell's processes all gone with the sweep
+        const double gone_by = now_s() + 10;
+        while (process_alive(grandchildren[0]) && now_s() < gone_by) usleep(10000);
+      }
+      auto resume = args;
+      resume.push_back("--resume");
+      const Ran r = run_repro(resume, {{"SWEEP_FAKE_LOG", dir / "fake.log"}, {kTestBootIdVariable, way == "machine stopped" ? "boot-2" : "boot-1"}},
+                              dir.path);
+      INFO(r.err);
+      const json doc = json::parse(read_text(dir / "s.json"));
+      check_valid(doc);
+      const std::vector<FakeRun> runs = read_fake_log(dir / "fake.log");
+      if (way == "machine stopped") {
+        CHECK(r.exit_code == 0);
+        CHECK(r.err.find("cell 0 was running when the machine stopped (it has booted again since): it runs again, and ") !=
+              std::string::npos);
+        CHECK(runs.size() == 3);  // cell 0 twice, cell 1
+      } else if (way == "interrupted") {
+        CHECK(r.exit_code == 0);
+        CHECK(r.err.find("cell 0 was interrupted (its process ended without a record on this boot") != std::string::npos);
+        CHECK(r.err.find("machine stopped") == std::string::npos);
+        CHECK(r.err.find("still there") == std::string::npos);
+        CHECK(runs.size() == 3);
+      } else {
+        // Recorded as a hang, its GPU retired (the only one): cell 1 is not run; the process left as it is.
+        CHECK(r.exit_code == 1);
+        CHECK(r.err.find("cell 0's process is still there after the sweep that ran it stopped (pid " +
+                         std::to_string(grandchildren[0]) + " (sweep_fake_chil") != std::string::npos);
+        CHECK(r.err.find("stuck, recorded as a hang, and left as it is; no cell runs on its GPU") != std::string::npos);
+        CHECK(runs.size() == 1);
+        REQUIRE(doc["cells"].size() == 1);
+        const json& cell = doc["cells"][0];
+        CHECK(cell["outcome"] == "hang");
+        CHECK(cell["stuck_after_kill"] == true);
+        CHECK(cell["error"].get<std::string>().find("still there when the sweep was resumed") != std::string::npos);
+        CHECK(cell["log_file"] == "s.cells/cell-0.log");
+        REQUIRE(doc["summary"]["gpu_checks"].size() == 1);
+        CHECK(doc["summary"]["gpu_checks"][0]["retired"] == true);
+        CHECK(process_alive(grandchildren[0]));
+        // Resumed again: the cell has its record; nothing is asked of its process any more.
+        const Ran again = run_repro(resume, {{"SWEEP_FAKE_LOG", dir / "fake.log"}}, dir.path);
+        CHECK(again.err.find("still there") == std::string::npos);
+        kill(grandchildren[0], SIGKILL);
+      }
+      CHECK_FALSE(fs::exists(dir / ("s.cells/" + cell_process_name(0))));
+    }
+  }
+
   TEST_CASE("SIGKILL of the sweep and a truncated last line: --resume keeps every finished cell exactly once") {
     TempDir dir;
     const auto args = sweep_args(dir / "s.json", {"--scenarios", "0,1", "--fix", "off", "--dtypes", "bf16,fp16", "--shapes",
@@ -1125,12 +1195,15 @@ TEST_SUITE("sweep") {
     for (size_t i = 0; i + 1 < finished.size(); ++i) CHECK(runs_of(runs, logged_options(json::parse(finished[i]))) == 1);
     CHECK(runs_of(runs, logged_options(cut)) == 2);  // its line was lost, so it ran again
     // A cell in flight ran again, and passed; its log is kept with both runs' records, named by its
-    // record and by a line on stderr (a sweep resumed after a freeze keeps what the frozen run wrote).
+    // record and by a line on stderr that says what it was: interrupted (the machine kept running).
+    CHECK(r.err.find("froze") == std::string::npos);
+    CHECK(r.err.find("machine stopped") == std::string::npos);
     for (const int index : in_flight) {
       CAPTURE(index);
       const std::string log = dir / ("s.cells/cell-" + std::to_string(index) + ".log");
       CHECK(lines_of(read_text(log)).size() == 2);
-      CHECK(r.err.find("cell " + std::to_string(index) + " was started before and never finished") != std::string::npos);
+      CHECK(r.err.find("cell " + std::to_string(index) + " was interrupted (its process ended without a record on this "
+                       "boot: the sweep was stopped): it runs again, and ") != std::string::npos);
       for (const auto& c : doc["cells"]) {
         if (c["index"] == index) {
           CHECK(c["outcome"] == "pass");
@@ -1454,6 +1527,11 @@ TEST_SUITE("sweep") {
     const Ran again = run_repro(resume, {{"SWEEP_FAKE_LOG", dir / "fake.log"}}, dir.path);
     CHECK(again.exit_code == 0);
     CHECK(read_fake_log(dir / "fake.log").size() == 3 + 4);
+    // The cell that found no GPU ended with a record: nothing says it was cut short.
+    INFO(again.err);
+    for (const char* words : {"never finished", "interrupted", "machine stopped", "froze", "still there"}) {
+      CHECK_MESSAGE(again.err.find(words) == std::string::npos, words);
+    }
     const json done = json::parse(read_text(dir / "out/s.json"));
     check_valid(done);
     CHECK(done["summary"]["result"] == "OK");

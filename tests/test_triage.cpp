@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -19,7 +20,12 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
+#include "math_sdpa/atomic_file.h"
 #include "math_sdpa/errors.h"
+#include "repro/supervise/child_process.h"
+#include "repro/supervise/process_mark.h"
 #include "run_program.h"
 #include "triage_known_answers.h"
 
@@ -69,9 +75,93 @@ bool wait_until(Ready ready, double limit_s) {
   return true;
 }
 
+// `repro triage` started (start_triage) and killed with SIGKILL once its sweep's first cell runs (its
+// log is there; bounded), as a reboot or the OOM killer leaves it: no summary, the step in flight
+// marked running. The sweep and its cell die with the triage (each child dies with its parent).
+// `also` (a file): until it is not empty either.
+void kill_triage_in_its_sweep(const std::string& out, const std::string& also = "") {
+  const pid_t pid = start_triage(out);
+  const std::string first_log = out + "/sweep/sweep.cells/cell-0.log";
+  REQUIRE(wait_until([&] { return !test_util::file_text(first_log).empty(); }, 60));
+  if (!also.empty()) REQUIRE(wait_until([&] { return !test_util::file_text(also).empty(); }, 60));
+  kill(pid, SIGKILL);
+  int status = 0;
+  waitpid(pid, &status, 0);
+}
+
+test_util::ProgramRun resume_triage(const std::string& out, std::vector<std::string> extra = {}) {
+  std::vector<std::string> args{SDPA_REPRO_BINARY, "triage", "--out", out, "--resume", "--repro-binary", MINIMIZE_FAKE_CHILD};
+  args.insert(args.end(), extra.begin(), extra.end());
+  return test_util::run_program(args, {300, ""});
+}
+
+// The words that would say a run hung or the machine stopped, where the summary has none to say.
+const std::vector<std::string> kHangWords = {"A run hung", "froze", "stopped the machine", "Where the machine stopped",
+                                             "stuck", "Still stuck", "counted as a hang"};
+
 }  // namespace
 
 TEST_SUITE("triage") {
+
+// What a resume judges a step by (process_mark.h), on processes of this test: the boot id (the test
+// hook stands in for a reboot), the pid and its start time, a zombie, and a process of another pid
+// that carries the mark's tag.
+TEST_CASE("a process mark: another boot, a pid taken by another process, a zombie, what carries its tag, the grace") {
+  using namespace sdpa;
+  test_util::ScopedEnv env;
+  env.set(kTestBootIdVariable, "boot-1");
+  ProcessMark mark = new_process_mark();
+  CHECK(mark.boot_id == "boot-1");
+  CHECK(mark.tag.size() == 32);
+  CHECK(new_process_mark().tag != mark.tag);
+  CHECK(ProcessMark::from_json(mark.to_json())->tag == mark.tag);
+  CHECK_FALSE(ProcessMark::from_json(nullptr));
+  std::fflush(nullptr);
+  const pid_t child = fork();
+  if (child == 0) {
+    pause();
+    _exit(0);
+  }
+  mark_started(mark, child);
+  CHECK(mark.pid == child);
+  CHECK(mark.start_ticks > 0);
+  CHECK(find_marked_processes(mark, 0).fate == ProcessFate::still_there);
+  // Its pid with another start time: a process the kernel gave the pid to since.
+  ProcessMark reused = mark;
+  reused.start_ticks += 1;
+  CHECK(find_marked_processes(reused, 0).fate == ProcessFate::gone);
+  // Another boot: the machine stopped, whatever runs now.
+  env.set(kTestBootIdVariable, "boot-2");
+  CHECK(find_marked_processes(mark, 0).fate == ProcessFate::machine_stopped);
+  env.set(kTestBootIdVariable, "boot-1");
+  // Dead and not yet reaped (a zombie): not there.
+  kill(child, SIGKILL);
+  REQUIRE(wait_until([&] {
+    const std::string stat = test_util::file_text("/proc/" + std::to_string(child) + "/stat");
+    return stat.find(") Z ") != std::string::npos;
+  }, 10));
+  CHECK(find_marked_processes(mark, 0).fate == ProcessFate::gone);
+  int status = 0;
+  waitpid(child, &status, 0);
+  // A process of another pid started with the mark's tag (as everything the marked one starts is).
+  const ProcessMark parent = new_process_mark();
+  ChildSpec spec;
+  spec.argv = {"/bin/sleep", "30"};
+  spec.environment = {process_tag_environment(parent)};
+  const pid_t tagged = start_child(spec);
+  const ProcessFinding found = find_marked_processes(parent, 0);
+  CHECK(found.fate == ProcessFate::still_there);
+  CHECK(found.processes_text().find("pid " + std::to_string(tagged) + " (sleep, state ") != std::string::npos);
+  CHECK(find_marked_processes(new_process_mark(), 0).fate == ProcessFate::gone);  // another tag
+  // The grace: one that ends within it (killed a moment after the look began) is gone.
+  std::thread killer([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    kill(tagged, SIGKILL);
+    waitpid(tagged, &status, 0);
+  });
+  CHECK(find_marked_processes(parent, 10).fate == ProcessFate::gone);
+  killer.join();
+}
 
 TEST_CASE("repro triage runs every step to the known answer and archives what SUMMARY.md lists") {
   const std::string dir = test_util::temp_dir("triage"), out = dir + "/triage";
@@ -253,7 +343,13 @@ TEST_CASE("repro triage interrupted (SIGINT) during its sweep: the sweep stopped
   CHECK(WEXITSTATUS(status) == 128 + SIGINT);
   const std::string summary = test_util::file_text(out + "/SUMMARY.md");
   CHECK(summary.find("interrupted by signal 2: the steps after it did not run") != std::string::npos);
-  CHECK(test_util::file_text(out + "/triage.log").find("ladder-2") == std::string::npos);
+  CHECK(test_util::file_text(out + "/triage.log").find("ladder-2: report") == std::string::npos);
+  // What it did not reach comes first, with the command that continues it (the budget has time left).
+  INFO(summary);
+  CHECK(summary.find("## Not reached") < summary.find("## What hung"));
+  CHECK(summary.find("- sweep: interrupted: 0 of its 4 cells ran") != std::string::npos);
+  CHECK(summary.find("- ladder-2: not started (the triage was interrupted before it)") != std::string::npos);
+  CHECK(summary.find("\n    repro triage --out " + out + " --resume\n") != std::string::npos);
   CHECK(test_util::run_program({"tar", "tzf", out + ".tar.gz"}).out.find("t/SUMMARY.md") != std::string::npos);
 
   // --resume: the interrupted sweep continues (repro sweep --resume), then the steps it skipped run.
@@ -277,15 +373,9 @@ TEST_CASE("repro triage killed with the machine during its sweep: --resume names
   const std::string dir = test_util::temp_dir("triage_frozen"), out = dir + "/t";
   test_util::ScopedEnv env;
   env.set("MINIMIZE_FAKE_SLEEP_S", "60");  // the cell is still running when the machine "stops"
-  const pid_t pid = start_triage(out);
-  // Until the sweep's first cell has started (its log is there; bounded), then SIGKILL, as a frozen
-  // machine's reboot leaves it: no summary, the step in flight marked running. The sweep and its cell
-  // die with the triage (each child dies with its parent).
-  const std::string first_log = out + "/sweep/sweep.cells/cell-0.log";
-  REQUIRE(wait_until([&] { return !test_util::file_text(first_log).empty(); }, 60));
-  kill(pid, SIGKILL);
-  int status = 0;
-  waitpid(pid, &status, 0);
+  env.set(sdpa::kTestBootIdVariable, "the-boot-that-froze");
+  kill_triage_in_its_sweep(out);
+  env.set(sdpa::kTestBootIdVariable, "the-boot-after-it");  // the machine booted again
   CHECK_FALSE(std::filesystem::exists(out + "/SUMMARY.md"));
   const std::string jsonl_before = test_util::file_text(out + "/sweep/sweep.jsonl");
   CHECK(test_util::file_text(out + "/triage.json").find("\"running\"") != std::string::npos);
@@ -308,7 +398,7 @@ TEST_CASE("repro triage killed with the machine during its sweep: --resume names
                      "last line: `0.001\trecord\tB\tqk_gemm\t1000\t`)") != std::string::npos);
   CHECK(summary.find("is not minimized") != std::string::npos);
   CHECK(summary.find("No run that ended hung or failed; the machine stopped during one (below).") != std::string::npos);
-  CHECK(summary.find("Not known: what was running when the machine stopped was not run again") != std::string::npos);
+  CHECK(summary.find("Not known: what was running when the machine stopped, or is stuck, was not run again") != std::string::npos);
   // The sweep did not run again (no cell of it in the fake's log, its records as they were); the
   // steps after it ran: the ladder of scenario 2, whose runs all pass.
   CHECK(test_util::file_text(out + "/sweep/sweep.jsonl") == jsonl_before);
@@ -316,7 +406,7 @@ TEST_CASE("repro triage killed with the machine during its sweep: --resume names
   CHECK(runs.find("--scenario 2") != std::string::npos);
   CHECK(runs.find("sweep.cells") == std::string::npos);  // no cell of the sweep ran
   const std::string log = test_util::file_text(out + "/triage.log");
-  CHECK(log.find("sweep: was running when the triage stopped: not run again") != std::string::npos);
+  CHECK(log.find("sweep: was running when the machine stopped (it has booted again since): not run again") != std::string::npos);
   CHECK(log.find("ladder-2: report --scenario 2 ") != std::string::npos);
   CHECK(summary.find("scenario 2's context ladder (`ladder-2/REPORT.md`)") != std::string::npos);
   CHECK(test_util::run_program({"tar", "tzf", out + ".tar.gz"}).out.find("t/triage.json") != std::string::npos);
@@ -326,6 +416,195 @@ TEST_CASE("repro triage killed with the machine during its sweep: --resume names
   CHECK(twice.exit_code == sdpa::kExitHang);
   CHECK(twice.out.find("ladder-2: ended before this triage was resumed (done): not run again") != std::string::npos);
   CHECK(test_util::file_text(out + "/SUMMARY.md").find("- the sweep's cell 0, in stage qk_gemm") != std::string::npos);
+  test_util::remove_tree(dir);
+}
+
+// The same kill on a machine that kept running (the boot id unchanged): nothing stopped the machine
+// and nothing hung, so the step in flight was only interrupted. It runs again, going on where it
+// stopped, and the triage ends as a healthy one does: exit 0, with no word of a hang or a freeze.
+TEST_CASE("repro triage killed (SIGKILL) on a machine that kept running: --resume runs the step again, says no hang") {
+  const std::string dir = test_util::temp_dir("triage_killed"), out = dir + "/t";
+  test_util::ScopedEnv env;
+  env.set("MINIMIZE_FAKE_SLEEP_S", "60");
+  kill_triage_in_its_sweep(out);
+  env.set("MINIMIZE_FAKE_SLEEP_S", "0");
+  env.set("MINIMIZE_FAKE_LOG", dir + "/fake.log");
+  const auto r = resume_triage(out);
+  const std::string summary = test_util::file_text(out + "/SUMMARY.md");
+  INFO(r.out << r.err << summary);
+  CHECK(r.exit_code == 0);
+  CHECK(r.out.find("sweep: was interrupted (its processes ended without a result on this boot: the triage was killed): "
+                   "it runs again") != std::string::npos);
+  for (const char* word : {"hung", "froze", "stopped the machine", "stuck", "not run again"}) {
+    CHECK_MESSAGE(r.out.find(word) == std::string::npos, word);
+  }
+  for (const std::string& words : kHangWords) CHECK_MESSAGE(summary.find(words) == std::string::npos, words);
+  // The sweep went on (sweep --resume), its cell in flight ran again, and every step after it ran.
+  CHECK(test_util::file_text(out + "/triage.log").find("--resume (at most") != std::string::npos);
+  CHECK(test_util::file_text(dir + "/fake.log").find("sweep.cells/cell-0.log") != std::string::npos);
+  CHECK(summary.find("The sweep (`sweep/`): 4 cells, 4 passed or waived, 0 hung") != std::string::npos);
+  CHECK(summary.find("scenario 2's context ladder (`ladder-2/REPORT.md`)") != std::string::npos);
+  CHECK(summary.find("## Not reached") == std::string::npos);
+  test_util::remove_tree(dir);
+}
+
+// Killed on the same boot, but a process its sweep's cell started is still there: every process
+// of a step dies with the triage, so that one is stuck (as a GPU process stuck in the driver is):
+// a hang, the step not run again, the process left as it is.
+TEST_CASE("repro triage: a step whose process is still there after the triage was killed is stuck, a hang") {
+  const std::string dir = test_util::temp_dir("triage_stuck"), out = dir + "/t", strays = dir + "/strays";
+  test_util::ScopedEnv env;
+  env.set("MINIMIZE_FAKE_SLEEP_S", "60");
+  env.set("MINIMIZE_FAKE_STRAY", strays);  // each run leaves a process that outlives it
+  kill_triage_in_its_sweep(out, strays);
+  std::vector<pid_t> stray_pids;
+  for (const std::string& line : test_util::lines_of(test_util::file_text(strays))) stray_pids.push_back(std::stoi(line));
+  REQUIRE_FALSE(stray_pids.empty());
+  unsetenv("MINIMIZE_FAKE_STRAY");
+  env.set("MINIMIZE_FAKE_SLEEP_S", "0");
+  env.set("MINIMIZE_FAKE_LOG", dir + "/fake.log");
+  const std::string jsonl_before = test_util::file_text(out + "/sweep/sweep.jsonl");
+  const auto r = resume_triage(out);
+  const std::string summary = test_util::file_text(out + "/SUMMARY.md");
+  INFO(r.out << r.err << summary);
+  CHECK(r.exit_code == sdpa::kExitHang);
+  const std::string stray = "pid " + std::to_string(stray_pids.front()) + " (minimize_fake_c";
+  CHECK(r.out.find("sweep: its processes are still there after the triage that started them stopped (" + stray) !=
+        std::string::npos);
+  CHECK(r.out.find("stuck, a hang; not run again, and left as they are") != std::string::npos);
+  CHECK(summary.find("**A run hung** (exit 3)") != std::string::npos);
+  CHECK(summary.find("## Still stuck") != std::string::npos);
+  CHECK(summary.find("- the sweep (`sweep/`): " + stray) != std::string::npos);
+  CHECK(summary.find("; the sweep's cell 0, in stage qk_gemm") != std::string::npos);
+  CHECK(summary.find("Where the machine stopped") == std::string::npos);
+  // Not run again: no cell of the sweep ran, its records as they were; the stuck process left alive.
+  CHECK(test_util::file_text(out + "/sweep/sweep.jsonl") == jsonl_before);
+  CHECK(test_util::file_text(dir + "/fake.log").find("sweep.cells") == std::string::npos);
+  CHECK(kill(stray_pids.front(), 0) == 0);
+  // Resumed once more: still named, still a hang, nothing run again.
+  const auto twice = resume_triage(out);
+  CHECK(twice.exit_code == sdpa::kExitHang);
+  CHECK(test_util::file_text(out + "/SUMMARY.md").find("## Still stuck") != std::string::npos);
+  for (pid_t p : stray_pids) kill(p, SIGKILL);
+  test_util::remove_tree(dir);
+}
+
+// A --budget too short for the ladder: it is stopped at its share. SUMMARY.md and the last lines say
+// so first, with the rungs it climbed and the command that continues it; a --resume without more
+// budget does not continue it (and says so), one with --budget goes on from the rung it reached.
+TEST_CASE("repro triage: a ladder cut at its share is said first, and --resume --budget climbs on from its rung") {
+  const std::string dir = test_util::temp_dir("triage_cut"), out = dir + "/t";
+  test_util::ScopedEnv env;
+  env.set("MINIMIZE_FAKE_SLEEP_S", "4");  // each run: the sweep's 4 cells take 16 s, each rung 8 s of the ladder's 30 s
+  const auto r = triage(out, {"--budget", "1m", "--scenarios", "2"});
+  const std::string summary = test_util::file_text(out + "/SUMMARY.md");
+  INFO(r.out << r.err << summary);
+  CHECK(r.exit_code == 0);
+  const std::string continuing = "repro triage --out " + out + " --resume --budget 1m";
+  // First, before what ran: the ladder stopped at its share, the rungs it climbed, the command.
+  const size_t not_reached = summary.find("## Not reached");
+  REQUIRE(not_reached != std::string::npos);
+  CHECK(not_reached < summary.find("## What hung"));
+  const size_t cut = summary.find("- ladder-2: stopped at its share of the budget (30 s): rungs climbed: isolated, per-call");
+  REQUIRE(cut != std::string::npos);
+  const std::string cut_line = summary.substr(cut, summary.find('\n', cut) - cut);
+  CHECK(cut_line.find("; not reached: ") != std::string::npos);
+  CHECK(cut_line.find("backward") != std::string::npos);
+  CHECK(summary.find("\n    " + continuing + "\n") != std::string::npos);
+  CHECK(summary.find("- First, what this triage planned and did not reach (## Not reached, above): `" + continuing) !=
+        std::string::npos);
+  // The last lines on stdout say the same.
+  const std::vector<std::string> lines = test_util::lines_of(r.out);
+  REQUIRE(lines.size() > 3);
+  CHECK(lines.back().find("to continue it: " + continuing) != std::string::npos);
+  CHECK(r.out.find("NOT REACHED (SUMMARY.md says so first):") != std::string::npos);
+  CHECK(r.out.find("triage: [") != std::string::npos);
+  const std::string climbed = cut_line.substr(cut_line.find("rungs climbed: ") + 15,
+                                              cut_line.find("; not reached") - cut_line.find("rungs climbed: ") - 15);
+  const size_t climbed_rungs = static_cast<size_t>(std::count(climbed.begin(), climbed.end(), ',')) + 1;
+
+  // --resume alone: the budget has no time left for it, said, not run.
+  env.set("MINIMIZE_FAKE_SLEEP_S", "0");
+  env.set("MINIMIZE_FAKE_LOG", dir + "/fake.log");
+  const auto plain = resume_triage(out);
+  INFO(plain.out);
+  CHECK(plain.exit_code == 0);
+  CHECK(plain.out.find("ladder-2: stopped at its share of the budget before, and not continued: the budget has no time "
+                       "left (`" + continuing + "` gives it more)") != std::string::npos);
+  CHECK(test_util::file_text(dir + "/fake.log").empty());
+  CHECK(test_util::file_text(out + "/SUMMARY.md").find("## Not reached") != std::string::npos);
+
+  // --resume --budget: the ladder goes on from the rung it reached; the rungs below are not climbed
+  // again. The continuation's minute comes on top of the time spent before.
+  const double spent = nlohmann::json::parse(test_util::file_text(out + "/triage.json")).at("spent_s").get<double>();
+  const auto more = resume_triage(out, {"--budget", "1m"});
+  const std::string resumed = test_util::file_text(out + "/SUMMARY.md");
+  INFO(more.out << resumed);
+  CHECK(more.exit_code == 0);
+  CHECK(test_util::file_text(out + "/triage.log").find(" --ladder --repro-binary " MINIMIZE_FAKE_CHILD " --resume (at most") !=
+        std::string::npos);
+  const std::string runs = test_util::file_text(dir + "/fake.log");
+  CHECK(test_util::lines_of(runs).size() == 2 * (8 - climbed_rungs));  // each rung left: fix off and on
+  CHECK(runs.find("--backward") != std::string::npos);
+  CHECK(resumed.find("## Not reached") == std::string::npos);
+  CHECK(resumed.find("at every rung of the context ladder (isolated, per-call, layers, ballast, mapped-weights, host-load, "
+                     "steps, backward)") != std::string::npos);
+  const double budget = nlohmann::json::parse(test_util::file_text(out + "/triage.json")).at("settings").at("budget_s").get<double>();
+  CHECK(budget == doctest::Approx(spent + 60).epsilon(0.001));
+  test_util::remove_tree(dir);
+}
+
+// `repro report --ladder --resume`: the rungs its ladder.json records are not climbed again, and its
+// report covers them; a ladder.json of another climb is refused (one line, exit 2).
+TEST_CASE("repro report --ladder --resume climbs from the rung ladder.json reached; another climb's is refused") {
+  const std::string dir = test_util::temp_dir("report_resume"), out = dir + "/r";
+  test_util::ScopedEnv env;
+  const std::vector<std::string> report{SDPA_REPRO_BINARY, "report", "--scenario", "2", "--iters", "1", "--out", out,
+                                        "--ladder", "--repro-binary", MINIMIZE_FAKE_CHILD};
+  REQUIRE(test_util::run_program(report, {120, ""}).exit_code == 0);
+  nlohmann::json progress = nlohmann::json::parse(test_util::file_text(out + "/ladder.json"));
+  REQUIRE(progress.at("rungs").size() == 8);
+  // As a climb stopped in its fourth rung leaves it.
+  progress["rungs"].erase(progress["rungs"].begin() + 3, progress["rungs"].end());
+  sdpa::write_file_atomic(out + "/ladder.json", progress.dump());
+  env.set("MINIMIZE_FAKE_LOG", dir + "/fake.log");
+  std::vector<std::string> resume = report;
+  resume.push_back("--resume");
+  const auto r = test_util::run_program(resume, {120, ""});
+  INFO(r.out << r.err);
+  CHECK(r.exit_code == 0);
+  CHECK(r.out.find("repro report: rung layers: climbed before: not_reproduced") != std::string::npos);
+  CHECK(r.out.find("rung ballast: run 1 of 2") != std::string::npos);
+  CHECK(r.out.find("rung isolated: run") == std::string::npos);
+  CHECK(test_util::lines_of(test_util::file_text(dir + "/fake.log")).size() == 2 * 5);
+  CHECK(test_util::file_text(out + "/REPORT.md").find("at every rung of the context ladder (isolated, per-call, layers,") !=
+        std::string::npos);
+  // Another climb's record: refused, nothing run.
+  progress = nlohmann::json::parse(test_util::file_text(out + "/ladder.json"));
+  progress["rungs"][1]["command_fix_off"].push_back("--layers");
+  sdpa::write_file_atomic(out + "/ladder.json", progress.dump());
+  const auto other = test_util::run_program(resume, {120, ""});
+  CHECK(other.exit_code == sdpa::kExitUsage);
+  CHECK(other.err.find("ladder.json was climbed with other options (its rung 2): --force without --resume") !=
+        std::string::npos);
+  CHECK(test_util::lines_of(other.err).size() == 1);
+  test_util::remove_tree(dir);
+}
+
+// A --resume beside the triage it would continue, still running: refused, one line, nothing touched.
+TEST_CASE("repro triage --resume while that triage still runs is refused") {
+  const std::string dir = test_util::temp_dir("triage_twice"), out = dir + "/t";
+  test_util::ScopedEnv env;
+  env.set("MINIMIZE_FAKE_SLEEP_S", "60");
+  const pid_t pid = start_triage(out);
+  REQUIRE(wait_until([&] { return !test_util::file_text(out + "/sweep/sweep.cells/cell-0.log").empty(); }, 60));
+  const auto r = resume_triage(out);
+  CHECK(r.exit_code == sdpa::kExitUsage);
+  CHECK(r.err.find("--resume: the triage in " + out + " is still running (pid " + std::to_string(pid)) != std::string::npos);
+  CHECK(test_util::lines_of(r.err).size() == 1);
+  kill(pid, SIGKILL);
+  int status = 0;
+  waitpid(pid, &status, 0);
   test_util::remove_tree(dir);
 }
 

@@ -125,7 +125,9 @@ int minimize_main(int argc, char** argv) {
                  "failure classes to keep, joined by commas: hang, stall, mismatch, error, crash (default: those "
                  "the given configuration shows)")
       ->option_text("LIST");
-  app.add_option("--in-flight", in_flight, "on --resume, a run that started and never ended: hang (count it) or retry")
+  app.add_option("--in-flight", in_flight,
+                 "on --resume, a run in flight when the machine stopped, or whose process is still there (stuck): "
+                 "hang (count it) or retry (run it again); a run only interrupted (its process gone, same boot) runs again")
       ->check(CLI::IsMember({"hang", "retry"}))
       ->option_text("hang|retry")
       ->capture_default_str();

@@ -18,6 +18,7 @@
 #include "repro/info/environment.h"
 #include "repro/supervise/child_process.h"
 #include "repro/supervise/durable_log.h"
+#include "repro/supervise/process_mark.h"
 
 namespace sdpa {
 
@@ -78,7 +79,9 @@ class Minimizer {
     session_start_ = now_s();
     save(s_, m_.out_dir);
   }
-  std::string one_run(const RunSpec& options, int number, bool& timed_out, int& exit_code);
+  std::string one_run(const RunSpec& options, int number, ProcessMark& mark, bool& timed_out, int& exit_code);
+  // On --resume: what became of the run the state says was in flight, said, and counted or not.
+  void settle_run_in_flight();
   bool next_trial();
   int finish(const std::string& why);
   bool trial_failed() const;
@@ -89,8 +92,9 @@ class Minimizer {
   double session_start_ = now_s();
 };
 
-// Runs one configuration once, as a repro process of its own, its output in OUT/runs/N.log.
-std::string Minimizer::one_run(const RunSpec& options, int number, bool& timed_out, int& exit_code) {
+// Runs one configuration once, as a repro process of its own, its output in OUT/runs/N.log; its
+// process goes into the state's run in flight (`mark`) as soon as it runs.
+std::string Minimizer::one_run(const RunSpec& options, int number, ProcessMark& mark, bool& timed_out, int& exit_code) {
   const fs::path runs = fs::path(m_.out_dir) / "runs";
   fs::create_directories(runs);
   char name[32];
@@ -100,8 +104,15 @@ std::string Minimizer::one_run(const RunSpec& options, int number, bool& timed_o
   if (!run.on_hang) run.on_hang = "kill";
   const std::vector<std::string> args = run.to_argv();
   const std::string log_path = (runs / name).string();
+  ChildStart start;
+  start.environment = {process_tag_environment(mark)};
+  start.started = [&](pid_t pid) {
+    mark_started(mark, pid);
+    s_.doc["in_flight"]["process"] = mark.to_json();
+    checkpoint();
+  };
   const ChildResult r = run_child(m_.repro_binary.empty() ? self_executable() : m_.repro_binary, args, log_path, log_path,
-                                  m_.run_timeout_s, 30, "", 2, &g_stop_signal);
+                                  m_.run_timeout_s, 30, "", 2, &g_stop_signal, start);
   timed_out = r.timed_out;
   if (r.stopped) return "interrupted";
   exit_code = r.timed_out ? -1 : r.exit_code;
@@ -139,21 +150,43 @@ bool Minimizer::next_trial() {
   }
 }
 
+void Minimizer::settle_run_in_flight() {
+  json& in_flight = s_.doc["in_flight"];
+  const std::string run = "run " + std::to_string(in_flight.at("run").get<int>());
+  // A state written before runs' processes were recorded cannot tell a kill from a freeze: it is
+  // taken for a freeze, as it was then.
+  const std::optional<ProcessMark> mark = ProcessMark::from_json(in_flight.value("process", json()));
+  ProcessFinding found;
+  found.fate = ProcessFate::machine_stopped;
+  if (mark) found = find_marked_processes(*mark);
+  if (found.fate == ProcessFate::gone) {
+    // Killed with minimize on a machine that kept running: nothing says what the run would have found.
+    say(run + " was interrupted (its process ended without a result on this boot: minimize was stopped): it runs again");
+  } else if (m_.in_flight_retry) {
+    say(run + " " + (found.fate == ProcessFate::machine_stopped ? "was in flight when the machine stopped" : "is still there") +
+        ": it runs again (--in-flight retry)");
+  } else if (found.fate == ProcessFate::machine_stopped) {
+    s_.trial()["runs"].push_back({{"run", in_flight.at("run")}, {"class", "hang"}, {"exit_code", nullptr}, {"machine_stopped", true}});
+    say(run + " was in flight when the machine stopped (it has booted again since): counted as a hang");
+  } else {
+    // Every run dies with minimize (PR_SET_PDEATHSIG): one still there did not, so it is stuck (in
+    // the driver). Left as it is: another SIGKILL does nothing to it, and it is the hang's evidence.
+    s_.trial()["runs"].push_back({{"run", in_flight.at("run")},
+                                  {"class", "hang"},
+                                  {"exit_code", nullptr},
+                                  {"stuck", found.processes_text()}});
+    say(run + "'s process is still there after minimize stopped (" + found.processes_text() +
+        "): stuck, counted as a hang, and left as it is");
+  }
+  in_flight = nullptr;
+  checkpoint();
+}
+
 int Minimizer::run(bool resume) {
   json& in_flight = s_.doc["in_flight"];
-  if (resume && !in_flight.is_null()) {
-    // The state says a run started and never ended: the machine froze, or minimize was killed.
-    const int number = in_flight.at("run").get<int>();
-    if (m_.in_flight_retry) {
-      say("run " + std::to_string(number) + " was in flight when minimize stopped: run again (--in-flight retry)");
-    } else {
-      s_.trial()["runs"].push_back({{"run", number}, {"class", "hang"}, {"exit_code", nullptr}, {"machine_stopped", true}});
-      say("run " + std::to_string(number) + " was in flight when minimize stopped (machine froze or minimize was killed): "
-          "counted as a hang");
-    }
-    in_flight = nullptr;
-    checkpoint();
-  }
+  if (resume && !in_flight.is_null()) settle_run_in_flight();
+  s_.doc["process"] = this_process_mark().to_json();
+  checkpoint();
   while (true) {
     if (s_.doc.at("phase") == "done") return finish("no step keeps failing");
     if (spent() >= m_.budget_s) return finish("the time budget is spent");
@@ -209,11 +242,12 @@ int Minimizer::run(bool resume) {
     }
     const int number = s_.doc.at("runs_started").get<int>() + 1;
     s_.doc["runs_started"] = number;
-    in_flight = {{"run", number}, {"started_utc", utc_now()}};
+    ProcessMark mark = new_process_mark();
+    in_flight = {{"run", number}, {"started_utc", utc_now()}, {"process", mark.to_json()}};
     checkpoint();
     bool timed_out = false;
     int exit_code = -1;
-    const std::string c = one_run(options, number, timed_out, exit_code);
+    const std::string c = one_run(options, number, mark, timed_out, exit_code);
     if (c == "interrupted") {
       in_flight = nullptr;
       checkpoint();
@@ -322,6 +356,7 @@ int run_minimize(const MinimizeSettings& settings, bool resume) {
       throw InputError("--resume: " + path + " is not a minimize state of this version (format_version " +
                        std::to_string(kStateFormat) + ")");
     }
+    refuse_if_running("the minimization in " + settings.out_dir, state.doc.value("process", json()));
   } else {
     state.doc = {{"format", "sdpa-repro-minimize"},
                  {"format_version", kStateFormat},

@@ -11,10 +11,14 @@
 // A minimization can take hours on a machine that may freeze at each hang. So its state (the
 // configuration so far, every step kept and rejected, the run in flight) is written to
 // OUT/state.json, atomically and fsync'd, before and after every run, and each step's progress is
-// appended to OUT/progress.log (fsync'd). `--resume` continues from the state; a run the state
-// says had started and never ended (the machine froze, or minimize was killed) counts as a hang
-// unless --in-flight retry says to run it again. An interrupt (SIGINT, SIGTERM) kills the run in
-// flight, records it as interrupted (not counted) and exits; --resume runs it again.
+// appended to OUT/progress.log (fsync'd). The run in flight carries its process's mark
+// (process_mark.h). `--resume` continues from the state; a run the state says had started and
+// never ended is judged by its mark: gone on the same boot (minimize was killed) it was only
+// interrupted, and runs again; in flight when the machine stopped (another boot), or still there
+// (stuck: it did not die with minimize), it counts as a hang, unless --in-flight retry says to run
+// it again. An interrupt (SIGINT, SIGTERM) kills the run in flight, records it as interrupted (not
+// counted) and exits; --resume runs it again. A --resume beside a minimization still running in
+// OUT is refused.
 #pragma once
 
 #include <set>
@@ -37,7 +41,7 @@ struct MinimizeSettings {
   double budget_s = 3600;            // the whole minimization, resumes included
   double run_timeout_s = 600;        // a run's deadline (its own watchdog usually ends it first)
   std::set<std::string> fails_with;  // failure classes to keep; empty: those the original shows
-  bool in_flight_retry = false;      // on --resume: run a run in flight again, not count it as a hang
+  bool in_flight_retry = false;      // on --resume: run again a run in flight the machine stopped in, or stuck
   bool report = true;                // `repro report` on the smallest configuration
   std::string out_dir;
   std::string repro_binary;          // what each run runs ("" this executable; tests: a fake child)

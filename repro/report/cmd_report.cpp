@@ -9,7 +9,9 @@
 // the report. Each run writes its durable log (run-N.log, kept unless it passed) and, if it
 // hangs, its hang snapshot (hang-snapshot-run-N/) into DIR as it runs. DIR then gets REPORT.md,
 // result.json, stage.log and repro_scenarioN.cu, each written atomically. --no-run writes all
-// of it without running anything (no GPU needed).
+// of it without running anything (no GPU needed). With --ladder each rung climbed is added to
+// DIR/ladder.json (atomically) as it ends, so that --resume goes on from the rung a climb that was
+// stopped (a triage's share of its budget, a kill) had reached.
 //
 // Each run makes kReportIters (25) calls (over several layers: kReportLayerPasses passes) unless
 // --iters says otherwise, compares every call's result with the first's bit for bit and the last
@@ -279,6 +281,7 @@ ReportPlan plan_report(const ReportRequest& r, const std::vector<std::string>& w
   in.repeat = r.repeat;
   in.no_run = r.no_run;
   in.created_utc = utc_now();
+  if (r.resume && !r.ladder) throw InputError("--resume: it goes on with a --ladder climb");
   const RunOptions given = validate_run_spec(r.run, RunCommand::report);
   check_reproducible(given);
   if (given.inject.kind != FaultSpec::none && !r.allow_inject) {
@@ -331,9 +334,69 @@ ReportPlan plan_report(const ReportRequest& r, const std::vector<std::string>& w
   const fs::file_status status = fs::status(r.out_dir, ec);
   if (fs::exists(status)) {
     if (!fs::is_directory(status)) throw InputError("--out: " + r.out_dir + " exists and is not a directory");
-    if (!r.force) throw InputError("--out: " + r.out_dir + " exists; use --force to replace the report in it");
+    if (!r.force && !r.resume) throw InputError("--out: " + r.out_dir + " exists; use --force to replace the report in it");
   }
   return plan;
+}
+
+// ladder.json: the rungs climbed so far, each with what its runs found and its fix-off command
+// (what a resume checks it is the same climb), and the next run's number.
+std::string ladder_progress_path(const fs::path& out_dir) { return (out_dir / "ladder.json").string(); }
+
+void write_ladder_progress(const fs::path& out_dir, const ReportInput& in, const std::vector<std::vector<std::string>>& commands,
+                           int next_run) {
+  nlohmann::json rungs = nlohmann::json::array();
+  for (size_t i = 0; i < in.ladder.size(); ++i) {
+    const LadderRung& r = in.ladder[i];
+    rungs.push_back({{"rung", r.name}, {"finding", r.finding}, {"outcomes", r.outcomes}, {"layers", r.layers},
+                     {"command_fix_off", commands[i]}});
+  }
+  write_file_atomic(ladder_progress_path(out_dir), nlohmann::json{{"rungs", rungs}, {"next_run", next_run}}.dump(1) + "\n");
+}
+
+// --resume: the rungs an earlier climb into `out_dir` recorded, when they are this plan's rungs
+// with the same commands, are taken as climbed (into in.ladder and `commands`, `index` past their
+// runs); returns the first rung to climb. The last one recorded is climbed again when it ended the
+// climb or no rung is left, so that the report has its runs. No ladder.json: from the first rung.
+size_t resume_climb(const fs::path& out_dir, const ReportRequest& r, const ReportPlan& plan, ReportInput& in,
+                    std::vector<std::vector<std::string>>& commands, int& index) {
+  const std::optional<std::string> text = read_file(ladder_progress_path(out_dir));
+  if (!text) {
+    std::cout << "repro report: --resume: no climb to go on with in " << out_dir.string() << ": from the first rung\n";
+    return 0;
+  }
+  const std::string refused = "--resume: " + ladder_progress_path(out_dir) + " ";
+  nlohmann::json progress;
+  try {
+    progress = nlohmann::json::parse(*text);
+    for (const nlohmann::json& rung : progress.at("rungs")) {
+      const size_t i = in.ladder.size();
+      ReportInput probe;
+      if (i < plan.rungs.size()) set_commands(probe, plan.base, plan.rungs[i].options, plan.log, r.fix_form);
+      if (i >= plan.rungs.size() || rung.at("rung") != plan.rungs[i].name || rung.at("command_fix_off") != probe.args_off) {
+        throw InputError(refused + "was climbed with other options (its rung " + std::to_string(i + 1) +
+                         "): --force without --resume climbs again from the first rung");
+      }
+      LadderRung climbed = plan.rungs[i];
+      climbed.finding = rung.at("finding").get<std::string>();
+      climbed.outcomes = rung.at("outcomes").get<std::string>();
+      climbed.layers = rung.at("layers").get<std::string>();
+      in.ladder.push_back(climbed);
+      commands.push_back(probe.args_off);
+    }
+    index = progress.at("next_run").get<int>();
+  } catch (const nlohmann::json::exception& e) {
+    throw InputError(refused + "cannot be read (" + one_line(e.what()) + "): --force without --resume climbs again");
+  }
+  if (!in.ladder.empty() &&
+      (in.ladder.size() == plan.rungs.size() || finding_ends_climb(in.ladder.back().finding) || in.ladder.back().finding == "no_gpu")) {
+    in.ladder.pop_back();
+    commands.pop_back();
+  }
+  for (const LadderRung& rung : in.ladder) {
+    std::cout << "repro report: rung " << rung.name << ": climbed before: " << rung.finding << " (" << rung.outcomes << ")\n";
+  }
+  return in.ladder.size();
 }
 
 int write_report(const ReportRequest& r, ReportPlan plan) {
@@ -347,9 +410,16 @@ int write_report(const ReportRequest& r, ReportPlan plan) {
   if (!r.no_run) {
     fs::create_directories(out_dir, ec);
     if (ec) throw InputError("--out: cannot create " + out_dir + ": " + ec.message());
-    remove_earlier_runs(out_dir);
     int index = 0;
-    for (LadderRung& rung : plan.rungs) {
+    std::vector<std::vector<std::string>> commands;  // each rung climbed: its fix-off command (ladder.json)
+    const size_t first = r.resume ? resume_climb(out_dir, r, plan, in, commands, index) : 0;
+    // The runs of a climb it goes on with are kept; a report it replaces goes with its runs and climb.
+    if (index == 0) {
+      remove_earlier_runs(out_dir);
+      fs::remove(ladder_progress_path(out_dir), ec);
+    }
+    for (size_t rung_index = first; rung_index < plan.rungs.size(); ++rung_index) {
+      LadderRung& rung = plan.rungs[rung_index];
       set_commands(in, plan.base, rung.options, plan.log, r.fix_form);
       in.runs.clear();
       // Fix on first: a hang with the fix off may leave the GPU unusable, and must not pass for
@@ -374,6 +444,8 @@ int write_report(const ReportRequest& r, ReportPlan plan) {
       rung.outcomes = outcome_counts(in);
       rung.layers = layers_run(in);
       in.ladder.push_back(rung);
+      commands.push_back(in.args_off);
+      write_ladder_progress(out_dir, in, commands, index);
       std::cout << "repro report: rung " << rung.name << ": " << rung.finding << " (" << rung.outcomes << ")\n";
       // The climb stops at the first rung that hangs, stalls or fails: the report is about it. A
       // rung the memory guard refuses stops it too (its runs fit their layers to the memory first,

@@ -18,6 +18,7 @@ std::vector<std::string> ReportRequest::to_argv() const {
   if (force) args.push_back("--force");
   if (fix_form != "design") args.insert(args.end(), {"--fix-form", fix_form});
   if (ladder) args.push_back("--ladder");
+  if (resume) args.push_back("--resume");
   if (allow_inject) args.push_back("--allow-inject");
   if (!repro_binary.empty()) args.insert(args.end(), {"--repro-binary", repro_binary});
   return args;
@@ -55,6 +56,9 @@ ReportParse parse_report_command_line(int argc, const char* const* argv) {
                "at the first rung that "
                "hangs or fails and report it. --layers, --ballast*, --mapped-weights, --host-load and --steps set their rungs' "
                "values");
+  app.add_flag("--resume", r.resume,
+               "with --ladder: go on from the rung an earlier climb into --out reached (its ladder.json; the rungs "
+               "below it are not climbed again); without one, the climb starts at the first rung");
   app.add_option("--repro-binary", r.repro_binary, "the program each run runs (tests)")->group("");
   app.add_flag("--allow-inject", r.allow_inject,
                "for testing the report itself: let --inject through (refused otherwise); the title then says the "

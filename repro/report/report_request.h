@@ -19,6 +19,7 @@ struct ReportRequest {
   bool force = false;        // replace the report in an existing folder
   bool allow_inject = false;
   bool ladder = false;       // climb the context ladder
+  bool resume = false;       // --ladder: go on from the rung an earlier climb into out_dir reached (ladder.json)
   std::string fix_form = "design";  // the fix-on runs' fix: design or lean
   std::string repro_binary;  // the program each run runs ("" this executable; tests: a fake)
 

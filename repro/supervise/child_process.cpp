@@ -145,7 +145,7 @@ int exit_code_of(int status) {
 
 ChildResult run_child(const std::string& binary, const std::vector<std::string>& args, const std::string& stdout_path,
                       const std::string& stderr_path, double timeout_s, double kill_wait_s, const std::string& cwd,
-                      double term_grace_s, const volatile int* stop) {
+                      double term_grace_s, const volatile int* stop, const ChildStart& start) {
   const int out = ::open(stdout_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   const int err = stderr_path == stdout_path ? out
                                              : ::open(stderr_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
@@ -158,11 +158,13 @@ ChildResult run_child(const std::string& binary, const std::vector<std::string>&
   spec.stderr_fd = err;
   spec.own_process_group = true;  // a timeout kills it with whatever it started
   spec.cwd = cwd;
+  spec.environment = start.environment;
 
-  const int64_t start = monotonic_us();
+  const int64_t started_us = monotonic_us();
   const pid_t pid = start_child(spec);
   ::close(out);
   if (err != out) ::close(err);
+  if (start.started) start.started(pid);
 
   ChildResult r;
   int status = 0;
@@ -170,7 +172,7 @@ ChildResult run_child(const std::string& binary, const std::vector<std::string>&
   const double slice = stop ? 0.2 : -1;
   bool reaped = false;
   while (!reaped) {
-    const double left = timeout_s > 0 ? timeout_s - (monotonic_us() - start) / 1e6 : -1;
+    const double left = timeout_s > 0 ? timeout_s - (monotonic_us() - started_us) / 1e6 : -1;
     if (timeout_s > 0 && left <= 0) {
       r.timed_out = true;
       break;
@@ -183,7 +185,7 @@ ChildResult run_child(const std::string& binary, const std::vector<std::string>&
     reaped = reap_within(pid, wait, status);
   }
   if (!reaped) r.abandoned = !stop_child(pid, true, term_grace_s, kill_wait_s, status);
-  r.wall_s = (monotonic_us() - start) / 1e6;
+  r.wall_s = (monotonic_us() - started_us) / 1e6;
   r.exit_code = r.abandoned ? -1 : exit_code_of(status);
   return r;
 }

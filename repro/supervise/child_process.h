@@ -63,6 +63,13 @@ struct ChildResult {
   double wall_s = 0;
 };
 
+// What a caller of run_child may add to the child's start: entries set in its environment, and a
+// call once it runs (its pid), before the wait (a resumable command records the process there).
+struct ChildStart {
+  std::vector<std::pair<std::string, std::string>> environment;
+  std::function<void(pid_t)> started;
+};
+
 // Runs `binary args...` (argv[0] = binary, no shell) to its end, stdin from /dev/null, stdout
 // to `stdout_path` and stderr to `stderr_path` (the same path: both, in order), in `cwd` when
 // given. With timeout_s > 0 its process group is ended after that long (SIGTERM and
@@ -72,7 +79,8 @@ struct ChildResult {
 // and `stopped` is set. Throws InputError if the files or the fork fail.
 ChildResult run_child(const std::string& binary, const std::vector<std::string>& args, const std::string& stdout_path,
                       const std::string& stderr_path, double timeout_s = 0, double kill_wait_s = -1,
-                      const std::string& cwd = "", double term_grace_s = 0, const volatile int* stop = nullptr);
+                      const std::string& cwd = "", double term_grace_s = 0, const volatile int* stop = nullptr,
+                      const ChildStart& start = {});
 
 // This executable's path (/proc/self/exe), to run it again as a child.
 std::string self_executable();

@@ -18,6 +18,7 @@
 #include <map>
 #include <sstream>
 
+#include "math_sdpa/atomic_file.h"
 #include "math_sdpa/errors.h"
 #include "math_sdpa/stage_log.h"
 #include "repro/cli/run_options.h"
@@ -25,6 +26,7 @@
 #include "repro/run/run_json.h"
 #include "repro/supervise/child_process.h"
 #include "repro/supervise/hang_snapshot.h"
+#include "repro/supervise/watchdog.h"
 
 namespace sdpa {
 
@@ -71,6 +73,8 @@ struct RunningCell {
   std::optional<int> after_hang;
   bool stuck = false;               // killed at its deadline and still not reaped
   bool earlier_attempt = false;     // its log was there already: a run that never finished (see start)
+  ProcessMark mark;                 // its process (process_mark.h)
+  std::string mark_file;            // cell-N.process in the cells folder ("": no cells folder)
   int stderr_fd = -1;
   int64_t start_us = 0;
   std::string scratch_path;
@@ -104,7 +108,8 @@ struct RunningCell {
 // Without a shell, in its own process group (so the sweep can kill it and everything it
 // forked), dying with the sweep; stderr goes to the pipe, and its stdout table is not needed:
 // the JSON result has everything.
-pid_t launch(const std::vector<std::string>& argv, const std::string& gpu, int stderr_write_fd, bool canary) {
+pid_t launch(const std::vector<std::string>& argv, const std::string& gpu, int stderr_write_fd, bool canary,
+             const ProcessMark& mark) {
   ChildSpec spec;
   spec.argv = argv;
   spec.stdin_fd = spec.stdout_fd = kNullStream;
@@ -112,7 +117,14 @@ pid_t launch(const std::vector<std::string>& argv, const std::string& gpu, int s
   spec.own_process_group = true;
   if (!gpu.empty()) spec.environment.emplace_back("CUDA_VISIBLE_DEVICES", gpu);
   if (canary) spec.environment.emplace_back(kCanaryEnvironment, "1");
+  spec.environment.push_back(process_tag_environment(mark));
   return start_child(spec);
+}
+
+// A cell's process file: its process and the GPU it runs on (cell_in_flight reads it back).
+void write_cell_process(const RunningCell& r) {
+  if (r.mark_file.empty()) return;
+  write_file_atomic(r.mark_file, nlohmann::json{{"gpu", r.gpu}, {"process", r.mark.to_json()}}.dump() + "\n");
 }
 
 // "pass", or "failed: " and why, from how the canary ended and what it wrote.
@@ -173,6 +185,45 @@ std::string sweep_cells_dir(const std::string& jsonl_path) {
 }
 
 std::string cell_log_name(int index) { return "cell-" + std::to_string(index) + ".log"; }
+
+std::string cell_process_name(int index) { return "cell-" + std::to_string(index) + ".process"; }
+
+std::optional<CellInFlight> cell_in_flight(const SweepCell& cell, const std::string& cells_dir) {
+  const std::string file = cells_dir + "/" + cell_process_name(cell.index);
+  const std::optional<std::string> text = read_file(file);
+  if (!text) return std::nullopt;
+  std::error_code ignored;
+  fs::remove(file, ignored);
+  CellInFlight left;
+  std::optional<ProcessMark> mark;
+  try {
+    const nlohmann::json j = nlohmann::json::parse(*text);
+    left.gpu = j.at("gpu").get<std::string>();
+    mark = ProcessMark::from_json(j.at("process"));
+  } catch (const nlohmann::json::exception&) {
+  }
+  // A file cut short by a frozen machine says nothing of the process: as a stopped machine.
+  left.found.fate = ProcessFate::machine_stopped;
+  if (mark) left.found = find_marked_processes(*mark);
+  return left;
+}
+
+nlohmann::json stuck_cell_json(const SweepCell& cell, double stage_timeout_s, const CellInFlight& left,
+                               const std::string& cells_dir, const std::string& cells_link) {
+  nlohmann::json c = planned_cell_json(cell, stage_timeout_s);
+  c["gpu"] = left.gpu.empty() ? nlohmann::json(nullptr) : nlohmann::json(left.gpu);
+  c["outcome"] = outcome_name(Outcome::hang);
+  c["error"] = "its process was still there when the sweep was resumed, after the sweep that ran it had stopped (" +
+               left.found.processes_text() + "): stuck, as a process that does not die with its parent is (in the driver)";
+  c["stuck_after_kill"] = true;
+  const std::string log = cells_dir + "/" + cell_log_name(cell.index);
+  if (const std::optional<std::string> text = read_file(log)) {
+    c["log_file"] = cells_link + "/" + cell_log_name(cell.index);
+    const LoggedProgress progress = progress_in_log(*text);
+    if (!progress.open_stage.empty()) c["stage"] = progress.open_stage;
+  }
+  return c;
+}
 
 RunSpec cell_command_spec(const SweepCell& cell, double stage_timeout_s) {
   RunSpec spec = cell.run_spec();
@@ -300,7 +351,8 @@ CellsRun run_cells(const std::vector<SweepCell>& cells, const SweepRunSettings& 
     std::optional<int> after_hang;  // the last cell that hung there
   };
   std::map<std::string, GpuState> gpus;
-  std::vector<GpuCheck> checks;
+  std::vector<GpuCheck> checks = settings.gpu_checks;
+  for (const GpuCheck& c : checks) gpus[c.gpu].retired = gpus[c.gpu].retired || c.retired;
   std::error_code ec;
   if (!settings.cells_dir.empty()) fs::create_directories(settings.cells_dir, ec);
 
@@ -308,14 +360,18 @@ CellsRun run_cells(const std::vector<SweepCell>& cells, const SweepRunSettings& 
     int fds[2];
     if (pipe2(fds, O_CLOEXEC) != 0) throw InputError(std::string("cannot create a pipe: ") + std::strerror(errno));
     r.start_us = monotonic_us();
+    r.mark = new_process_mark();
+    write_cell_process(r);
     try {
-      r.pid = launch(argv, r.gpu, fds[1], r.cell == nullptr);
+      r.pid = launch(argv, r.gpu, fds[1], r.cell == nullptr, r.mark);
     } catch (...) {
       close(fds[0]);
       close(fds[1]);
       throw;
     }
     close(fds[1]);
+    mark_started(r.mark, r.pid);
+    write_cell_process(r);
     r.stderr_fd = fds[0];
     fcntl(r.stderr_fd, F_SETFL, O_NONBLOCK);
     slots[w] = std::move(r);
@@ -347,6 +403,7 @@ CellsRun run_cells(const std::vector<SweepCell>& cells, const SweepRunSettings& 
       r.snapshot_link = settings.cells_link + "/" + fs::path(r.snapshot_dir).filename().string();
       spec.log_file = r.log_file;
       spec.snapshot_dir = r.snapshot_dir;
+      r.mark_file = settings.cells_dir + "/" + cell_process_name(r.cell->index);
     }
     std::vector<std::string> argv = spec.to_argv();
     argv.insert(argv.begin(), settings.repro_binary);
@@ -422,8 +479,11 @@ CellsRun run_cells(const std::vector<SweepCell>& cells, const SweepRunSettings& 
         gpu.needs_canary = true;
       }
     }
+    const std::string mark_file = r.mark_file;
     slots[w].reset();
     on_done(record);
+    // Its record is written: its process file goes (a resume would otherwise ask after it).
+    if (!mark_file.empty()) fs::remove(mark_file, ignored);
   };
 
   while (true) {

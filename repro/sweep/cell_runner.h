@@ -17,6 +17,13 @@
 // in the driver), the GPU is retired: no further cell runs on it, and once every GPU is retired
 // the cells left are not run. Every cell run on a GPU after a hang says so ("after_hang"). A cell
 // that finds no usable GPU at all stops the sweep (CellsRun::no_gpu_cell).
+//
+// While a cell runs, its process is recorded in the cells folder (cell-N.process, process_mark.h:
+// the boot, its pid and start time, the tag everything it starts carries), written before it
+// starts and again once it runs, removed once its record is written. A sweep stopped without a
+// word (SIGKILL, a frozen machine) leaves the file, and --resume reads it (cell_in_flight): the
+// machine stopped (another boot), the cell was interrupted (gone on this boot: it runs again), or
+// its process is still there, stuck (a hang: recorded so, its GPU not used again).
 #pragma once
 
 #include <functional>
@@ -27,9 +34,20 @@
 #include <nlohmann/json.hpp>
 
 #include "repro/cli/hang_options.h"
+#include "repro/supervise/process_mark.h"
 #include "repro/sweep/matrix.h"
 
 namespace sdpa {
+
+// What the sweep did about a GPU after a hang: the canary it ran, whether it retired the GPU.
+struct GpuCheck {
+  std::string gpu;         // the worker's CUDA_VISIBLE_DEVICES ("" = inherited)
+  int after_cell = 0;      // the cell that hung (or whose process did not die)
+  std::string canary;      // "pass", "failed: ...", or "" when none ran
+  bool retired = false;
+  std::string reason;      // why it was retired
+};
+nlohmann::json gpu_checks_json(const std::vector<GpuCheck>& checks);
 
 struct SweepRunSettings {
   std::string repro_binary;
@@ -45,25 +63,21 @@ struct SweepRunSettings {
   // (cell-N.snapshot) go here; "": neither. `cells_link` is the same folder as the sweep
   // document links it (relative to the document's folder).
   std::string cells_dir, cells_link;
+  // What the sweep knows of its GPUs before the first cell: a resumed sweep's GPU that a stuck
+  // cell holds is retired here, and no cell runs on it.
+  std::vector<GpuCheck> gpu_checks;
 };
 
 // The cells folder of the sweep writing `jsonl_path` (FILE.jsonl -> FILE.cells), and the file name
 // of cell `index`'s --log-file in it: cell-N.log.
 std::string sweep_cells_dir(const std::string& jsonl_path);
 std::string cell_log_name(int index);
+// The file in the cells folder that records cell `index`'s process while it runs: cell-N.process.
+std::string cell_process_name(int index);
 
 // The environment variable that marks the sweep's canary run (a fake child tells it apart by it).
 constexpr const char* kCanaryEnvironment = "SDPA_SWEEP_CANARY";
 
-// What the sweep did about a GPU after a hang: the canary it ran, whether it retired the GPU.
-struct GpuCheck {
-  std::string gpu;         // the worker's CUDA_VISIBLE_DEVICES ("" = inherited)
-  int after_cell = 0;      // the cell that hung (or whose process did not die)
-  std::string canary;      // "pass", "failed: ...", or "" when none ran
-  bool retired = false;
-  std::string reason;      // why it was retired
-};
-nlohmann::json gpu_checks_json(const std::vector<GpuCheck>& checks);
 
 // A cell's options as run (the runner adds where its files go): `repro` followed by their
 // to_argv() is the cell's command line.
@@ -89,6 +103,23 @@ struct ChildEnd {
 // (nullopt when it wrote none). `gpu` is the worker's CUDA_VISIBLE_DEVICES ("" = inherited).
 nlohmann::json finished_cell_json(const SweepCell& cell, double stage_timeout_s, const std::string& gpu,
                                   const ChildEnd& end, const std::optional<std::string>& child_json);
+
+// A cell an earlier run of the sweep left running (its cell-N.process file), as a resume finds it.
+struct CellInFlight {
+  std::string gpu;       // the worker's CUDA_VISIBLE_DEVICES it ran on
+  ProcessFinding found;  // the machine stopped, it is gone (interrupted), or it is still there
+};
+
+// On --resume: what became of cell `cell` of an earlier run of the sweep whose cells folder is
+// `cells_dir`, if that run left it running; nullopt when it left no process file. The file is
+// removed: its cell runs again, or (still there) is recorded by stuck_cell_json.
+std::optional<CellInFlight> cell_in_flight(const SweepCell& cell, const std::string& cells_dir);
+
+// The record of a cell whose process a resumed sweep found still there after the sweep that ran it
+// stopped: a hang (every cell dies with its sweep, so one that did not is stuck, in the driver), in
+// the stage its log names; its log is kept. The process is left as it is.
+nlohmann::json stuck_cell_json(const SweepCell& cell, double stage_timeout_s, const CellInFlight& left,
+                               const std::string& cells_dir, const std::string& cells_link);
 
 // How run_cells ended.
 struct CellsRun {

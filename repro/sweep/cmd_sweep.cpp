@@ -126,6 +126,48 @@ std::map<std::string, json> resume_from(const std::string& jsonl_path, const std
   return finished;
 }
 
+// --resume: the cells the stopped sweep left running (cell_in_flight), each said as what it was.
+// One interrupted (its process gone on this boot) or in flight when the machine stopped runs again;
+// one whose process is still there is stuck: recorded as a hang, and its GPU is not used again. A
+// cell that has a record already (written just before the sweep stopped) only loses its file.
+void settle_cells_in_flight(const SweepOptions& o, const std::vector<SweepCell>& cells, SweepRunSettings& settings,
+                            std::map<std::string, json>& finished) {
+  for (const auto& c : cells) {
+    if (finished.count(c.key())) {
+      std::error_code absent;
+      std::filesystem::remove(settings.cells_dir + "/" + cell_process_name(c.index), absent);
+      continue;
+    }
+    const std::optional<CellInFlight> left = cell_in_flight(c, settings.cells_dir);
+    if (!left) continue;
+    const std::string cell = "repro sweep: cell " + std::to_string(c.index);
+    const std::string log = settings.cells_dir + "/" + cell_log_name(c.index);
+    std::error_code absent;
+    const std::string kept = std::filesystem::exists(log, absent) ? ", and " + log + " keeps that run's stage records" : "";
+    switch (left->found.fate) {
+      case ProcessFate::machine_stopped:
+        std::cerr << cell << " was running when the machine stopped (it has booted again since): it runs again" << kept << "\n";
+        break;
+      case ProcessFate::gone:
+        std::cerr << cell << " was interrupted (its process ended without a record on this boot: the sweep was stopped): "
+                  << "it runs again" << kept << "\n";
+        break;
+      case ProcessFate::still_there: {
+        const json record = stuck_cell_json(c, o.stage_timeout_s, *left, settings.cells_dir, settings.cells_link);
+        append_jsonl_line(o.jsonl_path, record);
+        finished[c.key()] = record;
+        settings.gpu_checks.push_back({left->gpu, c.index, "", true,
+                                       "cell " + std::to_string(c.index) + "'s process was still there when the sweep "
+                                       "was resumed (stuck in the driver)"});
+        std::cerr << cell << "'s process is still there after the sweep that ran it stopped (" << left->found.processes_text()
+                  << "): stuck, recorded as a hang, and left as it is; no cell runs on "
+                  << (left->gpu.empty() ? std::string("its GPU") : "GPU " + left->gpu) << "\n";
+        break;
+      }
+    }
+  }
+}
+
 // One line on stderr per finished cell: done/total, outcomes so far, time left. On a terminal
 // the line is rewritten in place.
 class Progress {
@@ -281,23 +323,15 @@ int run_sweep(const SweepOptions& given) {
   // The document as the sweep starts: the matrix that writes FILE.jsonl (what --resume and a
   // merge check) and the cells already done, there even if this sweep is killed.
   write_file_atomic(o.json_path, sweep_document(meta, in_matrix_order(), end).dump(2) + "\n");
+  if (o.resume) {
+    std::cerr << "repro sweep: resuming: " << finished.size() << " of " << cells.size() << " cells already done\n";
+    settle_cells_in_flight(o, cells, settings, finished);
+  }
   std::vector<SweepCell> pending;
   for (const auto& c : cells) {
     if (!finished.count(c.key())) pending.push_back(c);
   }
   const std::string shard_words = o.shard.whole() ? "" : " (shard " + o.shard.str() + " of " + std::to_string(matrix.size()) + ")";
-  if (o.resume) {
-    std::cerr << "repro sweep: resuming: " << finished.size() << " of " << cells.size() << " cells already done\n";
-    // A log of a cell still to run: its earlier run never finished (cell_runner keeps that log).
-    for (const auto& c : pending) {
-      const std::string log = settings.cells_dir + "/" + cell_log_name(c.index);
-      std::error_code absent;
-      if (std::filesystem::exists(log, absent)) {
-        std::cerr << "repro sweep: cell " << c.index << " was started before and never finished (the sweep was stopped, "
-                  << "or the machine froze): it runs again, and " << log << " keeps the earlier run's stage records\n";
-      }
-    }
-  }
   std::cerr << "repro sweep: " << pending.size() << " cells" << shard_words << " to run on " << settings.workers.size()
             << " worker(s)"
             << (settings.workers.size() > 1 ? " (" + std::to_string(o.cells_per_gpu) + " per GPU)" : std::string())

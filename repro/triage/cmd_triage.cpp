@@ -28,7 +28,9 @@ int triage_main(int argc, char** argv) {
   int call = -1;
   bool no_bug_report = false, dry_run = false;
   app.add_option("--out", t.out_dir, "the triage's folder (OUT.tar.gz is written beside it)")->required()->option_text("DIR");
-  app.add_option("--budget", budget, "the whole triage's time; each step gets a share of what is left")
+  app.add_option("--budget", budget,
+                 "the whole triage's time; each step gets a share of what is left (with --resume: the time the "
+                 "continuation may take, beyond what was spent)")
       ->option_text("TIME")
       ->capture_default_str();
   app.add_option("--workload-file", workload_file, "a capture of the real program (scripts/sdpa_capture.py): its call is "
@@ -51,9 +53,10 @@ int triage_main(int argc, char** argv) {
                "print every step's command, each checked as its child would check it, and run nothing (no GPU needed)");
   bool resume = false;
   app.add_flag("--resume", resume,
-               "continue the triage in --out DIR with its own options (interrupted, killed, or stopped with the "
-               "machine): steps that ended are kept; one that was running when it stopped without a word is not run "
-               "again and is named as where the machine stopped");
+               "continue the triage in --out DIR with its own options (and --budget, if given, for this "
+               "continuation): steps that ended are kept; one cut at its share of the budget, interrupted, or killed "
+               "goes on where it stopped; one that was running when the machine stopped (it booted since) is not run "
+               "again and is named as where it stopped; one whose processes are still there is stuck: a hang");
   app.add_option("--repro-binary", t.repro_binary, "what info and every run run (tests)")->group("");
   app.footer("Exit codes: 0 nothing hung or failed, 1 a run failed without hanging, 3 a run hung (minimized and "
              "reported), 7 no usable GPU, 2 usage, 130/143 interrupted (summary and archive written). docs/TRIAGE.md has "
@@ -66,14 +69,17 @@ int triage_main(int argc, char** argv) {
   try {
     check_not_empty("--out", t.out_dir);
     if (resume) {
-      for (const char* option : {"--budget", "--workload-file", "--call", "--scenarios", "--runs", "--stage-timeout",
-                                 "--no-bug-report", "--inject", "--dry-run"}) {
+      for (const char* option : {"--workload-file", "--call", "--scenarios", "--runs", "--stage-timeout", "--no-bug-report",
+                                 "--inject", "--dry-run"}) {
         if (app.count(option)) {
           throw InputError(std::string("--resume continues the triage in --out with the options it started with: ") +
                            option + " is not one to give again");
         }
       }
-      TriageSettings resumed = resumed_settings(t.out_dir);
+      // --budget again: the time this continuation may take (a triage cut at its budget needs more).
+      const std::optional<double> more =
+          app.count("--budget") ? std::optional<double>(parse_duration(budget, "--budget")) : std::nullopt;
+      TriageSettings resumed = resumed_settings(t.out_dir, more);
       resumed.repro_binary = t.repro_binary;
       return run_triage(resumed);
     }

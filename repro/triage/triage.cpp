@@ -17,6 +17,7 @@
 
 #include "math_sdpa/atomic_file.h"
 #include "math_sdpa/errors.h"
+#include "math_sdpa/name_table.h"
 #include "repro/cli/context_ladder.h"
 #include "repro/common/output_paths.h"
 #include "repro/common/text.h"
@@ -25,6 +26,7 @@
 #include "repro/report/report_request.h"
 #include "repro/supervise/child_process.h"
 #include "repro/supervise/durable_log.h"
+#include "repro/supervise/process_mark.h"
 #include "repro/supervise/snapshot_collectors.h"
 #include "repro/supervise/watchdog.h"
 #include "repro/sweep/cell_runner.h"
@@ -144,6 +146,37 @@ MinimizeRequest minimize_of(const TriageSettings& t, double budget_s) {
 
 std::string join(const std::vector<std::string>& words) { return shell_command(words); }
 
+// What a run of this triage left of a step (triage.json's "state"): never started; in flight (a
+// triage that stopped without a word leaves it so); ended; stopped at its share of the budget;
+// interrupted (by a signal, or killed on a machine that kept running); and what a resume found of
+// one left in flight: the machine had stopped, or its processes were still there, stuck.
+enum class StepState { not_started, running, done, stopped, interrupted, stopped_machine, stuck };
+
+const NameTable<StepState>& step_state_names() {
+  static const NameTable<StepState> table{"a triage step's state",
+                                          {{StepState::not_started, "not_started"},
+                                           {StepState::running, "running"},
+                                           {StepState::done, "done"},
+                                           {StepState::stopped, "stopped"},
+                                           {StepState::interrupted, "interrupted"},
+                                           {StepState::stopped_machine, "stopped_machine"},
+                                           {StepState::stuck, "stuck"}}};
+  return table;
+}
+
+// What a resumed triage does with a step: run it (continuing where it can when it ran before), or
+// not: it ended; it was stopped at its share and the budget has no time left for it; the machine
+// stopped while it ran (it may be what stopped it); its processes are still there (a hang).
+enum class OnResume { run, ended, no_budget, stopped_machine, stuck };
+
+// "7m", "2h", "90s": a budget as --budget takes it.
+std::string budget_text(double s) {
+  const long whole = std::lround(s);
+  if (whole % 3600 == 0) return std::to_string(whole / 3600) + "h";
+  if (whole % 60 == 0) return std::to_string(whole / 60) + "m";
+  return std::to_string(whole) + "s";
+}
+
 class Triage {
  public:
   explicit Triage(const TriageSettings& t)
@@ -153,6 +186,8 @@ class Triage {
     state_["format"] = 2;
     state_["settings"] = settings_json(t);
     if (!state_.contains("steps") || !state_["steps"].is_object()) state_["steps"] = json::object();
+    // This triage's own process: a resume refuses to run beside it (resumed_settings).
+    state_["process"] = this_process_mark().to_json();
   }
 
   int run();
@@ -175,23 +210,22 @@ class Triage {
   // budget left; returns its exit code (-1 when it was stopped at its deadline).
   int step(const std::string& name, const std::string& program, const std::vector<std::string>& args, double share);
   std::string path(const std::string& name) const { return step_path(t_, name); }
-  // What an earlier run of this triage left of step `name` (--resume): "" never started, "done",
-  // "stopped" (at its share of the budget), "interrupted" (by a signal), "running" (in flight when
-  // that triage stopped without a word: a freeze, a reboot, SIGKILL).
-  std::string prior(const std::string& name) const {
+  // What this triage, and the runs of it before (--resume), left of step `name`.
+  StepState prior(const std::string& name) const {
     const json& step = state_["steps"].contains(name) ? state_["steps"][name] : json();
-    return step.is_object() ? step.value("state", "") : "";
+    const std::string state = step.is_object() ? step.value("state", "") : "";
+    return step_state_names().find(state).value_or(StepState::not_started);
   }
-  // What a resumed triage does with step `name`: "run" (never started, or interrupted: it runs,
-  // continuing where it can), "ended" (not run again), "stopped_machine" (running when that triage
-  // stopped without a word: not run again, since it may be what stopped the machine).
-  std::string resumed_as(const std::string& name);
-  // On --resume, whether step `name` ended (or was stopped at its share) before: said, and not run again.
-  bool ended_before(const std::string& name);
-  // The sweep was running when the triage stopped: each of its cells that had started and not
-  // finished (a log in its cells folder, no record), with its log's last stage record.
-  void note_cells_running();
-  void set_step(const std::string& name, const std::string& state, int exit_code = 0);
+  // What a resumed triage does with step `name`, said. A step left in flight is judged by its
+  // processes (process_mark.h): gone on this boot, it was interrupted and runs again; the machine
+  // booted since, it is not run again (it may be what stopped the machine), unless it is the
+  // minimization (`own_runs_judged`: it judges its own run in flight); still there, it is stuck.
+  // `continuing` is set when the step ran before: it goes on where it stopped.
+  OnResume resumed_as(const std::string& name, bool& continuing, bool own_runs_judged = false);
+  // The sweep's cells that were running when it stopped (their process files in its cells folder),
+  // each with its log's last stage record.
+  std::vector<std::string> cells_running() const;
+  void set_step(const std::string& name, StepState state, int exit_code = 0);
   void save_state() {
     state_["spent_s"] = spent();
     write_file_atomic(state_path(t_.out_dir), state_.dump(2) + "\n");
@@ -206,6 +240,10 @@ class Triage {
   // (a mismatch, a CUDA error, a crash), "" nothing. Its exit code and SUMMARY.md's first line.
   std::string finding() const;
   void write_summary();
+  // What this triage did not reach, one line each (a step stopped at its share, interrupted, not
+  // started), and the command that continues it: SUMMARY.md's first section and the last lines said.
+  std::vector<std::string> not_reached() const;
+  std::string continue_command() const;
   void write_archive();
 
   TriageSettings t_;
@@ -224,32 +262,83 @@ class Triage {
   json minimize_state;
   std::string bug_report;                     // its file, or why there is none
   std::vector<std::string> notes;             // steps stopped at their deadline, skipped, ...
-  std::vector<std::string> stopped_in;        // what was running when an earlier run stopped (--resume)
+  std::vector<std::string> stopped_in;        // what was running when the machine stopped (--resume)
+  std::vector<std::string> stuck_in;          // steps whose processes a resume found still there: "what: processes"
+  std::vector<std::string> not_started;       // steps that would have run, not started since the triage was interrupted
   std::vector<std::string> could_not_run;     // steps whose command was refused: "name: why"
   json state_;                                // triage.json
 };
 
-bool Triage::ended_before(const std::string& name) {
-  const std::string was = prior(name);
-  if (was != "done" && was != "stopped") return false;
-  say(name + ": ended before this triage was resumed (" + was + "): not run again");
-  return true;
-}
-
-std::string Triage::resumed_as(const std::string& name) {
-  if (ended_before(name)) return "ended";
-  const std::string was = prior(name);
-  if (was == "running") {
-    say(name + ": was running when the triage stopped: not run again (it may be what stopped the machine)");
-    set_step(name, "stopped_machine");
+OnResume Triage::resumed_as(const std::string& name, bool& continuing, bool own_runs_judged) {
+  continuing = false;
+  switch (prior(name)) {
+    case StepState::not_started:
+      return OnResume::run;
+    case StepState::done:
+      say(name + ": ended before this triage was resumed (done): not run again");
+      return OnResume::ended;
+    case StepState::stopped:
+      if (left() < kMinStepSeconds) {
+        say(name + ": stopped at its share of the budget before, and not continued: the budget has no time left (`" +
+            continue_command() + "` gives it more)");
+        return OnResume::no_budget;
+      }
+      say(name + ": stopped at its share of the budget before: it goes on where it stopped");
+      continuing = true;
+      return OnResume::run;
+    case StepState::interrupted:
+      continuing = true;
+      return OnResume::run;
+    case StepState::stopped_machine:
+      if (own_runs_judged) break;
+      say(name + ": was running when the machine stopped (found when this triage was resumed before): not run again");
+      return OnResume::stopped_machine;
+    case StepState::stuck:
+      say(name + ": its processes were still there when this triage was resumed before (stuck): not run again");
+      return OnResume::stuck;
+    case StepState::running:
+      break;
   }
-  return was == "running" || was == "stopped_machine" ? "stopped_machine" : "run";
+  json& step = state_["steps"][name];
+  const std::optional<ProcessMark> mark = ProcessMark::from_json(step.value("process", json()));
+  // A triage.json that does not record its steps' processes (an older harness wrote it) cannot
+  // tell a kill from a freeze: taken for a freeze, as it was then.
+  ProcessFinding found;
+  found.fate = ProcessFate::machine_stopped;
+  if (mark) found = find_marked_processes(*mark);
+  if (found.fate == ProcessFate::still_there) {
+    // Every step's process dies with the triage (PR_SET_PDEATHSIG), and what it starts with it:
+    // one still there did not, so it is stuck (in the driver). Another SIGKILL does nothing to it,
+    // and it is the hang's evidence: left as it is.
+    say(name + ": its processes are still there after the triage that started them stopped (" + found.processes_text() +
+        "): stuck, a hang; not run again, and left as they are");
+    step["stuck"] = found.processes_text();
+    set_step(name, StepState::stuck);
+    return OnResume::stuck;
+  }
+  continuing = true;
+  if (found.fate == ProcessFate::gone) {
+    say(name + ": was interrupted (its processes ended without a result on this boot: the triage was killed): it runs "
+               "again, going on where it stopped");
+    set_step(name, StepState::interrupted);
+    return OnResume::run;
+  }
+  const std::string when = mark ? "when the machine stopped (it has booted again since)"
+                                : "when the triage stopped (its triage.json does not say which process ran it)";
+  if (own_runs_judged) {
+    say(name + ": was running " + when + ": it goes on from its state, and judges its own run in flight");
+    set_step(name, StepState::stopped_machine);
+    return OnResume::run;
+  }
+  say(name + ": was running " + when + ": not run again (it may be what stopped the machine)");
+  set_step(name, StepState::stopped_machine);
+  return OnResume::stopped_machine;
 }
 
-void Triage::note_cells_running() {
+std::vector<std::string> Triage::cells_running() const {
   std::set<int> finished;
   for (const json& cell : cells) finished.insert(cell.value("index", -1));
-  std::set<int> started;  // cell-N.log in the sweep's cells folder
+  std::set<int> started;  // cell-N.process in the sweep's cells folder
   const std::string cells_dir = sweep_cells_dir("sweep/sweep.jsonl");  // relative to the triage's folder
   std::error_code absent;
   for (const auto& entry : fs::directory_iterator(path(cells_dir), absent)) {
@@ -257,23 +346,25 @@ void Triage::note_cells_running() {
     const size_t digits = name.find_first_of("0123456789");
     if (digits == std::string::npos) continue;
     const int index = std::atoi(name.c_str() + digits);
-    if (name == cell_log_name(index) && !finished.count(index)) started.insert(index);
+    if (name == cell_process_name(index) && !finished.count(index)) started.insert(index);
   }
+  std::vector<std::string> running;
   for (const int index : started) {
     const std::string log = cells_dir + "/" + cell_log_name(index), text = read_file(path(log)).value_or("");
-    stopped_in.push_back("the sweep's cell " + std::to_string(index) + ", " + progress_text(progress_in_log(text)) +
-                         " (its stage log `" + log + "`; its last line: `" + last_line(text) + "`)");
+    running.push_back("the sweep's cell " + std::to_string(index) + ", " + progress_text(progress_in_log(text)) +
+                      " (its stage log `" + log + "`; its last line: `" + last_line(text) + "`)");
   }
-  if (started.empty()) stopped_in.push_back("the sweep (`sweep/`), in no cell that had left a log");
+  return running;
 }
 
-void Triage::set_step(const std::string& name, const std::string& state, int exit_code) {
+void Triage::set_step(const std::string& name, StepState state, int exit_code) {
   json& step = state_["steps"][name];
-  step["state"] = state;
-  if (state == "running") {
+  step["state"] = step_state_names().name(state);
+  if (state == StepState::running) {
     step["started_utc"] = utc_now();
     step.erase("exit");
-  } else if (state == "done") {
+    step.erase("stuck");
+  } else if (state == StepState::done) {
     step["exit"] = exit_code;
   }
   save_state();
@@ -290,12 +381,23 @@ int Triage::step(const std::string& name, const std::string& program, const std:
     notes.push_back(warning);
   }
   say(name + ": " + shell_command(args) + " (at most " + seconds_text(deadline) + ")");
-  set_step(name, "running");
-  const ChildResult r = run_child(program, args, path(name + ".log"), path(name + ".log"), deadline, 60, "", 10, &g_stop_signal);
-  if (r.timed_out) notes.push_back(name + " was stopped at its share of the budget (" + seconds_text(deadline) + ")");
+  // Its process, recorded before it starts and again once it runs: what a resume judges it by.
+  ProcessMark mark = new_process_mark();
+  state_["steps"][name]["process"] = mark.to_json();
+  state_["steps"][name]["share_s"] = deadline;
+  set_step(name, StepState::running);
+  ChildStart start;
+  start.environment = {process_tag_environment(mark)};
+  start.started = [&](pid_t pid) {
+    mark_started(mark, pid);
+    state_["steps"][name]["process"] = mark.to_json();
+    save_state();
+  };
+  const ChildResult r =
+      run_child(program, args, path(name + ".log"), path(name + ".log"), deadline, 60, "", 10, &g_stop_signal, start);
   say(name + ": " + (r.timed_out ? "stopped at its deadline" : r.stopped ? "interrupted" : "exit " + std::to_string(r.exit_code)) +
       " after " + seconds_text(r.wall_s));
-  set_step(name, r.timed_out ? "stopped" : r.stopped ? "interrupted" : "done", r.exit_code);
+  set_step(name, r.timed_out ? StepState::stopped : r.stopped ? StepState::interrupted : StepState::done, r.exit_code);
   // A child's usage error is a step that could not run: the plan checked its command, so this is
   // what the plan could not know (a file that vanished, a capture that changed).
   if (!r.timed_out && !r.stopped && r.exit_code == kExitUsage) {
@@ -308,14 +410,15 @@ void Triage::run_sweep() {
   const TriageStep& plan = *planned("sweep");
   if (!plan.cannot_run.empty()) return;
   std::vector<std::string> args = plan.argv;
-  // An interrupted sweep is continued where it left records; one stopped before its first record
-  // starts afresh (sweep --resume refuses a folder with no sweep in it).
-  std::error_code ec;
-  const bool continuing = prior("sweep") == "interrupted" && (std::filesystem::exists(path("sweep/sweep.json"), ec) ||
-                                                              std::filesystem::exists(path("sweep/sweep.jsonl"), ec));
-  const std::string as = resumed_as("sweep");
-  if (as == "run") {
-    if (continuing) args.push_back("--resume");
+  bool continuing = false;
+  const OnResume as = resumed_as("sweep", continuing);
+  if (as == OnResume::run) {
+    // A sweep that ran before is continued where it left records; one stopped before it wrote
+    // anything starts afresh (sweep --resume refuses a folder with no sweep in it).
+    std::error_code ec;
+    if (continuing && (fs::exists(path("sweep/sweep.json"), ec) || fs::exists(path("sweep/sweep.jsonl"), ec))) {
+      args.push_back("--resume");
+    }
     if (step("sweep", self_, args, plan.share) == kExitNoGpu) no_gpu = true;
   }
   try {
@@ -323,7 +426,16 @@ void Triage::run_sweep() {
   } catch (const InputError& e) {  // a damaged line before the last: what the sweep found is unknown
     notes.push_back("the sweep's records cannot be read: " + one_line(e.what()));
   }
-  if (as == "stopped_machine") note_cells_running();
+  if (as == OnResume::stopped_machine) {
+    const std::vector<std::string> running = cells_running();
+    stopped_in.insert(stopped_in.end(), running.begin(), running.end());
+    if (running.empty()) stopped_in.push_back("the sweep (`sweep/`), in no cell that had recorded its process");
+  }
+  if (as == OnResume::stuck) {
+    std::string in_cells;
+    for (const std::string& cell : cells_running()) in_cells += "; " + cell;
+    stuck_in.push_back("the sweep (`sweep/`): " + state_["steps"]["sweep"].value("stuck", std::string()) + in_cells);
+  }
   for (const json& cell : cells) {
     const std::string outcome = cell.value("outcome", "");
     if (outcome == "pass" || outcome == "waived") ++cells_passed;
@@ -345,14 +457,29 @@ void Triage::run_ladders() {
     }
     climb.push_back(&s);
   }
-  for (size_t i = 0; i < climb.size() && !no_gpu && !g_stop_signal; ++i) {
+  for (size_t i = 0; i < climb.size() && !no_gpu; ++i) {
     const TriageStep& s = *climb[i];
+    if (g_stop_signal) {
+      if (prior(s.name) != StepState::done) not_started.push_back(s.name);
+      continue;
+    }
     const int scenario = std::atoi(s.name.c_str() + 7);
+    const std::string ladder = "scenario " + std::to_string(scenario) + "'s context ladder (`" + s.name + "/`";
     // The ladders share half the budget left, and the minimization what remains after them.
-    const std::string as = resumed_as(s.name);
-    if (as == "run") step(s.name, self_, s.argv, s.share / static_cast<double>(climb.size() - i));
-    if (as == "stopped_machine") {
-      stopped_in.push_back("scenario " + std::to_string(scenario) + "'s context ladder (`" + s.name + "/`: what it wrote)");
+    bool continuing = false;
+    const OnResume as = resumed_as(s.name, continuing);
+    if (as == OnResume::run) {
+      // A ladder that climbed before goes on from the rung it reached (repro report --resume).
+      std::vector<std::string> args = s.argv;
+      if (continuing) args.push_back("--resume");
+      step(s.name, self_, args, s.share / static_cast<double>(climb.size() - i));
+    }
+    if (as == OnResume::stopped_machine) {
+      stopped_in.push_back(ladder + ": what it wrote)");
+      continue;
+    }
+    if (as == OnResume::stuck) {
+      stuck_in.push_back(ladder + "): " + state_["steps"][s.name].value("stuck", std::string()));
       continue;
     }
     const json result = json_file(path(s.name + "/result.json"));
@@ -397,22 +524,29 @@ void Triage::run_minimize() {
     }
     if (!minimized_from.empty()) break;
   }
-  if (minimized_from.empty() || no_gpu || g_stop_signal) return;
-  const std::string was = prior("minimize");
-  if (!ended_before("minimize")) {
-    // A minimization that was interrupted or in flight goes on from its state: one in flight when
-    // the triage stopped counts its own run in flight as a hang (repro minimize --resume).
-    if (was != "" && fs::exists(path("minimize/state.json"))) {
+  if (minimized_from.empty() || no_gpu) return;
+  if (g_stop_signal) {
+    if (prior("minimize") != StepState::done) not_started.push_back("minimize");
+    return;
+  }
+  bool continuing = false;
+  const OnResume as = resumed_as("minimize", continuing, true);
+  if (as == OnResume::run) {
+    // A minimization that ran before goes on from its state (repro minimize --resume), which
+    // judges its own run in flight; its budget is the whole minimization's, its time before included.
+    if (continuing && fs::exists(path("minimize/state.json"))) {
       m.force = false;
       m.resume = true;
       m.from_sweep.clear();
       m.from_report.clear();
-    }
-    if (was == "running") {
-      notes.push_back("the minimization was running when the triage stopped: it went on from its state, its run in "
-                      "flight counted as a hang (`minimize/progress.log`)");
+      m.budget_s += json_file(path("minimize/state.json")).value("spent_s", 0.0);
+      notes.push_back("the minimization went on from its state (`minimize/progress.log` says what became of its run in "
+                      "flight)");
     }
     step("minimize", self_, m.to_argv(), planned("minimize")->share);
+  }
+  if (as == OnResume::stuck) {
+    stuck_in.push_back("the minimization (`minimize/`): " + state_["steps"]["minimize"].value("stuck", std::string()));
   }
   minimize_state = json_file(path("minimize/state.json"));
 }
@@ -421,7 +555,7 @@ void Triage::run_bug_report() {
   const TriageStep& plan = *planned("nvidia-bug-report");
   if (!plan.left_out.empty()) {
     bug_report = plan.left_out;
-  } else if (prior("nvidia-bug-report") == "done" && fs::exists(path("nvidia-bug-report.log.gz"))) {
+  } else if (prior("nvidia-bug-report") == StepState::done && fs::exists(path("nvidia-bug-report.log.gz"))) {
     bug_report = "nvidia-bug-report.log.gz";
   } else if (!g_stop_signal) {
     const std::string tool = find_tool("nvidia-bug-report.sh", default_tool_dirs());
@@ -454,7 +588,11 @@ int Triage::run() {
       say("no usable GPU (repro info exit 7): nothing else can run");
     }
   }
-  if (!no_gpu && !g_stop_signal) run_sweep();
+  if (!no_gpu && !g_stop_signal) {
+    run_sweep();
+  } else if (g_stop_signal && prior("sweep") != StepState::done) {
+    not_started.push_back("sweep");
+  }
   run_ladders();
   run_minimize();
   run_bug_report();
@@ -462,6 +600,13 @@ int Triage::run() {
   save_state();
   write_summary();
   write_archive();
+  // The last lines said: what it did not reach, and how to go on.
+  const std::vector<std::string> missed = not_reached();
+  if (!missed.empty()) {
+    say("NOT REACHED (SUMMARY.md says so first):");
+    for (const std::string& line : missed) say("  - " + line);
+    say("to continue it: " + continue_command());
+  }
   if (g_stop_signal) return 128 + g_stop_signal;
   if (no_gpu) return kExitNoGpu;
   const std::string found = finding();
@@ -476,7 +621,7 @@ std::string Triage::finding() const {
     for (const json& cell : *some) found.insert(finding_class(cell.value("outcome", "")));
   }
   for (const auto& l : ladders) found.insert(finding_class(l.second.value("finding", "")));
-  if (!stopped_in.empty()) found.insert("hang");  // the machine stopped during a run
+  if (!stopped_in.empty() || !stuck_in.empty()) found.insert("hang");  // the machine stopped during a run, or one is stuck
   for (const char* worst_first : {"hang", "stalled", "failure"}) {
     if (found.count(worst_first)) return worst_first;
   }
@@ -491,7 +636,7 @@ void Triage::write_summary() {
     const std::string finding = l.second.value("finding", "");
     ladder_found = ladder_found || finding == "hang" || finding == "stalled" || finding == "failure";
   }
-  const bool reproduced = !hung_cells.empty() || !failed_cells.empty() || !stopped_in.empty() || ladder_found ||
+  const bool reproduced = !hung_cells.empty() || !failed_cells.empty() || !stopped_in.empty() || !stuck_in.empty() || ladder_found ||
                           !minimized_from.empty();
 
   const std::string name = fs::path(t_.out_dir).filename().string();
@@ -503,6 +648,16 @@ void Triage::write_summary() {
       << "says nothing about the GPU.**";
   }
   s << "\n\n";
+  // First what this triage did not reach: whatever follows covers only what ran.
+  const std::vector<std::string> missed = not_reached();
+  if (!missed.empty()) {
+    s << "## Not reached\n\n"
+      << "This triage did not run everything it plans, so what follows covers only what ran:\n\n";
+    for (const std::string& line : missed) s << "- " << line << "\n";
+    s << "\nTo continue it (the steps that ended are kept; a step that was cut or interrupted goes on where it "
+         "stopped):\n\n    "
+      << continue_command() << "\n\n";
+  }
   if (!could_not_run.empty()) {
     s << "## Steps that could not run\n\n"
       << "Their commands were refused before they started (`triage.log`; `repro triage --dry-run` shows the plan): what "
@@ -541,16 +696,29 @@ void Triage::write_summary() {
     s << "- scenario " << scenario << "'s context ladder (`ladder-" << scenario << "/REPORT.md`): " << report.value("title", "")
       << " (finding: " << report.value("finding", "") << ")\n";
   }
-  if (!no_gpu && hung_cells.empty() && ladders.empty() && cells.empty() && stopped_in.empty()) s << "No step ran to the end.\n";
+  if (!no_gpu && hung_cells.empty() && ladders.empty() && cells.empty() && stopped_in.empty() && stuck_in.empty()) {
+    s << "No step ran to the end.\n";
+  }
   if (hung_cells.empty() && failed_cells.empty() && !stopped_in.empty()) {
     s << "No run that ended hung or failed; the machine stopped during one (below).\n";
   }
+  if (hung_cells.empty() && failed_cells.empty() && stopped_in.empty() && !stuck_in.empty()) {
+    s << "No run that ended hung or failed; what one step started is stuck (below).\n";
+  }
   if (!stopped_in.empty()) {
     s << "\n## Where the machine stopped\n\n"
-      << "An earlier run of this triage stopped without a word while these were running: the machine froze or was "
-         "rebooted, or the triage was killed. `repro triage --resume` went on without running them again, since they may "
-         "be what stopped the machine. Each is counted as a hang.\n\n";
+      << "An earlier run of this triage stopped without a word while these were running, and the machine has booted "
+         "again since: it froze or was rebooted. `repro triage --resume` went on without running them again, since they "
+         "may be what stopped the machine. Each is counted as a hang.\n\n";
     for (const std::string& what : stopped_in) s << "- " << what << "\n";
+  }
+  if (!stuck_in.empty()) {
+    s << "\n## Still stuck\n\n"
+      << "An earlier run of this triage stopped, and what these steps started was still running when it was resumed. "
+         "Every process of a step dies with the triage, so one still there did not: it is stuck (in the driver, as a "
+         "hung GPU process is). Each is counted as a hang, was not run again, and was left as it is (as root, `cat "
+         "/proc/PID/stack` shows where each waits).\n\n";
+    for (const std::string& what : stuck_in) s << "- " << what << "\n";
   }
   s << "\n## Under which conditions\n\n";
   if (minimize_state.is_object() && minimize_state.contains("smallest")) {
@@ -562,11 +730,11 @@ void Triage::write_summary() {
   } else if (!minimized_from.empty()) {
     s << "The minimization of " << minimized_from << " did not finish (`minimize/progress.log`; `repro minimize --out "
       << path("minimize") << " --resume` goes on).\n";
-  } else if (stopped_in.empty()) {
+  } else if (stopped_in.empty() && stuck_in.empty()) {
     s << "Nothing hung, stalled or failed, so nothing was minimized.\n";
   } else {
-    s << "What was running when the machine stopped is not minimized (a run of it could stop the machine again): its "
-         "options are in its log.\n";
+    s << "What was running when the machine stopped, or is stuck, is not minimized (a run of it could stop the machine "
+         "again): its options are in its log.\n";
   }
   s << "\n## What fixes it\n\n";
   const json minimal_result = json_file(path("minimize/report/result.json"));
@@ -592,8 +760,8 @@ void Triage::write_summary() {
     s << "- cell " << cell.value("index", 0) << " with its scenario's fix: " << with_fix << "\n";
   }
   if (!reproduced) s << "Nothing hung, stalled or failed, so there is nothing to fix.\n";
-  if (hung_cells.empty() && !minimal_report.is_object() && !stopped_in.empty()) {
-    s << "Not known: what was running when the machine stopped was not run again, with its fix or without.\n";
+  if (hung_cells.empty() && !minimal_report.is_object() && (!stopped_in.empty() || !stuck_in.empty())) {
+    s << "Not known: what was running when the machine stopped, or is stuck, was not run again, with its fix or without.\n";
   }
   if (!reproduced && !no_gpu) write_what_to_try_next(s);
   s << "\n## Files\n\n";
@@ -631,10 +799,67 @@ void Triage::write_summary() {
   write_file_atomic(path("SUMMARY.md"), s.str());
 }
 
+std::vector<std::string> Triage::not_reached() const {
+  std::vector<std::string> lines;
+  for (const TriageStep& s : plan_) {
+    if (!s.left_out.empty() || !s.cannot_run.empty()) continue;
+    const StepState state = prior(s.name);
+    const bool unstarted = std::find(not_started.begin(), not_started.end(), s.name) != not_started.end();
+    if (state != StepState::stopped && state != StepState::interrupted && !unstarted) continue;
+    std::string line = s.name + ": ";
+    if (unstarted) {
+      line += "not started (the triage was interrupted before it)";
+    } else if (state == StepState::stopped) {
+      const json& step = state_["steps"][s.name];
+      line += "stopped at its share of the budget (" + seconds_text(step.value("share_s", 0.0)) + ")";
+    } else {
+      line += "interrupted";
+    }
+    if (s.name == "sweep" && !unstarted) {
+      const size_t planned_cells = expand_matrix(sweep_of(t_).axes).size();
+      line += ": " + std::to_string(cells.size()) + " of its " + std::to_string(planned_cells) + " cells ran";
+    } else if (s.name.rfind("ladder-", 0) == 0 && !unstarted) {
+      const json progress = json_file(path(s.name + "/ladder.json"));
+      std::set<std::string> climbed;
+      std::string climbed_text, missing;
+      if (progress.is_object()) {
+        for (const json& rung : progress.value("rungs", json::array())) {
+          climbed.insert(rung.value("rung", ""));
+          climbed_text += (climbed_text.empty() ? "" : ", ") + rung.value("rung", std::string());
+        }
+      }
+      for (const std::string& rung : context_rung_names()) {
+        if (!climbed.count(rung)) missing += (missing.empty() ? "" : ", ") + rung;
+      }
+      line += climbed_text.empty() ? ": no rung climbed to its end" : ": rungs climbed: " + climbed_text;
+      line += "; not reached: " + missing;
+    } else if (s.name == "minimize" && !unstarted) {
+      line += ": no smallest configuration yet (`minimize/progress.log`)";
+    }
+    lines.push_back(line);
+  }
+  return lines;
+}
+
+std::string Triage::continue_command() const {
+  std::vector<std::string> words{"repro", "triage", "--out", t_.out_dir, "--resume"};
+  // A step cut at its share needed more than the budget gave it: the command gives as much again.
+  bool cut = left() < kMinStepSeconds;
+  for (const auto& step : state_["steps"].items()) {
+    cut = cut || (step.value().is_object() && step.value().value("state", "") == step_state_names().name(StepState::stopped));
+  }
+  if (cut) words.insert(words.end(), {"--budget", budget_text(t_.budget_s)});
+  return shell_command(words);
+}
+
 // When nothing hung, stalled or failed: the conditions this triage did not try, each one command.
 void Triage::write_what_to_try_next(std::ostream& s) const {
   s << "\n## Nothing was reproduced: what to try next\n\n"
     << "No run of this triage hung, stalled or failed. The hang needs a condition it did not reach:\n\n";
+  if (!not_reached().empty()) {
+    s << "- First, what this triage planned and did not reach (## Not reached, above): `" << continue_command()
+      << "` goes on with it.\n";
+  }
   for (const auto& [scenario, report] : ladders) {
     std::set<std::string> climbed;
     std::string refused;
@@ -811,16 +1036,16 @@ int print_triage_plan(const TriageSettings& t) {
   return all_can_run ? kExitPass : kExitUsage;
 }
 
-TriageSettings resumed_settings(const std::string& out_dir) {
+TriageSettings resumed_settings(const std::string& out_dir, std::optional<double> more_budget_s) {
   const std::string file = state_path(out_dir);
   const json doc = json_file(file);
   if (!doc.is_object() || !doc.contains("settings") || !doc["settings"].is_object()) {
     throw InputError("--resume: " + out_dir + " holds no triage to continue (" + file +
                      (fs::exists(file) ? " cannot be read)" : " is not there)"));
   }
+  TriageSettings t;
   try {
     const json& s = doc.at("settings");
-    TriageSettings t;
     t.out_dir = out_dir;
     t.budget_s = s.at("budget_s").get<double>();
     t.capture = RunSpec::from_json(s.at("capture"));
@@ -831,10 +1056,13 @@ TriageSettings resumed_settings(const std::string& out_dir) {
     t.bug_report = s.at("bug_report").get<bool>();
     t.resume = true;
     t.spent_before_s = doc.value("spent_s", 0.0);
-    return t;
+    // --budget with --resume: the time this continuation may take, on top of what was spent.
+    if (more_budget_s) t.budget_s = t.spent_before_s + *more_budget_s;
   } catch (const json::exception& e) {
     throw InputError("--resume: " + file + " cannot be read: " + one_line(e.what()));
   }
+  refuse_if_running("the triage in " + out_dir, doc.value("process", json()));
+  return t;
 }
 
 int run_triage(const TriageSettings& settings) {

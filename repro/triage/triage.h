@@ -21,17 +21,28 @@
 // nothing. Each step gets a share of the budget left; a step past its share is stopped (SIGTERM,
 // then SIGKILL) and what it finished is kept (a sweep's JSON-lines file, a minimization's state).
 //
-// OUT/triage.json (written atomically before and after every step) holds the options, the time
-// spent and each step's state, so that `repro triage --out OUT --resume` continues a triage that
-// was interrupted, killed, or stopped with the machine: a step that ended is not run again; one
-// that was interrupted runs again, continuing (a sweep or a minimization resumes); one that was
-// running when the triage stopped without a word (a freeze, a reboot, SIGKILL) is not run again,
-// since it may be what stopped the machine: SUMMARY.md names it (for the sweep, each cell that was
+// OUT/triage.json (written atomically before and after every step, and once the step's process
+// runs) holds the options, the time spent, the triage's own process and each step's state with its
+// process (process_mark.h: the boot, pid and start time, and the tag every process the step starts
+// carries), so that `repro triage --out OUT --resume` continues a triage that was interrupted,
+// killed, cut by its budget, or stopped with the machine. A step that ended is not run again; one
+// stopped at its share of the budget goes on where it stopped while the budget has time for it
+// (`--resume --budget TIME` gives the continuation TIME more); one interrupted goes on too (a sweep,
+// a ladder from the rung it reached, a minimization). One left in flight by a triage that stopped
+// without a word is judged by its processes: gone on this boot (the triage was killed), it was
+// interrupted and goes on; the machine booted since (a freeze, a reboot), it is not run again, since
+// it may be what stopped the machine: SUMMARY.md names it (for the sweep, each cell that was
 // running, with its log's last stage record) as the place the machine stopped, a hang (exit 3);
-// a minimization in flight resumes (it counts its own run in flight as a hang).
+// its processes still there (they did not die with the triage: stuck in the driver), it is a hang,
+// not run again, its processes left as they are. A minimization in flight goes on either way but
+// stuck (it judges its own run in flight). A --resume beside the triage still running is refused.
+//
+// SUMMARY.md says first what the triage did not reach (steps cut at their share, interrupted, not
+// started) and the command that continues it, and so do its last lines on stdout.
 #pragma once
 
 #include <algorithm>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -85,9 +96,10 @@ std::vector<TriageStep> plan_triage(const TriageSettings& settings);
 // 2 when one cannot. Writes nothing, needs no GPU.
 int print_triage_plan(const TriageSettings& settings);
 
-// The settings of the triage that wrote OUT/triage.json, to continue it (`--resume`); a missing or
-// unreadable file is an InputError.
-TriageSettings resumed_settings(const std::string& out_dir);
+// The settings of the triage that wrote OUT/triage.json, to continue it (`--resume`), with
+// `more_budget_s` (--budget given again) the time this continuation may take beyond what was spent;
+// a missing or unreadable file, or that triage still running, is an InputError.
+TriageSettings resumed_settings(const std::string& out_dir, std::optional<double> more_budget_s = std::nullopt);
 
 // Triage exit codes: 0 nothing hung or failed and every step could run, 1 a run failed (no hang),
 // 2 a step could not run (its command was refused: SUMMARY.md says which and why) or usage,
