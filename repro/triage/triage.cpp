@@ -19,6 +19,7 @@
 #include "math_sdpa/errors.h"
 #include "math_sdpa/name_table.h"
 #include "repro/cli/context_ladder.h"
+#include "repro/cli/workload_file.h"
 #include "repro/common/output_paths.h"
 #include "repro/common/text.h"
 #include "repro/info/environment.h"
@@ -642,7 +643,17 @@ void Triage::write_summary() {
   const std::string name = fs::path(t_.out_dir).filename().string();
   s << "# repro triage\n\n"
     << "GPU: " << device << ". Budget " << seconds_text(t_.budget_s) << ", used " << seconds_text(spent()) << ".";
-  if (t_.capture.workload_file) s << " The call replayed: `" << shell_command(t_.capture.to_argv()) << "`.";
+  if (t_.capture.workload_file) {
+    s << " The call replayed: `" << shell_command(t_.capture.to_argv()) << "`.";
+    // What the capture says of the process around the call: its layers' retention and the weights' page cache.
+    try {
+      const std::string conditions =
+          captured_conditions(load_workload_file(*t_.capture.workload_file), static_cast<int>(t_.capture.call.value_or(0)));
+      if (!conditions.empty()) s << " The captured process: " << conditions << ".";
+    } catch (const InputError& e) {
+      s << " (The capture could not be read again: " << one_line(e.what()) << ".)";
+    }
+  }
   if (!t_.inject.empty()) {
     s << " **Every run had an injected fault (`--inject " << t_.inject << "`): this triage tests the harness, it "
       << "says nothing about the GPU.**";
