@@ -896,10 +896,12 @@ void Triage::write_what_to_try_next(std::ostream& s) const {
     }
     s << "\n";
   }
-  s << "- The memory scenarios, which no sweep runs (they fill the machine's memory on purpose): see what each would "
-       "take first, `repro --scenario 6 --plan` (the first forward pass keeping what autograd keeps) and `repro "
-       "--scenario 7 --plan` (the model's weights loaded from memory-mapped files), then run the one that fits as its "
-       "plan says (docs/CONTEXT.md).\n";
+  // The scenarios no default sweep runs, by their records.
+  for (const ScenarioInfo& sc : scenario_table()) {
+    if (!sc.not_by_default) continue;
+    s << "- Scenario " << sc.number << " (" << sc.title << "), which no sweep runs: " << sc.not_by_default
+      << "; then run it as the plan says fits (docs/CONTEXT.md).\n";
+  }
   if (!t_.capture.workload_file) {
     s << "- The real call and its process: capture the training run that hangs (`python3 scripts/sdpa_capture.py --out "
          "capture -- train.py ...`, docs/CAPTURE.md), then `repro triage --out DIR --workload-file "
