@@ -339,9 +339,9 @@ TEST_SUITE("options") {
     const std::vector<std::pair<std::pair<std::string, std::string>, std::string>> bad_text = {
         {{"--batch", "4x"}, "--batch: '4x' is not an integer"},
         {{"--batch", ""}, "--batch: '' is not an integer"},
-        {{"--batch", "99999999999999999999"}, "is not an integer"},
+        {{"--batch", "99999999999999999999"}, "--batch: '99999999999999999999' is beyond a 64-bit integer"},
         {{"--scale", "0.1.2"}, "--scale: '0.1.2' is not a number"},
-        {{"--scale", "inf"}, "--scale: 'inf' is not a number"},
+        {{"--scale", "inf"}, "--scale: 'inf' is not a finite number"},
         {{"--scale", ""}, "is not a number"},
     };
     for (const auto& [option_text, message] : bad_text) {

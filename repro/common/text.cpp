@@ -3,7 +3,6 @@
 
 #include "math_sdpa/errors.h"
 
-#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -46,36 +45,6 @@ double parse_duration(const std::string& text, const std::string& option) {
   const double value = std::stod(number) * factor;
   if (!(value > 0) || value > 30 * 86400.0) throw bad();
   return value;
-}
-
-std::string nearest_word(const std::string& word, const std::vector<std::string>& candidates) {
-  const auto distance = [](const std::string& a, const std::string& b) {
-    std::vector<size_t> row(b.size() + 1);
-    for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
-    for (size_t i = 1; i <= a.size(); ++i) {
-      size_t diagonal = row[0];
-      row[0] = i;
-      for (size_t j = 1; j <= b.size(); ++j) {
-        const size_t up = row[j];
-        row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
-        diagonal = up;
-      }
-    }
-    return row[b.size()];
-  };
-  std::string best;
-  size_t best_distance = std::max<size_t>(1, word.size() / 3) + 1;
-  std::vector<std::string> started;
-  for (const std::string& c : candidates) {
-    const size_t d = distance(word, c);
-    if (d < best_distance) {
-      best_distance = d;
-      best = c;
-    }
-    if (word.size() >= 3 && c.rfind(word, 0) == 0) started.push_back(c);
-  }
-  if (best.empty() && started.size() == 1) best = started.front();
-  return best;
 }
 
 }  // namespace sdpa

@@ -18,11 +18,6 @@ std::string format_number(const char* printf_format, double x);
 // `option` otherwise.
 double parse_duration(const std::string& text, const std::string& option);
 
-// The candidate a mistyped `word` most likely meant ("--batch" for "--batchh", "triage" for
-// "trige"): the nearest by edit distance, within a third of the word's length (at least 1), or
-// the only candidate `word` starts; empty when none is near enough.
-std::string nearest_word(const std::string& word, const std::vector<std::string>& candidates);
-
 // The whole file as bytes, or nothing when it cannot be opened.
 std::optional<std::string> read_file(const std::string& path);
 
