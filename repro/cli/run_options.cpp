@@ -439,7 +439,7 @@ RunOptions finish_options(const RunSpec& g, RunCommand command, const std::vecto
     const int own = scenario_info(o.scenario).fix_number;
     if (own == 0) {
       throw InputError("--fix " + own_fix + ": scenario " + std::to_string(o.scenario) +
-                       " has no fix of its own (use --fixes 1,2,3,4 or all)");
+                       " has no fix of its own (use --fixes LIST, of fixes 1-" + std::to_string(fix_count()) + ", or all)");
     }
     if (own_fix == "lean") {
       fixes.add_lean(own);
@@ -537,16 +537,15 @@ bool RunOptionParser::parse(int argc, const char* const* argv, const std::string
 
 RunOptions RunOptionParser::finish(const std::vector<std::string>& words) const { return finish_options(spec_, command_, words); }
 
-// An option outside the table that names a file or a folder (its help says FILE or DIR) given an
-// empty name: CLI11 takes "" as a value, and the command would take it as the option not given
-// (its default). The table's own are checked as they are read.
-void refuse_empty_paths(const CLI::App& app) {
+// An option outside the table that names a file or a folder (its help says FILE or DIR) given a
+// name no file can have (output_paths.h's check_not_empty): "", which the command would take as
+// the option not given (its default), or a name too long. The table's own are checked as they
+// are read.
+void refuse_impossible_paths(const CLI::App& app) {
   for (const CLI::Option* opt : app.get_options()) {
     const std::string label = opt->get_option_text().empty() ? opt->get_type_name() : opt->get_option_text();
     if (label != "FILE" && label != "DIR" && label != "DIR|FILE") continue;
-    for (const std::string& value : opt->results()) {
-      if (value.empty()) throw InputError(opt->get_name() + ": an empty name names no file or folder");
-    }
+    for (const std::string& value : opt->results()) check_not_empty(opt->get_name(), value);
   }
 }
 
@@ -702,7 +701,7 @@ bool parse_app(CLI::App& app, int argc, const char* const* argv, const std::stri
   }
   try {
     app.parse(argc, argv);
-    refuse_empty_paths(app);
+    refuse_impossible_paths(app);
     if (options) options->read();
     return true;
   } catch (const CLI::CallForHelp&) {

@@ -19,6 +19,7 @@
 #include "math_sdpa/stage.h"
 #include "repro/cli/context_ladder.h"
 #include "repro/cli/hang_options.h"
+#include "repro/common/output_paths.h"
 #include "scenarios/scenario.h"
 #include "scenarios/workload.h"
 
@@ -586,9 +587,7 @@ void check_text(const OptionDef& d, const std::string& text) {
   if (!d.choices.empty() && std::find(d.choices.begin(), d.choices.end(), text) == d.choices.end()) {
     throw InputError(unknown_value(d.name, text, d.choices));
   }
-  if (text.empty() && (d.label == "FILE" || d.label == "DIR")) {
-    throw InputError(std::string(d.name) + ": an empty name names no file or folder");
-  }
+  if (d.label == "FILE" || d.label == "DIR") check_not_empty(d.name, text);
 }
 
 // CLI11 hands an option that needs a value the next word, whatever it is: "--batch --check" is
@@ -772,6 +771,11 @@ void RunSpec::overlay(const RunSpec& adds) {
 bool takes_run_option(RunCommand command, const std::string& option) {
   const OptionDef* d = find_def(option);
   return d && (d->commands & command_bit(command) & kRuns);
+}
+
+const char* run_option_setting(const std::string& option) {
+  const OptionDef* d = find_def(option);
+  return d ? d->setting : nullptr;
 }
 
 std::vector<std::string> run_option_names() {

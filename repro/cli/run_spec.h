@@ -125,6 +125,9 @@ struct RunSpec {
 bool takes_run_option(RunCommand command, const std::string& option);
 // Every run option's long name, in the table's order.
 std::vector<std::string> run_option_names();
+// The setting a scenario's record sets that run option `option` sets too (settings_fields' name:
+// "mapped_weights" for --mapped-weights), or nullptr.
+const char* run_option_setting(const std::string& option);
 
 // Every option `spec` gives, checked as `command` takes it: an option of the command, a value its
 // row accepts (a word among its choices, a number within its range, a file's name not empty), and

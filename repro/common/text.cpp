@@ -2,8 +2,10 @@
 #include "text.h"
 
 #include "math_sdpa/errors.h"
+#include "math_sdpa/name_table.h"
 
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 
@@ -32,7 +34,7 @@ std::optional<std::string> read_file(const std::string& path) {
 }
 
 double parse_duration(const std::string& text, const std::string& option) {
-  const auto bad = [&] { return InputError(option + ": '" + text.substr(0, 40) + "' is not a duration (90, 90s, 30m, 2h)"); };
+  const auto bad = [&] { return InputError(option + ": " + quoted_word(text) + " is not a duration up to 30 days (90, 90s, 30m, 2h)"); };
   double factor = 1;
   std::string number = text;
   if (!number.empty() && (number.back() == 's' || number.back() == 'm' || number.back() == 'h')) {
@@ -42,7 +44,7 @@ double parse_duration(const std::string& text, const std::string& option) {
   if (number.find_first_of("0123456789") == std::string::npos || number.find_first_not_of("0123456789.") != std::string::npos || number.find('.') != number.rfind('.')) {
     throw bad();
   }
-  const double value = std::stod(number) * factor;
+  const double value = std::strtod(number.c_str(), nullptr) * factor;  // digits only: a huge one is inf, refused below
   if (!(value > 0) || value > 30 * 86400.0) throw bad();
   return value;
 }

@@ -305,6 +305,7 @@ ReportPlan plan_report(const ReportRequest& r, const std::vector<std::string>& w
                        sc.no_ladder);
     }
     ContextLadderValues values;
+    values.scenario = given.scenario;
     if (!given.workload.empty()) values.layers = "model";
     plan.base = take_ladder_values(plan.base, values);
     // A captured call's runs would take its process again from the file (its layers, its ballast):

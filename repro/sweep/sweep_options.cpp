@@ -9,6 +9,7 @@
 #include "repro/common/text.h"
 #include "repro/cli/context_ladder.h"
 #include "repro/cli/run_options.h"
+#include "repro/common/output_paths.h"
 #include "scenarios/scenario.h"
 
 namespace sdpa {
@@ -157,6 +158,9 @@ SweepParseResult parse_sweep_command_line(int argc, const char* const* argv) {
     // A sweep runs unattended: nobody is there to look at a hung cell kept for a person.
     if (o.on_hang == OnHang::keep) throw InputError("--on-hang keep: a sweep's hung cell is not kept for a person (snapshot or kill)");
     if (!o.json_path.empty()) o.out_option = "--json";
+    name_outputs(out_dir, o.json_path, o.jsonl_path, o.svg_path);
+    // A name no file can have, refused before anything runs (its folder is made later, by the run).
+    check_written_file_name(o.out_option, o.json_path);
     if (matrix_opt->count()) o.axes = read_matrix_file(matrix);
     // An axis option given, even as "", replaces the default; "" is then an empty item.
     auto given = [&](const char* name) { return app.get_option(name)->count() > 0; };
@@ -195,7 +199,6 @@ SweepParseResult parse_sweep_command_line(int argc, const char* const* argv) {
     result.message = std::string("repro sweep: error: ") + one_line(e.what());
     return result;
   }
-  name_outputs(out_dir, o.json_path, o.jsonl_path, o.svg_path);
   result.run = true;
   return result;
 }
