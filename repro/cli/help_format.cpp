@@ -154,7 +154,8 @@ std::string markdown_row(const CLI::Option* o) {
   for (const std::string& n : o->get_snames()) names += (names.empty() ? "-" : ",-") + n;
   for (const std::string& n : o->get_lnames()) names += (names.empty() ? "--" : ",--") + n;
   if (names.empty()) names = o->get_name();
-  std::string shown = o->get_required() ? "(required)" : o->get_expected_max() == 0 ? "off" : o->get_default_str();
+  const bool flag = o->get_expected_max() == 0;
+  std::string shown = o->get_required() ? "(required)" : flag && o->get_default_str().empty() ? "off" : o->get_default_str();
   return "| `" + cell(names + label) + "` | " + cell(shown) + " | " + cell(option_docs(names.substr(names.rfind(',') + 1), o->get_description())) +
          " |\n";
 }
@@ -174,7 +175,10 @@ std::string options_markdown(const CLI::App& app, const std::string& program, co
   for (const std::string& g : app.get_groups()) {
     if (g.empty() || (!group.empty() && g != group)) continue;
     std::string rows;
-    for (const CLI::Option* o : app.get_options([&](const CLI::Option* o) { return o->get_group() == g && o != app.get_help_ptr() && o != app.get_help_all_ptr(); })) {
+    const auto in_group = [&](const CLI::Option* o) {
+      return o->get_group() == g && o->nonpositional() && o != app.get_help_ptr() && o != app.get_help_all_ptr();
+    };
+    for (const CLI::Option* o : app.get_options(in_group)) {
       if (in_run_group(o)) {
         takes_run_options = true;
         continue;
@@ -188,13 +192,17 @@ std::string options_markdown(const CLI::App& app, const std::string& program, co
     if (tables.size() > 1) out += "### " + g + "\n\n";
     out += kTableHead + rows + "\n";
   }
-  if (!group.empty()) return out;
+  if (!group.empty()) return out.substr(0, out.size() - 1);  // the table, ending in one newline
   if (takes_run_options) {
     std::string left_out;
     for (const std::string& name : run_option_names()) {
       if (!app.get_option_no_throw(name)) left_out += (left_out.empty() ? "`" : ", `") + name + "`";
     }
     out += "It takes every run option" + (left_out.empty() ? std::string(".") : " but " + left_out + ".") + "\n\n";
+  }
+  for (const CLI::Option* o : app.get_options([](const CLI::Option* o) { return !o->nonpositional(); })) {
+    out += "After the options: `" + o->get_option_text() + (o->get_expected_max() > 1 ? "..." : "") + "`, " +
+           o->get_description() + ".\n\n";
   }
   std::istringstream footer(app.get_footer());
   for (std::string line; std::getline(footer, line);) {

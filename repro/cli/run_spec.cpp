@@ -133,6 +133,15 @@ std::string number_text(double x) {
   return std::string(buf, r.ptr);
 }
 
+// "none; scenario 2: qwen-image-1024 unless a shape is given": the workloads the records run.
+std::string workload_defaults() {
+  std::string s;
+  for (const ScenarioInfo& sc : scenario_table()) {
+    if (sc.default_workload[0]) s += "; scenario " + std::to_string(sc.number) + ": " + sc.default_workload;
+  }
+  return s.empty() ? "" : "none" + s + " (unless a shape is given)";
+}
+
 // "scenario 6": the scenarios whose records trace memory at every stage by default.
 std::string traced_scenarios() {
   std::string s;
@@ -158,7 +167,7 @@ const std::vector<OptionDef>& option_table() {
     const std::string on_off = "on|off";
     std::vector<OptionDef> t = {
         {"--workload", "", &RunSpec::workload, P, "NAME",
-         "a failing workload's layer (shape options override it): " + listed(workload_names())},
+         "a failing workload's layer (shape options override it): " + listed(workload_names()), workload_defaults()},
         {"--workload-file", "", &RunSpec::workload_file, P, "FILE",
          "replay a call scripts/sdpa_capture.py captured (docs/CAPTURE.md)", "", kRuns | kTriage},
         {"--call", "", &RunSpec::call, P, "N", "the workload file's call N, and its process's context", "0", kRuns | kTriage,
@@ -207,8 +216,8 @@ const std::vector<OptionDef>& option_table() {
          "fixes in any scenario, joined by commas: N (as designed), N:lean, N:part/part (docs/FIXES.md), all, all:lean, none",
          "none", kRun | kBench},
         {"--full", "", &RunSpec::full, S, "", "the whole path under the scenario's conditions, not only its part"},
-        {"--graph", "", &RunSpec::graph, S, "",
-         "capture the call's GPU stages into a CUDA graph once and replay it every call (scenario 5)"},
+        {"--graph", "", &RunSpec::graph, S, "", "capture the call's GPU stages into a CUDA graph once and replay it every call",
+         "off", kRuns, "graph"},
         {"--stream", "", &RunSpec::stream, S, "MODE", "stream: " + listed(path_setting_choices("--stream")), "legacy", kRuns,
          "stream"},
         {"--gemm-stream", "", &RunSpec::gemm_stream, S, "MODE", "Q.K^T stream: " + listed(path_setting_choices("--gemm-stream")),
@@ -421,84 +430,119 @@ void check_table(const std::vector<OptionDef>& table) {
   }
 }
 
-// What docs/CLI.md says of a run option where it says more than its --help: markdown, read by
-// `repro help options --markdown` (help_format.h), never by --help.
+// What docs/CLI.md and docs/SWEEPS.md say of an option where it says more than its --help:
+// markdown, read by `repro help COMMAND --markdown` (help_format.h), never by --help.
 void add_docs(std::vector<OptionDef>& table) {
-  const std::vector<std::pair<const char*, const char*>> docs = {
-      {"--workload", R"(a layer of the failing workload as the problem: `qwen-image-1024`, `qwen-image-1024-textpad`, `qwen-image-512`; the shape options override its fields)"},
-      {"--workload-file", R"(replay a call `scripts/sdpa_capture.py` captured: its shape, K's layout, mask, dtype, scale, dropout, and its process's context (layers, retention, ballast, allocator, launch blocking) as run options in front of the command line's, which win ([CAPTURE.md](CAPTURE.md#replaying-a-call)); not with `--workload`)"},
-      {"--call", R"(which of the file's calls (its `id`))"},
-      {"--call-only", R"(the call without its process's context)"},
-      {"--dtype", R"(element type of Q, K, V, the mask and the output)"},
-      {"--precision", R"(`upcast`: fp16/bf16 computed in fp32 (PyTorch's default); `native`: stays in the dtype, GEMMs accumulate in fp32 (`allow_fp16_bf16_reduction_math_sdp(True)`))"},
-      {"--batch", R"(batch size B)"},
-      {"--heads", R"(query heads Hq)"},
-      {"--kv-heads", R"(key/value heads Hkv; fewer than Hq is grouped-query attention)"},
-      {"--q-len", R"(query length L)"},
-      {"--kv-len", R"(key/value length S)"},
-      {"--head-dim", R"(head dimension E)"},
-      {"--mask", R"(`none`, `bool` (random, a quarter of keys dropped, one fully masked row per slice), `float` (additive, values in [-2, 2], about 10% -inf), `causal` (`is_causal`))"},
-      {"--mask-dims", R"(the broadcast of a bool or float mask: [B|1, H|1, L, S])"},
-      {"--text-padding", R"(a bool key-padding mask (Bx1): the first TOKENS keys are text; batch entries after the first attend only to the first VALID of them)"},
-      {"--dropout", R"(dropout probability in [0, 1))"},
-      {"--scale", R"(softmax scale; 0 is refused)"},
-      {"--seed", R"(seed of the random inputs and of the dropout stream, 0 to 2^64-1)"},
-      {"--inputs", R"(tensors captured from PyTorch with `np.save`: `q.npy`, `k.npy`, `v.npy`, and `mask.npy` if masked (float32, float16, or bfloat16 stored as uint16; the mask bool or the same float type, [L, S] or [B|1, H|1, L, S]); they set the shapes, the dtype (unless `--dtype`: values are then rounded to it) and the mask)"},
-      {"--alloc", R"(where tensors live: `managed`, `device`, `async` (the stream-ordered pool), `host` (pinned), `system` (plain host memory used by the GPU directly; needs `pageableMemoryAccess`, else the run is waived), `vmm` (one reserved virtual range that grows by mapping device memory at its end, as PyTorch's `expandable_segments:True`))"},
-      {"--allow-oversubscription", R"(allow a memory plan, or managed/host/system allocations, beyond 90% of the memory available (can hang the GPU, or a DGX Spark until a power cycle))"},
-      {"--advise", R"(`cudaMemAdvise` on every managed tensor: a list of `preferred:gpu`, `preferred:cpu`, `accessed-by:gpu`, `accessed-by:cpu`, `read-mostly`)"},
-      {"--touch-streams", R"(streams touching every page at entry, 0-64)"},
-      {"--host-touch", R"(a host thread touches the pages at entry too)"},
-      {"--fix", R"(the scenario's own fix (the scenarios that have one: `repro help scenarios`): on as designed, lean in its lean form ([FIXES.md](FIXES.md)))"},
-      {"--fixes", R"(fixes in any scenario, joined by commas: `N` (as designed), `N:lean`, `N:part/part`, `all`, `all:lean`, `none`)"},
-      {"--full", R"(run the whole path under the scenario's conditions, not only the part it exercises)"},
-      {"--graph", R"(capture the call's GPU stages into a CUDA graph once and replay it every call; host work inside the call is refused with it ([PATH.md](PATH.md#scenarios-on-the-path)))"},
-      {"--stream", R"(the path's stream: `legacy` (the legacy default stream, PyTorch's), `non-blocking` (a created side stream, as `torch.cuda.Stream()` and `torch.cuda.graph`'s capture), `per-thread`)"},
-      {"--gemm-stream", R"(the stream of the Q·Kᵀ GEMM's cuBLAS handle: `same`, `legacy`, `aux` (a created non-blocking stream), `blocking` (a created stream without `cudaStreamNonBlocking`, which the legacy default stream synchronises with by itself))"},
-      {"--gemm-order", R"(that GEMM ordered after Q and K by an event, or by nothing explicit: only the legacy default stream's implicit synchronisation orders it where one of the two streams is the legacy stream and the other a blocking one; otherwise a deliberate race)"},
-      {"--k-layout", R"(the buffer Kᵀ is viewed from: contiguous, or [B, S, H, E])"},
-      {"--gemm-api", R"(Q·Kᵀ through at::bmm's strided call or the pointer-array `cublasGemmBatchedEx`)"},
-      {"--scores-to-host", R"(host access to the scores: `none`, `read`, `advise` (prefer the CPU), `both`)"},
-      {"--scores-host-phase", R"(that access before softmax starts, or from a host thread while it runs: `before`, `during`)"},
-      {"--alloc-timing", R"(intermediates allocated before the first call, or inside each call in PyTorch's order and freed where PyTorch frees them (the `alloc_*` and `free_*` stages; `device` memory then goes through a model of PyTorch's caching allocator))"},
-      {"--layers", R"(attention layers a step runs in sequence, 1-10000, each with its own Q, K, V and output; `model`: the workload's block count)"},
-      {"--layers-fit", R"(where the plan of all of `--layers`' layers would be refused, run as many as fit beside the rest (ballast, host load, weights; at least 1): the plan's first lines and the JSON's `memory_plan.layers_asked` say how many were asked for and why; the context ladder's rungs from `layers` on use it)"},
-      {"--retain", R"(what each layer keeps until the step ends: its output, or what autograd saves for the backward pass)"},
-      {"--backward", R"(the training step: after the forward calls, each layer's backward call (last layer first) for a seeded dO or `--inputs`' `dout.npy`; implies `--retain autograd` and `--full`; `--check` also checks dQ, dK, dV; `--save-output F.npy` also writes `F.grad_query.npy`, `F.grad_key.npy`, `F.grad_value.npy`; refused with fix 5's recompute and chunk parts; with `--graph` one graph holds the forward and backward calls ([BACKWARD.md](BACKWARD.md)))"},
-      {"--steps", R"(training steps: passes over the layers, after each of which what they kept is freed; memory is sampled every max(1, N/100) steps and must stay flat; excludes `--iters`)"},
-      {"--ballast", R"(memory held by the rest of the model, allocated before the path: a size (`40G`, `41GB`, `512M`; K, M, G, T are powers of 1024, KB..TB of 1000) or a fraction below 1 of the memory available to its kind)"},
-      {"--ballast-alloc", R"(the ballast's memory: `managed`, `device`, `host`, `system`)"},
-      {"--ballast-touch", R"(who touches every page of it while the path runs, pass after pass: `none`, `host` (a thread), `gpu` (a stream, in 256 MiB slices), `both`)"},
-      {"--host-load", R"(data-loader-like host threads, 0-256: each writes and reads a 64 MiB pageable buffer and copies it through pinned memory to the GPU)"},
-      {"--chunk-size", R"(fix 5's chunk part: each chunk's scores at most this many bytes (needs the part on))"},
-      {"--memory-trace", R"(MemAvailable, the GPU's free memory and the path's memory at every stage: `[MEMORY]` lines on stderr (even with `--log off`) and in `--log-file`, `memory_measured.trace` in the JSON)"},
-      {"--uvm-counters", R"(count managed memory's migrations and page faults through CUPTI, the ballast's and the path's apart (`uvm` in the JSON; unavailable, with the reason, where CUPTI is missing or refuses))"},
-      {"--plan", R"(print the memory plan (each tensor, what each layer keeps, the predicted peak, the memory available and the guard) and exit 0, allocating nothing; without a GPU the availability is unknown)"},
-      {"--log", R"(the stage log on stderr: `off`, `stages` (a line per stage boundary), `sync` (also a device sync after every stage), `values` (also min, max, isnan, isinf and sums))"},
-      {"--log-format", R"(`harness`: every parameter, `t_us=` on each line; `sdpa-debug`: the debug instrumentation's lines, value for value and only its tags, with its device synchronisation after every stage and its values (it implies `--log values` unless `--log` is given) ([LOG_FORMAT.md](LOG_FORMAT.md)))"},
-      {"--log-extras", R"(with `--log-format sdpa-debug`: also the harness's own lines (its extra stages, the closing stream synchronisation, allocations before the call, scenario and fix notes, layer and GPU marks), on the instrumentation's channels)"},
-      {"--stage-timeout", R"(the watchdog's deadline for any one stage, seconds (the same default for a run, a bench and each sweep cell))"},
-      {"--stall-threshold", R"(a stage that takes longer than this and still finishes under the deadline is a stall ([WATCHDOG.md](WATCHDOG.md#stalls)); 0 turns it off; must be below `--stage-timeout` (with a deadline of 1 s or less and no `--stall-threshold`, no stall is judged))"},
-      {"--timeout", R"(the watchdog's deadline for the whole run, seconds)"},
-      {"--no-fork", R"(one process with a watchdog thread instead of a supervised child (for cuda-gdb and compute-sanitizer))"},
-      {"--launch-blocking", R"(the debug mode the original investigation ran in: `CUDA_LAUNCH_BLOCKING=1` is set for the GPU process before CUDA starts, so every kernel launch (ours and cuBLAS's) returns only once its kernel has finished and a stage's `_DONE` line means done. The run shows it took effect: the host's wait in launching a 50 ms kernel, in the table (`# launch blocking: ... (CUDA_LAUNCH_BLOCKING=1 in force)`) and as `launch_blocking_probe_ms` in the JSON. Not with `--graph` (a capture cannot wait for its kernels) and not in `repro bench` (it would time the waits). `TORCH_USE_CUDA_DSA=1`, the investigation's other variable, has no counterpart: it turns on PyTorch's device-side assertions, and the harness's kernels have none; `compute-sanitizer` with `--no-fork` checks them instead)"},
-      {"--on-hang", R"(at a missed deadline: `snapshot` (collect evidence from the live hung process, then kill it), `kill` (at once), `keep` (leave it for a person; killed on Ctrl-C or after `--keep-timeout`) ([HANG_SNAPSHOT.md](HANG_SNAPSHOT.md)))"},
-      {"--snapshot-timeout", R"(the whole snapshot's budget, seconds)"},
-      {"--keep-timeout", R"(`--on-hang keep`: how long the hung process is kept, seconds)"},
-      {"--snapshot-dir", R"(the hang snapshot's folder)"},
-      {"--log-file", R"(append the stage log, the stage records and the snapshot's progress, each line fsync'ed: the last line names the running stage even if the machine freezes)"},
-      {"--nvidia-bug-report", R"(also run `nvidia-bug-report.sh` (as root) during the snapshot; it takes about a minute, so raise `--snapshot-timeout`)"},
-      {"--inject", R"(fault injection: `hang:STAGE`, `error:STAGE` or `slow:STAGE:MS`, each with any of `@layer=K`, `@step=K`, `@per-call`, `@layers`, `@ballast`, `@host-load`, `@steps`, `@retain`, `@backward`, `@no-fix` (only in that layer or step, or only where the run has that condition, or no fix), `@B>=N`, `@H>=N`, `@L>=N`, `@S>=N`, `@E>=N` (only where that size is at least N) and `@alloc=KIND` (only on that memory); STAGE is any stage ([WATCHDOG.md](WATCHDOG.md#fault-injection)))"},
-      {"--iters", R"(calls of the path, or passes over its layers (each on NaN-poisoned output buffers); timings are medians over passes, a stage's time in a pass the sum over its layers)"},
-      {"--sample-every", R"(soak: sample GPU free memory, RSS and live allocations every N calls; growth beyond 1 MiB after the first sample fails the run (exit 1); needs `--iters` above N)"},
-      {"--check", R"(compare the result with the float64 CPU reference)"},
-      {"--json", R"(write the result as JSON, atomically)"},
-      {"--save-output", R"(write the result tensor (the output, or the scores or probabilities a scenario ends with) as a float32 `.npy`, atomically)"},
+  const std::string rungs = "`" + [] {
+    std::string s;
+    for (const std::string& r : rung_list()) s += (s.empty() ? "" : "`, `") + r;
+    return s;
+  }() + "`";
+  struct Docs {
+    const char* name;
+    unsigned commands;  // the row's, where a name has several
+    std::string text;
   };
-  for (const auto& [name, text] : docs) {
-    const auto row = std::find_if(table.begin(), table.end(), [&](const OptionDef& d) { return d.in_run_spec() && name == std::string(d.name); });
-    if (row == table.end()) throw std::logic_error(std::string("option docs: no run option ") + name);
-    if (text != row->help) row->docs = text;
+  const std::vector<Docs> docs = {
+      {"--workload", kRuns, R"(a layer of the failing workload as the problem: `qwen-image-1024`, `qwen-image-1024-textpad`, `qwen-image-512`; the shape options override its fields)"},
+      {"--workload-file", kRuns, R"(replay a call `scripts/sdpa_capture.py` captured: its shape, K's layout, mask, dtype, scale, dropout, and its process's context (layers, retention, ballast, allocator, launch blocking) as run options in front of the command line's, which win ([CAPTURE.md](CAPTURE.md#replaying-a-call)); not with `--workload`)"},
+      {"--call", kRuns, R"(which of the file's calls (its `id`))"},
+      {"--call-only", kRuns, R"(the call without its process's context)"},
+      {"--dtype", kRuns, R"(element type of Q, K, V, the mask and the output)"},
+      {"--precision", kRuns, R"(`upcast`: fp16/bf16 computed in fp32 (PyTorch's default); `native`: stays in the dtype, GEMMs accumulate in fp32 (`allow_fp16_bf16_reduction_math_sdp(True)`))"},
+      {"--batch", kRuns, R"(batch size B)"},
+      {"--heads", kRuns, R"(query heads Hq)"},
+      {"--kv-heads", kRuns, R"(key/value heads Hkv; fewer than Hq is grouped-query attention)"},
+      {"--q-len", kRuns, R"(query length L)"},
+      {"--kv-len", kRuns, R"(key/value length S)"},
+      {"--head-dim", kRuns, R"(head dimension E)"},
+      {"--mask", kRuns, R"(`none`, `bool` (random, a quarter of keys dropped, one fully masked row per slice), `float` (additive, values in [-2, 2], about 10% -inf), `causal` (`is_causal`))"},
+      {"--mask-dims", kRuns, R"(the broadcast of a bool or float mask: [B|1, H|1, L, S])"},
+      {"--text-padding", kRuns, R"(a bool key-padding mask (Bx1): the first TOKENS keys are text; batch entries after the first attend only to the first VALID of them)"},
+      {"--dropout", kRuns, R"(dropout probability in [0, 1))"},
+      {"--scale", kRuns, R"(softmax scale; 0 is refused)"},
+      {"--seed", kRuns, R"(seed of the random inputs and of the dropout stream, 0 to 2^64-1)"},
+      {"--inputs", kRuns, R"(tensors captured from PyTorch with `np.save`: `q.npy`, `k.npy`, `v.npy`, and `mask.npy` if masked (float32, float16, or bfloat16 stored as uint16; the mask bool or the same float type, [L, S] or [B|1, H|1, L, S]); they set the shapes, the dtype (unless `--dtype`: values are then rounded to it) and the mask)"},
+      {"--alloc", kRuns, R"(where tensors live: `managed`, `device`, `async` (the stream-ordered pool), `host` (pinned), `system` (plain host memory used by the GPU directly; needs `pageableMemoryAccess`, else the run is waived), `vmm` (one reserved virtual range that grows by mapping device memory at its end, as PyTorch's `expandable_segments:True`))"},
+      {"--allow-oversubscription", kRuns, R"(allow a memory plan, or managed/host/system allocations, beyond 90% of the memory available (can hang the GPU, or a DGX Spark until a power cycle))"},
+      {"--advise", kRuns, R"(`cudaMemAdvise` on every managed tensor: a list of `preferred:gpu`, `preferred:cpu`, `accessed-by:gpu`, `accessed-by:cpu`, `read-mostly`)"},
+      {"--touch-streams", kRuns, R"(streams touching every page at entry, 0-64)"},
+      {"--host-touch", kRuns, R"(a host thread touches the pages at entry too)"},
+      {"--fix", kRuns, R"(the scenario's own fix (the scenarios that have one: `repro help scenarios`): on as designed, lean in its lean form ([FIXES.md](FIXES.md)))"},
+      {"--fixes", kRuns, R"(fixes in any scenario, joined by commas: `N` (as designed), `N:lean`, `N:part/part`, `all`, `all:lean`, `none`)"},
+      {"--full", kRuns, R"(run the whole path under the scenario's conditions, not only the part it exercises)"},
+      {"--graph", kRuns, R"(capture the call's GPU stages into a CUDA graph once and replay it every call; host work inside the call is refused with it ([PATH.md](PATH.md#scenarios-on-the-path)))"},
+      {"--stream", kRuns, R"(the path's stream: `legacy` (the legacy default stream, PyTorch's), `non-blocking` (a created side stream, as `torch.cuda.Stream()` and `torch.cuda.graph`'s capture), `per-thread`)"},
+      {"--gemm-stream", kRuns, R"(the stream of the Q·Kᵀ GEMM's cuBLAS handle: `same`, `legacy`, `aux` (a created non-blocking stream), `blocking` (a created stream without `cudaStreamNonBlocking`, which the legacy default stream synchronises with by itself))"},
+      {"--gemm-order", kRuns, R"(that GEMM ordered after Q and K by an event, or by nothing explicit: only the legacy default stream's implicit synchronisation orders it where one of the two streams is the legacy stream and the other a blocking one; otherwise a deliberate race)"},
+      {"--k-layout", kRuns, R"(the buffer Kᵀ is viewed from: contiguous, or [B, S, H, E])"},
+      {"--gemm-api", kRuns, R"(Q·Kᵀ through at::bmm's strided call or the pointer-array `cublasGemmBatchedEx`)"},
+      {"--scores-to-host", kRuns, R"(host access to the scores: `none`, `read`, `advise` (prefer the CPU), `both`)"},
+      {"--scores-host-phase", kRuns, R"(that access before softmax starts, or from a host thread while it runs: `before`, `during`)"},
+      {"--alloc-timing", kRuns, R"(intermediates allocated before the first call, or inside each call in PyTorch's order and freed where PyTorch frees them (the `alloc_*` and `free_*` stages; `device` memory then goes through a model of PyTorch's caching allocator))"},
+      {"--layers", kRuns, R"(attention layers a step runs in sequence, 1-10000, each with its own Q, K, V and output; `model`: the workload's block count)"},
+      {"--layers-fit", kRuns, R"(where the plan of all of `--layers`' layers would be refused, run as many as fit beside the rest (ballast, host load, weights; at least 1): the plan's first lines and the JSON's `memory_plan.layers_asked` say how many were asked for and why; the context ladder's rungs from `layers` on use it)"},
+      {"--retain", kRuns, R"(what each layer keeps until the step ends: its output, or what autograd saves for the backward pass)"},
+      {"--backward", kRuns, R"(the training step: after the forward calls, each layer's backward call (last layer first) for a seeded dO or `--inputs`' `dout.npy`; implies `--retain autograd` and `--full`; `--check` also checks dQ, dK, dV; `--save-output F.npy` also writes `F.grad_query.npy`, `F.grad_key.npy`, `F.grad_value.npy`; refused with fix 5's recompute and chunk parts; with `--graph` one graph holds the forward and backward calls ([BACKWARD.md](BACKWARD.md)))"},
+      {"--steps", kRuns, R"(training steps: passes over the layers, after each of which what they kept is freed; memory is sampled every max(1, N/100) steps and must stay flat; excludes `--iters`)"},
+      {"--ballast", kRuns, R"(memory held by the rest of the model, allocated before the path: a size (`40G`, `41GB`, `512M`; K, M, G, T are powers of 1024, KB..TB of 1000) or a fraction below 1 of the memory available to its kind)"},
+      {"--ballast-alloc", kRuns, R"(the ballast's memory: `managed`, `device`, `host`, `system`)"},
+      {"--ballast-touch", kRuns, R"(who touches every page of it while the path runs, pass after pass: `none`, `host` (a thread), `gpu` (a stream, in 256 MiB slices), `both`)"},
+      {"--host-load", kRuns, R"(data-loader-like host threads, 0-256: each writes and reads a 64 MiB pageable buffer and copies it through pinned memory to the GPU)"},
+      {"--chunk-size", kRuns, R"(fix 5's chunk part: each chunk's scores at most this many bytes (needs the part on))"},
+      {"--memory-trace", kRuns, R"(MemAvailable, the GPU's free memory and the path's memory at every stage: `[MEMORY]` lines on stderr (even with `--log off`) and in `--log-file`, `memory_measured.trace` in the JSON)"},
+      {"--uvm-counters", kRuns, R"(count managed memory's migrations and page faults through CUPTI, the ballast's and the path's apart (`uvm` in the JSON; unavailable, with the reason, where CUPTI is missing or refuses))"},
+      {"--plan", kRuns, R"(print the memory plan (each tensor, what each layer keeps, the predicted peak, the memory available and the guard) and exit 0, allocating nothing; without a GPU the availability is unknown)"},
+      {"--log", kRuns, R"(the stage log on stderr: `off`, `stages` (a line per stage boundary), `sync` (also a device sync after every stage), `values` (also min, max, isnan, isinf and sums))"},
+      {"--log-format", kRuns, R"(`harness`: every parameter, `t_us=` on each line; `sdpa-debug`: the debug instrumentation's lines, value for value and only its tags, with its device synchronisation after every stage and its values (it implies `--log values` unless `--log` is given) ([LOG_FORMAT.md](LOG_FORMAT.md)))"},
+      {"--log-extras", kRuns, R"(with `--log-format sdpa-debug`: also the harness's own lines (its extra stages, the closing stream synchronisation, allocations before the call, scenario and fix notes, layer and GPU marks), on the instrumentation's channels)"},
+      {"--stage-timeout", kRuns, R"(the watchdog's deadline for any one stage, seconds (the same default for a run, a bench and each sweep cell))"},
+      {"--stall-threshold", kRuns, R"(a stage that takes longer than this and still finishes under the deadline is a stall ([WATCHDOG.md](WATCHDOG.md#stalls)); 0 turns it off; must be below `--stage-timeout` (with a deadline of 1 s or less and no `--stall-threshold`, no stall is judged))"},
+      {"--timeout", kRuns, R"(the watchdog's deadline for the whole run, seconds)"},
+      {"--no-fork", kRuns, R"(one process with a watchdog thread instead of a supervised child (for cuda-gdb and compute-sanitizer))"},
+      {"--launch-blocking", kRuns, R"(the debug mode the original investigation ran in: `CUDA_LAUNCH_BLOCKING=1` is set for the GPU process before CUDA starts, so every kernel launch (ours and cuBLAS's) returns only once its kernel has finished and a stage's `_DONE` line means done. The run shows it took effect: the host's wait in launching a 50 ms kernel, in the table (`# launch blocking: ... (CUDA_LAUNCH_BLOCKING=1 in force)`) and as `launch_blocking_probe_ms` in the JSON. Not with `--graph` (a capture cannot wait for its kernels) and not in `repro bench` (it would time the waits). `TORCH_USE_CUDA_DSA=1`, the investigation's other variable, has no counterpart: it turns on PyTorch's device-side assertions, and the harness's kernels have none; `compute-sanitizer` with `--no-fork` checks them instead)"},
+      {"--on-hang", kRuns, R"(at a missed deadline: `snapshot` (collect evidence from the live hung process, then kill it), `kill` (at once), `keep` (leave it for a person; killed on Ctrl-C or after `--keep-timeout`) ([HANG_SNAPSHOT.md](HANG_SNAPSHOT.md)))"},
+      {"--snapshot-timeout", kRuns, R"(the whole snapshot's budget, seconds)"},
+      {"--keep-timeout", kRuns, R"(`--on-hang keep`: how long the hung process is kept, seconds)"},
+      {"--snapshot-dir", kRuns, R"(the hang snapshot's folder)"},
+      {"--log-file", kRuns, R"(append the stage log, the stage records and the snapshot's progress, each line fsync'ed: the last line names the running stage even if the machine freezes)"},
+      {"--nvidia-bug-report", kRuns, R"(also run `nvidia-bug-report.sh` (as root) during the snapshot; it takes about a minute, so raise `--snapshot-timeout`)"},
+      {"--inject", kRuns, R"(fault injection: `hang:STAGE`, `error:STAGE` or `slow:STAGE:MS`, each with any of `@layer=K`, `@step=K`, `@per-call`, `@layers`, `@ballast`, `@host-load`, `@steps`, `@retain`, `@backward`, `@no-fix` (only in that layer or step, or only where the run has that condition, or no fix), `@B>=N`, `@H>=N`, `@L>=N`, `@S>=N`, `@E>=N` (only where that size is at least N) and `@alloc=KIND` (only on that memory); STAGE is any stage ([WATCHDOG.md](WATCHDOG.md#fault-injection)))"},
+      {"--iters", kRuns, R"(calls of the path, or passes over its layers (each on NaN-poisoned output buffers); timings are medians over passes, a stage's time in a pass the sum over its layers)"},
+      {"--sample-every", kRuns, R"(soak: sample GPU free memory, RSS and live allocations every N calls; growth beyond 1 MiB after the first sample fails the run (exit 1); needs `--iters` above N)"},
+      {"--check", kRuns, R"(compare the result with the float64 CPU reference)"},
+      {"--json", kRuns, R"(write the result as JSON, atomically)"},
+      {"--save-output", kRuns, R"(write the result tensor (the output, or the scores or probabilities a scenario ends with) as a float32 `.npy`, atomically)"},
+      {"--scenarios", kSweep,
+       "scenarios, " + scenario_range() + ": N,N,.. or N-M; the default leaves out the scenarios whose record says not "
+       "to sweep them by default (`repro help scenarios` says why)"},
+      {"--fix", kSweep,
+       "`off`; `on` (the scenario's own fix, `--fix on`; scenario 0 has none, so its `on` is `--fixes all`); `all`; fix "
+       "numbers joined by `+` (`1+3` runs `--fixes 1,3`)"},
+      {"--dtypes", kSweep, "as `--dtype`: " + listed(kDTypeWords)},
+      {"--precisions", kSweep, "as `--precision`: " + listed(kPrecisionWords)},
+      {"--shapes", kSweep,
+       "B x H x L x S x E (`-b --heads -L -S -E`), or a layer of the failing workload by name (`--workload`: " +
+           listed(workload_names()) + ")"},
+      {"--allocs", kSweep, "as `--alloc`: " + listed(path_setting_choices("--alloc"))},
+      {"--streams", kSweep,
+       "`default` (no `--stream`: each scenario's own default, PyTorch's: the legacy default stream, and a side stream "
+       "for a graph's capture), or `--stream` values: " + listed(path_setting_choices("--stream"))},
+      {"--contexts", kSweep,
+       "rungs of the context ladder ([CONTEXT.md](CONTEXT.md)): " + rungs +
+           "; each cell runs with its rung's options and those of the rungs below it (`layers` is the workload's block "
+           "count for a workload shape, else 60; the `steps` and `backward` rungs run `--iters` as `--steps`); a rung "
+           "never takes away what the scenario's record sets itself (a scenario that loads its own weights keeps them "
+           "at `mapped-weights`). A cell of `isolated` keeps the key it always had, so sweeps from before the axis "
+           "resume and merge"},
+      {"--repeats", kSweep, "runs of each configuration (a hang may not come every time), at most 100000"},
+  };
+  for (const Docs& doc : docs) {
+    const auto row = std::find_if(table.begin(), table.end(), [&](const OptionDef& d) {
+      return doc.name == std::string(d.name) && (d.commands & doc.commands) != 0;
+    });
+    if (row == table.end()) throw std::logic_error(std::string("option docs: no option ") + doc.name);
+    if (doc.text != row->help) row->docs = doc.text;
   }
 }
 

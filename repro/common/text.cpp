@@ -11,12 +11,68 @@
 
 namespace sdpa {
 
+namespace {
+
+// nlohmann::json's message, its "[json.exception.KIND.ID] " already taken off.
+std::string json_words(std::string m) {
+  const std::string parse = "parse error at ", syntax = ": syntax error while parsing ";
+  if (m.rfind(parse, 0) == 0) {
+    m = m.substr(parse.size());  // "line 1, column 2: syntax error while parsing value - invalid literal; ..."
+    const size_t at = m.find(syntax), dash = m.find(" - ");
+    if (at != std::string::npos && dash != std::string::npos && dash > at) m = m.substr(0, at) + ": " + m.substr(dash + 3);
+    return m;
+  }
+  if (m.rfind("parse error: ", 0) == 0) return m.substr(13);
+  const std::string key = "key '";
+  if (m.rfind(key, 0) == 0 && m.size() > 10 && m.compare(m.size() - 10, 10, " not found") == 0) return "no " + m.substr(0, m.size() - 10);
+  const std::string type = "type must be ", but = ", but is ";
+  if (m.rfind(type, 0) == 0 && m.find(but) != std::string::npos) {
+    const size_t b = m.find(but);
+    return "a " + m.substr(type.size(), b - type.size()) + " was expected, not " + m.substr(b + but.size());
+  }
+  return m;
+}
+
+// A library's message inside `s` (one_line's second half).
+std::string library_words(std::string s) {
+  const std::string json_head = "[json.exception.";
+  for (size_t at; (at = s.find(json_head)) != std::string::npos;) {
+    const size_t close = s.find("] ", at);
+    if (close == std::string::npos) break;
+    // The library's message runs to the end, or to the ")" that closes the parenthesis it is in.
+    size_t stop = s.size();
+    if (at > 0 && s[at - 1] == '(') {
+      int depth = 1;
+      for (size_t i = close; i < s.size() && stop == s.size(); ++i) {
+        depth += s[i] == '(' ? 1 : s[i] == ')' ? -1 : 0;
+        if (depth == 0) stop = i;
+      }
+    }
+    s = s.substr(0, at) + json_words(s.substr(close + 2, stop - close - 2)) + s.substr(stop);
+  }
+  const std::string fs_head = "filesystem error: ";
+  if (const size_t at = s.find(fs_head); at != std::string::npos) {
+    // "filesystem error: OPERATION: REASON [PATH]" (and a second [PATH] for a copy or a rename).
+    std::string m = s.substr(at + fs_head.size());
+    const size_t colon = m.find(": "), bracket = m.find(" [");
+    if (colon != std::string::npos && bracket != std::string::npos && colon < bracket) {
+      const size_t close = m.find(']', bracket);
+      const std::string path = m.substr(bracket + 2, close == std::string::npos ? std::string::npos : close - bracket - 2);
+      m = quoted_word(path) + ": " + m.substr(colon + 2, bracket - colon - 2);
+    }
+    s = s.substr(0, at) + m;
+  }
+  return s;
+}
+
+}  // namespace
+
 std::string one_line(std::string s) {
   for (auto& c : s) {
     if (c == '\n') c = ' ';
   }
   while (!s.empty() && s.back() == ' ') s.pop_back();
-  return s;
+  return library_words(s);
 }
 
 std::string format_number(const char* printf_format, double x) {
