@@ -18,22 +18,21 @@
 namespace sdpa {
 
 // The candidate a mistyped `word` most likely meant ("--batch" for "--batchh", "triage" for
-// "trige"): the nearest by edit distance, within a third of the word's length (at least 1), or
+// "trige", "hang" for "hnag"): the nearest by edit distance (an insertion, a deletion, a change or
+// two neighbours swapped each count one), within a third of the word's length (at least 1), or
 // the only candidate `word` starts; empty when none is near enough.
 inline std::string nearest_word(const std::string& word, const std::vector<std::string>& candidates) {
   const auto distance = [](const std::string& a, const std::string& b) {
-    std::vector<size_t> row(b.size() + 1);
-    for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+    std::vector<std::vector<size_t>> d(a.size() + 1, std::vector<size_t>(b.size() + 1));
+    for (size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
+    for (size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
     for (size_t i = 1; i <= a.size(); ++i) {
-      size_t diagonal = row[0];
-      row[0] = i;
       for (size_t j = 1; j <= b.size(); ++j) {
-        const size_t up = row[j];
-        row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
-        diagonal = up;
+        d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
+        if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
       }
     }
-    return row[b.size()];
+    return d[a.size()][b.size()];
   };
   std::string best;
   size_t best_distance = std::max<size_t>(1, word.size() / 3) + 1;
