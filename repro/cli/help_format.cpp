@@ -164,6 +164,24 @@ const char* const kTableHead = "| option | default | meaning |\n|---|---|---|\n"
 
 }  // namespace
 
+namespace {
+
+bool documented(const CLI::App& app, const CLI::Option* o) {
+  return o->nonpositional() && o != app.get_help_ptr() && o != app.get_help_all_ptr();
+}
+
+}  // namespace
+
+std::vector<std::string> documented_groups(const CLI::App& app) {
+  std::vector<std::string> groups;
+  for (const std::string& g : app.get_groups()) {
+    if (g.empty()) continue;
+    const auto options = app.get_options([&](const CLI::Option* o) { return o->get_group() == g && documented(app, o); });
+    if (!options.empty()) groups.push_back(g);
+  }
+  return groups;
+}
+
 std::string options_markdown(const CLI::App& app, const std::string& program, const std::string& group) {
   // Another command's copy of the run options is the plain run's, documented once.
   const std::vector<std::string> run_groups = run_option_groups();
@@ -172,12 +190,10 @@ std::string options_markdown(const CLI::App& app, const std::string& program, co
   };
   std::vector<std::pair<std::string, std::string>> tables;  // group, rows
   bool takes_run_options = false;
-  for (const std::string& g : app.get_groups()) {
-    if (g.empty() || (!group.empty() && g != group)) continue;
+  for (const std::string& g : documented_groups(app)) {
+    if (!group.empty() && g != group) continue;
     std::string rows;
-    const auto in_group = [&](const CLI::Option* o) {
-      return o->get_group() == g && o->nonpositional() && o != app.get_help_ptr() && o != app.get_help_all_ptr();
-    };
+    const auto in_group = [&](const CLI::Option* o) { return o->get_group() == g && documented(app, o); };
     for (const CLI::Option* o : app.get_options(in_group)) {
       if (in_run_group(o)) {
         takes_run_options = true;

@@ -42,6 +42,8 @@ bool has_help_format(const CLI::App& app);
 // command other than the plain run lists its own groups, then the run options it leaves out; then
 // its exit codes, the footer's line.
 constexpr const char* kHelpMarkdownFlag = "--help-markdown";
+// The groups of `app` that hold an option to document (not -h or --help-all alone), in order.
+std::vector<std::string> documented_groups(const CLI::App& app);
 std::string options_markdown(const CLI::App& app, const std::string& program, const std::string& group = "");
 
 }  // namespace sdpa

@@ -697,10 +697,7 @@ bool parse_app(CLI::App& app, int argc, const char* const* argv, const std::stri
   result.words.assign(argv, argv + argc);
   if ((argc == 2 || argc == 3) && std::string(argv[1]) == kHelpMarkdownFlag) {
     const std::string group = argc == 3 ? argv[2] : "";
-    std::vector<std::string> groups;
-    for (const std::string& g : app.get_groups()) {
-      if (!g.empty()) groups.push_back(g);
-    }
+    const std::vector<std::string> groups = documented_groups(app);
     if (!group.empty() && std::find(groups.begin(), groups.end(), group) == groups.end()) {
       result.exit_code = kExitUsage;
       result.message = program + ": error: " + unknown_word("group", group, groups);

@@ -133,11 +133,18 @@ std::string number_text(double x) {
   return std::string(buf, r.ptr);
 }
 
-// "none; scenario 2: qwen-image-1024 unless a shape is given": the workloads the records run.
+// "none; scenarios 2,6,7: qwen-image-1024 (unless a shape is given)": the workloads the records run.
 std::string workload_defaults() {
-  std::string s;
+  std::vector<std::pair<std::string, std::vector<int>>> workloads;  // in the order the records name them
   for (const ScenarioInfo& sc : scenario_table()) {
-    if (sc.default_workload[0]) s += "; scenario " + std::to_string(sc.number) + ": " + sc.default_workload;
+    if (!sc.default_workload[0]) continue;
+    auto w = std::find_if(workloads.begin(), workloads.end(), [&](const auto& x) { return x.first == sc.default_workload; });
+    if (w == workloads.end()) w = workloads.insert(workloads.end(), {sc.default_workload, {}});
+    w->second.push_back(sc.number);
+  }
+  std::string s;
+  for (const auto& [workload, numbers] : workloads) {
+    s += (numbers.size() > 1 ? "; scenarios " : "; scenario ") + scenario_list_text(numbers) + ": " + workload;
   }
   return s.empty() ? "" : "none" + s + " (unless a shape is given)";
 }

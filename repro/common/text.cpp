@@ -28,7 +28,8 @@ std::string json_words(std::string m) {
   const std::string type = "type must be ", but = ", but is ";
   if (m.rfind(type, 0) == 0 && m.find(but) != std::string::npos) {
     const size_t b = m.find(but);
-    return "a " + m.substr(type.size(), b - type.size()) + " was expected, not " + m.substr(b + but.size());
+    const auto a = [](const std::string& t) { return t == "null" ? t : (t[0] == 'a' || t[0] == 'o' ? "an " : "a ") + t; };
+    return a(m.substr(type.size(), b - type.size())) + " was expected, not " + a(m.substr(b + but.size()));
   }
   return m;
 }
