@@ -4,6 +4,8 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iostream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -15,6 +17,7 @@
 #include "repro/cli/help_format.h"
 #include "repro/cli/run_options.h"
 #include "repro/cli/tables.h"
+#include "repro/commands.h"
 #include "repro/common/output_paths.h"
 #include "repro/common/text.h"
 #include "repro/sweep/matrix.h"
@@ -395,12 +398,21 @@ TEST_SUITE("options") {
       return parse_sweep_command_line(5, argv).run;
     };
     test_util::TempDir dir("stage_timeout");
+    // In this process (its plan on stdout, its error on stderr, both kept here): a dry run starts nothing.
     const auto triage_takes = [&](const std::string& v) {
-      const test_util::ProgramRun r = test_util::run_program(
-          {SDPA_REPRO_BINARY, "triage", "--dry-run", "--no-bug-report", "--out", dir.path + "/t", "--stage-timeout", v});
-      INFO(r.err);
-      CHECK((r.exit_code == 0 || r.exit_code == kExitUsage));
-      return r.err.find("--stage-timeout") == std::string::npos;
+      const std::string out = dir.path + "/t";
+      std::vector<std::string> words = {"triage", "--dry-run", "--no-bug-report", "--out", out, "--stage-timeout", v};
+      std::vector<char*> argv;
+      for (std::string& w : words) argv.push_back(w.data());
+      std::ostringstream printed, error;
+      std::streambuf* cout = std::cout.rdbuf(printed.rdbuf());
+      std::streambuf* cerr = std::cerr.rdbuf(error.rdbuf());
+      const int code = triage_main(static_cast<int>(argv.size()), argv.data());
+      std::cout.rdbuf(cout);
+      std::cerr.rdbuf(cerr);
+      INFO(error.str());
+      CHECK((code == 0 || code == kExitUsage));
+      return error.str().find("--stage-timeout") == std::string::npos;
     };
     for (const auto& [value, taken] : std::vector<std::pair<std::string, bool>>{
              {"0.01", true}, {"0.1", true}, {"3601", true}, {"86399", true}, {"0.005", false}, {"86401", false}, {"x", false}}) {
