@@ -75,9 +75,7 @@ FixInfo fix6_page_cache_bypass() {
     }
     return "";
   };
-  f.outside_the_calls =
-      "acts on the weights' load and the memory plan, before the first call, and a bench loads no weights and judges "
-      "no memory plan";
+  f.outside_the_calls = "acts before the first call, on the weights' load and the memory plan, and a bench has neither";
   return f;
 }
 

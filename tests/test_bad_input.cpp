@@ -249,8 +249,8 @@ TEST_SUITE("bad_input") {
         {{"--mapped-weights", "1G", "--fixes", "6:direct", "--weights-mapping", "keep"}, "--weights-mapping keep: fix 6's direct part"},
         {{"--mapped-weights", "1G", "--fixes", "6", "--weights-mapping", "keep"}, "--weights-mapping keep: fix 6's direct part"},
         {{"--mapped-weights", "1G", "--fixes", "6:lean", "--weights-mapping", "keep"}, "--weights-mapping keep: fix 6's drop part"},
-        {{"bench", "--fix-overhead", "6"}, "repro bench: error: --fix-overhead: '6': fix 6 acts on the weights' load"},
-        {{"bench", "--fix-overhead", "1,6:drop"}, "repro bench: error: --fix-overhead: '6:drop': fix 6 acts on the weights' load"},
+        {{"bench", "--fix-overhead", "6"}, "repro bench: error: --fix-overhead: '6': fix 6 acts before the first call, on the weights' load"},
+        {{"bench", "--fix-overhead", "1,6:drop"}, "repro bench: error: --fix-overhead: '6:drop': fix 6 acts before the first call, on the weights' load"},
     };
     Scratch scratch;
     int checked = 0;

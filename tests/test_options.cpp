@@ -630,6 +630,6 @@ TEST_SUITE("options") {
     const char* bench[] = {"bench", "--fix-overhead", "6:guard"};
     const BenchParse b = parse_bench_command_line(3, bench);
     CHECK_FALSE(b.run);
-    CHECK(b.message.find("fix 6 acts on the weights' load") != std::string::npos);
+    CHECK(b.message.find("fix 6 acts before the first call, on the weights' load") != std::string::npos);
   }
 }

@@ -61,7 +61,7 @@ FixSet overhead_item(const std::string& item, const std::string& text) {
   }
   if (const int n = overhead_fix(item); n && fix_info(n).outside_the_calls) {
     throw InputError("--fix-overhead: '" + item + "': fix " + std::to_string(n) + " " + fix_info(n).outside_the_calls +
-                     ", so a bench has nothing of it to time");
+                     ": nothing of it to time");
   }
   return set;
 }
