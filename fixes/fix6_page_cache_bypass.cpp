@@ -46,13 +46,36 @@ FixInfo fix6_page_cache_bypass() {
   f.hook_point = "the weights' load (stage load_weights) and the memory plan";
   f.budget = "<= 0%";
   f.parts = {{"direct", "the weights read with O_DIRECT into a pinned buffer, bypassing the page cache", true, false},
+             // O_DIRECT brings no page of the file into the cache: there would be none to drop.
              {"drop", "each tensor's pages dropped from the page cache (posix_fadvise DONTNEED) and unmapped after its copy",
-              false, true},
+              false, true, "direct"},
              {"guard",
               "the memory plan and each tensor of the load judged by MemFree: what needs the page cache reclaimed is refused "
               "(exit 8)",
               true, true}};
   f.make = [](const FixSet& set) -> std::unique_ptr<Fix> { return std::make_unique<PageCacheBypass>(set); };
+  f.refuse = [](const FixSet& set, const SdpaProblem&, const PathSettings& s) -> std::string {
+    for (const char* part : {"direct", "drop"}) {
+      if (!set.has(6, part)) continue;
+      // Named alone (6:direct), a part that has no weights to act on would make a run that
+      // changed nothing read as one the fix was applied to; as a form of the whole fix (6, 6:lean,
+      // all) its guard still judges the memory plan.
+      if (s.weights.bytes == 0 && std::string(set.form(6)) == "parts") {
+        return std::string("--fixes: fix 6's ") + part + " part acts on the model's weights' load, and this run loads none "
+               "(--mapped-weights SIZE, or scenario 7)";
+      }
+      // Either part leaves no mapping when the load ends: O_DIRECT maps nothing, and drop unmaps
+      // each tensor after its copy.
+      if (s.weights.bytes > 0 && s.weights.mapping == WeightsMapping::keep) {
+        return std::string("--weights-mapping keep: fix 6's ") + part + " part " +
+               (std::string(part) == "direct" ? "reads the weights with O_DIRECT and maps nothing"
+                                              : "unmaps each tensor after its copy") +
+               ", so there is no mapping to keep (--weights-mapping unmap, or fix 6's guard alone: --fixes 6:guard)";
+      }
+    }
+    return "";
+  };
+  f.outside_the_calls = "acts before the first call, on the weights' load and the memory plan, and a bench has neither";
   return f;
 }
 

@@ -41,6 +41,9 @@ struct FixInfo {
   // Why its parts in `set` cannot act on a call of `p` under `settings` (a CUDA graph cannot hold a
   // host synchronisation, ...), or "" when they can: a usage error before anything runs.
   std::string (*refuse)(const FixSet& set, const SdpaProblem& p, const PathSettings& settings) = nullptr;
+  // Why it does nothing inside a call (it acts before the first one), or nullptr: a benchmark,
+  // which times calls, has nothing of it to time and refuses to try.
+  const char* outside_the_calls = nullptr;
 };
 
 int fix_count();

@@ -1,10 +1,13 @@
 // main.cpp: the `repro` executable: dispatches to a subcommand (commands.h), or runs one
 // configuration when the first argument is an option (or there is none).
+#include <filesystem>
 #include <iostream>
 #include <string>
 #include <vector>
 
 #include "math_sdpa/errors.h"
+#include "math_sdpa/name_table.h"
+#include "repro/cli/help_format.h"
 #include "repro/cli/run_options.h"
 #include "repro/cli/tables.h"
 #include "repro/common/text.h"
@@ -33,6 +36,13 @@ const Subcommand kSubcommands[] = {
     {"hang-snapshot", hang_snapshot_main, false},  // hidden: the --no-fork watchdog's snapshot taker
 };
 
+// "a, b, c".
+std::string one_line_list(const std::vector<std::string>& words) {
+  std::string s;
+  for (const std::string& w : words) s += (s.empty() ? "" : ", ") + w;
+  return s;
+}
+
 // "report, sweep, bench, minimize, triage, info": the commands with a help.
 std::string commands_with_help() {
   std::string names;
@@ -42,26 +52,36 @@ std::string commands_with_help() {
   return names;
 }
 
-std::string help_topics() { return "options, scenarios, stages, " + commands_with_help(); }
+std::vector<std::string> help_topics() {
+  std::vector<std::string> topics = {"options", "scenarios", "stages"};
+  for (const Subcommand& c : kSubcommands) {
+    if (c.has_help) topics.emplace_back(c.name);
+  }
+  return topics;
+}
 
 // `repro help`: the run's --help; `repro help scenarios|stages [--json]`: each scenario or stage
-// in full, or as the JSON the scripts read; `repro help COMMAND`: `repro COMMAND --help`.
+// in full, or as the JSON the scripts read; `repro help COMMAND`: `repro COMMAND --help`;
+// `repro help options|COMMAND --markdown [GROUP]`: its options as the docs' tables (help_format.h).
 int help_main(int argc, char** argv) {
   const std::string topic = argc >= 2 ? argv[1] : "";
-  const bool json = argc == 3 && std::string(argv[2]) == "--json" && (topic == "scenarios" || topic == "stages");
-  if (argc > 3 || (argc == 3 && !json)) {
-    std::cerr << "repro help: error: one topic at most, and --json only after scenarios or stages (" << help_topics() << ")\n";
+  const std::string form = argc >= 3 ? argv[2] : "";
+  const bool json = argc == 3 && form == "--json" && (topic == "scenarios" || topic == "stages");
+  const bool markdown = (argc == 3 || argc == 4) && form == "--markdown" && topic != "scenarios" && topic != "stages";
+  if (argc > 4 || (argc >= 3 && !json && !markdown)) {
+    std::cerr << "repro help: error: one topic at most, then --json after scenarios or stages, or --markdown [GROUP] after "
+                 "options or a command (topics: "
+              << one_line_list(help_topics()) << ")\n";
     return kExitUsage;
   }
   char help_flag[] = "--help";
-  if (topic.empty()) {
-    char* run_help[] = {argv[0], help_flag};
-    return run_main(2, run_help);
-  }
-  if (topic == "options") {
+  char markdown_flag[] = "--help-markdown";
+  std::vector<char*> words;
+  if (topic.empty() || topic == "options") {
     char help_all_flag[] = "--help-all";
-    char* run_help[] = {argv[0], help_all_flag};
-    return run_main(2, run_help);
+    words = {argv[0], topic.empty() ? help_flag : markdown ? markdown_flag : help_all_flag};
+    if (markdown && argc == 4) words.push_back(argv[3]);
+    return run_main(static_cast<int>(words.size()), words.data());
   }
   if (topic == "scenarios" || topic == "stages") {
     if (json) {
@@ -73,11 +93,12 @@ int help_main(int argc, char** argv) {
   }
   for (const Subcommand& c : kSubcommands) {
     if (c.has_help && topic == c.name) {
-      char* command_help[] = {argv[1], help_flag};
-      return c.main(2, command_help);
+      words = {argv[1], markdown ? markdown_flag : help_flag};
+      if (markdown && argc == 4) words.push_back(argv[3]);
+      return c.main(static_cast<int>(words.size()), words.data());
     }
   }
-  std::cerr << "repro help: error: no help on '" << topic << "' (topics: " << help_topics() << ")\n";
+  std::cerr << "repro help: error: " << unknown_word("topic", topic, help_topics()) << "\n";
   return kExitUsage;
 }
 
@@ -111,6 +132,10 @@ static int dispatch(int argc, char** argv) {
 int main(int argc, char** argv) {
   try {
     return dispatch(argc, argv);
+  } catch (const std::filesystem::filesystem_error& e) {
+    // The path and the system's reason, without the library's "filesystem error: status: ".
+    std::cerr << "repro: error: " << one_line(e.path1().string().substr(0, 200)) << ": " << e.code().message() << "\n";
+    return kExitUsage;
   } catch (const std::exception& e) {
     std::cerr << "repro: error: " << one_line(e.what()) << "\n";
     return kExitUsage;

@@ -70,6 +70,11 @@ TEST_SUITE("bad_input") {
     // must stay empty).
     Scratch junk;
     for (const char* name : {"q.npy", "k.npy", "v.npy"}) junk.write(name, "not an array");
+    junk.write("not_json.json", "nope");
+    junk.write("no_options.json", "{\"cells\": [{\"index\": 0}]}");
+    const std::string capture = std::string(SDPA_SOURCE_DIR) + "/tests/fixtures/capture/workload.json";
+    const std::string too_long(300, 'a');  // a name longer than NAME_MAX (255)
+    const std::string nearly(240, 'a');    // within it, but not with what the harness adds to a file's name
     const std::vector<Row> rows = {
         // sizes
         {{"--batch", "0"}, "batch"},
@@ -174,7 +179,7 @@ TEST_SUITE("bad_input") {
         {{"bench", "--inputs", junk.dir}, "not a .npy file"},
         // the command line itself
         {{"frobnicate"}, "unknown command 'frobnicate'"},
-        {{"help", "frobnicate"}, "no help on 'frobnicate'"},
+        {{"help", "frobnicate"}, "unknown topic 'frobnicate'"},
         {{"report", "--scenario", "2", "--check", "--out", "r"}, "--check"},
         {{"bench", "--iters", "3"}, "--iters is not an option of repro bench (repro bench --help lists its own)"},
         {{"minimize", "--out", "m", "--scenario", "2"}, "--scenario is not an option of repro minimize (repro minimize --help lists its own; the run's own options come after --)"},
@@ -187,26 +192,74 @@ TEST_SUITE("bad_input") {
         {{"trige"}, "unknown command 'trige' (did you mean triage?"},
         {{"report", "--ladder", "--scenario", "0", "--out", "r"}, "choose a scenario with one: 1,2,3,4,5,6,7"},
         {{"positional"}, "positional"},
-        {{"--batch"}, "batch"},
-        {{"--batch", "x"}, "--batch: 'x' is not a valid value (--batch INT)"},
+        {{"--batch"}, "--batch needs a value before --json (--batch INT)"},
+        {{"--batch", "x"}, "--batch: 'x' is not an integer (--batch INT)"},
         {{"--batch", "--check"}, "--batch needs a value before --check"},
         {{"--scenario", "8"}, "--scenario: '8' is not in 0-7"},
         {{"--stage-timeout", "0"}, "--stage-timeout: '0' is not in [0.01, 86400]"},
         {{"--ballast-alloc", "pinned", "--ballast", "1G"}, "--ballast-alloc: unknown value 'pinned' (expected managed|device|host|system)"},
-        {{"minimize", "--out", "m", "--", "--iters", "1.5"}, "repro minimize: error: --iters: '1.5' is not a valid value"},
+        {{"minimize", "--out", "m", "--", "--iters", "1.5"}, "repro minimize: error: --iters: '1.5' is not an integer (--iters INT)"},
         {{"--json"}, "json"},
         {{"--iters", "2", "--", "extra"}, "extra"},
         {{"report"}, "report"},
-        {{"sweep", "--repeats", "100000000"}, "more than 100000"},
+        {{"sweep", "--repeats", "100000000"}, "repro sweep: error: --repeats: '100000000' is not in 1-100000"},
         {{"sweep", "--dtypes", "bf16,,fp16"}, "dtypes"},
         {{"sweep", "--scenarios", "9"}, "scenario"},  // a subcommand that is not implemented yet, or needs --out
+        // Our words only: no parser's or library's wording; a value as typed; did you mean for values.
+        {{"--scenario", "1", "--scenario", "2"}, "repro: error: --scenario is given 2 times; it takes one value"},
+        {{"sweep", "--out", "a", "--out", "b"}, "repro sweep: error: --out is given 2 times; it takes one value"},
+        {{"sweep", "merge", "--out", "m"}, "repro sweep merge: error: no shards given (DIR|FILE: each shard's output folder"},
+        {{"sweep", "--out", "o", "--json", "s.json"}, "--out and --json exclude each other: give one"},
+        {{"--workload-file", capture, "--call", "99999999999999999999"}, "--call: '99999999999999999999' is not in 0-2147483647"},
+        {{"--workload-file", capture, "--call", "4294967296"}, "--call: '4294967296' is not in 0-2147483647"},
+        {{"triage", "--out", "t", "--call", "-1", "--dry-run"}, "repro triage: error: --call: '-1' is not in 0-2147483647"},
+        {{"triage", "--out", "t", "--budget", std::string(400, '9'), "--dry-run"}, "repro triage: error: --budget: '9999"},
+        {{"--mapped-weights", "1G", "--weights-mapping", "kep"}, "--weights-mapping: unknown value 'kep' (did you mean keep? expected unmap|keep)"},
+        {{"--scenario", "1", "--fix", "leen"}, "--fix: unknown value 'leen' (did you mean lean? expected on|off|lean)"},
+        {{"--mask", "casual"}, "--mask: unknown value 'casual' (did you mean causal?"},
+        {{"--alloc", "managd"}, "--alloc: unknown value 'managd' (did you mean managed?"},
+        {{"help", "scenario"}, "repro help: error: unknown topic 'scenario' (did you mean scenarios?"},
+        {{"report", "--scenario", "2", "--out", "r", "--fix-form", "leen", "--no-run"}, "--fix-form: unknown value 'leen' (did you mean lean? expected design|lean)"},
+        {{"minimize", "--out", "m", "--in-flight", "hnag", "--", "--scenario", "1"}, "--in-flight: unknown value 'hnag' (did you mean hang?"},
+        {{"--dtype", "fp61"}, "--dtype: unknown value 'fp61' (did you mean fp16?"},
+        {{"sweep", "--on-hang", "kil"}, "--on-hang: unknown value 'kil' (did you mean kill?"},
+        {{"sweep", "--on-hang", "keep"}, "--on-hang keep: a sweep's hung cell is not kept for a person"},
+        {{"--workload-file", junk.path("not_json.json")}, "not JSON (line 1, column 2: invalid literal; last read: 'no')"},
+        {{"minimize", "--out", "m", "--from-sweep", junk.path("no_options.json"), "--cell", "0"}, "has no run_options (no key 'run_options')"},
+        // One range per option: a triage's --stage-timeout is a run's.
+        {{"triage", "--out", "t", "--stage-timeout", "100000", "--dry-run"}, "--stage-timeout: '100000' is not in [0.01, 86400]"},
+        // One check of a path's name on every route, before any GPU work.
+        {{"--json", too_long + ".json"}, "repro: error: --json: the name 'aaaa"},
+        {{"--json", nearly + ".json"}, "less the 24 the harness adds to it"},
+        {{"--save-output", too_long + ".npy"}, "repro: error: --save-output: the name 'aaaa"},
+        {{"--log-file", too_long}, "repro: error: --log-file: the name 'aaaa"},
+        {{"--snapshot-dir", too_long}, "repro: error: --snapshot-dir: the name 'aaaa"},
+        {{"bench", "--json", nearly + ".json"}, "repro bench: error: --json: the name 'aaaa"},
+        {{"report", "--scenario", "2", "--out", too_long, "--no-run"}, "repro report: error: --out: the name 'aaaa"},
+        {{"sweep", "--json", too_long + ".json"}, "repro sweep: error: --json: the name 'aaaa"},
+        {{"sweep", "--out", too_long, "--dry-run"}, "repro sweep: error: --out: the name 'aaaa"},
+        {{"triage", "--out", too_long}, "repro triage: error: --out: the name 'aaaa"},
+        {{"triage", "--out", "d/" + too_long, "--dry-run"}, "repro triage: error: --out: the name 'aaaa"},
+        {{"minimize", "--out", too_long, "--", "--scenario", "1"}, "repro minimize: error: --out: the name 'aaaa"},
+        {{"--inputs", too_long}, "repro: error: --inputs: the name 'aaaa"},
+        // Fix parts that cannot act in the configuration, in the fix's own record.
+        {{"--mapped-weights", "1G", "--fixes", "6:direct/drop"}, "--fixes: fix 6's drop and direct exclude each other"},
+        {{"--fixes", "6:direct"}, "fix 6's direct part acts on the model's weights' load, and this run loads none"},
+        {{"--fixes", "6:drop"}, "fix 6's drop part acts on the model's weights' load, and this run loads none"},
+        {{"--mapped-weights", "1G", "--fixes", "6:direct", "--weights-mapping", "keep"}, "--weights-mapping keep: fix 6's direct part"},
+        {{"--mapped-weights", "1G", "--fixes", "6", "--weights-mapping", "keep"}, "--weights-mapping keep: fix 6's direct part"},
+        {{"--mapped-weights", "1G", "--fixes", "6:lean", "--weights-mapping", "keep"}, "--weights-mapping keep: fix 6's drop part"},
+        {{"bench", "--fix-overhead", "6"}, "repro bench: error: --fix-overhead: '6': fix 6 acts before the first call, on the weights' load"},
+        {{"bench", "--fix-overhead", "1,6:drop"}, "repro bench: error: --fix-overhead: '6:drop': fix 6 acts before the first call, on the weights' load"},
     };
     Scratch scratch;
     int checked = 0;
     for (const Row& row : rows) {
       if (row.needle.empty()) continue;
       std::vector<std::string> args = row.args;
-      const bool names_json = std::find(args.begin(), args.end(), "--json") != args.end();
+      // Where the results would go: --json, or a folder (--out), which excludes --json or has it inside.
+      const bool names_json = std::find(args.begin(), args.end(), "--json") != args.end() ||
+                              std::find(args.begin(), args.end(), "--out") != args.end();
       if (args.front() != "report" && args.front() != "help" && !names_json) {
         args.push_back("--json");
         args.push_back("result.json");
@@ -220,6 +273,8 @@ TEST_SUITE("bad_input") {
       CHECK(o.err.size() > 0);
       CHECK(o.err.find('\n') == o.err.size() - 1);  // exactly one line
       CHECK(o.err.find(row.needle) != std::string::npos);
+      CHECK(o.err.find("json.exception") == std::string::npos);  // our words, not a library's
+      CHECK(o.err.find("required but received") == std::string::npos);
       CHECK(scratch.listing().empty());  // nothing written
       std::system(("rm -rf '" + scratch.dir + "'/* '" + scratch.dir + "'/.[!.]*").c_str());
       ++checked;
@@ -341,6 +396,7 @@ TEST_SUITE("bad_input") {
       CHECK(o.exit_code == kExitUsage);
       CHECK(o.err.find('\n') == o.err.size() - 1);  // exactly one line
       CHECK(o.err.find(needle) != std::string::npos);
+      CHECK(o.err.find("json.exception") == std::string::npos);  // the position in our words, not the library's
       CHECK(scratch.listing() == "m.json\n");  // nothing written
     }
     const test_util::ProgramRun missing = run_repro({"sweep", "--matrix", "absent.json", "--json", "s.json"}, scratch);

@@ -4,15 +4,23 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iostream>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "math_sdpa/errors.h"
+#include "math_sdpa/name_table.h"
 #include "math_sdpa/npy.h"
 #include "repro/bench/bench.h"
+#include "repro/cli/context_ladder.h"
 #include "repro/cli/help_format.h"
 #include "repro/cli/run_options.h"
 #include "repro/cli/tables.h"
+#include "repro/commands.h"
+#include "repro/common/output_paths.h"
+#include "repro/common/text.h"
+#include "repro/sweep/matrix.h"
 #include "repro/sweep/sweep_options.h"
 #include "parse_words.h"
 #include "run_program.h"
@@ -339,9 +347,9 @@ TEST_SUITE("options") {
     const std::vector<std::pair<std::pair<std::string, std::string>, std::string>> bad_text = {
         {{"--batch", "4x"}, "--batch: '4x' is not an integer"},
         {{"--batch", ""}, "--batch: '' is not an integer"},
-        {{"--batch", "99999999999999999999"}, "is not an integer"},
+        {{"--batch", "99999999999999999999"}, "--batch: '99999999999999999999' is beyond a 64-bit integer"},
         {{"--scale", "0.1.2"}, "--scale: '0.1.2' is not a number"},
-        {{"--scale", "inf"}, "--scale: 'inf' is not a number"},
+        {{"--scale", "inf"}, "--scale: 'inf' is not a finite number"},
         {{"--scale", ""}, "is not a number"},
     };
     for (const auto& [option_text, message] : bad_text) {
@@ -371,5 +379,257 @@ TEST_SUITE("options") {
         CHECK(std::string(e.what()).find(message) != std::string::npos);
       }
     }
+  }
+}
+
+// One option table for every command, each value checked against its row in one place, from a
+// command line or a RunSpec built in code alike, in the harness's words.
+TEST_SUITE("options") {
+  // Catches a command that checks a shared option against a range of its own again (triage's
+  // --stage-timeout was 0.5-3600 where a run's is 0.01-86400).
+  TEST_CASE("one range per option: --stage-timeout means the same to a run, a bench, a sweep and a triage") {
+    const auto run_takes = [](const std::string& v) { return parse({"--stage-timeout", v}).run; };
+    const auto bench_takes = [](const std::string& v) {
+      const char* argv[] = {"bench", "--stage-timeout", v.c_str()};
+      return parse_bench_command_line(3, argv).run;
+    };
+    const auto sweep_takes = [](const std::string& v) {
+      const char* argv[] = {"sweep", "--stage-timeout", v.c_str(), "--cell-timeout", "86400"};
+      return parse_sweep_command_line(5, argv).run;
+    };
+    test_util::TempDir dir("stage_timeout");
+    // In this process (its plan on stdout, its error on stderr, both kept here): a dry run starts nothing.
+    const auto triage_takes = [&](const std::string& v) {
+      const std::string out = dir.path + "/t";
+      std::vector<std::string> words = {"triage", "--dry-run", "--no-bug-report", "--out", out, "--stage-timeout", v};
+      std::vector<char*> argv;
+      for (std::string& w : words) argv.push_back(w.data());
+      std::ostringstream printed, error;
+      std::streambuf* cout = std::cout.rdbuf(printed.rdbuf());
+      std::streambuf* cerr = std::cerr.rdbuf(error.rdbuf());
+      const int code = triage_main(static_cast<int>(argv.size()), argv.data());
+      std::cout.rdbuf(cout);
+      std::cerr.rdbuf(cerr);
+      INFO(error.str());
+      CHECK((code == 0 || code == kExitUsage));
+      return error.str().find("--stage-timeout") == std::string::npos;
+    };
+    for (const auto& [value, taken] : std::vector<std::pair<std::string, bool>>{
+             {"0.01", true}, {"0.1", true}, {"3601", true}, {"86399", true}, {"0.005", false}, {"86401", false}, {"x", false}}) {
+      CAPTURE(value);
+      CHECK(run_takes(value) == taken);
+      CHECK(bench_takes(value) == taken);
+      CHECK(sweep_takes(value) == taken);
+      CHECK(triage_takes(value) == taken);
+    }
+  }
+
+  // Catches validate_run_spec trusting a RunSpec built in code (a minimize step, a ladder's rung):
+  // what a child's parser would refuse must be refused here, on the value, in the same words.
+  TEST_CASE("a RunSpec is validated on the value, as the child's parser would take its argv") {
+    const auto refused = [](const RunSpec& spec, RunCommand command, const std::string& needle) {
+      try {
+        validate_run_spec(spec, command);
+        FAIL("accepted: ", spec.to_json().dump());
+      } catch (const InputError& e) {
+        CHECK_MESSAGE(std::string(e.what()).find(needle) != std::string::npos, e.what());
+      }
+    };
+    RunSpec spec;
+    spec.iters = 0;
+    refused(spec, RunCommand::run, "--iters: '0' is not in 1-100000000");
+    spec = RunSpec{};
+    spec.touch_streams = 65;
+    refused(spec, RunCommand::run, "--touch-streams: '65' is not in 0-64");
+    spec = RunSpec{};
+    spec.dtype = "fp61";
+    refused(spec, RunCommand::run, "--dtype: unknown value 'fp61' (did you mean fp16?");
+    spec = RunSpec{};
+    spec.json = "";
+    refused(spec, RunCommand::run, "--json: an empty name names no file or folder");
+    spec = RunSpec{};
+    spec.scenario = 2;
+    spec.fix = "on";
+    refused(spec, RunCommand::report, "--fix is not an option of repro report");
+    spec = RunSpec{};
+    refused(spec, RunCommand::report, "--scenario is required");
+    // The same options as the child parses them from spec.to_argv().
+    spec = RunSpec{};
+    spec.scenario = 2;
+    spec.q_len = 256;
+    spec.fixes = "2:lean";
+    std::vector<std::string> words = spec.to_argv();
+    words.insert(words.begin(), "repro");
+    const RunOptions on_value = validate_run_spec(spec);
+    const RunOptions parsed = test_util::run_options(std::vector<std::string>(words.begin() + 1, words.end()));
+    CHECK(on_value.problem.shape_string() == parsed.problem.shape_string());
+    CHECK(on_value.fixes == parsed.fixes);
+    CHECK(on_value.argv == words);
+    // A captured call: its derived options in front, as the child's parser puts them.
+    spec = RunSpec{};
+    spec.workload_file = std::string(SDPA_SOURCE_DIR) + "/tests/fixtures/capture/workload.json";
+    words = spec.to_argv();
+    words.insert(words.begin(), "repro");
+    ParseResult child;
+    {
+      std::vector<const char*> argv;
+      for (const std::string& w : words) argv.push_back(w.c_str());
+      child = parse_command_line(static_cast<int>(argv.size()), argv.data());
+    }
+    REQUIRE_MESSAGE(child.run, child.message);
+    const RunOptions replayed = validate_run_spec(spec);
+    CHECK(replayed.argv == child.options.argv);
+    CHECK(replayed.problem.shape_string() == child.options.problem.shape_string());
+    CHECK(replayed.spec == child.options.spec);
+  }
+
+  // Catches to_argv's words read back in the wrong order (a value taken as the option's name).
+  TEST_CASE("RunSpec::from_argv reads to_argv's words back") {
+    RunSpec spec;
+    spec.scenario = 7;
+    spec.check = true;
+    spec.mapped_weights = "1G";
+    spec.scale = 0.25;
+    CHECK(RunSpec::from_argv(spec.to_argv()) == spec);
+    for (const auto& [words, needle] : std::vector<std::pair<std::vector<std::string>, std::string>>{
+             {{"--batch"}, "--batch needs a value (--batch INT)"},
+             {{"--batch", "--check"}, "--batch needs a value before --check"},
+             {{"frobnicate"}, "'frobnicate' is not a run option"},
+             {{"--iters", "0"}, "--iters: '0' is not in 1-100000000"}}) {
+      try {
+        RunSpec::from_argv(words);
+        FAIL("accepted");
+      } catch (const InputError& e) {
+        CHECK_MESSAGE(std::string(e.what()).find(needle) != std::string::npos, e.what());
+      }
+    }
+  }
+
+  // Catches a nearest word that misses a swap of neighbours, or offers one too far to be meant.
+  TEST_CASE("a word outside a closed set names the one it most likely meant") {
+    CHECK(nearest_word("hnag", {"hang", "retry"}) == "hang");    // two neighbours swapped: one edit
+    CHECK(nearest_word("fp61", {"bf16", "fp16", "fp32"}) == "fp16");
+    CHECK(nearest_word("kep", {"unmap", "keep"}) == "keep");
+    CHECK(nearest_word("scenario", {"options", "scenarios", "stages"}) == "scenarios");
+    CHECK(nearest_word("xyz", {"hang", "retry"}).empty());
+    CHECK(unknown_value("--in-flight", "hnag", {"hang", "retry"}) ==
+          "--in-flight: unknown value 'hnag' (did you mean hang? expected hang|retry)");
+    CHECK(unknown_value("--mask", std::string("bf16\nfp16") + std::string(60, 'x'), {"none"}).find('\n') == std::string::npos);
+    CHECK(choice_error("--fix-form: leen not in {design,lean}") ==
+          "--fix-form: unknown value 'leen' (did you mean lean? expected design|lean)");
+    CHECK(choice_error("--fix-form is required").empty());
+  }
+
+  // Catches a library's wording reaching a user, or the words after its message eaten with it.
+  TEST_CASE("one_line: a library's message in the harness's words") {
+    CHECK(one_line("--matrix m.json: not JSON: [json.exception.parse_error.101] parse error at line 1, column 2: syntax "
+                   "error while parsing value - invalid literal; last read: 'no'") ==
+          "--matrix m.json: not JSON: line 1, column 2: invalid literal; last read: 'no'");
+    CHECK(one_line("f is not a sweep document ([json.exception.parse_error.101] parse error at line 3, column 1: syntax "
+                   "error while parsing object - unexpected end of input; expected '}') (--resume --force continues)") ==
+          "f is not a sweep document (line 3, column 1: unexpected end of input; expected '}') (--resume --force continues)");
+    CHECK(one_line("cell 0 has no run_options ([json.exception.out_of_range.403] key 'run_options' not found)") ==
+          "cell 0 has no run_options (no key 'run_options')");
+    CHECK(one_line("\"dtypes\": [json.exception.type_error.302] type must be string, but is number") ==
+          "\"dtypes\": a string was expected, not a number");
+    CHECK(one_line("filesystem error: status: File name too long [" + std::string(300, 'a') + "]") ==
+          "'" + std::string(40, 'a') + "'...: File name too long");
+    CHECK(one_line("plain\nwords ") == "plain words");
+  }
+
+  // Catches a check of a path's length that is off by one, or that forgets the characters the
+  // harness adds to a file it writes (its temporary NAME.tmp.PID).
+  TEST_CASE("a path's name: NAME_MAX a part, PATH_MAX the whole, room for the harness's own") {
+    const auto refused = [](auto check, const std::string& path) {
+      try {
+        check("--x", path);
+        return false;
+      } catch (const InputError&) {
+        return true;
+      }
+    };
+    CHECK_FALSE(refused(check_not_empty, std::string(255, 'a')));
+    CHECK(refused(check_not_empty, std::string(256, 'a')));
+    CHECK(refused(check_not_empty, "d/" + std::string(256, 'a') + "/f"));
+    CHECK(refused(check_not_empty, ""));
+    CHECK_FALSE(refused(check_written_file_name, std::string(231, 'a')));
+    CHECK(refused(check_written_file_name, std::string(232, 'a')));
+    std::string deep;
+    while (deep.size() < 4200) deep += std::string(200, 'd') + "/";
+    CHECK(refused(check_not_empty, deep));
+  }
+
+  // Catches a rung that takes away what a scenario's record sets (scenario 7's 57 GB of weights
+  // cut to the mapped-weights rung's 16 GB), and a rung that drops what its caller gave.
+  TEST_CASE("the context ladder never takes away what the scenario's record sets") {
+    const auto rung = [](const ContextLadderValues& v, const std::string& name) {
+      for (const ContextRung& r : context_ladder(v)) {
+        if (r.name == name) return r.adds;
+      }
+      FAIL("no rung ", name);
+      return RunSpec{};
+    };
+    int weights_scenario = -1, plain_scenario = -1;
+    for (const ScenarioInfo& sc : scenario_table()) {
+      bool sets_weights = false;
+      for (const auto& [field, value] : sc.preconditions) sets_weights = sets_weights || field == "mapped_weights";
+      if (sets_weights && weights_scenario < 0) weights_scenario = sc.number;
+      if (!sets_weights && sc.number > 0 && plain_scenario < 0) plain_scenario = sc.number;
+    }
+    REQUIRE(weights_scenario > 0);
+    REQUIRE(plain_scenario > 0);
+    ContextLadderValues v;
+    v.scenario = weights_scenario;
+    CHECK_FALSE(rung(v, "mapped-weights").mapped_weights);
+    CHECK_FALSE(rung(v, "backward").mapped_weights);
+    v.scenario = plain_scenario;
+    CHECK(rung(v, "mapped-weights").mapped_weights == std::string("16G"));
+    CHECK_FALSE(rung(v, "ballast").mapped_weights);
+    v.scenario = weights_scenario;
+    v.mapped_weights = "8G";  // the caller's: a report's --mapped-weights
+    CHECK(rung(v, "mapped-weights").mapped_weights == std::string("8G"));
+    // The run the rung makes keeps the scenario's own weights; a sweep cell likewise.
+    ContextLadderValues own;
+    own.scenario = weights_scenario;
+    RunSpec spec = rung(own, "host-load");
+    spec.scenario = weights_scenario;
+    CHECK(validate_run_spec(spec).settings.weights.bytes > int64_t{40} * 1000 * 1000 * 1000);
+    SweepAxes axes;
+    axes.scenarios = {weights_scenario, plain_scenario};
+    axes.fixes = {"off"};
+    axes.dtypes = {"bf16"};
+    axes.shapes = {"2x8x128x128x64"};
+    axes.allocs = {"device"};
+    axes.contexts = {"mapped-weights"};
+    axes.keep_waived = true;  // every combination a cell, whatever its memory
+    int cells = 0;
+    for (const SweepCell& c : expand_matrix(axes)) {
+      CAPTURE(c.key());
+      CHECK(c.run_spec().mapped_weights.has_value() == (c.scenario != weights_scenario));
+      ++cells;
+    }
+    CHECK(cells == 2);
+  }
+
+  // Catches fix 6's parts let through where they cannot act, and the refusal reaching forms of the
+  // whole fix that still act (its guard judges the memory plan without weights).
+  TEST_CASE("fix 6's parts that cannot act are refused, one line each; its forms that can are not") {
+    check_refused({"--mapped-weights", "1G", "--fixes", "6:direct/drop"}, "fix 6's drop and direct exclude each other");
+    check_refused({"--fixes", "6:direct"}, "fix 6's direct part acts on the model's weights' load, and this run loads none");
+    check_refused({"--fixes", "6:drop"}, "fix 6's drop part");
+    check_refused({"--mapped-weights", "1G", "--fixes", "6:direct", "--weights-mapping", "keep"},
+                  "--weights-mapping keep: fix 6's direct part reads the weights with O_DIRECT and maps nothing");
+    check_refused({"--mapped-weights", "1G", "--fixes", "6:drop", "--weights-mapping", "keep"},
+                  "--weights-mapping keep: fix 6's drop part unmaps each tensor after its copy");
+    check_accepted({"--fixes", "6"});
+    check_accepted({"--fixes", "6:guard"});
+    check_accepted({"--fixes", "all"});
+    check_accepted({"--fixes", "all:lean"});
+    check_accepted({"--mapped-weights", "1G", "--fixes", "6:direct"});
+    check_accepted({"--mapped-weights", "1G", "--fixes", "6:guard", "--weights-mapping", "keep"});
+    const char* bench[] = {"bench", "--fix-overhead", "6:guard"};
+    const BenchParse b = parse_bench_command_line(3, bench);
+    CHECK_FALSE(b.run);
+    CHECK(b.message.find("fix 6 acts before the first call, on the weights' load") != std::string::npos);
   }
 }

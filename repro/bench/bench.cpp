@@ -47,26 +47,44 @@ std::string overhead_name(const std::string& label) {
 }
 
 // One entry of a --fix-overhead list is one of a --fixes list, a fix number or all; none and ""
-// are not entries, as no fix has no cost to measure.
+// are not entries, as no fix has no cost to measure, nor is a fix that acts outside the calls.
 FixSet overhead_item(const std::string& item, const std::string& text) {
   const InputError not_a_fix("--fix-overhead: '" + item + "' in '" + text +
                              "' is not a fix (expected items of a --fixes list: N, N:lean, N:part/part, all, all:lean; "
                              "or each, or none)");
   if (item.empty() || item == "none") throw not_a_fix;
+  FixSet set;
   try {
-    return parse_fix_list(item);
+    set = parse_fix_list(item);
   } catch (const InputError&) {
     throw not_a_fix;
   }
+  if (const int n = overhead_fix(item); n && fix_info(n).outside_the_calls) {
+    throw InputError("--fix-overhead: '" + item + "': fix " + std::to_string(n) + " " + fix_info(n).outside_the_calls +
+                     ": nothing of it to time");
+  }
+  return set;
 }
 
 }  // namespace
+
+std::string each_fix_overhead() {
+  std::string list;
+  for (int n = 1; n <= fix_count(); ++n) {
+    if (fix_info(n).outside_the_calls) continue;
+    FixSet design, lean;
+    design.add(n);
+    lean.add_lean(n);
+    list += (list.empty() ? "" : ",") + std::to_string(n) + (lean == design ? "" : "," + std::to_string(n) + ":lean");
+  }
+  return list + ",all,all:lean";
+}
 
 void parse_fix_overhead_list(const std::string& text, std::vector<std::string>& labels, std::vector<FixSet>& fixes) {
   labels.clear();
   fixes.clear();
   if (text.empty() || text == "none") return;
-  const std::string list = text == "each" ? "1,1:lean,2,2:lean,3,4,all,all:lean" : text;
+  const std::string list = text == "each" ? each_fix_overhead() : text;
   size_t start = 0;
   while (true) {
     const size_t comma = list.find(',', start);
@@ -112,7 +130,7 @@ BenchParse parse_bench_command_line(int argc, const char* const* argv) {
       ->capture_default_str();
   app.add_option("--fix-overhead", overhead,
                  "fixes whose cost to measure, each against the configuration as given (A/B interleaved): a list "
-                 "of N, N:lean, N:part/part, all and all:lean, or each (= 1,1:lean,2,2:lean,3,4,all,all:lean)")
+                 "of N, N:lean, N:part/part, all and all:lean, or each (= " + each_fix_overhead() + ")")
       ->option_text("LIST")
       ->default_str("none");
   RunOptionParser parser(app, RunCommand::bench);

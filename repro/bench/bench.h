@@ -19,7 +19,7 @@
 // streams, cuBLAS handle) and rotates through them; by default K is chosen so that the data
 // touched between two uses of one set is at least three times the L2 (choose_input_sets).
 //
-// Fix overhead (--fix-overhead 1,2,3,4,all or `each`): for each entry the configuration as given
+// Fix overhead (--fix-overhead 1,3,all or `each`): for each entry the configuration as given
 // (A) and the same plus the fix (B) are built once, side by side in this process, and called
 // interleaved A B A B ...; reported as the ratio of medians B/A with its bootstrap interval and
 // Hedges' g, for both the host clock and the GPU events. The verdict uses the host clock: a
@@ -74,10 +74,14 @@ struct BenchParse {
 };
 BenchParse parse_bench_command_line(int argc, const char* const* argv);
 
-// "1,3,all" -> labels {"1","3","all"}; "each" -> every fix as designed and in its lean form
-// (1, 1:lean, 2, 2:lean, 3, 4, all, all:lean); "none" or "" -> none. Items are those of a --fixes
-// list (fix_list.h). Throws InputError (one line) on anything else or on a repeat.
+// "1,3,all" -> labels {"1","3","all"}; "each" -> each_fix_overhead(); "none" or "" -> none. Items
+// are those of a --fixes list (fix_list.h). Throws InputError (one line) on anything else, on a
+// repeat, and on a fix that acts outside the calls (FixInfo::outside_the_calls: nothing to time).
 void parse_fix_overhead_list(const std::string& text, std::vector<std::string>& labels, std::vector<FixSet>& fixes);
+
+// "1,1:lean,2,2:lean,...,all,all:lean": every fix a bench can time, as designed and, where its lean
+// form differs, lean; then all of them both ways. From the records.
+std::string each_fix_overhead();
 
 // Input sets so that the bytes touched between two uses of one set (the other sets' calls) are
 // at least 3x the L2: 1 when one call moves that much itself; never more than kMaxInputSets,

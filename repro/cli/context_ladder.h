@@ -4,6 +4,8 @@
 // contexts axis takes one rung each.
 #pragma once
 
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -11,22 +13,21 @@
 
 namespace sdpa {
 
-// The values of the rungs (a report's --layers, --ballast*, --mapped-weights, --weights-mapping,
-// --host-load and --steps replace them, and a captured process its retention).
+// The values of the rungs: each the caller's (a report's --layers, --ballast*, --mapped-weights,
+// --host-load and --steps), or where unset the ladder's own (context_ladder.cpp). A rung adds
+// the training process's conditions to the scenario's; it never takes away what the scenario's
+// record sets itself: where the record sets what a value of the ladder's own would change
+// (scenario 7's 57 GB of weights, against the mapped-weights rung's 16 GB), the rung leaves it out
+// and the record's stands. A value the caller gives always goes in.
 struct ContextLadderValues {
-  std::string layers = "60";  // the workload's block count ("model" with a workload; Qwen-Image's 60)
-  // What the layers keep: autograd's tensors, or with activation checkpointing their inputs.
-  std::string retain = "autograd";
-  std::string ballast = "0.5", ballast_alloc = "device", ballast_touch = "gpu";
-  // The model's weights loaded from a mapped file: Qwen-Image's text encoder's 16 GB (its
-  // transformer's 41 GB are scenario 7's, at the model's full size).
-  std::string mapped_weights = "16G";
-  std::string weights_mapping;  // "": the harness's default (unmapped after the load)
-  int64_t host_load = 4;
-  // Three steps: the step's end (what the layers kept freed, then allocated again) twice; each step
-  // is a pass over as many of the image workload's layers as fit (32 on an H100: about 22 s a pass
-  // under scenario 2).
-  int64_t steps = 3;
+  int scenario = 0;  // the scenario climbed
+  std::optional<std::string> layers;  // the ladder's own: 60, Qwen-Image's block count ("model" with a workload)
+  std::optional<std::string> ballast, ballast_alloc, ballast_touch;
+  std::optional<std::string> retain;  // what the layers keep (the ladder's own: autograd; a captured process's own)
+  std::optional<std::string> mapped_weights;
+  std::optional<std::string> weights_mapping;  // unset: the harness's default (unmapped after the load)
+  std::optional<int64_t> host_load;
+  std::optional<int64_t> steps;
 };
 
 struct ContextRung {

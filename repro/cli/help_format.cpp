@@ -7,6 +7,8 @@
 #include <memory>
 #include <sstream>
 
+#include "repro/cli/run_spec.h"
+
 namespace sdpa {
 
 namespace {
@@ -135,6 +137,95 @@ void use_help_format(CLI::App& app, const std::string& usage) {
 
 bool has_help_format(const CLI::App& app) {
   return std::dynamic_pointer_cast<HelpFormatter>(app.get_formatter()) != nullptr;
+}
+
+namespace {
+
+// A table cell: a '|' would end it.
+std::string cell(const std::string& text) {
+  std::string out;
+  for (char c : text) out += c == '|' ? std::string("\\|") : std::string(1, c);
+  return out;
+}
+
+std::string markdown_row(const CLI::Option* o) {
+  const std::string label = o->get_option_text().empty() ? "" : " " + o->get_option_text();
+  std::string names;
+  for (const std::string& n : o->get_snames()) names += (names.empty() ? "-" : ",-") + n;
+  for (const std::string& n : o->get_lnames()) names += (names.empty() ? "--" : ",--") + n;
+  if (names.empty()) names = o->get_name();
+  const bool flag = o->get_expected_max() == 0;
+  std::string shown = o->get_required() ? "(required)" : flag && o->get_default_str().empty() ? "off" : o->get_default_str();
+  return "| `" + cell(names + label) + "` | " + cell(shown) + " | " + cell(option_docs(names.substr(names.rfind(',') + 1), o->get_description())) +
+         " |\n";
+}
+
+const char* const kTableHead = "| option | default | meaning |\n|---|---|---|\n";
+
+}  // namespace
+
+namespace {
+
+bool documented(const CLI::App& app, const CLI::Option* o) {
+  return o->nonpositional() && o != app.get_help_ptr() && o != app.get_help_all_ptr();
+}
+
+}  // namespace
+
+std::vector<std::string> documented_groups(const CLI::App& app) {
+  std::vector<std::string> groups;
+  for (const std::string& g : app.get_groups()) {
+    if (g.empty()) continue;
+    const auto options = app.get_options([&](const CLI::Option* o) { return o->get_group() == g && documented(app, o); });
+    if (!options.empty()) groups.push_back(g);
+  }
+  return groups;
+}
+
+std::string options_markdown(const CLI::App& app, const std::string& program, const std::string& group) {
+  // Another command's copy of the run options is the plain run's, documented once.
+  const std::vector<std::string> run_groups = run_option_groups();
+  const auto in_run_group = [&](const CLI::Option* o) {
+    return program != "repro" && std::find(run_groups.begin(), run_groups.end(), o->get_group()) != run_groups.end();
+  };
+  std::vector<std::pair<std::string, std::string>> tables;  // group, rows
+  bool takes_run_options = false;
+  for (const std::string& g : documented_groups(app)) {
+    if (!group.empty() && g != group) continue;
+    std::string rows;
+    const auto in_group = [&](const CLI::Option* o) { return o->get_group() == g && documented(app, o); };
+    for (const CLI::Option* o : app.get_options(in_group)) {
+      if (in_run_group(o)) {
+        takes_run_options = true;
+        continue;
+      }
+      rows += markdown_row(o);
+    }
+    if (!rows.empty()) tables.emplace_back(g, rows);
+  }
+  std::string out;
+  for (const auto& [g, rows] : tables) {
+    if (tables.size() > 1) out += "### " + g + "\n\n";
+    out += kTableHead + rows + "\n";
+  }
+  if (!group.empty()) return out.substr(0, out.size() - 1);  // the table, ending in one newline
+  if (takes_run_options) {
+    std::string left_out;
+    for (const std::string& name : run_option_names()) {
+      if (!app.get_option_no_throw(name)) left_out += (left_out.empty() ? "`" : ", `") + name + "`";
+    }
+    out += "It takes every run option" + (left_out.empty() ? std::string(".") : " but " + left_out + ".") + "\n\n";
+  }
+  for (const CLI::Option* o : app.get_options([](const CLI::Option* o) { return !o->nonpositional(); })) {
+    out += "After the options: `" + o->get_option_text() + (o->get_expected_max() > 1 ? "..." : "") + "`, " +
+           o->get_description() + ".\n\n";
+  }
+  std::istringstream footer(app.get_footer());
+  for (std::string line; std::getline(footer, line);) {
+    if (line.rfind("Exit codes:", 0) == 0) out += line + "\n";
+  }
+  while (!out.empty() && out.back() == '\n') out.pop_back();
+  return out + "\n";
 }
 
 }  // namespace sdpa

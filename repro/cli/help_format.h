@@ -33,4 +33,17 @@ std::string wrap_text(const std::string& text, size_t width = kHelpWidth);
 void use_help_format(CLI::App& app, const std::string& usage = "");
 bool has_help_format(const CLI::App& app);
 
+// `repro COMMAND --help-markdown` (what `repro help COMMAND --markdown` runs; parse_app answers it):
+// the options of `app` as the docs' tables, from the same app --help prints, so that docs/CLI.md
+// and docs/SWEEPS.md cannot fall behind the binary (scripts/cli_docs.py writes them in, and
+// cpu.help fails while they differ). One table a group ("### Group" above each where there are
+// several; only `group`'s, without its heading, where one is named): `| option | default | meaning |`,
+// the meaning the table's docs where they say more than --help (run_spec.h's option_docs). A
+// command other than the plain run lists its own groups, then the run options it leaves out; then
+// its exit codes, the footer's line.
+constexpr const char* kHelpMarkdownFlag = "--help-markdown";
+// The groups of `app` that hold an option to document (not -h or --help-all alone), in order.
+std::vector<std::string> documented_groups(const CLI::App& app);
+std::string options_markdown(const CLI::App& app, const std::string& program, const std::string& group = "");
+
 }  // namespace sdpa

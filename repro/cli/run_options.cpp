@@ -441,7 +441,7 @@ RunOptions finish_options(const RunSpec& g, RunCommand command, const std::vecto
     const int own = scenario_info(o.scenario).fix_number;
     if (own == 0) {
       throw InputError("--fix " + own_fix + ": scenario " + std::to_string(o.scenario) +
-                       " has no fix of its own (use --fixes 1,2,3,4 or all)");
+                       " has no fix of its own (use --fixes LIST, of fixes 1-" + std::to_string(fix_count()) + ", or all)");
     }
     if (own_fix == "lean") {
       fixes.add_lean(own);
@@ -514,46 +514,40 @@ RunOptions finish_options(const RunSpec& g, RunCommand command, const std::vecto
 
 }  // namespace
 
-RunOptionParser::RunOptionParser(CLI::App& app, RunCommand command) : app_(app), command_(command) {
-  add_run_options(app, spec_, command);
+RunOptionParser::RunOptionParser(CLI::App& app, RunCommand command) : app_(app), command_(command), options_(app, command) {
+  options_.add_run_options(spec_);
 }
 
 RunOptionParser::~RunOptionParser() = default;
 
 bool RunOptionParser::parse(int argc, const char* const* argv, const std::string& program, ParseResult& result) {
   spec_ = RunSpec{};
-  if (!parse_app(app_, argc, argv, program, result)) return false;
+  if (!parse_app(app_, argc, argv, program, result, &options_)) return false;
   if (!spec_.workload_file || !expand_replay_) return true;
   try {
     const CLI::Option* ladder = app_.get_option_no_throw("--ladder");
     const std::vector<std::string> derived = derived_options(spec_, command_, ladder && ladder->count() > 0);
+    spec_.overlay(RunSpec::from_argv(derived));
     result.words.insert(result.words.begin() + 1, derived.begin(), derived.end());
   } catch (const InputError& e) {
     result.exit_code = kExitUsage;
     result.message = program + ": error: " + one_line(e.what());
     return false;
   }
-  std::vector<const char*> words;
-  for (const std::string& w : result.words) words.push_back(w.c_str());
-  const std::vector<std::string> longer = result.words;
-  spec_ = RunSpec{};
-  app_.clear();
-  if (!parse_app(app_, static_cast<int>(words.size()), words.data(), program, result)) return false;
-  result.words = longer;
   return true;
 }
 
 RunOptions RunOptionParser::finish(const std::vector<std::string>& words) const { return finish_options(spec_, command_, words); }
 
-// An option that names a file or a folder (its help says FILE or DIR) given an empty name: CLI11
-// takes "" as a value, and the command would take it as the option not given (its default).
-void refuse_empty_paths(const CLI::App& app) {
+// An option outside the table that names a file or a folder (its help says FILE or DIR) given a
+// name no file can have (output_paths.h's check_not_empty): "", which the command would take as
+// the option not given (its default), or a name too long. The table's own are checked as they
+// are read.
+void refuse_impossible_paths(const CLI::App& app) {
   for (const CLI::Option* opt : app.get_options()) {
     const std::string label = opt->get_option_text().empty() ? opt->get_type_name() : opt->get_option_text();
     if (label != "FILE" && label != "DIR" && label != "DIR|FILE") continue;
-    for (const std::string& value : opt->results()) {
-      if (value.empty()) throw CLI::ValidationError(opt->get_name() + ": an empty name names no file or folder");
-    }
+    for (const std::string& value : opt->results()) check_not_empty(opt->get_name(), value);
   }
 }
 
@@ -610,29 +604,114 @@ std::string range_error(const std::string& what) {
   const bool integers = low == std::floor(low) && high == std::floor(high);
   const std::string range = integers ? format_number("%.0f", low) + "-" + format_number("%.0f", high)
                                      : "[" + format_number("%g", low) + ", " + format_number("%g", high) + "]";
-  return name + ": '" + one_line(value.substr(0, 40)) + "' is not in " + range;
+  return name + ": " + quoted_word(value) + " is not in " + range;
 }
 
-// CLI11's "Could not convert: --batch = x" as "--batch: 'x' is not a valid value (--batch INT)";
-// "" for any other message.
+std::string label_of(const CLI::Option& opt) { return opt.get_option_text().empty() ? opt.get_type_name() : opt.get_option_text(); }
+
+// CLI11's "Could not convert: --repeat = x" (an option outside the table) as "--repeat: 'x' is not
+// a valid value (--repeat K)"; "" for any other message.
 std::string conversion_error(const CLI::App& app, const std::string& what) {
   const std::string head = "Could not convert: ";
   const size_t equals = what.find(" = ");
   if (what.rfind(head, 0) != 0 || equals == std::string::npos) return "";
   const std::string name = what.substr(head.size(), equals - head.size()), value = what.substr(equals + 3);
   const CLI::Option* opt = app.get_option_no_throw(name);
-  const std::string label = opt ? (opt->get_option_text().empty() ? opt->get_type_name() : opt->get_option_text()) : "";
+  const std::string label = opt ? label_of(*opt) : "";
   const std::string form = label.empty() ? "" : " (" + name + " " + label + ")";
   if (value.rfind("--", 0) == 0) return name + " needs a value before " + one_line(value.substr(0, 40)) + form;
-  return name + ": '" + one_line(value.substr(0, 40)) + "' is not a valid value" + form;
+  return name + ": " + quoted_word(value) + " is not a valid value" + form;
 }
 
-bool parse_app(CLI::App& app, int argc, const char* const* argv, const std::string& program, ParseResult& result) {
+std::string choice_error(const std::string& what) {
+  const size_t colon = what.find(": "), not_in = what.find(" not in {");
+  if (colon == std::string::npos || not_in == std::string::npos || colon > not_in || what.back() != '}') return "";
+  std::vector<std::string> accepted;
+  const std::string list = what.substr(not_in + 9, what.size() - not_in - 10);
+  for (size_t start = 0; start <= list.size();) {
+    const size_t comma = std::min(list.find(',', start), list.size());
+    accepted.push_back(list.substr(start, comma - start));
+    start = comma + 1;
+  }
+  return unknown_value(what.substr(0, colon), what.substr(colon + 2, not_in - colon - 2), accepted);
+}
+
+// CLI11's other messages in the harness's words, the option at fault named from `app`: an option
+// given twice ("--out: At Most 1 required but received 2"), an option without its value ("--batch:
+// 1 required INT missing"), a required one missing ("--out is required", "shards is required"),
+// two that exclude each other ("--scenarios excludes --matrix"); "" for any other message.
+std::string cli11_error(const CLI::App& app, const CLI::ParseError& e) {
+  const std::string what = e.what();
+  const auto option = [&](const std::string& name) -> const CLI::Option* {
+    for (const CLI::Option* opt : app.get_options()) {
+      if (opt->get_name() == name || opt->check_name(name)) return opt;
+    }
+    return nullptr;
+  };
+  const auto form = [&](const CLI::Option* opt, const std::string& name) {
+    const std::string label = opt ? label_of(*opt) : "";
+    return label.empty() ? "" : " (" + name + " " + label + ")";
+  };
+  if (dynamic_cast<const CLI::ArgumentMismatch*>(&e)) {
+    const std::string name = what.substr(0, what.find(':'));
+    const CLI::Option* opt = option(name);
+    if (opt && opt->results().size() > 1) {
+      return name + " is given " + std::to_string(opt->results().size()) + " times; it takes one value";
+    }
+    return name + " needs a value" + form(opt, name);
+  }
+  if (dynamic_cast<const CLI::RequiredError*>(&e)) {
+    const std::string suffix = " is required";
+    if (what.size() <= suffix.size() || what.compare(what.size() - suffix.size(), suffix.size(), suffix) != 0) return "";
+    const std::string name = what.substr(0, what.size() - suffix.size());
+    const CLI::Option* opt = option(name);
+    if (!opt) return "";
+    const std::string help = opt->get_description().empty() ? "" : ": " + opt->get_description();
+    if (opt->get_lnames().empty() && opt->get_snames().empty()) {  // a positional argument
+      return "no " + name + " given (" + label_of(*opt) + help + ")";
+    }
+    return name + " is required (" + name + (label_of(*opt).empty() ? "" : " " + label_of(*opt)) + help + ")";
+  }
+  if (dynamic_cast<const CLI::ExcludesError*>(&e)) {
+    const size_t at = what.find(" excludes ");
+    if (at == std::string::npos) return "";
+    return what.substr(0, at) + " and " + what.substr(at + 10) + " exclude each other: give one";
+  }
+  return "";
+}
+
+// CLI11 hands an option that needs a value the next word, an option's name too: "--batch --json
+// r.json" leaves r.json unplaced, and the first thing wrong is --batch without its value.
+std::string option_taken_as_value(const CLI::App& app) {
+  for (const CLI::Option* opt : app.get_options()) {
+    for (const std::string& value : opt->results()) {
+      if (opt->get_expected_max() == 0 || value.size() < 2 || value[0] != '-' || !app.get_option_no_throw(value)) continue;
+      const std::string label = label_of(*opt);
+      return opt->get_name() + " needs a value before " + value + (label.empty() ? "" : " (" + opt->get_name() + " " + label + ")");
+    }
+  }
+  return "";
+}
+
+bool parse_app(CLI::App& app, int argc, const char* const* argv, const std::string& program, ParseResult& result,
+               const CommandOptions* options) {
   if (!has_help_format(app)) use_help_format(app);
   result.words.assign(argv, argv + argc);
+  if ((argc == 2 || argc == 3) && std::string(argv[1]) == kHelpMarkdownFlag) {
+    const std::string group = argc == 3 ? argv[2] : "";
+    const std::vector<std::string> groups = documented_groups(app);
+    if (!group.empty() && std::find(groups.begin(), groups.end(), group) == groups.end()) {
+      result.exit_code = kExitUsage;
+      result.message = program + ": error: " + unknown_word("group", group, groups);
+    } else {
+      result.message = options_markdown(app, program, group);
+    }
+    return false;
+  }
   try {
     app.parse(argc, argv);
-    refuse_empty_paths(app);
+    refuse_impossible_paths(app);
+    if (options) options->read();
     return true;
   } catch (const CLI::CallForHelp&) {
     result.message = app.help();
@@ -640,11 +719,17 @@ bool parse_app(CLI::App& app, int argc, const char* const* argv, const std::stri
     result.message = app.help("", CLI::AppFormatMode::All);
   } catch (const CLI::ParseError& e) {
     const bool extras = dynamic_cast<const CLI::ExtrasError*>(&e) != nullptr;
-    std::string message = unexpected_option(app, program, extras);
+    std::string message = option_taken_as_value(app);
+    if (message.empty()) message = unexpected_option(app, program, extras);
     if (message.empty()) message = conversion_error(app, e.what());
     if (message.empty()) message = range_error(e.what());
+    if (message.empty()) message = choice_error(e.what());
+    if (message.empty()) message = cli11_error(app, e);
     result.exit_code = kExitUsage;
-    result.message = program + ": error: " + (message.empty() ? one_line(e.what()) : message);
+    result.message = program + ": error: " + one_line(message.empty() ? e.what() : message);
+  } catch (const InputError& e) {
+    result.exit_code = kExitUsage;
+    result.message = program + ": error: " + one_line(e.what());
   }
   return false;
 }
@@ -686,18 +771,19 @@ RunSpec parse_run_spec(const std::vector<std::string>& args, RunCommand command,
 }
 
 RunOptions validate_run_spec(const RunSpec& spec, RunCommand command) {
-  CLI::App app{"", "repro"};
-  RunOptionParser parser(app, command);
-  std::vector<std::string> args = spec.to_argv();
-  args.insert(args.begin(), "repro");
-  std::vector<const char*> argv;
-  for (const std::string& a : args) argv.push_back(a.c_str());
-  ParseResult result;
-  const std::string prefix = "repro: error: ";
-  if (!parser.parse(static_cast<int>(argv.size()), argv.data(), "repro", result)) {
-    throw InputError(result.message.rfind(prefix, 0) == 0 ? result.message.substr(prefix.size()) : result.message);
+  check_run_spec(spec, command);
+  // As the child's parser takes a workload file's call: its derived options the spec does not
+  // give, in front of the spec's on its command line.
+  std::vector<std::string> words{"repro"};
+  RunSpec full = spec;
+  if (spec.workload_file) {
+    const std::vector<std::string> derived = derived_options(spec, command, false);
+    full.overlay(RunSpec::from_argv(derived));
+    words.insert(words.end(), derived.begin(), derived.end());
   }
-  return parser.finish(result.words);
+  const std::vector<std::string> given = spec.to_argv();
+  words.insert(words.end(), given.begin(), given.end());
+  return finish_options(full, command, words);
 }
 
 }  // namespace sdpa

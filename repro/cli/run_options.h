@@ -111,10 +111,9 @@ class RunOptionParser {
  public:
   explicit RunOptionParser(CLI::App& app, RunCommand command = RunCommand::run);
   ~RunOptionParser();
-  // Parses argv into the app (parse_app), and with --workload-file parses it again with the
-  // call's derived options in front of the command line's (the command line's win): result.words
-  // holds that longer command line. False (with result's exit code and message) on --help or a
-  // parse error.
+  // Parses argv into the app (parse_app), and with --workload-file adds the call's derived options
+  // the command line does not give (the command line's win): result.words holds the command line
+  // with them in front. False (with result's exit code and message) on --help or a parse error.
   bool parse(int argc, const char* const* argv, const std::string& program, ParseResult& result);
   void expand_replay(bool on) { expand_replay_ = on; }
   // What was parsed, as given.
@@ -129,12 +128,14 @@ class RunOptionParser {
   CLI::App& app_;
   RunCommand command_;
   RunSpec spec_;
+  CommandOptions options_;
   bool expand_replay_ = true;
 };
 
-// The RunOptions of `spec` exactly as a child of `command` given spec.to_argv() would make them:
-// its command line parsed (CLI11's checks included) and finished. Throws InputError with the
-// child's one line (without its "repro: error: " prefix).
+// The RunOptions of `spec` exactly as a child of `command` given spec.to_argv() would make them,
+// decided on the value: every value checked against its row (check_run_spec), a workload file's
+// call expanded, then finished. Throws InputError with the child's one line (without its
+// "repro: error: " prefix).
 RunOptions validate_run_spec(const RunSpec& spec, RunCommand command = RunCommand::run);
 
 // A command line's run options as a RunSpec, parsed as `command` parses them, a workload file's
@@ -142,11 +143,16 @@ RunOptions validate_run_spec(const RunSpec& spec, RunCommand command = RunComman
 // decides which of the call's options it takes); throws InputError with the parser's line.
 RunSpec parse_run_spec(const std::vector<std::string>& args, RunCommand command = RunCommand::run, bool expand_replay = true);
 
-// CLI11's message for a value out of an option's range in the harness's words: "--scenario: Value
-// 9 not in range 0.000000 to 7.000000" (CLI11 2.3, Debian 12) and "--scenario: Value 9 not in
-// range [0 - 7]" (CLI11 2.4, Ubuntu 24.04) both as "--scenario: '9' is not in 0-7" (bounds that
-// are integers) or "is not in [0.01, 86400]"; "" for any other message.
+// CLI11's message for a value out of the range of an option outside the table (a report's
+// --repeat) in the harness's words: "--repeat: Value 0 not in range 1.000000 to 1000.000000"
+// (CLI11 2.3, Debian 12) and "--repeat: Value 0 not in range [1 - 1000]" (CLI11 2.4, Ubuntu
+// 24.04) both as "--repeat: '0' is not in 1-1000" (bounds that are integers) or "is not in [0.01,
+// 86400]"; "" for any other message.
 std::string range_error(const std::string& what);
+
+// CLI11's message for a word outside an option's set ("--fix-form: leen not in {design,lean}") in
+// the words of every closed set (name_table.h's unknown_value); "" for any other message.
+std::string choice_error(const std::string& what);
 
 // What parsing decided: run with `options`, or exit now with `exit_code` after printing
 // `message` (help text on stdout for --help, one error line on stderr otherwise).
@@ -164,8 +170,12 @@ struct ParseResult {
 ParseResult parse_command_line(int argc, const char* const* argv);
 
 // Parses argv into `app` with the help format of every repro command (help_format.h), turning
-// --help into exit 0 with the help text and every parse error into exit 2 with one line
-// ("<program>: error: ..."); returns true when parsing succeeded. result.words holds what was parsed.
-bool parse_app(CLI::App& app, int argc, const char* const* argv, const std::string& program, ParseResult& result);
+// --help into exit 0 with the help text, --help-markdown into exit 0 with the docs' tables of its
+// options (help_format.h), and every parse error into exit 2 with one line ("<program>: error:
+// ..." in the harness's words, never CLI11's); then `options`, when given, reads the table's
+// options (CommandOptions::read). Returns true when parsing succeeded. result.words holds what was
+// parsed.
+bool parse_app(CLI::App& app, int argc, const char* const* argv, const std::string& program, ParseResult& result,
+               const CommandOptions* options = nullptr);
 
 }  // namespace sdpa

@@ -1,4 +1,5 @@
-// run_spec.h: a run's settings as one typed value (RunSpec), what every command hands another.
+// run_spec.h: a run's settings as one typed value (RunSpec), what every command hands another,
+// and the one table of every command's options.
 //
 // A RunSpec holds each run option as given (unset where it was not): parsed once, from a command
 // line (RunOptionParser fills it), validated once (run_options.h turns it into RunOptions, with
@@ -7,12 +8,18 @@
 // hand them to a child as to_argv(); state files keep them as to_json(). Two specs that give the
 // same options compare equal, whatever order or spelling the command lines had.
 //
-// The run options themselves are one table (run_spec.cpp): each option's names, field, help
-// group, label, help, default text, the commands that take it and the checks CLI11 makes; the
-// help, the parser, to_argv, to_json and from_json all read it.
+// The options themselves are one table (run_spec.cpp): each option's names, where a RunSpec keeps
+// it, help group, label, help, default text, the commands that take it, and the words or the range
+// of values it accepts. The help, the parsers of run, report, bench, sweep and triage, to_argv,
+// to_json, from_json and the docs (`repro help COMMAND --markdown`) all read it, and every value
+// is checked against its row in one place, the same from a command line as from a RunSpec built in
+// code: a sweep's and a triage's --stage-timeout take exactly what a run's does. CLI11 only splits
+// the command line: every value it hands over is converted and checked here, in the harness's
+// words, the value quoted as it was typed.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -21,14 +28,18 @@
 
 namespace CLI {
 class App;
+class Option;
 }
 
 namespace sdpa {
 
-// The commands that take run options. A report runs the scenario's own fix off and on, checks
-// every call and writes its own JSON, logs and snapshots; a bench counts its own calls: each
-// leaves out the options it decides itself.
-enum class RunCommand { run, report, bench };
+// The commands of the option table. Run, report and bench take the run options; a report runs the
+// scenario's own fix off and on, checks every call and writes its own JSON, logs and snapshots, a
+// bench counts its own calls: each leaves out the options it decides itself. A sweep and a triage
+// pass a few run options on to their runs (--stage-timeout, --inject, ...), beside their own.
+enum class RunCommand { run, report, bench, sweep, triage };
+// "repro", "repro report", ...: the command as its error lines name it.
+const char* command_name(RunCommand command);
 
 // A report's calls per run unless --iters says otherwise: a first call that passes and a later
 // one that hangs or fails is a failure class of its own.
@@ -91,6 +102,9 @@ struct RunSpec {
   nlohmann::json to_json() const;
   // Throws InputError naming the key at fault (an option no run has, a value of the wrong type).
   static RunSpec from_json(const nlohmann::json& j);
+  // to_argv's words read back, each value checked as set() checks it; InputError on a word that
+  // is no run option.
+  static RunSpec from_argv(const std::vector<std::string>& words);
 
   // One option by its long name ("--kv-len"), as text: whether it was given, its value ("" for a
   // flag), set from text (strictly: an integer option takes an integer), or unset. Unknown names
@@ -111,10 +125,54 @@ struct RunSpec {
 bool takes_run_option(RunCommand command, const std::string& option);
 // Every run option's long name, in the table's order.
 std::vector<std::string> run_option_names();
+// The setting a scenario's record sets that run option `option` sets too (settings_fields' name:
+// "mapped_weights" for --mapped-weights), or nullptr.
+const char* run_option_setting(const std::string& option);
 
-// Adds the run options `command` takes to `app`, in their help groups (Problem, Memory, Scenario
-// and fixes, Training context, Logging and watchdog, Run and output), each parsed into `spec`
-// (which must outlive the parse).
-void add_run_options(CLI::App& app, RunSpec& spec, RunCommand command);
+// Every option `spec` gives, checked as `command` takes it: an option of the command, a value its
+// row accepts (a word among its choices, a number within its range, a file's name not empty), and
+// for a report a scenario. Throws InputError with the first one at fault. Nothing else: how the
+// options go together is run_options.h's finish.
+void check_run_spec(const RunSpec& spec, RunCommand command);
+
+// What an option's value is: a word or a name, an integer, a real number, or none (a flag).
+enum class OptionKind { text, integer, real, flag };
+
+// One command's options from the table, added to a CLI11 app with their labels, help and defaults;
+// CLI11 only collects what was typed. After the parse, read() converts and checks each value given
+// (in the table's words: "--call: '99999999999999999999' is not in 0-2147483647") and stores it
+// where the command keeps it.
+class CommandOptions {
+ public:
+  CommandOptions(CLI::App& app, RunCommand command);
+  // Every run option the command takes, in their help groups (Problem, Memory, Scenario and
+  // fixes, Training context, Logging and watchdog, Run and output), read into `spec`, which must
+  // outlive read().
+  void add_run_options(RunSpec& spec);
+  // The table's option `name` as the command takes it (std::logic_error where it does not, or
+  // where its row holds another kind of value), read into `to`.
+  CLI::Option* add(const std::string& name, std::string& to);
+  CLI::Option* add(const std::string& name, int& to);
+  CLI::Option* add(const std::string& name, double& to);
+  CLI::Option* add(const std::string& name, bool& to);
+  // Throws InputError naming the option and the value as typed.
+  void read() const;
+
+ private:
+  struct Bound {
+    CLI::Option* option;
+    std::function<void(const std::string&)> take;  // the value as typed ("" for a flag given)
+  };
+  CLI::Option* add_row(const std::string& name, OptionKind kind, std::function<void(const std::string&)> take);
+  CLI::App& app_;
+  RunCommand command_;
+  std::vector<Bound> bound_;
+};
+
+// The docs of the option `name` whose --help is `help` (markdown, docs/CLI.md's "meaning") where
+// they say more than its help; else `help` (an option outside the table, or one whose help says all).
+std::string option_docs(const std::string& name, const std::string& help);
+// The help groups of the run options, in order: Problem, Memory, ...
+std::vector<std::string> run_option_groups();
 
 }  // namespace sdpa

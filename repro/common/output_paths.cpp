@@ -4,11 +4,13 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <climits>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 
 #include "math_sdpa/errors.h"
+#include "math_sdpa/name_table.h"
 
 namespace sdpa {
 
@@ -39,14 +41,51 @@ fs::path dir_of(const std::string& path) {
   return dir.empty() ? fs::path(".") : dir;
 }
 
+// What the harness adds to the name of a file it writes: its temporary's ".tmp.PID" (12), a
+// result's companions (".grad_query.npy" for ".npy", ".snapshot" and ".jsonl" for ".json").
+constexpr size_t kFileNameReserve = 24;
+// What it writes inside a folder it is given: a report's, a sweep's or a triage's own paths
+// (minimize/runs/run-12-3.snapshot/cuda-gdb.txt, ...).
+constexpr size_t kInsidePathReserve = 160;
+
+// Throws unless every part of `path` fits NAME_MAX, its last `last_reserve` characters short of
+// it, and the whole, with `inside_reserve` more, fits PATH_MAX.
+void check_lengths(const std::string& option, const std::string& path, size_t last_reserve, size_t inside_reserve) {
+  if (path.size() + inside_reserve >= PATH_MAX) {
+    throw InputError(option + ": the path " + quoted_word(path) + " is " + std::to_string(path.size()) +
+                     " characters long; with what goes into it, more than the " + std::to_string(PATH_MAX - 1) +
+                     " a path can have");
+  }
+  size_t start = 0;
+  while (start < path.size()) {
+    const size_t slash = std::min(path.find('/', start), path.size());
+    const size_t length = slash - start;
+    const bool last = slash == path.size();
+    if (length > NAME_MAX || (last && length + last_reserve > NAME_MAX)) {
+      throw InputError(option + ": the name " + quoted_word(path.substr(start, length)) + " is " + std::to_string(length) +
+                       " characters long; a file's name can have " + std::to_string(NAME_MAX) +
+                       (last && last_reserve ? ", less the " + std::to_string(last_reserve) +
+                                                   " the harness adds to it (its temporary, its companion files)"
+                                             : ""));
+    }
+    start = slash + 1;
+  }
+}
+
 }  // namespace
 
 void check_not_empty(const std::string& option, const std::string& path) {
   if (path.empty()) throw InputError(option + ": an empty name names no file or folder");
+  check_lengths(option, path, 0, 0);
+}
+
+void check_written_file_name(const std::string& option, const std::string& path) {
+  check_not_empty(option, path);
+  check_lengths(option, path, kFileNameReserve, kFileNameReserve);
 }
 
 void check_file_writable(const std::string& option, const std::string& path) {
-  check_not_empty(option, path);
+  check_written_file_name(option, path);
   std::error_code ec;
   if (fs::is_directory(fs::status(path, ec))) throw InputError(option + ": cannot write " + path + ": it is a directory");
   check_writable_dir(option, "write " + path, dir_of(path));
@@ -62,6 +101,7 @@ void check_file_appendable(const std::string& option, const std::string& path) {
 
 void check_dir_creatable(const std::string& option, const std::string& path) {
   check_not_empty(option, path);
+  check_lengths(option, path, 0, kInsidePathReserve);
   // The nearest part of the path that exists decides: it must be a writable directory.
   fs::path existing = path;
   std::error_code ec;
@@ -78,6 +118,7 @@ void check_dir_creatable(const std::string& option, const std::string& path) {
 
 void make_output_dir(const std::string& option, const std::string& path) {
   check_not_empty(option, path);
+  check_lengths(option, path, 0, kInsidePathReserve);
   std::error_code ec;
   const fs::file_status status = fs::status(path, ec);
   if (fs::exists(status) && !fs::is_directory(status)) throw InputError(option + ": " + path + " exists and is not a folder");

@@ -302,6 +302,7 @@ ReportPlan plan_report(const ReportRequest& r, const std::vector<std::string>& w
                        sc.no_ladder);
     }
     ContextLadderValues values;
+    values.scenario = given.scenario;
     if (!given.workload.empty()) values.layers = "model";
     std::vector<DerivedOption> captured;
     if (plan.base.workload_file && !plan.base.call_only) {

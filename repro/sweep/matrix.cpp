@@ -172,6 +172,7 @@ RunSpec SweepCell::run_spec() const {
   axes.alloc = alloc;
   if (stream != "default") axes.stream = stream;
   ContextLadderValues values;
+  values.scenario = scenario;
   if (is_workload(shape)) values.layers = "model";
   values.steps = iters;
   for (const ContextRung& rung : context_ladder(values)) {

@@ -9,6 +9,7 @@
 #include "repro/common/text.h"
 #include "repro/cli/context_ladder.h"
 #include "repro/cli/run_options.h"
+#include "repro/common/output_paths.h"
 #include "scenarios/scenario.h"
 
 namespace sdpa {
@@ -107,96 +108,59 @@ SweepParseResult parse_sweep_command_line(int argc, const char* const* argv) {
   SweepParseResult result;
   SweepOptions& o = result.options;
   const SweepAxes defaults;
-  std::string scenarios, fixes, dtypes, precisions, shapes, allocs, streams, contexts, matrix, out_dir;
+  std::string scenarios, fixes, dtypes, precisions, shapes, allocs, streams, contexts, matrix, out_dir, shard, on_hang;
   CLI::App app{kDescription, "repro sweep"};
   app.footer(kFooter);
+  // The options are the table's (repro/cli/run_spec.h); their defaults the sweep's own.
+  CommandOptions options(app, RunCommand::sweep);
   std::vector<CLI::Option*> axis_options{
-      app.add_option("--scenarios", scenarios, "scenarios, " + scenario_range() + ": N,N,.. or N-M")
-          ->default_str(scenario_list_text(defaults.scenarios)),
-      app.add_option("--fix", fixes, "fix modes: off, on (the scenario's own fix; all four for scenario 0), all, or fix "
-                                     "numbers joined by '+' (1+3)")
-          ->default_str(joined(defaults.fixes)),
-      app.add_option("--dtypes", dtypes, "bf16, fp16, fp32")->default_str(joined(defaults.dtypes)),
-      app.add_option("--precisions", precisions, "upcast, native")->default_str(joined(defaults.precisions)),
-      app.add_option("--shapes", shapes, "shapes BxHxLxSxE")->default_str(joined(defaults.shapes)),
-      app.add_option("--allocs", allocs, "managed, device, async, host, system")->default_str(joined(defaults.allocs)),
-      app.add_option("--streams", streams, "default (each scenario's own, PyTorch's), legacy, non-blocking, per-thread")->default_str(joined(defaults.streams)),
-      app.add_option("--contexts", contexts,
-                     "rungs of the context ladder: " + [] {
-                       std::string names;
-                       for (const std::string& n : context_rung_names()) names += (names.empty() ? "" : ", ") + n;
-                       return names;
-                     }() + " (docs/CONTEXT.md)")
-          ->default_str(joined(defaults.contexts)),
-      app.add_option("--iters", o.axes.iters, "calls of the path in each run")->default_str(std::to_string(defaults.iters)),
-      app.add_option("--repeats", o.axes.repeats, "runs of each configuration")->default_str(std::to_string(defaults.repeats)),
-      app.add_flag("--keep-waived", o.axes.keep_waived,
-                   "also the combinations a waiver rules out (scenarios 1-5 on memory that cannot migrate): cells that "
-                   "end waived"),
+      options.add("--scenarios", scenarios)->default_str(scenario_list_text(defaults.scenarios)),
+      options.add("--fix", fixes)->default_str(joined(defaults.fixes)),
+      options.add("--dtypes", dtypes)->default_str(joined(defaults.dtypes)),
+      options.add("--precisions", precisions)->default_str(joined(defaults.precisions)),
+      options.add("--shapes", shapes)->default_str(joined(defaults.shapes)),
+      options.add("--allocs", allocs)->default_str(joined(defaults.allocs)),
+      options.add("--streams", streams)->default_str(joined(defaults.streams)),
+      options.add("--contexts", contexts)->default_str(joined(defaults.contexts)),
+      options.add("--iters", o.axes.iters)->group("Axes"),
+      options.add("--repeats", o.axes.repeats),
+      options.add("--keep-waived", o.axes.keep_waived),
   };
-  auto* matrix_opt = app.add_option("--matrix", matrix,
-                                    "the axes from a JSON file: {\"scenarios\": [0, 1], \"fix\": [\"off\", \"on\"], \"dtypes\": "
-                                    "[...], \"precisions\", \"shapes\", \"allocs\", \"streams\", \"iters\": N, \"repeats\": N}")
-                        ->type_name("FILE");
+  auto* matrix_opt = options.add("--matrix", matrix);
   for (auto* axis : axis_options) matrix_opt->excludes(axis);
-  auto* out_opt = app.add_option("--out", out_dir, "directory for sweep.json, sweep.jsonl and sweep.svg")
-                      ->type_name("DIR")
-                      ->default_str("sweep-results");
-  auto* json_opt = app.add_option("--json", o.json_path, "the sweep document; FILE.jsonl and FILE.svg go beside it")
-                       ->excludes(out_opt)
-                       ->type_name("FILE");
-  app.add_flag("--force", o.force,
-               "start again where a sweep's results already are; with --resume: continue under another matrix "
-               "(the cells both have are kept)");
-  app.add_flag("--resume", o.resume,
-               "continue an interrupted sweep: skip the cells its JSON-lines file holds (the same matrix only, "
-               "unless --force)");
-  std::string shard;
-  app.add_option("--shard", shard,
-                 "K/N: run the K-th of N disjoint slices of the matrix (balanced by expected cost; "
-                 "`repro sweep merge` joins them; docs/SWEEPS.md)")
-      ->type_name("K/N");
-  app.add_flag("--dry-run", o.dry_run, "print the cells as JSON and run nothing");
-  app.add_option("--cell-timeout", o.cell_timeout_s, "the sweep's deadline for each cell, seconds")
-      ->check(CLI::Range(0.1, 86400.0))
-      ->capture_default_str();
-  app.add_option("--stage-timeout", o.stage_timeout_s, "each run's watchdog deadline per stage, seconds")
-      ->check(CLI::Range(0.01, 86400.0))
-      ->capture_default_str();
-  app.add_option("--gpus", o.gpus, "workers, one per GPU (default: CUDA_VISIBLE_DEVICES or the GPUs the driver lists)")
-      ->check(CLI::Range(1, 1024));
-  app.add_option("--cells-per-gpu", o.cells_per_gpu,
-                 "cells run at once on each GPU (more is faster, but the cells then share the GPU: its memory, "
-                 "its fault handling; keep 1 to reproduce a hang in isolation)")
-      ->check(CLI::Range(1, 8))
-      ->capture_default_str();
-  app.add_option_function<std::string>(
-         "--on-hang", [&o](const std::string& word) { o.on_hang = parse_on_hang(word); },
-         "what a hung cell's watchdog does: snapshot (evidence from the live hung process into FILE.cells/cell-N.snapshot, "
-         "then kill it) or kill")
-      ->check(CLI::IsMember({on_hang_name(OnHang::snapshot), on_hang_name(OnHang::kill)}))
-      ->default_str(on_hang_name(o.on_hang));
-  app.add_option("--snapshot-timeout", o.snapshot_timeout_s,
-                 "a hung cell's snapshot budget, seconds; its deadline grows by that much once the snapshot began")
-      ->check(CLI::Range(0.5, 3600.0))
-      ->capture_default_str();
-  app.add_option("--repro-binary", o.repro_binary, "the program each cell runs")->group("");  // for tests
+  auto* out_opt = options.add("--out", out_dir);
+  options.add("--json", o.json_path)->excludes(out_opt);
+  options.add("--force", o.force);
+  options.add("--resume", o.resume);
+  options.add("--shard", shard);
+  options.add("--dry-run", o.dry_run);
+  options.add("--cell-timeout", o.cell_timeout_s);
+  options.add("--stage-timeout", o.stage_timeout_s)->group("Cells");
+  options.add("--gpus", o.gpus);
+  options.add("--cells-per-gpu", o.cells_per_gpu);
+  options.add("--on-hang", on_hang)->group("Cells")->default_str(on_hang_name(o.on_hang));
+  options.add("--snapshot-timeout", o.snapshot_timeout_s)->group("Cells");
+  options.add("--repro-binary", o.repro_binary);
   std::vector<std::string> cell_options;
   app.add_option("cell-options", cell_options,
                  "run options every cell gets (after --): a captured call (--workload-file F --call N --call-only; "
                  "the shapes and dtypes axes then default to \"given\", the call's own), or --inject to test the sweep")
       ->option_text("OPTIONS");
   ParseResult parsed;
-  if (!parse_app(app, argc, argv, "repro sweep", parsed)) {
+  if (!parse_app(app, argc, argv, "repro sweep", parsed, &options)) {
     result.exit_code = parsed.exit_code;
     result.message = parsed.message;
     return result;
   }
   for (int i = 0; i < argc; ++i) o.argv.emplace_back(argv[i]);
   try {
-    if (out_opt->count() && out_dir.empty()) throw InputError("--out: an empty name names no folder");
-    if (json_opt->count() && o.json_path.empty()) throw InputError("--json: an empty name names no file");
+    if (!on_hang.empty()) o.on_hang = parse_on_hang(on_hang);
+    // A sweep runs unattended: nobody is there to look at a hung cell kept for a person.
+    if (o.on_hang == OnHang::keep) throw InputError("--on-hang keep: a sweep's hung cell is not kept for a person (snapshot or kill)");
     if (!o.json_path.empty()) o.out_option = "--json";
+    name_outputs(out_dir, o.json_path, o.jsonl_path, o.svg_path);
+    // A name no file can have, refused before anything runs (its folder is made later, by the run).
+    check_written_file_name(o.out_option, o.json_path);
     if (matrix_opt->count()) o.axes = read_matrix_file(matrix);
     // An axis option given, even as "", replaces the default; "" is then an empty item.
     auto given = [&](const char* name) { return app.get_option(name)->count() > 0; };
@@ -235,7 +199,6 @@ SweepParseResult parse_sweep_command_line(int argc, const char* const* argv) {
     result.message = std::string("repro sweep: error: ") + one_line(e.what());
     return result;
   }
-  name_outputs(out_dir, o.json_path, o.jsonl_path, o.svg_path);
   result.run = true;
   return result;
 }

@@ -20,49 +20,34 @@ int triage_main(int argc, char** argv) {
   CLI::App app{"repro triage: the one command for a machine that hangs: the environment, a sweep of the scenarios, "
                "the context ladder for those that did not hang, the first hang minimized and reported, "
                "nvidia-bug-report.sh, and OUT.tar.gz with a SUMMARY.md of what hung, when, what fixes it and what to "
-               "attach",
+               "attach. With --workload-file, the captured call is swept and its process's context is the ladder's.",
                "repro triage"};
   use_help_format(app, "repro triage --out DIR [--budget 2h] [--workload-file capture/workload.json [--call N]] | --resume");
   TriageSettings t;
   std::string budget = "2h", workload_file, scenarios = scenario_list_text(default_triage_scenarios());
-  int call = -1;
-  bool no_bug_report = false, dry_run = false;
-  app.add_option("--out", t.out_dir, "the triage's folder (OUT.tar.gz is written beside it)")->required()->option_text("DIR");
-  app.add_option("--budget", budget,
-                 "the whole triage's time; each step gets a share of what is left (with --resume: the time the "
-                 "continuation may take, beyond what was spent)")
-      ->option_text("TIME")
-      ->capture_default_str();
-  app.add_option("--workload-file", workload_file, "a capture of the real program (scripts/sdpa_capture.py): its call is "
-                                                   "swept, and its process's context is the ladder's")
-      ->option_text("FILE");
-  app.add_option("--call", call, "the captured call (default 0)")->option_text("N");
-  app.add_option("--scenarios", scenarios, "the scenarios to sweep and climb: N,N,.. or N-M (repro help scenarios)")
-      ->option_text("LIST")
-      ->capture_default_str();
-  app.add_option("--runs", t.runs, "minimize's runs per configuration")->check(CLI::Range(1, 100))->option_text("N")->capture_default_str();
-  app.add_option("--stage-timeout", t.stage_timeout_s, "every run's watchdog deadline per stage, seconds")
-      ->check(CLI::Range(0.5, 3600.0))
-      ->option_text("S")
-      ->capture_default_str();
-  app.add_flag("--no-bug-report", no_bug_report, "do not run nvidia-bug-report.sh (it takes a minute or more, as root)");
-  app.add_option("--inject", t.inject,
-                 "for testing the triage itself: a fault every run gets (--inject of a run); SUMMARY.md says so")
-      ->option_text("FAULT");
-  app.add_flag("--dry-run", dry_run,
-               "print every step's command, each checked as its child would check it, and run nothing (no GPU needed)");
-  bool resume = false;
-  app.add_flag("--resume", resume,
-               "continue the triage in --out DIR with its own options (and --budget, if given, for this "
-               "continuation): steps that ended are kept; one cut at its share of the budget, interrupted, or killed "
-               "goes on where it stopped; one that was running when the machine stopped (it booted since) is not run "
-               "again and is named as where it stopped; one whose processes are still there is stuck: a hang");
-  app.add_option("--repro-binary", t.repro_binary, "what info and every run run (tests)")->group("");
+  int call = 0;
+  bool no_bug_report = false, dry_run = false, resume = false;
+  // The options are the table's (repro/cli/run_spec.h); --workload-file, --call, --stage-timeout
+  // and --inject are its runs', with a run's range.
+  CommandOptions options(app, RunCommand::triage);
+  options.add("--out", t.out_dir)->required();
+  options.add("--budget", budget);
+  options.add("--workload-file", workload_file)->group("Triage");
+  CLI::Option* call_opt = options.add("--call", call)->group("Triage");
+  options.add("--scenarios", scenarios);
+  options.add("--runs", t.runs);
+  options.add("--stage-timeout", t.stage_timeout_s)->group("Triage");
+  options.add("--no-bug-report", no_bug_report);
+  options.add("--inject", t.inject)->group("Triage");
+  options.add("--dry-run", dry_run);
+  options.add("--resume", resume);
+  options.add("--repro-binary", t.repro_binary);
   app.footer("Exit codes: 0 nothing hung or failed, 1 a run failed without hanging, 3 a run hung (minimized and "
-             "reported), 7 no usable GPU, 2 usage, 130/143 interrupted (summary and archive written). docs/TRIAGE.md has "
-             "the steps and the archive.");
+             "reported), 9 a run stalled without hanging (a stage over the stall threshold, under its deadline), 7 no "
+             "usable GPU, 2 usage, 130/143 interrupted (summary and archive written). docs/TRIAGE.md has the steps and "
+             "the archive.");
   ParseResult parsed;
-  if (!parse_app(app, argc, argv, "repro triage", parsed)) {
+  if (!parse_app(app, argc, argv, "repro triage", parsed, &options)) {
     (parsed.exit_code == 0 ? std::cout : std::cerr) << parsed.message << "\n";
     return parsed.exit_code;
   }
@@ -85,10 +70,10 @@ int triage_main(int argc, char** argv) {
     }
     t.budget_s = parse_duration(budget, "--budget");
     if (!workload_file.empty()) {
-      replay_call(load_workload_file(workload_file), std::max(call, 0));  // a bad file is refused before anything runs
+      replay_call(load_workload_file(workload_file), call);  // a bad file is refused before anything runs
       t.capture.workload_file = std::filesystem::absolute(workload_file).string();
-      t.capture.call = std::max(call, 0);
-    } else if (call >= 0) {
+      t.capture.call = call;
+    } else if (call_opt->count()) {
       throw InputError("--call: it selects from a --workload-file");
     }
     t.scenarios = parse_scenario_list(scenarios, "--scenarios");
