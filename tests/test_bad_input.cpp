@@ -190,7 +190,7 @@ TEST_SUITE("bad_input") {
         {{"sweep", "--scenarioz", "1"}, "unknown option --scenarioz (did you mean --scenarios?)"},
         {{"triage", "--budgte", "4m"}, "unknown option --budgte (did you mean --budget?)"},
         {{"trige"}, "unknown command 'trige' (did you mean triage?"},
-        {{"report", "--ladder", "--scenario", "0", "--out", "r"}, "choose a scenario with one: 1,2,3,4,5,6,7"},
+        {{"report", "--ladder", "--scenario", "0", "--out", "r"}, "scenario 0 has no fix of its own"},
         {{"positional"}, "positional"},
         {{"--batch"}, "--batch needs a value before --json (--batch INT)"},
         {{"--batch", "x"}, "--batch: 'x' is not an integer (--batch INT)"},
