@@ -13,6 +13,8 @@
 //   guard   the memory plan and each tensor of the load judged by MemFree, not MemAvailable: what
 //           would need the page cache reclaimed is refused (exit 8) before it is asked for.
 // The load happens once, before the calls: no part costs a call anything.
+#include <string>
+
 #include "fix.h"
 
 namespace sdpa {
@@ -22,16 +24,20 @@ namespace {
 class PageCacheBypass : public Fix {
  public:
   explicit PageCacheBypass(const FixSet& set)
-      : direct_(set.has(6, "direct")), drop_(set.has(6, "drop")), guard_(set.has(6, "guard")) {}
+      : direct_(set.has(6, "direct")), drop_(set.has(6, "drop")), guard_(set.has(6, "guard")),
+        whole_(std::string(set.form(6)) != "parts") {}
   int number() const override { return 6; }
   void configure(PathSettings& s) const override {
     if (direct_) s.weights.io = WeightsIo::direct;
     if (drop_) s.weights.drop_pages = true;
+    // Either part leaves no mapping when the load ends: as a form of the whole fix, whatever the run
+    // asked of it (named alone with a mapping to keep, refuse below says no).
+    if ((direct_ || drop_) && whole_) s.weights.mapping = WeightsMapping::unmap;
     if (guard_) s.plan_against_free = true;
   }
 
  private:
-  bool direct_, drop_, guard_;
+  bool direct_, drop_, guard_, whole_;
 };
 
 }  // namespace
@@ -65,8 +71,10 @@ FixInfo fix6_page_cache_bypass() {
                "(--mapped-weights SIZE, or scenario 7)";
       }
       // Either part leaves no mapping when the load ends: O_DIRECT maps nothing, and drop unmaps
-      // each tensor after its copy.
-      if (s.weights.bytes > 0 && s.weights.mapping == WeightsMapping::keep) {
+      // each tensor after its copy. Named alone, with a mapping to keep, the two ask for opposite
+      // things; as a form of the whole fix (--fix on of a captured process that kept its mapping),
+      // the fix replaces the mapping with its own reads.
+      if (s.weights.bytes > 0 && s.weights.mapping == WeightsMapping::keep && std::string(set.form(6)) == "parts") {
         return std::string("--weights-mapping keep: fix 6's ") + part + " part " +
                (std::string(part) == "direct" ? "reads the weights with O_DIRECT and maps nothing"
                                               : "unmaps each tensor after its copy") +

@@ -247,8 +247,6 @@ TEST_SUITE("bad_input") {
         {{"--fixes", "6:direct"}, "fix 6's direct part acts on the model's weights' load, and this run loads none"},
         {{"--fixes", "6:drop"}, "fix 6's drop part acts on the model's weights' load, and this run loads none"},
         {{"--mapped-weights", "1G", "--fixes", "6:direct", "--weights-mapping", "keep"}, "--weights-mapping keep: fix 6's direct part"},
-        {{"--mapped-weights", "1G", "--fixes", "6", "--weights-mapping", "keep"}, "--weights-mapping keep: fix 6's direct part"},
-        {{"--mapped-weights", "1G", "--fixes", "6:lean", "--weights-mapping", "keep"}, "--weights-mapping keep: fix 6's drop part"},
         {{"bench", "--fix-overhead", "6"}, "repro bench: error: --fix-overhead: '6': fix 6 acts before the first call, on the weights' load"},
         {{"bench", "--fix-overhead", "1,6:drop"}, "repro bench: error: --fix-overhead: '6:drop': fix 6 acts before the first call, on the weights' load"},
     };

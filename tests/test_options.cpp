@@ -627,6 +627,12 @@ TEST_SUITE("options") {
     check_accepted({"--fixes", "all:lean"});
     check_accepted({"--mapped-weights", "1G", "--fixes", "6:direct"});
     check_accepted({"--mapped-weights", "1G", "--fixes", "6:guard", "--weights-mapping", "keep"});
+    // As the whole fix (a captured process that kept its mapping, with the fix on), its reads replace the mapping.
+    for (const char* form : {"6", "6:lean"}) {
+      CAPTURE(form);
+      const RunOptions o = test_util::run_options({"--mapped-weights", "1G", "--fixes", form, "--weights-mapping", "keep"});
+      CHECK(o.settings.weights.mapping == WeightsMapping::unmap);
+    }
     const char* bench[] = {"bench", "--fix-overhead", "6:guard"};
     const BenchParse b = parse_bench_command_line(3, bench);
     CHECK_FALSE(b.run);
