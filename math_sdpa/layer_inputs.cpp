@@ -52,4 +52,10 @@ HostInputs make_random_inputs(const SdpaProblem& p, uint64_t seed) {
   return in;
 }
 
+HostInputs layer_inputs(const SdpaProblem& p, int layer, const HostInputs* given, bool backward) {
+  HostInputs in = given ? *given : make_layer_inputs(p, layer);
+  if (backward && in.grad_out.empty()) in.grad_out = make_grad_output(p, layer);
+  return in;
+}
+
 }  // namespace sdpa

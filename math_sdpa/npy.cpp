@@ -247,26 +247,42 @@ NpyArray read_npy(const std::string& path) {
   return array;
 }
 
-std::vector<uint8_t> encode_npy_float32(const std::vector<int64_t>& shape, const float* data) {
-  const int64_t count = checked_count(shape, 4, "cannot encode .npy");
+namespace {
+
+// The .npy header of an array of `descr` elements of `shape`, padded as numpy pads it.
+std::vector<uint8_t> npy_header(const std::string& descr, const std::vector<int64_t>& shape) {
   std::string dims;
   for (size_t i = 0; i < shape.size(); ++i) dims += (i ? ", " : "") + std::to_string(shape[i]);
   if (shape.size() == 1) dims += ",";
-  std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': (" + dims + "), }";
+  std::string header = "{'descr': '" + descr + "', 'fortran_order': False, 'shape': (" + dims + "), }";
   // numpy pads so that the data starts at a multiple of 64 bytes (for memory-mapping).
   header.append((64 - (kMagicLen + 4 + header.size() + 1) % 64) % 64, ' ');
   header += '\n';
   if (header.size() > 0xffff) throw InputError("cannot encode .npy: shape " + dims_string(shape) + " has too many dimensions");
   const std::string prefix = std::string(kMagic, kMagicLen) + '\x01' + '\x00' + static_cast<char>(header.size() & 0xff) +
                              static_cast<char>(header.size() >> 8) + header;
-  std::vector<uint8_t> out(prefix.begin(), prefix.end());
-  out.reserve(prefix.size() + static_cast<size_t>(count) * 4);
+  return std::vector<uint8_t>(prefix.begin(), prefix.end());
+}
+
+}  // namespace
+
+std::vector<uint8_t> encode_npy_float32(const std::vector<int64_t>& shape, const float* data) {
+  const int64_t count = checked_count(shape, 4, "cannot encode .npy");
+  std::vector<uint8_t> out = npy_header("<f4", shape);
+  out.reserve(out.size() + static_cast<size_t>(count) * 4);
   for (int64_t i = 0; i < count; ++i) {
     uint32_t bits = 0;
     std::memcpy(&bits, &data[i], 4);  // float and uint32 share byte order, so the shifts below give little-endian
     for (int b = 0; b < 4; ++b) out.push_back(static_cast<uint8_t>(bits >> (8 * b)));
   }
   return out;
+}
+
+void write_npy_bool(const std::string& path, const std::vector<int64_t>& shape, const uint8_t* data) {
+  const int64_t count = checked_count(shape, 1, "cannot encode .npy");
+  std::vector<uint8_t> bytes = npy_header("|b1", shape);
+  bytes.insert(bytes.end(), data, data + count);
+  write_file_atomic(path, std::string(bytes.begin(), bytes.end()));
 }
 
 void write_npy_float32(const std::string& path, const std::vector<int64_t>& shape, const float* data) {

@@ -35,6 +35,8 @@ NpyArray parse_npy(const std::vector<uint8_t>& bytes, const std::string& what);
 // Writes a C-order float32 array. Atomic: writes to "<path>.tmp.<pid>" then renames over path,
 // so an existing file is never left half-written.
 void write_npy_float32(const std::string& path, const std::vector<int64_t>& shape, const float* data);
+// The same for a boolean array ('|b1', numpy's bool: one byte each, 0 or 1).
+void write_npy_bool(const std::string& path, const std::vector<int64_t>& shape, const uint8_t* data);
 std::vector<uint8_t> encode_npy_float32(const std::vector<int64_t>& shape, const float* data);
 
 }  // namespace sdpa

@@ -110,4 +110,8 @@ HostInputs make_layer_inputs(const SdpaProblem& p, int layer);
 // stream of its own (so a layer's Q, K, V and mask are the same with and without --backward).
 std::vector<float> make_grad_output(const SdpaProblem& p, int layer);
 
+// Layer `layer`'s inputs as a run uploads them: the captured ones (`given`, --inputs) for every
+// layer, else its own random ones; with `backward` its dO too (the captured one where there is one).
+HostInputs layer_inputs(const SdpaProblem& p, int layer, const HostInputs* given, bool backward);
+
 }  // namespace sdpa

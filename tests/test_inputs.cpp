@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <string>
 
@@ -137,5 +138,40 @@ TEST_SUITE("inputs") {
     SdpaProblem needs_mask;
     needs_mask.mask = MaskKind::boolean;
     CHECK_THROWS_WITH_AS(load_npy_inputs(dir.path, needs_mask, false), doctest::Contains("mask.npy"), InputError);
+  }
+
+  TEST_CASE("--save-inputs writes each layer's inputs as the run makes them, bit for bit, and --inputs reads them back") {
+    const TempDir dir("save_inputs");
+    test_util::ProgramOptions options;
+    options.timeout_s = 60;
+    const auto r = test_util::run_program({SDPA_REPRO_BINARY, "--plan", "-b", "2", "--heads", "4", "--kv-heads", "2", "-L", "24",
+                                           "-S", "40", "--mask", "bool", "--mask-dims", "Bx1", "--layers", "3", "--backward",
+                                           "--save-inputs", dir / "in"},
+                                          options);
+    REQUIRE(r.exit_code == 0);
+    SdpaProblem p;
+    p.batch = 2, p.q_heads = 4, p.kv_heads = 2, p.q_len = 24, p.kv_len = 40, p.mask = MaskKind::boolean, p.mask_per_batch = true;
+    auto floats = [](const NpyArray& a) {
+      std::vector<float> v(static_cast<size_t>(a.element_count()));
+      std::memcpy(v.data(), a.data.data(), v.size() * 4);
+      return v;
+    };
+    for (int l = 1; l <= 3; ++l) {
+      CAPTURE(l);
+      const HostInputs want = layer_inputs(p, l, nullptr, true);
+      const std::string layer = dir / "in/layer" + std::to_string(l) + ".";
+      const NpyArray q = read_npy(layer + "q.npy"), k = read_npy(layer + "k.npy"), dout = read_npy(layer + "grad_out.npy");
+      CHECK(q.shape == std::vector<int64_t>{2, 4, 24, 64});
+      CHECK(k.shape == std::vector<int64_t>{2, 2, 40, 64});
+      CHECK(floats(q) == want.q);
+      CHECK(floats(k) == want.k);
+      CHECK(floats(read_npy(layer + "v.npy")) == want.v);
+      CHECK(floats(dout) == want.grad_out);
+    }
+    const NpyArray mask = read_npy(dir / "in/mask.npy");
+    CHECK(mask.type == NpyType::bool8);
+    CHECK(mask.shape == std::vector<int64_t>{2, 1, 24, 40});
+    CHECK(mask.data == layer_inputs(p, 1, nullptr, false).bool_mask);
+    CHECK_FALSE(test_util::file_text(dir / "in/layer4.q.npy").size());
   }
 }

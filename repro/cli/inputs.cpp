@@ -128,4 +128,25 @@ HostInputs load_npy_inputs(const std::string& dir, SdpaProblem& p, bool dtype_gi
   return in;
 }
 
+void save_layer_inputs(const std::string& dir, const SdpaProblem& p, int layers, const HostInputs* given, bool backward) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) throw InputError("--save-inputs: cannot create " + dir + ": " + ec.message());
+  const std::vector<int64_t> q = {p.batch, p.q_heads, p.q_len, p.head_dim}, kv = {p.batch, p.kv_heads, p.kv_len, p.head_dim};
+  for (int l = 1; l <= layers; ++l) {
+    const HostInputs in = layer_inputs(p, l, given, backward);
+    const std::string layer = dir + "/layer" + std::to_string(l) + ".";
+    write_npy_float32(layer + "q.npy", q, in.q.data());
+    write_npy_float32(layer + "k.npy", kv, in.k.data());
+    write_npy_float32(layer + "v.npy", kv, in.v.data());
+    if (backward) write_npy_float32(layer + "grad_out.npy", q, in.grad_out.data());
+    // The mask is the model's, the same for every layer: layer 1's inputs bring it.
+    if (l != 1) continue;
+    const int64_t mask_batch = p.mask_batch(), mask_heads = p.mask_heads();
+    const std::vector<int64_t> mask = {mask_batch, mask_heads, p.q_len, p.kv_len};
+    if (p.mask == MaskKind::boolean) write_npy_bool(dir + "/mask.npy", mask, in.bool_mask.data());
+    if (p.mask == MaskKind::additive) write_npy_float32(dir + "/mask.npy", mask, in.additive_mask.data());
+  }
+}
+
 }  // namespace sdpa

@@ -19,4 +19,11 @@ namespace sdpa {
 // of the output (Q's shape and dtype). Throws InputError (one line) on any mismatch.
 HostInputs load_npy_inputs(const std::string& dir, SdpaProblem& problem, bool dtype_given);
 
+// --save-inputs DIR: each of `layers` layers' inputs as the run makes them (layer_inputs), for
+// scripts/torch_stages.py: DIR/layerN.q.npy [B, Hq, L, E], layerN.k.npy and layerN.v.npy
+// [B, Hkv, S, E] (float32, the values rounded to the dtype), layerN.grad_out.npy with `backward`, and
+// DIR/mask.npy ([B|1, H|1, L, S]; bool for a boolean mask, float32 for an additive one). DIR is
+// made if needed; each file written atomically.
+void save_layer_inputs(const std::string& dir, const SdpaProblem& problem, int layers, const HostInputs* given, bool backward);
+
 }  // namespace sdpa

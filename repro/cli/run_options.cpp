@@ -340,6 +340,7 @@ void check_input_paths(const RunOptions& o) {
 void check_output_paths(const RunOptions& o) {
   if (!o.json_path.empty()) check_file_writable("--json", o.json_path);
   if (!o.save_output_path.empty()) check_file_writable("--save-output", o.save_output_path);
+  if (!o.save_inputs_dir.empty()) check_dir_creatable("--save-inputs", o.save_inputs_dir);
   if (!o.hang.log_file.empty()) check_file_appendable("--log-file", o.hang.log_file);
   if (!o.hang.snapshot_dir.empty()) check_dir_creatable("--snapshot-dir", o.hang.snapshot_dir);
 }
@@ -482,6 +483,7 @@ RunOptions finish_options(const RunSpec& g, RunCommand command, const std::vecto
   o.check_last_layer_only = g.check_layers == std::string("last");
   o.json_path = g.json.value_or("");
   o.save_output_path = g.save_output.value_or("");
+  o.save_inputs_dir = g.save_inputs.value_or("");
   if (o.settings.graph) check_graph_capturable(o);
   if (g.inject) o.inject = parse_fault_spec(*g.inject);
   o.inject_armed = fault_context_holds(o);

@@ -63,6 +63,7 @@ struct RunOptions {
   std::string json_path;
   std::string inputs_dir;
   std::string save_output_path;
+  std::string save_inputs_dir;  // --save-inputs: each layer's inputs as .npy files (inputs.h)
   LogLevel log = LogLevel::off;
   LogFormat log_format = LogFormat::harness;
   bool log_extras = false;  // sdpa-debug: also the harness's own lines

@@ -340,6 +340,8 @@ const std::vector<OptionDef>& option_table() {
          "all", kRun, nullptr, {"all", "last"}},
         {"--json", "", &RunSpec::json, O, "FILE", "write the result as JSON", "", kRun | kBench},
         {"--save-output", "", &RunSpec::save_output, O, "FILE", "write the result tensor as float32 .npy", "", kRun | kBench},
+        {"--save-inputs", "", &RunSpec::save_inputs, O, "DIR",
+         "write each layer's inputs as .npy (for scripts/torch_stages.py), with --plan too", "", kRun},
 
         // A sweep's own options; --iters, --stage-timeout, --on-hang and --snapshot-timeout are its
         // cells' run options, above. Their defaults are the sweep's (repro/sweep/matrix.h).
@@ -523,6 +525,7 @@ void add_docs(std::vector<OptionDef>& table) {
       {"--check", kRuns, R"(compare the result with the float64 CPU reference)"},
       {"--json", kRuns, R"(write the result as JSON, atomically)"},
       {"--save-output", kRuns, R"(write the result tensor (the output, or the scores or probabilities a scenario ends with) as a float32 `.npy`, atomically)"},
+      {"--save-inputs", kRuns, R"(write each layer's inputs as the run makes them, as `.npy` files in DIR (made if needed): `layerN.q.npy` [B, Hq, L, E], `layerN.k.npy` and `layerN.v.npy` [B, Hkv, S, E] (float32, the values rounded to the dtype), `layerN.grad_out.npy` with `--backward`, and `mask.npy` ([B\|1, H\|1, L, S]: bool for a boolean mask, float32 for an additive one); with `--plan` too, so that `scripts/torch_stages.py` runs the plan on them without a GPU run)"},
       {"--scenarios", kSweep,
        "scenarios, " + scenario_range() + ": N,N,.. or N-M; the default leaves out the scenarios whose record says not "
        "to sweep them by default (`repro help scenarios` says why)"},

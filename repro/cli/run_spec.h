@@ -94,7 +94,7 @@ struct RunSpec {
   std::optional<int64_t> iters, sample_every;
   bool check = false;
   std::optional<std::string> check_layers;
-  std::optional<std::string> json, save_output;
+  std::optional<std::string> json, save_output, save_inputs;
 
   // The options given, in the table's order, by their long names ("--kv-len", "4608").
   std::vector<std::string> to_argv() const;

@@ -16,6 +16,7 @@
 #include "math_sdpa/memory_plan.h"
 #include "repro/commands.h"
 #include "repro/common/text.h"
+#include "repro/cli/inputs.h"
 #include "repro/cli/run_options.h"
 #include "repro/run/run_text.h"
 #include "repro/run/plan_json.h"
@@ -73,6 +74,10 @@ int run_main(int argc, char** argv) {
   if (options.launch_blocking) setenv("CUDA_LAUNCH_BLOCKING", "1", 1);
   for (const std::string& caveat : options.caveats) std::cerr << "repro: warning: " << caveat << "\n";
   for (const std::string& a : options.replay_approximations) std::cerr << "repro: warning: replay: " << a << "\n";
+  if (!options.save_inputs_dir.empty()) {
+    save_layer_inputs(options.save_inputs_dir, options.problem, options.settings.layers, options.inputs.get(),
+                      options.settings.backward);
+  }
   if (options.plan_only) return print_plan(options);
   SupervisedCommand<RunResult> command;
   command.name = "repro";

@@ -69,12 +69,6 @@ MemorySample sample_memory(int64_t calls, const Allocator& allocator) {
 // layers at a time, in threads: a large layer's random inputs take a second or more to make.
 // Layer `layer`'s inputs: given (--inputs, the same for every layer) or made, and with --backward
 // its gradient of the output (dout.npy of --inputs, else made).
-HostInputs layer_inputs(const SdpaProblem& p, int layer, const HostInputs* given, bool backward) {
-  HostInputs in = given ? *given : make_layer_inputs(p, layer);
-  if (backward && in.grad_out.empty()) in.grad_out = make_grad_output(p, layer);
-  return in;
-}
-
 void upload_layer_inputs(MathSdpa& path, const SdpaProblem& p, const HostInputs* given) {
   const int layers = path.layers();
   const bool backward = path.settings().backward;
