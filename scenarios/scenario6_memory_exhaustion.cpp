@@ -81,7 +81,7 @@ ScenarioInfo scenario6_memory_exhaustion() {
   s.candidate_anywhere = training_context;
   s.anywhere_why = "a stage of a pass that allocates as it goes";
   s.weigh = weigh;
-  s.not_by_default = "it allocates past the memory there is on purpose: see its plan first (repro --scenario 6 --plan)";
+  s.not_by_default = "it allocates past the memory there is on purpose: see its plan first, `repro --scenario 6 --plan`";
   return s;
 }
 

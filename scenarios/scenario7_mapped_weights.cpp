@@ -87,7 +87,7 @@ ScenarioInfo scenario7_mapped_weights() {
   s.signature = {{Stage::load_weights, "a copy of a weight tensor from the mapped pages never returned"}};
   s.signature_memory_stages = true;
   s.weigh = weigh;
-  s.not_by_default = "it loads 57 GB of weights and runs 60 layers on purpose: see its plan first (repro --scenario 7 --plan)";
+  s.not_by_default = "it loads 57 GB of weights and runs 60 layers on purpose: see its plan first, `repro --scenario 7 --plan`";
   return s;
 }
 

@@ -394,7 +394,7 @@ class MappedWeights(unittest.TestCase):
         self.assertEqual(torch_stages.weights_detail(4, 11, 75497472, 75497472),
                          "tensor=5/11 bytes=75497472 offset=75497472 io=mapped pages=keep")
         with open(os.path.join(ROOT, "math_sdpa", "weights_load.cpp")) as f:  # the harness's detail, word for word
-            self.assertIn('"tensor=" + std::to_string(i + 1) + "/" + std::to_string(tensors) + " bytes=" + std::to_string(n) +',
+            self.assertIn('"tensor=" + std::to_string(i + 1) + "/" + std::to_string(tensors()) + " bytes=" + std::to_string(t.bytes) +',
                           f.read())
 
     def test_the_dry_run_writes_the_load_lines_before_the_first_call(self):
