@@ -24,8 +24,13 @@ if want tests; then
   say "== ctest -L gpu (rc=$?, $((SECONDS - t0)) s)"
   grep -E "Test +#|tests passed|tests failed" "$out/ctest_gpu.log" | sed 's/  */ /g' >>"$summary"
   grep -E -B2 -A6 "ERROR|FATAL" "$out/ctest_gpu.log" | head -60 >>"$summary"
-  say "== gpu.report: reproducer against harness"
-  grep -E "^(case|s[0-9]|ladder)" "$out/ctest_gpu.log" | grep -E "bit for bit|DIFFERENT|^case" | head -60 >>"$summary"
+  # gpu.report's table (its output, printed whatever the outcome) and the snapshot test again, alone.
+  ./build-ci/tests/gpu_tests --test-suite=gpu_report --test-case='every scenario*' -s >"$out/gpu_report.log" 2>&1
+  say "== gpu.report again, its table (rc=$?)"
+  grep -E "^(case|s[0-9]|ladder)" "$out/gpu_report.log" | head -60 >>"$summary"
+  ./build-ci/tests/gpu_tests --test-suite=gpu_watchdog --test-case='the hang snapshot names*' >"$out/snapshot.log" 2>&1
+  say "== the hang snapshot test alone (rc=$?)"
+  grep -E "test cases|ERROR" "$out/snapshot.log" | head -5 >>"$summary"
 fi
 
 if want twin; then
