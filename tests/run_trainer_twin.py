@@ -121,7 +121,8 @@ def replay(checks, name, workload, repro, work, result, checkpointed, judge):
     plan = j.get("memory_plan") or {}
     row["layers"], row["retain"] = settings.get("layers"), settings.get("retain")
     blocks = result["blocks"] if result else None
-    checks.check(settings.get("layers") == blocks and plan.get("layers") == blocks,
+    # The settings' values are words ("8"), the plan's numbers.
+    checks.check(str(settings.get("layers")) == str(blocks) and plan.get("layers") == blocks,
                  "%s: the replay runs %s layers, the twin's blocks (not the recomputations as more)"
                  % (name, settings.get("layers")))
     wanted = "checkpoint" if checkpointed else "autograd"
