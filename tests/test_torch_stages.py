@@ -2,39 +2,30 @@
 """test_torch_stages.py: scripts/torch_stages.py, compare_logs.py and scenario_table.py without PyTorch.
 
 CTest's cpu.torch_stages (skipped, exit 77, where there is no python3). Checks:
-  - the commands `repro report` prints for the script parse, and describe the report's problem;
-  - bad options exit 2 with one line;
-  - the script's --dry-run lines equal the harness's own (tests/fixtures/torch_stages/*.log, made
-    by make_fixtures.cpp from math_sdpa/stage_log.cpp), a stage's ending with the stage table's
-    [file:line], and the default call's tags equal the sequence docs/LOG_FORMAT.md documents;
-  - the watchdog catches an injected stall: the stage named, the stacks dumped, the JSON, exit 3,
-    within the deadline plus a second;
-  - --backward: the backward call's stages in math_sdpa/stage.h's order with the tags
-    math_sdpa/stage_log.cpp writes for them (the GEMMs' M, N, K those of gemm.cpp), the tag
-    sequences docs/TORCH_STAGES.md documents, the scenario and fix notes in the harness's words,
-    a hang in a backward stage named, and the combinations it cannot run refused (exit 2);
-  - the workload table equals scenarios/workload.cpp's;
-  - the random inputs equal the harness's bit for bit (--dump-inputs: the build's
-    tests/fixtures/torch_stages/dump_random_inputs.cpp; needs numpy);
-  - compare_logs.py finds the first divergence and a call that stops early, each line named by its stage;
-  - --mapped-weights SIZE[:FILE]: parsed as repro parses it (the same sizes accepted and refused, the
-    same bytes: asked of --repro's --plan), the load's lines before the first call (one load_weights
-    stage a tensor, the sizes of math_sdpa/weights_load.cpp, the harness's detail, the table's lines
-    and [file:line]; none without --log-extras, as repro), its stage in the JSON, a stall in it caught
-    by the watchdog, the weights file made, reused and extended as repro makes it, and (with numpy)
-    the load itself through a stand-in for PyTorch: every byte copied, the mapping dropped or kept;
-  - the stage table (scripts/stages.json) is the one source of the stages: the scripts name no stage
-    it lacks, torch_stages.py has an op for every stage of it that PyTorch runs (a renamed stage, a
-    new one and a new detail, planted in a copy of the table, are caught), rows that are not
-    PyTorch's (load, graph, step; allocations) change nothing, a table it cannot run or read exits 2;
-    scenario_table.py takes its scenarios from `repro help scenarios --json` and its columns' order
-    from the table.
+  - the dry run of a plan (`repro --plan --json`) writes the harness's stage sequence for it: the
+    sdpa-debug tags in the order math_sdpa/pipeline.cpp and stage_log.cpp write them, derived here
+    from the plan's staged steps (layers, iterations, the backward calls last layer first, a graph,
+    per-call allocations, fix 5's chunks, the weights' load), for the scenarios 0-7 and training plans;
+  - its stage lines are the harness's (tests/fixtures/torch_stages/*.log, made from stage_log.cpp)
+    and the default call's tags those docs/LOG_FORMAT.md and docs/TORCH_STAGES.md document;
+  - the PyTorch backend, on a stand-in for PyTorch that keeps shapes and dtypes: every plan's
+    operations read only tensors made before them, at::matmul's operands agree, the result and the
+    gradients have the problem's shapes and dtypes, a step's tensors are freed at its end, the GEMMs
+    run on the side stream where the plan puts them, a graph that cannot be captured runs eagerly;
+  - the command REPORT.md prints runs for every scenario (repro report --no-run), with the report's problem;
+  - bad options and plans exit 2 with one line; a condition PyTorch cannot express is one line, not a refusal;
+  - the watchdog catches an injected stall: the stage named, the stacks dumped, the JSON, exit 3;
+  - the script names no stage, scenario or fix: it reads them from the plan and the stage table;
+  - the inputs of `repro --save-inputs` are read and checked (needs numpy); the weights file is made,
+    reused and extended as repro makes it;
+  - compare_logs.py finds the first divergence and a call that stops early; scenario_table.py's table.
 
-    python3 tests/test_torch_stages.py [--repro BIN] [--dump-inputs BIN]
+    python3 tests/test_torch_stages.py --repro BIN
 """
 import ast
-import copy
+import contextlib
 import importlib.util
+import itertools
 import json
 import os
 import re
@@ -55,26 +46,31 @@ sys.path.insert(0, os.path.join(ROOT, "scripts"))
 import compare_logs  # noqa: E402
 import torch_stages  # noqa: E402
 
-CONFIG = {"repro": None, "dump_inputs": None}
-# REPORT.md's command for scenario 2, as repro/report/report_writer.cpp prints it (used where the
-# test is not given the repro binary to ask).
-REPORT_COMMAND = ("python3 scripts/torch_stages.py -b 1 --heads 24 --kv-heads 24 -L 4608 -S 4608 -E 128 --dtype bf16 "
-                  "--precision upcast --k-layout bshe --seed 23962 --scenario 2 --memory managed --log-format sdpa-debug "
-                  "--iters 25 --json torch_stages.json")
+CONFIG = {"repro": None}
+with open(STAGES_JSON) as f:
+    TABLE = json.load(f)["stages"]
+ROWS = {row["name"]: row for row in TABLE}
 
-# The fixtures and the script's options for the same problems (make_fixtures.cpp's cases).
-FIXTURE_CASES = {
-    "default": [],
-    "scenario2_report": shlex.split(REPORT_COMMAND)[2:],
-    "mask_bool_gqa_dropout": ["-S", "96", "--kv-heads", "2", "--mask", "bool", "--mask-dims", "Bx1",
-                              "--dropout", "0.1"],
-    "causal_fp16_native_scale": ["--dtype", "fp16", "--precision", "native", "--mask", "causal", "--scale", "-0.5"],
-    "bshe_float_mask": ["--k-layout", "bshe", "--mask", "float", "--mask-dims", "BxH", "--dtype", "fp32"],
-    "scenario1": ["--scenario", "1", "--memory", "managed"],
-    "scenario3_fix": ["--scenario", "3", "--fix", "on", "--memory", "managed"],
-    "scenario4": ["--scenario", "4", "--memory", "managed"],
-    "fixes_1_2": ["--fixes", "1,2", "--memory", "managed"],
-}
+# Plans the tests run, as repro's run options: the scenarios' own conditions at sizes a dry run and the
+# stand-in go through quickly, and the training process's (layers, steps, retention, per-call allocation).
+SMALL = ["-b", "1", "--heads", "2", "-L", "64", "-E", "32"]
+PLANS = {"default": [],
+         "training": ["-L", "64", "-S", "64", "--backward", "--retain", "checkpoint", "--alloc-timing", "per-call",
+                      "--layers", "2", "--dropout", "0.1", "--mask", "bool"],
+         "gqa_steps": ["-L", "96", "-S", "160", "-E", "32", "--kv-heads", "2", "--backward", "--mask", "float",
+                       "--mask-dims", "BxH", "--dropout", "0.2", "--layers", "2", "--iters", "2"],
+         "bshe_native": ["--k-layout", "bshe", "--backward", "--mask", "causal", "--dtype", "fp16", "--precision",
+                         "native", "--scale", "-0.5"],
+         "graph": ["-L", "32", "--graph", "--backward", "--iters", "2"],
+         "aux_stream": ["--scenario", "1", "--gemm-stream", "aux", "--gemm-order", "event", "--backward", "--full"],
+         "host_both": ["--scenario", "2"] + SMALL + ["--scores-to-host", "both", "--backward", "--full", "--fixes", "2"],
+         "chunks": ["--scenario", "6", "--fix", "on", "-b", "1", "--heads", "4", "-L", "512", "--layers", "3",
+                    "--chunk-size", "256K"],
+         "weights": ["--mapped-weights", "221M", "--iters", "2"]}
+for n in range(1, 8):
+    for fix in ("off", "on"):
+        PLANS["scenario%d_%s" % (n, fix)] = ["--scenario", str(n), "--fix", fix] + (
+            SMALL + ["--layers", "3"] if n in (2, 6, 7) else []) + (["--mapped-weights", "100M"] if n == 7 else [])
 
 
 def run_script(args, cwd=None, timeout=120, script=SCRIPT):
@@ -89,382 +85,699 @@ def normalised(text):
     return [compare_logs.normalise(line) for _, _, line in compare_logs.tagged_lines(text)]
 
 
+def tags(text):
+    return [t for _, t, _ in compare_logs.tagged_lines(text)]
+
+
 def has_numpy():
     return importlib.util.find_spec("numpy") is not None
 
 
-def assert_refused(test, bad):
-    """Each argument list of `bad` is a usage error: exit 2, one line on stderr, nothing on stdout."""
-    for args in bad:
-        with test.subTest(args=args):
-            r = run_script(args + ["--dry-run"])
-            test.assertEqual(r.returncode, 2, r.stderr)
-            lines = r.stderr.splitlines()
-            test.assertEqual(len(lines), 1, r.stderr)
-            test.assertTrue(lines[0].startswith("torch_stages.py: error: "), lines[0])
-            test.assertEqual(r.stdout, "")
+_plans = {}
 
 
-class Options(unittest.TestCase):
-    def report_commands(self):
-        """(repro report options, the torch_stages.py command in its REPORT.md, its Problem line)."""
-        if not CONFIG["repro"]:
-            return [([], REPORT_COMMAND, None)]
-        out = []
-        for options in (["--scenario", "2"],
-                        ["--scenario", "1", "--full", "--workload", "qwen-image-1024-textpad", "--dropout", "0.1", "--scale",
-                         "0.125"],
-                        ["--scenario", "3", "--mask", "float", "--mask-dims", "BxH", "--dtype", "fp16", "--precision",
-                         "native"],
-                        ["--scenario", "4", "--kv-heads", "2", "--mask", "causal", "--seed", "18446744073709551615"],
-                        ["--scenario", "2", "--mask", "bool", "--mask-dims", "1xH", "-L", "96", "-S", "64"],
-                        ["--scenario", "2", "--workload", "qwen-image-512", "-L", "100", "--heads", "4"],
-                        ["--scenario", "1", "--workload", "qwen-image-1024-textpad", "-S", "600", "--dtype", "fp32"],
-                        ["--scenario", "3", "--heads", "6", "-E", "32", "--mask", "float"]):
-            with tempfile.TemporaryDirectory() as tmp:
-                subprocess.run([CONFIG["repro"], "report", "--no-run", "--out", os.path.join(tmp, "r")] + options,
-                               check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-                with open(os.path.join(tmp, "r", "REPORT.md")) as f:
-                    report = f.read()
-            command = re.search(r"^    (python3 scripts/torch_stages\.py .*)$", report, re.M)
-            problem = re.search(r"^- \*\*Problem\*\*: (.*), \d+ call\(s\) per run\.$", report, re.M)
-            self.assertTrue(command and problem, options)
-            out.append((options, command.group(1), problem.group(1)))
-        return out
-
-    def test_the_commands_of_repro_report_parse_and_describe_its_problem(self):
-        """REPORT.md's command, and repro's own options given to the script, make the report's problem."""
-        runs = []
-        for options, command, problem in self.report_commands():
-            runs.append((options, shlex.split(command)[2:], problem))
-            if options:
-                runs.append((options, options + ["--memory", "managed", "--json", "torch_stages.json"], problem))
-        for options, args, problem in runs:
-            with self.subTest(report=options, args=args), tempfile.TemporaryDirectory() as tmp:
-                r = run_script(args + ["--dry-run"], cwd=tmp)
-                self.assertEqual(r.returncode, 0, r.stderr)
-                tags = [t for _, t, _ in compare_logs.first_call(compare_logs.tagged_lines(r.stderr))]
-                self.assertEqual(tags[-1], "CUDA_EVENT math_sdpa_complete")
-                with open(os.path.join(tmp, "torch_stages.json")) as f:
-                    j = json.load(f)
-                self.assertEqual(j["outcome"], "pass")
-                self.assertEqual(j["config"]["memory"], "managed")
-                if problem:  # repro report's own words for the problem (report_writer.cpp)
-                    p = j["config"]["problem"]
-                    mine = ("B=%d Hq=%d Hkv=%d L=%d S=%d E=%d, dtype %s, precision %s, mask %s, dropout %g, scale "
-                            "%.6g, seed %d" % (p["batch"], p["q_heads"], p["kv_heads"], p["q_len"], p["kv_len"],
-                                               p["head_dim"], p["dtype"], p["precision"], p["mask"], p["dropout"],
-                                               p["scale"], p["seed"]))
-                    self.assertEqual(mine, problem)
-
-    def test_a_scenario_without_a_shape_runs_its_workload_and_a_shape_replaces_it(self):
-        with tempfile.TemporaryDirectory() as tmp:
-            out = os.path.join(tmp, "r.json")
-            self.assertEqual(run_script(["--scenario", "2", "--dry-run", "--json", out]).returncode, 0)
-            with open(out) as f:
-                j = json.load(f)
-            self.assertEqual(j["config"]["workload"], "qwen-image-1024")
-            self.assertEqual((j["config"]["problem"]["q_len"], j["config"]["settings"]["k_layout"]), (4608, "bshe"))
-            self.assertEqual(run_script(["--scenario", "2", "-L", "256", "--dry-run", "--json", out]).returncode, 0)
-            with open(out) as f:
-                j = json.load(f)
-            self.assertIsNone(j["config"]["workload"])
-            p = j["config"]["problem"]
-            self.assertEqual((p["batch"], p["q_heads"], p["q_len"], p["kv_len"], p["head_dim"]), (2, 8, 256, 256, 64))
-
-    def test_bad_options_exit_2_with_one_line(self):
-        bad = [["--no-such-option"], ["--dtype", "fp64"], ["--seed", "abc"], ["--seed", "18446744073709551616"],
-               ["--heads", "0"], ["--heads", "8", "--kv-heads", "3"], ["--text-padding", "512"],
-               ["--text-padding", "4:8"], ["--dropout", "1"], ["--inject", "hang:nowhere"],
-               ["--inject", "hang:dropout"], ["--inject", "slow:softmax:10"], ["--log-format", "harness"],
-               ["--gemm-api", "batched"], ["--mode", "whole", "--scenario", "2"], ["--fix", "on"],
-               ["--fixes", "5"], ["--scores-to-host", "advise"], ["--stage-timeout", "0"], ["--iters", "0"],
-               ["--mem", "managed"], ["--scale", "nan"], ["--text-padding", "8:4", "--mask", "float"]]
-        assert_refused(self, bad)
-
-    @unittest.skipIf(importlib.util.find_spec("torch") is not None, "PyTorch is installed for this python3")
-    def test_without_pytorch_the_run_exits_7_with_one_line(self):
-        with tempfile.TemporaryDirectory() as tmp:
-            out = os.path.join(tmp, "r.json")
-            r = run_script(["--json", out])
-            self.assertEqual(r.returncode, 7, r.stderr)
-            self.assertEqual(r.stderr.splitlines(), ["torch_stages.py: error: PyTorch is not importable here (No module "
-                                                     "named 'torch'): this script runs the problem through your "
-                                                     "PyTorch >= 2.5 with CUDA"])
-            with open(out) as f:
-                self.assertEqual(json.load(f)["outcome"], "no_gpu")
-
-    def test_a_scenario_on_memory_that_does_not_migrate_is_waived(self):
-        r = run_script(["--scenario", "1"])  # before PyTorch is looked for
-        self.assertEqual(r.returncode, 6, r.stderr)
-        self.assertIn("scenario 1 is about pages that migrate", r.stderr)
+def plan_file(name, args=None):
+    """repro's plan for PLANS[name] (or `args`), made once; the test is skipped without --repro."""
+    if not CONFIG["repro"]:
+        raise unittest.SkipTest("no --repro: the plans are the harness's to make")
+    key = name if args is None else " ".join(args)
+    if key not in _plans:
+        path = os.path.join(_TMP.name, "plan%d.json" % len(_plans))
+        r = subprocess.run([CONFIG["repro"]] + (PLANS[name] if args is None else args) + ["--plan", "--json", path],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, timeout=60)
+        assert r.returncode == 0, (key, r.stderr)
+        _plans[key] = path
+    return _plans[key]
 
 
-class LogLines(unittest.TestCase):
-    def dry_run(self, args):
-        with tempfile.TemporaryDirectory() as tmp:  # REPORT.md's command writes torch_stages.json
-            r = run_script(args + ["--dry-run"], cwd=tmp)
-        self.assertEqual(r.returncode, 0, r.stderr)
-        return r.stderr
-
-    def test_the_dry_run_prints_the_harness_lines(self):
-        for name, args in FIXTURE_CASES.items():
-            with self.subTest(fixture=name):
-                with open(os.path.join(FIXTURES, name + ".log")) as f:
-                    expected = normalised(f.read())
-                mine = normalised(self.dry_run(args + ["--log-extras"]))  # the fixtures hold every line
-                self.assertEqual(mine[:len(expected)], expected)
-                self.assertTrue(len(expected) > 15)
-
-    def test_every_line_has_one_of_the_four_shapes(self):
-        tagged = re.compile(r"^\[(SDPA_DEBUG|ALLOC_DEBUG|CUDA_DEBUG)\] \[[A-Z0-9_]+\].* "
-                            r"\[(scripts/torch_stages\.py|math_sdpa/stage\.cpp):\d+\]$")
-        event = re.compile(r"^\[CUDA_EVENT\] [a-z_]+ @ \d{16}$")
-        lines = self.dry_run(["--mask", "bool", "--kv-heads", "4", "--dropout", "0.2", "--scenario", "2", "--full",
-                              "--memory", "managed", "--fixes", "all", "--log-extras", "--backward"]).splitlines()
-        self.assertGreater(len(lines), 30)
-        for line in lines:
-            self.assertTrue(tagged.match(line) or event.match(line), line)
-        # [file:line]: a stage's line names the stage table's line that holds its template, as the
-        # harness's does; the script's own (notes, allocations) the line of the script that made it.
-        sources = {}
-        for name in ("scripts/torch_stages.py", "math_sdpa/stage.cpp"):
-            with open(os.path.join(ROOT, name)) as f:
-                sources[name] = f.read().splitlines()
-        for line in lines:
-            m = re.search(r"^\[[A-Z_]+\] \[([A-Z_0-9]+)\] .*\[([a-z_/]+\.(?:py|cpp)):(\d+)\]$", line)
-            if m:
-                source = sources[m.group(2)]
-                made_at = source[int(m.group(3)) - 1] + source[int(m.group(3))]
-                self.assertIn("debug_line(" if m.group(2).endswith(".py") else "D(", made_at, line)
-                if not re.match(r"(SCENARIO|FIX)_\d$", m.group(1)):
-                    self.assertIn('"[' + m.group(1), made_at, line)
-
-    def test_the_default_call_has_the_documented_tag_sequence(self):
-        with open(os.path.join(ROOT, "docs", "LOG_FORMAT.md")) as f:
-            doc = f.read()
-        block = re.search(r"<!-- call-tags:default -->\n(.*?)<!-- end -->", doc, re.S).group(1)
-        documented = [line.strip() for line in block.splitlines() if line.strip()]
-        self.assertEqual(len(documented), 17)
-        tags = [t for _, t, _ in compare_logs.first_call(compare_logs.tagged_lines(self.dry_run([])))]
-        self.assertEqual(tags, documented)
-
-    def test_the_log_is_off_at_log_off(self):
-        self.assertEqual(self.dry_run(["--log", "off"]), "")
+_TMP = tempfile.TemporaryDirectory()
 
 
-class Watchdog(unittest.TestCase):
-    def test_an_injected_stall_is_caught_within_the_deadline_plus_a_second(self):
-        with tempfile.TemporaryDirectory() as tmp:
-            out = os.path.join(tmp, "hang.json")
-            r = run_script(["--dry-run", "--inject", "hang:softmax", "--stage-timeout", "1", "--json", out], timeout=30)
-            self.assertEqual(r.returncode, 3, r.stderr)
-            self.assertLess(r.seconds, 1.0 + 1.0)
-            lines = r.stderr.splitlines()
-            hang = [i for i, line in enumerate(lines) if line.startswith("torch_stages.py: HANG: stage softmax did not "
-                                                                         "finish within 1.0 s")]
-            self.assertEqual(len(hang), 1, r.stderr)
-            self.assertIn("[MATH_SOFTMAX_START]", lines[hang[0] - 1])  # the last stage line names the stage
-            self.assertIn("(most recent call first)", r.stderr)  # faulthandler's stacks
-            self.assertIn("in stall", r.stderr)
-            with open(out) as f:
-                j = json.load(f)
-            self.assertEqual((j["outcome"], j["exit_code"], j["error_stage"]), ("hang", 3, "softmax"))
-            self.assertEqual(j["watchdog"]["stage"], "softmax")
-
-    def test_no_stall_no_watchdog(self):
-        # Longer than the deadline in all (about 1.5 s of stages), each stage far shorter: a watchdog
-        # that kept counting from its first stage would fire, and a loaded machine (a descheduled
-        # process) does not come near a second for one stage of microseconds.
-        r = run_script(["--dry-run", "--stage-timeout", "1", "--iters", "2500"], timeout=120)
-        self.assertEqual(r.returncode, 0, r.stderr[-2000:])
-        self.assertGreater(r.seconds, 1.0)
-        self.assertNotIn("HANG", r.stderr)
-
-
-def harness_backward_stages():
-    """The backward call's stages in math_sdpa/stage.h's order (alloc_grad_pv .. backward_sync), less
-    the alloc_*/free_* stages of --alloc-timing per-call, which the script does not have."""
-    with open(os.path.join(ROOT, "math_sdpa", "stage.h")) as f:
-        body = re.search(r"enum class Stage : uint8_t \{(.*?)\};", f.read(), re.S).group(1)
-    names = re.findall(r"^\s*([a-z_0-9]+),", body, re.M)
-    part = names[names.index("alloc_grad_pv"):names.index("backward_sync") + 1]
-    return [n for n in part if not re.match(r"(alloc|free)_", n)]
-
-
-def harness_backward_gemm_shapes(L, S, E):
-    """Each backward GEMM's M, N, K as the harness logs them: gemm.cpp backward_gemm_calls' (m, n, k),
-    the row-major result M = n, N = m (gemm.h GemmCall::rows and cols)."""
-    with open(os.path.join(ROOT, "math_sdpa", "gemm.cpp")) as f:
-        source = f.read()
-    values = {"L": L, "S": S, "E": E}
-    shapes = {}
-    for name, m, n, k in re.findall(r'call\("(dp|dv|dq|dk)", \'[NT]\', \'[NT]\', ([LSE]), ([LSE]), ([LSE]),', source):
-        shape = (values[n], values[m], values[k])
-        assert shapes.setdefault(name + "_gemm", shape) == shape, name  # dq's two forms agree
-    return shapes
-
-
-def after_forward(text):
-    """The tagged lines after the first call's math_sdpa_complete: the backward call's."""
-    tagged = compare_logs.tagged_lines(text)
-    end = next(i for i, e in enumerate(tagged) if e[1] == "CUDA_EVENT math_sdpa_complete")
-    return tagged[end + 1:]
-
-
-def is_note(tag):
-    return re.match(r"SDPA_DEBUG (SCENARIO|FIX)_\d$", tag) is not None
-
-
-def weights_dry_run(args, env=None, cwd=None, code=0, test=None):
-    """The script's --dry-run with `args`, its stderr and its JSON (a temporary file)."""
+def dry_run(plan, *extra, code=0, test=None):
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "r.json")
-        full_env = dict(os.environ, **(env or {}))
-        start = time.monotonic()
-        r = subprocess.run([sys.executable, SCRIPT] + args + ["--dry-run", "--json", out], cwd=cwd or tmp,
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, timeout=120,
-                           env=full_env)
-        r.seconds = time.monotonic() - start
-        test.assertEqual(r.returncode, code, r.stderr[-2000:])
-        with open(out) as f:
-            return r, json.load(f)
+        r = run_script(["--plan", plan, "--dry-run", "--json", out] + list(extra), cwd=tmp)
+        if test:
+            test.assertEqual(r.returncode, code, r.stderr[-3000:])
+        r.json = json.load(open(out)) if os.path.exists(out) else None
+    return r
+
+
+# ----------------------------------------------------------------------- the harness's stage sequence
+def harness_instrumentation():
+    """The tags and events the sdpa-debug format writes without --log-extras (stage_log.cpp)."""
+    with open(os.path.join(ROOT, "math_sdpa", "stage_log.cpp")) as f:
+        body = re.search(r"bool is_instrumentation_line\(.*?\n\}", f.read(), re.S).group(0)
+    sets = re.findall(r"\{([^{}]*)\};", body)
+    return set(re.findall(r'"([A-Z_]+)"', sets[0])), set(re.findall(r'"([a-z_]+)"', sets[1]))
 
 
 def harness_weights_sizes():
     """math_sdpa/weights_load.cpp weights_tensor_sizes(), in bytes."""
     with open(os.path.join(ROOT, "math_sdpa", "weights_load.cpp")) as f:
-        source = f.read()
-    body = re.search(r"weights_tensor_sizes\(\) \{.*?sizes = \{(.*?)\};", source, re.S).group(1)
+        body = re.search(r"weights_tensor_sizes\(\) \{.*?sizes = \{(.*?)\};", f.read(), re.S).group(1)
     return [int(n) << 20 for n in re.findall(r"(\d+) \* kMiB", body)]
 
 
-class MappedWeights(unittest.TestCase):
-    """--mapped-weights SIZE[:FILE]: repro's option, its load made through PyTorch before the first call."""
+def expected_tags(path, extras=False):
+    """The tags `repro --log-format sdpa-debug` writes for the plan at `path`, read from the plan as the
+    harness runs it: repro/run/runner.cpp (the weights' load, then per iteration run(), then end_step's
+    free_step), pipeline.cpp (run: each layer's forward call, then with --backward and no graph each
+    layer's backward call from the last; run_layer: entry, the GPU steps or the graph's capture,
+    instantiation (once) and launch, free_call, stream_sync; execute: a staged step with operations is a
+    stage; a capture writes nothing of its steps) and stage_log.cpp (a stage's lines are the table's, an
+    allocation in a memory stage two lines, a chunk's alloc stage allocating only the tensors kept per
+    chunk; without --log-extras only the instrumentation's tags)."""
+    with open(path) as f:
+        plan = json.load(f)
+    tags_, events = harness_instrumentation()
+    calls, run, table = plan["calls"], plan["run"], {t["tensor"]: t for t in plan["tensors"]}
+    out = []
 
-    SIZES = ["30G", "41GB", "1.5GiB", "512M", "300M:/models/w.bin", "2e9B", "1B", "7K", "3TB", "0.5G",  # accepted
-             "300", "", "1.5", "2e9", ":/models/w.bin", "30X", "3G:", "0.1B", "G", "-1G", "1e99G", "1.2.3G"]  # refused
+    def line(channel, message):
+        tag = message.split(" ")[0] if channel == "CUDA_EVENT" else message[1:message.index("]")]
+        if extras or (tag in events if channel == "CUDA_EVENT" else tag in tags_):
+            out.append(channel + " " + tag)
 
-    def test_sizes_parse_as_repro_parses_them(self):
-        ts = torch_stages
-        self.assertEqual(ts.parse_mapped_weights("30G"), (30 << 30, ""))
-        self.assertEqual(ts.parse_mapped_weights("41GB"), (41 * 10 ** 9, ""))
-        self.assertEqual(ts.parse_mapped_weights("1.5GiB:/m/w.bin"), (3 << 29, "/m/w.bin"))
-        self.assertEqual(ts.parse_mapped_weights("2e9B"), (2 * 10 ** 9, ""))
-        self.assertEqual(ts.parse_mapped_weights("300M:/a:b"), (300 << 20, "/a:b"))  # the first ':' separates
-        for bad, words in (("300", "is not SIZE[:FILE] with a unit"), ("1.5", "with a unit"), ("", "with a unit"),
-                           (":/m/w.bin", "with a unit"), ("2e9", "has no unit"), ("30X", "is not a size (e.g."), ("3G:", "names no file after"),
-                           ("0.1B", "is not a size of at least one byte"), ("-1G", "is not a size (e.g.")):
-            with self.subTest(size=bad):
-                with self.assertRaises(torch_stages.ScriptError) as e:
-                    ts.parse_mapped_weights(bad)
-                self.assertEqual(e.exception.exit_code, 2)
-                self.assertIn(words, str(e.exception))
-        if not CONFIG["repro"]:
-            return
-        # The same sizes accepted and refused as repro's own parser, to the byte (its plan prints them).
-        for size in self.SIZES:
-            with self.subTest(size=size):
-                r = subprocess.run([CONFIG["repro"], "--mapped-weights", size, "--plan"], stdout=subprocess.PIPE,
-                                   stderr=subprocess.PIPE, universal_newlines=True, timeout=60)
+    def stage(name, ops=()):
+        for t in ROWS[name]["debug_begin"]:
+            line(compare_logs.CHANNELS[t["channel"]], t["text"])
+        for op in ops:
+            if op["op"] == "allocate":
+                for tensor in op["tensors"]:
+                    if op["chunk"] == 0 or table[tensor]["chunks"] > 1:
+                        out.extend(["ALLOC_DEBUG CUDA_MALLOC", "ALLOC_DEBUG CUDA_MALLOC_DONE"])
+            if op["op"] == "note":
+                line("SDPA_DEBUG", op["text"])
+        for t in ROWS[name]["debug_end"]:
+            line(compare_logs.CHANNELS[t["channel"]], t["text"])
+
+    def execute(part):
+        for step in calls[part]:
+            if "stage" in step and step["ops"]:
+                stage(step["stage"], step["ops"])
+
+    def position(step, layer):
+        if run["layers"] > 1 or step > 1:
+            line("SDPA_DEBUG", "[LAYER] step=%d layer=%d/%d" % (step, layer, run["layers"]))
+
+    left, sizes = int(plan["settings"]["mapped_weights"]), itertools.cycle(harness_weights_sizes())
+    while left > 0:  # a load stage for each tensor of the harness's sizes, the last cut short
+        stage("load_weights")
+        left -= next(sizes)
+    graph_made = False
+    for step in range(1, run["iters"] + 1):
+        for layer in range(1, run["layers"] + 1):
+            position(step, layer)
+            execute("entry")
+            if run["graph"]:
+                if not graph_made:
+                    stage("graph_capture")
+                    stage("graph_instantiate")
+                    graph_made = True
+                stage("graph_launch")
+            else:
+                execute("forward_gpu")
+            execute("free_call")
+            execute("stream_sync")
+        if run["backward"] and not run["graph"]:
+            for layer in range(run["layers"], 0, -1):
+                position(step, layer)
+                execute("backward_gpu")
+                execute("backward_sync")
+        execute("free_step")
+    return out
+
+
+# The script's own lines for the conditions it carries out (the harness words them itself, with
+# numbers of its run the plan does not hold), left out of the comparison with --log-extras.
+SCRIPT_NOTES = {"SDPA_DEBUG ORDER_GEMM", "SDPA_DEBUG HOST_ACCESS"}
+
+
+class StageSequence(unittest.TestCase):
+    def test_the_dry_run_writes_the_harness_stage_sequence_for_every_plan(self):
+        for name in PLANS:
+            with self.subTest(plan=name):
+                path = plan_file(name)
+                expected = expected_tags(path)
+                self.assertIn("CUDA_EVENT math_sdpa_complete", expected)
+                self.assertEqual(tags(dry_run(path, test=self).stderr), expected)
+                mine = [t for t in tags(dry_run(path, "--log-extras", test=self).stderr) if t not in SCRIPT_NOTES]
+                self.assertEqual(mine, expected_tags(path, extras=True))
+
+    def test_the_plans_cover_what_the_sequence_depends_on(self):
+        """A plan of each kind the derivation treats apart is among PLANS (else the test above proves less)."""
+        seen = {}
+        for name in PLANS:
+            with open(plan_file(name)) as f:
+                plan = json.load(f)
+            staged = [s["stage"] for part in plan["calls"].values() if isinstance(part, list) for s in part if "stage" in s]
+            for key, value in (("layers", plan["run"]["layers"] > 1), ("iters", plan["run"]["iters"] > 1),
+                               ("backward", plan["run"]["backward"]), ("graph", plan["run"]["graph"]),
+                               ("chunks", plan["calls"]["chunks"] > 1), ("per-call", "alloc_scores" in staged),
+                               ("weights", plan["settings"]["mapped_weights"] != "0"),
+                               ("recompute", staged.count("free_call") > 1)):
+                seen[key] = seen.get(key, False) or value
+        self.assertEqual([k for k, v in seen.items() if not v], [])
+
+    def test_the_stage_lines_are_the_harness_lines(self):
+        """The fixtures, made by make_fixtures.cpp from stage_log.cpp's own code: the stage lines of the first
+        call (the notes are left out: the harness words them since, and its conditions' notes the plan lacks)."""
+        cases = {"default": [], "mask_bool_gqa_dropout": ["-S", "96", "--kv-heads", "2", "--mask", "bool",
+                                                           "--mask-dims", "Bx1", "--dropout", "0.1"],
+                 "causal_fp16_native_scale": ["--dtype", "fp16", "--precision", "native", "--mask", "causal", "--scale",
+                                              "-0.5"],
+                 "bshe_float_mask": ["--k-layout", "bshe", "--mask", "float", "--mask-dims", "BxH", "--dtype", "fp32"],
+                 "scenario1": ["--scenario", "1"], "scenario3_fix": ["--scenario", "3", "--fix", "on"],
+                 "scenario4": ["--scenario", "4"], "fixes_1_2": ["--fixes", "1,2"],
+                 "scenario2_report": ["-b", "1", "--heads", "24", "-L", "4608", "-E", "128", "--k-layout", "bshe",
+                                      "--scenario", "2"]}
+        note = re.compile(r"^\[SDPA_DEBUG\] \[(SCENARIO|FIX)_\d\]")
+        for name, args in cases.items():
+            with self.subTest(fixture=name):
+                with open(os.path.join(FIXTURES, name + ".log")) as f:
+                    expected = [x for x in normalised(f.read()) if not note.match(x)]
+                text = dry_run(plan_file(name, args), "--log-extras", test=self).stderr
+                call = compare_logs.first_call(compare_logs.tagged_lines(text))
+                mine = [compare_logs.normalise(x) for _, t, x in call if t not in SCRIPT_NOTES]
+                mine = [x for x in mine if not note.match(x)]
+                self.assertEqual(mine, expected)
+                self.assertGreater(len(expected), 15)
+
+    def test_the_default_call_has_the_documented_tag_sequences(self):
+        with open(os.path.join(ROOT, "docs", "LOG_FORMAT.md")) as f:
+            log_format = f.read()
+        with open(os.path.join(ROOT, "docs", "TORCH_STAGES.md")) as f:
+            doc = f.read()
+        block = lambda text, name: [x.strip() for x in re.search(r"<!-- %s -->\n(.*?)<!-- end -->" % name, text,
+                                                                 re.S).group(1).splitlines() if x.strip()]
+        backward = plan_file("backward", ["--backward"])
+        for variant, extra in (("default", []), ("extras", ["--log-extras"])):
+            with self.subTest(variant=variant):
+                text = dry_run(backward, *extra, test=self).stderr
+                call = compare_logs.first_call(compare_logs.tagged_lines(text))
+                self.assertEqual([t for _, t, _ in call], block(log_format, "call-tags:" + variant))
+                self.assertEqual(tags(text)[len(call):], block(doc, "backward-tags:" + variant))
+
+    def test_the_log_is_off_at_log_off(self):
+        r = dry_run(plan_file("default"), "--log", "off", test=self)
+        self.assertEqual(r.stderr, "")
+
+
+# ------------------------------------------------------------------------------ a stand-in for PyTorch
+class FakeDType:
+    def __init__(self, name, size):
+        self.name, self.size = name, size
+
+    def __repr__(self):
+        return self.name
+
+
+def broadcast(a, b):
+    out = []
+    for x, y in itertools.zip_longest(reversed(a), reversed(b), fillvalue=1):
+        if x != y and 1 not in (x, y):
+            raise AssertionError("shapes %s and %s do not broadcast" % (a, b))
+        out.append(max(x, y))
+    return tuple(reversed(out))
+
+
+class FakeTensor:
+    """A tensor's shape and dtype, and the operations the backend calls on one, each checked."""
+    _addresses = itertools.count(0x1000, 0x1000)
+
+    def __init__(self, torch, shape, dtype):
+        self.torch, self.shape, self.dtype, self.address = torch, tuple(shape), dtype, next(self._addresses)
+
+    def _new(self, shape=None, dtype=None):
+        return FakeTensor(self.torch, self.shape if shape is None else shape, dtype or self.dtype)
+
+    def numel(self):
+        n = 1
+        for d in self.shape:
+            n *= d
+        return n
+
+    def element_size(self):
+        return self.dtype.size
+
+    def data_ptr(self):
+        return self.address
+
+    def transpose(self, a, b):
+        s = list(self.shape)
+        s[a], s[b] = s[b], s[a]
+        return self._new(s)
+
+    def contiguous(self):
+        return self._new()
+
+    def to(self, dtype=None, device=None):
+        return self._new(dtype=dtype if isinstance(dtype, FakeDType) else None)
+
+    def float(self):
+        return self._new(dtype=self.torch.float32)
+
+    def __mul__(self, k):
+        assert isinstance(k, float), k
+        return self._new()
+
+    def repeat_interleave(self, n, dim):
+        s = list(self.shape)
+        s[dim] *= n
+        return self._new(s)
+
+    def reshape(self, *shape):
+        assert self.numel() == FakeTensor(None, shape, None).numel(), (self.shape, shape)
+        return self._new(shape)
+
+    def sum(self, dim):
+        return self._new(self.shape[:dim] + self.shape[dim + 1:])
+
+    def __getitem__(self, index):
+        rows = index[1]
+        assert index[0] is Ellipsis and index[2] == slice(None) and 0 <= rows.start < rows.stop <= self.shape[-2]
+        return self._new(self.shape[:-2] + (rows.stop - rows.start,) + self.shape[-1:])
+
+    def add_(self, other):
+        assert broadcast(self.shape, other.shape) == self.shape, (self.shape, other.shape)
+        return self
+
+    def copy_(self, other):
+        assert other.shape == self.shape, (self.shape, other.shape)
+        return self
+
+    def logical_not(self):
+        return self._new()
+
+    tril = logical_not
+
+    def record_stream(self, stream):
+        self.torch.calls.append(("record_stream", stream.name))
+
+
+class FakeStream:
+    def __init__(self, torch, name, handle):
+        self.torch, self.name, self.cuda_stream = torch, name, handle
+
+    def synchronize(self):
+        self.torch.calls.append(("sync", self.name))
+
+    def wait_stream(self, other):
+        self.torch.calls.append(("wait", self.name, other.name))
+
+
+class FakeTorch:
+    """What TorchBackend calls of PyTorch, keeping shapes and dtypes; `calls` what it did, in order."""
+
+    def __init__(self, capturable=True):
+        self.calls, self.capturable = [], capturable
+        self.float32, self.bfloat16, self.float16, self.bool = (FakeDType(n, s) for n, s in (
+            ("float32", 4), ("bfloat16", 2), ("float16", 2), ("bool", 1)))
+        torch, streams = self, itertools.count(1)
+
+        class Cuda:
+            current = FakeStream(torch, "path", 0)
+            Stream = staticmethod(lambda: FakeStream(torch, "side%d" % next(streams), 0x7000 + next(streams)))
+            Event = type("Event", (), {"record": lambda self, s: None, "query": lambda self: True})
+            CUDAGraph = type("CUDAGraph", (), {"replay": lambda self: torch.calls.append(("replay",))})
+            current_device = staticmethod(lambda: 0)
+            synchronize = staticmethod(lambda device=None: torch.calls.append(("sync", "device")))
+            _sleep = staticmethod(lambda cycles: None)
+
+            @classmethod
+            def current_stream(cls):
+                return cls.current
+
+            @classmethod
+            def set_stream(cls, s):
+                cls.current = s
+
+            @classmethod
+            @contextlib.contextmanager
+            def stream(cls, s):
+                before, cls.current = cls.current, s
                 try:
-                    nbytes, _ = ts.parse_mapped_weights(size)
-                except torch_stages.ScriptError:
-                    nbytes = None
-                self.assertEqual(r.returncode == 0, nbytes is not None, r.stderr)
-                if nbytes is not None:
-                    self.assertIn("# the mapped weights: %.2f GB of GPU copies" % (nbytes / 1e9), r.stdout)
+                    yield
+                finally:
+                    cls.current = before
 
-    def test_bad_options_exit_2_with_one_line(self):
-        assert_refused(self, [["--mapped-weights", "300"], ["--mapped-weights", "30X"], ["--mapped-weights", "3G:"],
-                              ["--mapped-weights"], ["--weights-mapping", "keep"],
-                              ["--mapped-weights", "1G", "--weights-mapping", "drop"],
-                              ["--inject", "hang:load_weights"]])
+            @staticmethod
+            @contextlib.contextmanager
+            def graph(g):
+                torch.calls.append(("capture",))
+                yield
+                if not torch.capturable:
+                    raise RuntimeError("operation not permitted when stream is capturing")
 
-    def test_the_tensors_are_the_harness_sizes(self):
-        sizes = harness_weights_sizes()
-        self.assertEqual(list(torch_stages.WEIGHTS_TENSOR_SIZES), sizes)
-        self.assertEqual(sizes, [18 << 20] * 4 + [72 << 20] * 2)
-        for total in (1, 18 << 20, (216 << 20) + 5, 30 << 30):
-            with self.subTest(total=total):
-                tensors = torch_stages.weights_tensors(total)
-                self.assertEqual(sum(n for n, _ in tensors), total)
-                self.assertEqual([at for _, at in tensors], [sum(n for n, _ in tensors[:i]) for i in range(len(tensors))])
-                self.assertEqual([n for n, _ in tensors[:-1]], [sizes[i % len(sizes)] for i in range(len(tensors) - 1)])
-        self.assertEqual(torch_stages.weights_detail(4, 11, 75497472, 75497472),
-                         "tensor=5/11 bytes=75497472 offset=75497472 io=mapped pages=keep")
-        with open(os.path.join(ROOT, "math_sdpa", "weights_load.cpp")) as f:  # the harness's detail, word for word
-            self.assertIn('"tensor=" + std::to_string(i + 1) + "/" + std::to_string(tensors()) + " bytes=" + std::to_string(t.bytes) +',
-                          f.read())
+        def same(x, *a):
+            return x._new()
 
-    def test_the_dry_run_writes_the_load_lines_before_the_first_call(self):
-        size = (216 << 20) + (5 << 20)  # a whole cycle of sizes and a short last tensor
-        tensors = torch_stages.weights_tensors(size)
-        with open(STAGES_JSON) as f:
-            row = next(r for r in json.load(f)["stages"] if r["name"] == "load_weights")
-        self.assertEqual((row["kind"], row["when"]), ("host", "load"))
-        r, j = weights_dry_run(["--mapped-weights", "%dM" % (size >> 20), "--log-extras"], test=self)
-        lines = r.stderr.splitlines()
-        load = lines[:2 * len(tensors)]
-        for i, (n, at) in enumerate(tensors):
-            self.assertEqual(load[2 * i], "[SDPA_DEBUG] [LOAD_WEIGHTS] tensor=%d/%d bytes=%d offset=%d io=mapped "
-                             "pages=keep [math_sdpa/stage.cpp:%d]" % (i + 1, len(tensors), n, at,
-                                                                      row["debug_begin"][0]["line"]))
-            self.assertRegex(load[2 * i + 1], r"^\[SDPA_DEBUG\] \[LOAD_WEIGHTS_DONE\] duration_ms=\d+ "
-                                              r"\[math_sdpa/stage\.cpp:%d\]$" % row["debug_end"][0]["line"])
-        self.assertIn("[SDPA_ENTRY]", lines[2 * len(tensors)])
-        # After the load, the call's lines are those of the same run without it.
-        without = run_script(["--log-extras", "--dry-run"])
-        self.assertEqual(normalised("\n".join(lines[2 * len(tensors):])), normalised(without.stderr))
-        # The stage is timed in the JSON, first; the config says what was asked; nothing was loaded.
-        self.assertEqual(j["stages"][0]["stage"], "load_weights")
-        self.assertEqual(j["stages"][0]["calls"], len(tensors))
-        self.assertEqual((j["config"]["mapped_weights"], j["config"]["weights_mapping"]), (size, "unmap"))
-        self.assertEqual(j["config"]["settings"]["mapped_weights"], str(size))
-        self.assertIsNone(j["weights_load"])
-        self.assertTrue(any("the weights' load" in n and "was not made" in n for n in j["notes"]), j["notes"])
-        # Without --log-extras the load writes nothing, as repro's sdpa-debug format (not the instrumentation's lines).
-        r, _ = weights_dry_run(["--mapped-weights", "1G"], test=self)
-        self.assertEqual(normalised(r.stderr), normalised(run_script(["--dry-run"]).stderr))
+        self.cuda = Cuda
+        self.ops = type("ops", (), {"aten": type("aten", (), {
+            "_safe_softmax": staticmethod(same), "native_dropout": staticmethod(lambda x, p, t: (x._new(), x._new())),
+            "native_dropout_backward": staticmethod(same), "_softmax_backward_data": staticmethod(same)})()})()
 
-    def test_the_default_file_is_the_harness_and_a_dry_run_makes_none(self):
+    def device(self, *a):
+        return "cuda:0"
+
+    def ones(self, *shape, dtype=None, device=None):
+        return FakeTensor(self, shape, dtype)
+
+    empty = ones
+
+    def scalar_tensor(self, value, dtype=None, device=None):
+        return FakeTensor(self, (), dtype)
+
+    def where(self, cond, a, b):
+        return FakeTensor(self, broadcast(cond.shape, b.shape), b.dtype)
+
+    def matmul(self, a, b):
+        assert a.shape[-1] == b.shape[-2] and a.dtype is b.dtype, ("matmul", a.shape, a.dtype, b.shape, b.dtype)
+        self.calls.append(("matmul", self.cuda.current.name))
+        return FakeTensor(self, broadcast(a.shape[:-2], b.shape[:-2]) + (a.shape[-2], b.shape[-1]), a.dtype)
+
+
+class FakeHelper:
+    def __init__(self, torch):
+        self.torch = torch
+
+    def concurrent_managed_access(self, device):
+        return 1
+
+    def touch_pages(self, ptr, nbytes):
+        time.sleep(0.001)
+
+    def host_min_max(self, ptr, count, dtype):
+        self.torch.calls.append(("host_read",))
+        return 0.0, 1.0
+
+    def prefetch_to_device(self, ptr, nbytes, device, stream):
+        self.torch.calls.append(("prefetch",))
+
+
+def stand_in_run(path, capturable=True):
+    """The plan at `path` run by TorchBackend on FakeTorch, each layer's inputs given as the harness
+    gives them: (the backend, the torch, the result and the gradients as the last step left them)."""
+    plan = torch_stages.load_plan(path)
+    torch = FakeTorch(capturable)
+    be = torch_stages.TorchBackend(torch, plan, "managed", FakeHelper(torch), 20, [])
+    p = plan.p
+    dt = getattr(torch, torch_stages.TORCH_DTYPES[p["dtype"]])
+    for layer in range(1, plan.run["layers"] + 1):
+        for name, shape in torch_stages.input_shapes(p, plan.run["backward"]).items():
+            be.layers.setdefault(layer, {})[(name, 0)] = FakeTensor(torch, shape, dt)
+    if p["mask"] in ("bool", "float"):
+        be.shared[("mask_input", 0)] = FakeTensor(torch, torch_stages.mask_shape(p), torch.bool if p["mask"] == "bool" else dt)
+    got = {}
+
+    def last_step():
+        be.layer = plan.run["layers"]
+        name, grads = plan.result()
+        got.update({n: be.get({"tensor": n, "chunk": 0}) for n in [name] + grads})
+    torch_stages.Runner(plan, be, torch_stages.DebugLog(False), "stages", None, None, {}).run(last_step)
+    return be, torch, got
+
+
+class StandIn(unittest.TestCase):
+    def test_every_plan_maps_onto_pytorch_operations_that_fit(self):
+        for name in PLANS:
+            with self.subTest(plan=name):
+                be, torch, got = stand_in_run(plan_file(name))
+                p = be.p
+                name, grads = be.plan.result()
+                B, H, Hkv, L, S, E = (p[k] for k in ("batch", "q_heads", "kv_heads", "q_len", "kv_len", "head_dim"))
+                expected = (B, H, L, E) if name in ("output", "out_acc") else (B, H, L, S)
+                self.assertEqual(got[name].shape, expected)
+                if name == "output":
+                    self.assertEqual(got[name].dtype.name, torch_stages.TORCH_DTYPES[p["dtype"]])
+                self.assertEqual(len(grads), 3 if be.plan.run["backward"] else 0)
+                for g, shape in zip(grads, [(B, H, L, E), (B, Hkv, S, E), (B, Hkv, S, E)]):
+                    self.assertEqual((got[g].shape, got[g].dtype.name), (shape, torch_stages.TORCH_DTYPES[p["dtype"]]))
+                # What a step keeps goes at its end, every layer's (free_step).
+                step_kept = {t for t, spec in be.plan.tensors.items() if spec["lifetime"] == "step"}
+                left = {k[0] for slot in be.layers.values() for k in slot} & step_kept
+                self.assertEqual(left if be.plan.staged("free_step") else set(), set())
+                gemms = [c for c in torch.calls if c[0] == "matmul"]
+                self.assertTrue(gemms)
+                if be.apart:  # the GEMMs the plan puts on its GEMM stream run on the side stream, and only they
+                    gemm_steps = sum(1 for s in be.plan.all_steps() if s.get("stream") == "gemm")
+                    self.assertGreater(gemm_steps, 0)
+                    self.assertTrue(all(c[1] != "path" for c in gemms[:1]), gemms)
+
+    def test_the_operations_run_in_the_plan_order_with_the_fixes_around_them(self):
+        _, torch, _ = stand_in_run(plan_file("scenario1_on"))  # fix 1: a host sync before and after the GEMM
+        gemm = torch.calls.index(("matmul", "path"))
+        self.assertEqual(torch.calls[gemm - 1:gemm + 2], [("sync", "path"), ("matmul", "path"), ("sync", "path")])
+        _, torch, _ = stand_in_run(plan_file("host_both"))  # in the backward the host reads, then fix 2 prefetches
+        order = [c[0] for c in torch.calls if c[0] in ("host_read", "prefetch", "matmul")]
+        self.assertEqual(order, ["matmul", "prefetch", "matmul"] + ["matmul"] * 2 + ["host_read"] * 2 + ["prefetch"] * 2
+                         + ["matmul"] * 2)
+        _, torch, _ = stand_in_run(plan_file("aux_stream"))  # the side stream after the path's, and back
+        gemm = torch.calls.index(next(c for c in torch.calls if c[0] == "matmul"))
+        self.assertEqual(torch.calls[gemm - 1][0], "wait")
+        self.assertEqual(torch.calls[gemm][1][:4], "side")
+
+    def test_a_graph_is_captured_once_and_replayed_or_run_eagerly(self):
+        be, torch, _ = stand_in_run(plan_file("graph"))
+        self.assertEqual(([c[0] for c in torch.calls].count("capture"), [c[0] for c in torch.calls].count("replay")),
+                         (1, 2))
+        self.assertEqual(be.cannot_express, [])
+        be, torch, got = stand_in_run(plan_file("graph"), capturable=False)
+        self.assertEqual(len(be.cannot_express), 1)
+        self.assertIn("a CUDA graph of the call (the capture failed: operation not permitted", be.cannot_express[0])
+        self.assertEqual([c[0] for c in torch.calls].count("replay"), 0)
+        self.assertEqual(len(got), 4)  # the output and the three gradients, made eagerly
+
+    def test_a_plan_reading_a_tensor_nothing_made_is_an_error(self):
+        with open(plan_file("default")) as f:
+            plan = json.load(f)
+        softmax = next(s for s in plan["calls"]["forward_gpu"] if s.get("stage") == "softmax")
+        softmax["ops"][0]["in"]["tensor"] = "grad_scores"
+        path = os.path.join(_TMP.name, "bad_read.json")
+        with open(path, "w") as f:
+            json.dump(plan, f)
+        with self.assertRaises(torch_stages.ScriptError) as e:
+            stand_in_run(path)
+        self.assertIn("the plan reads grad_scores (layer 1) before an operation of it made it", str(e.exception))
+
+
+# ------------------------------------------------------------------------------------ the command line
+def assert_refused(test, args, words, cwd=None):
+    r = run_script(args, cwd=cwd)
+    test.assertEqual(r.returncode, 2, r.stderr)
+    lines = r.stderr.splitlines()
+    test.assertEqual(len(lines), 1, r.stderr)
+    test.assertTrue(lines[0].startswith("torch_stages.py: error: "), lines[0])
+    test.assertIn(words, lines[0])
+    test.assertEqual(r.stdout, "")
+
+
+class Options(unittest.TestCase):
+    def test_the_report_command_runs_for_every_scenario(self):
+        """REPORT.md's command (report_writer.cpp), as printed, from the source folder: the report's problem."""
+        if not CONFIG["repro"]:
+            self.skipTest("no --repro")
+        for n in range(1, 8):
+            with self.subTest(scenario=n), tempfile.TemporaryDirectory() as tmp:
+                subprocess.run([CONFIG["repro"], "report", "--no-run", "--out", os.path.join(tmp, "r"), "--scenario",
+                                str(n)] + (["--iters", "1"] if n in (6, 7) else []), check=True,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=120)
+                with open(os.path.join(tmp, "r", "REPORT.md")) as f:
+                    report = f.read()
+                command = re.search(r"^    (python3 scripts/torch_stages\.py .*)$", report, re.M)
+                problem = re.search(r"^- \*\*Problem\*\*: (.*), \d+ call\(s\) per run\.$", report, re.M)
+                self.assertTrue(command and problem, report[:2000])
+                args = shlex.split(command.group(1))[2:]
+                r = run_script(args + ["--repro", CONFIG["repro"], "--dry-run"], cwd=tmp, timeout=300)
+                self.assertEqual(r.returncode, 0, r.stderr[-2000:])
+                self.assertIn("CUDA_EVENT math_sdpa_complete", tags(r.stderr))
+                with open(os.path.join(tmp, "torch_stages.json")) as f:
+                    j = json.load(f)
+                p = j["config"]["problem"]
+                self.assertEqual(j["config"]["scenario"], n)
+                self.assertEqual("B=%d Hq=%d Hkv=%d L=%d S=%d E=%d, dtype %s, precision %s, mask %s, dropout %g, scale "
+                                 "%.6g, seed %d" % (p["batch"], p["q_heads"], p["kv_heads"], p["q_len"], p["kv_len"],
+                                                    p["head_dim"], p["dtype"], p["precision"], p["mask"], p["dropout"],
+                                                    p["scale"], p["seed"]), problem.group(1))
+
+    def test_repro_run_options_make_the_plan(self):
+        if not CONFIG["repro"]:
+            self.skipTest("no --repro")
         with tempfile.TemporaryDirectory() as tmp:
-            cases = [({"SDPA_WEIGHTS_FILE": os.path.join(tmp, "a.bin")}, os.path.join(tmp, "a.bin")),
-                     ({"SDPA_WEIGHTS_FILE": "", "XDG_CACHE_HOME": os.path.join(tmp, "xdg")},
-                      os.path.join(tmp, "xdg", "sdpa-repro", "weights.bin")),
-                     ({"SDPA_WEIGHTS_FILE": "", "XDG_CACHE_HOME": "", "HOME": os.path.join(tmp, "home")},
-                      os.path.join(tmp, "home", ".cache", "sdpa-repro", "weights.bin"))]
-            for env, expected in cases:
-                with self.subTest(env=env):
-                    _, j = weights_dry_run(["--mapped-weights", "64M", "--weights-mapping", "keep"], env=env, test=self)
-                    self.assertEqual(j["config"]["weights_file"], expected)
-                    self.assertEqual(j["config"]["weights_mapping"], "keep")
-                    self.assertFalse(os.path.exists(expected))
-            _, j = weights_dry_run(["--mapped-weights", "64M:" + os.path.join(tmp, "named.bin")], test=self)
-            self.assertEqual(j["config"]["weights_file"], os.path.join(tmp, "named.bin"))
-            self.assertEqual(os.listdir(tmp), [])
-        with open(os.path.join(ROOT, "math_sdpa", "weights_file.cpp")) as f:
-            source = f.read()
-        for words in ('std::getenv("SDPA_WEIGHTS_FILE")', 'std::getenv("XDG_CACHE_HOME")', '"/.cache"',
-                      '"/sdpa-repro/weights.bin"'):
-            self.assertIn(words, source)
+            out = os.path.join(tmp, "r.json")
+            r = run_script(["--repro", CONFIG["repro"], "--scenario", "2", "-L", "96", "--scale", "-0.5", "--dry-run",
+                            "--json", out, "--log", "stages"])
+            self.assertEqual(r.returncode, 0, r.stderr)
+            with open(out) as f:
+                j = json.load(f)
+            self.assertEqual((j["config"]["scenario"], j["config"]["problem"]["q_len"], j["config"]["problem"]["scale"],
+                              j["config"]["log"], j["config"]["memory"]), (2, 96, -0.5, "stages", "managed"))
+            self.assertEqual(j["config"]["plan_command"][1:7], ["--scenario", "2", "-L", "96", "--scale", "-0.5"])
+        # repro's own refusal, in its words; a repro that is not there.
+        assert_refused(self, ["--repro", CONFIG["repro"], "--scenario", "99", "--dry-run"], "repro --plan: repro: error: ")
+        assert_refused(self, ["--repro", "/nonexistent/repro", "--dry-run"], "--repro /nonexistent/repro: ")
+
+    def test_bad_options_and_plans_exit_2_with_one_line(self):
+        good = plan_file("default")
+        with open(good) as f:
+            plan = json.load(f)
+        with tempfile.TemporaryDirectory() as tmp:
+            def planted(name, change):
+                j = json.loads(json.dumps(plan))
+                change(j)
+                path = os.path.join(tmp, name)
+                with open(path, "w") as f:
+                    json.dump(j, f)
+                return path
+            with open(os.path.join(tmp, "not.json"), "w") as f:
+                f.write("{")
+            cases = [
+                (["--plan", good, "--scenario", "2"], "--scenario: not an option of this script"),
+                (["--plan", "/nonexistent.json"], "--plan /nonexistent.json: No such file"),
+                (["--plan", os.path.join(tmp, "not.json")], "not JSON"),
+                (["--plan", planted("v.json", lambda j: j["meta"].update(version=9))], "version 9, where this script"),
+                (["--plan", planted("op.json", lambda j: j["calls"]["forward_gpu"][0]["ops"][0].update(op="fused"))],
+                 "its operation 'fused' is not one this script maps to PyTorch"),
+                (["--plan", planted("stage.json", lambda j: j["calls"]["forward_gpu"][0].update(stage="qk_split"))],
+                 "its step qk_split is not a stage of"),
+                (["--plan", planted("key.json", lambda j: j.pop("tensors"))], "it has no 'tensors'"),
+                (["--plan", good, "--inject", "hang:nowhere"], "is not hang:STAGE of a stage this plan runs"),
+                (["--plan", good, "--inject", "hang:dropout"], "is not hang:STAGE of a stage this plan runs"),
+                (["--plan", good, "--inject", "slow:softmax"], "is not hang:STAGE"),
+                (["--plan", good, "--stage-timeout", "0"], "--stage-timeout: 0 is not in"),
+                (["--plan", good, "--inputs", "/nonexistent"], "--inputs /nonexistent: not a folder"),
+                (["--plan", good, "--log-format", "harness"], "invalid choice"),
+                (["--plan", good, "--memory", "pinned"], "invalid choice"),
+            ]
+            for args, words in cases:
+                with self.subTest(args=args[2:] or args):
+                    assert_refused(self, args + ["--dry-run"], words)
+
+    @unittest.skipIf(importlib.util.find_spec("torch") is not None, "PyTorch is installed for this python3")
+    def test_without_pytorch_the_run_exits_7_with_one_line(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            out = os.path.join(tmp, "r.json")
+            r = run_script(["--plan", plan_file("default"), "--json", out])
+            self.assertEqual(r.returncode, 7, r.stderr)
+            self.assertEqual(r.stderr.splitlines(), ["torch_stages.py: error: PyTorch is not importable here (No module "
+                                                     "named 'torch'): this script runs the plan through your PyTorch "
+                                                     ">= 2.5 with CUDA"])
+            with open(out) as f:
+                self.assertEqual(json.load(f)["outcome"], "no_gpu")
+
+    def test_what_pytorch_cannot_express_is_one_line_each_and_the_run_goes_on(self):
+        cases = {"scenario4_off": "the page-fault storm at entry", "scenario1_off": "the GEMMs' stream (blocking)",
+                 "scenario3_off": "the pointer-array GEMM (cublasGemmBatchedEx)",
+                 "scenario7_on": "the weights read with io direct",
+                 "host_both": "cudaMemAdvise(SetPreferredLocation, host)"}
+        for name, words in cases.items():
+            with self.subTest(plan=name):
+                r = dry_run(plan_file(name), test=self)
+                said = [x for x in r.stderr.splitlines() if x.startswith("torch_stages.py: cannot express in PyTorch: ")]
+                self.assertEqual(len([x for x in said if words in x]), 1, said)
+                self.assertEqual(len(said), len(set(said)))
+                self.assertIn("cannot express in PyTorch: " + said[0].split(": ", 2)[2], r.json["notes"])
+                self.assertEqual(r.json["outcome"], "pass")
+        context = plan_file("context", ["--ballast", "1G", "--host-load", "2"])
+        said = [x for x in dry_run(context, test=self).stderr.splitlines() if "cannot express" in x]
+        self.assertEqual(len(said), 2, said)
+        self.assertEqual(dry_run(plan_file("default"), test=self).json["cannot_express"], [])
+
+
+class Watchdog(unittest.TestCase):
+    def test_an_injected_stall_is_caught_within_the_deadline_plus_a_second(self):
+        for stage, last, plan in (("softmax", "[MATH_SOFTMAX_START]", plan_file("backward", ["--backward"])),
+                                  ("dk_gemm", "[CUBLAS_GEMM_START] M=128 N=64 K=128", plan_file("backward", ["--backward"])),
+                                  ("alloc_scores", "[CUDA_MALLOC_DONE]", plan_file("training"))):
+            with self.subTest(stage=stage):
+                r = dry_run(plan, "--inject", "hang:" + stage, "--stage-timeout", "1", code=3, test=self)
+                self.assertLess(r.seconds, 2.0)
+                lines = r.stderr.splitlines()
+                hang = [i for i, x in enumerate(lines) if x.startswith("torch_stages.py: HANG: stage %s did not finish "
+                                                                       "within 1.0 s" % stage)]
+                self.assertEqual(len(hang), 1, r.stderr)
+                self.assertIn(last, lines[hang[0] - 1])  # the last stage line names the stage
+                self.assertIn("(most recent call first)", r.stderr)  # faulthandler's stacks
+                self.assertIn("in stall", r.stderr)
+                self.assertEqual((r.json["outcome"], r.json["exit_code"], r.json["error_stage"], r.json["watchdog"]["stage"]),
+                                 ("hang", 3, stage, stage))
+
+    def test_no_stall_no_watchdog(self):
+        # Longer than the deadline in all, each stage far shorter: a watchdog that kept counting from
+        # its first stage would fire.
+        start = time.monotonic()
+        r = dry_run(plan_file("many", ["--iters", "2500"]), "--stage-timeout", "1", test=self)
+        self.assertGreater(time.monotonic() - start, 1.0)
+        self.assertNotIn("HANG", r.stderr)
+
+
+class Names(unittest.TestCase):
+    def test_the_script_names_no_stage_scenario_or_fix(self):
+        """Its stages come from the plan and the table, its conditions from the plan's operations."""
+        with open(SCRIPT) as f:
+            tree = ast.parse(f.read())
+        # The plan's and the problem's keys are not names of stages ("dropout" the probability, "free_call"
+        # the part of the calls): what is looked up with [] or .get, and the plan's parts.
+        keys = {id(n.slice) for n in ast.walk(tree) if isinstance(n, ast.Subscript)}
+        keys |= {id(n.args[0]) for n in ast.walk(tree) if isinstance(n, ast.Call) and getattr(n.func, "attr", "") ==
+                 "get" and n.args}
+        keys |= {id(k) for n in ast.walk(tree) if isinstance(n, ast.Dict) for k in n.keys}
+        parts = set(torch_stages.Plan.PARTS)
+        strings = [(n.lineno, n.value) for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)
+                   and id(n) not in keys and n.value not in parts]
+        stages = {row["name"] for row in TABLE}
+        self.assertEqual([(line, s) for line, s in strings if s in stages], [])
+        numbered = re.compile(r"(?i)\b(scenario|fix)(es)?[ _]?\d|--(scenario|fix)\b")
+        self.assertEqual([(line, s) for line, s in strings if numbered.search(s)], [])
+
+
+@unittest.skipUnless(has_numpy(), "numpy is not installed for this python3")
+class Inputs(unittest.TestCase):
+    def write(self, folder, plan, **changes):
+        import numpy as np
+        p = plan.p
+        for layer in range(1, plan.run["layers"] + 1):
+            for name, shape in torch_stages.input_shapes(p, plan.run["backward"]).items():
+                a = np.full(shape, layer, dtype=np.float32)
+                np.save(os.path.join(folder, "layer%d.%s.npy" % (layer, torch_stages.SAVED_NAMES[name])),
+                        changes.get(name, a))
+        if p["mask"] == "bool":
+            np.save(os.path.join(folder, "mask.npy"), changes.get("mask", np.ones(torch_stages.mask_shape(p), np.uint8)))
+
+    def test_the_harness_inputs_are_read_per_layer_and_checked(self):
+        import numpy as np
+        path = plan_file("training")
+        plan = torch_stages.load_plan(path)
+        with tempfile.TemporaryDirectory() as tmp:
+            self.write(tmp, plan)
+            for layer in (1, 2):
+                arrays, mask = torch_stages.read_inputs(tmp, plan, layer)
+                self.assertEqual(sorted(arrays), ["grad_output", "key", "query", "value"])
+                self.assertTrue(all(float(a.flat[0]) == layer and a.dtype == np.float32 for a in arrays.values()))
+                self.assertEqual((mask.dtype, mask.shape), (np.uint8, torch_stages.mask_shape(plan.p)))
+            self.assertEqual(dry_run(path, "--inputs", tmp, test=self).json["outcome"], "pass")
+        for name, bad, words in (("key", np.zeros((2, 8, 64, 32), np.float32), "layer1.k.npy is [2, 8, 64, 32] float32"),
+                                 ("mask", np.zeros((1, 1, 64, 64), np.float32), "mask.npy is [1, 1, 64, 64] float32")):
+            with self.subTest(input=name), tempfile.TemporaryDirectory() as tmp:
+                self.write(tmp, plan, **{name: bad})
+                assert_refused(self, ["--plan", path, "--inputs", tmp, "--dry-run"], words)
+        with tempfile.TemporaryDirectory() as tmp:
+            assert_refused(self, ["--plan", path, "--inputs", tmp, "--dry-run"], "layer1.q.npy")
+
+
+class Weights(unittest.TestCase):
+    def test_the_tensors_are_the_harness_sizes_and_the_detail_its_words(self):
+        self.assertEqual(list(torch_stages.WEIGHTS_TENSOR_SIZES), harness_weights_sizes())
+        self.assertEqual(torch_stages.weights_detail(4, 11, 75497472, 75497472, {"weights_io": "mapped",
+                                                                                 "weights_pages": "keep"}),
+                         "tensor=5/11 bytes=75497472 offset=75497472 io=mapped pages=keep")
+        with open(os.path.join(ROOT, "math_sdpa", "weights_load.cpp")) as f:
+            self.assertIn('"tensor=" + std::to_string(i + 1) + "/" + std::to_string(tensors()) + " bytes=" + '
+                          'std::to_string(t.bytes) +', f.read())
         with open(os.path.join(ROOT, "math_sdpa", "weights_file.h")) as f:  # the same mark on both sides
             mark = torch_stages.WEIGHTS_FILE_MARK.decode().replace("\n", "\\n")
             self.assertIn('kWeightsFileMark[] = "%s";' % mark, f.read())
-
-    def test_a_stall_in_the_load_is_caught_within_the_deadline_plus_a_second(self):
-        r, j = weights_dry_run(["--mapped-weights", "1G", "--inject", "hang:load_weights", "--stage-timeout", "1",
-                                "--log-extras"], code=3, test=self)
-        self.assertLess(r.seconds, 1.0 + 1.0)
-        lines = r.stderr.splitlines()
-        hang = [i for i, line in enumerate(lines)
-                if line.startswith("torch_stages.py: HANG: stage load_weights did not finish within 1.0 s")]
-        self.assertEqual(len(hang), 1, r.stderr)
-        self.assertTrue(lines[hang[0] - 1].startswith("[SDPA_DEBUG] [LOAD_WEIGHTS] tensor=1/"), lines[hang[0] - 1])
-        self.assertEqual((j["outcome"], j["error_stage"], j["watchdog"]["stage"]), ("hang", "load_weights", "load_weights"))
-        # In whole mode too: the load comes before the call in either mode.
-        weights_dry_run(["--mode", "whole", "--mapped-weights", "1G", "--inject", "hang:load_weights",
-                         "--stage-timeout", "1"], code=3, test=self)
 
     def test_the_weights_file_is_made_reused_and_extended_as_repro_makes_it(self):
         with tempfile.TemporaryDirectory() as tmp:
@@ -474,559 +787,27 @@ class MappedWeights(unittest.TestCase):
                 data = f.read()
             self.assertEqual(len(data), 10000)
             self.assertGreater(len(data) - data.count(0), 9000)  # data, not zeros (a file of zeros could be sparse)
-            self.assertFalse(torch_stages.ensure_weights_file(path, 10000))
+            self.assertEqual(data[:64], torch_stages.WEIGHTS_FILE_MARK)
             self.assertFalse(torch_stages.ensure_weights_file(path, 5000))  # large enough: reused
             self.assertTrue(torch_stages.ensure_weights_file(path, 20000))  # too small: extended from its last page
             with open(path, "rb") as f:
                 longer = f.read()
             self.assertEqual((len(longer), longer[:8192]), (20000, data[:8192]))
-            self.assertEqual(data[:64], torch_stages.WEIGHTS_FILE_MARK)  # the harness's own: the mark first
-            # A file of anyone else's, smaller than asked: refused, never written, however it is named.
-            users = os.path.join(tmp, "model.safetensors")
-            for size in (0, 100, 8193, 10000):
-                with open(users, "wb") as f:
-                    f.write(b"u" * size)
-                for route in ("--mapped-weights", "$SDPA_WEIGHTS_FILE"):
-                    with self.assertRaises(torch_stages.ScriptError) as e:
-                        torch_stages.ensure_weights_file(users, size + 1, route)
-                    self.assertIn("%s: %s holds %d bytes, fewer than" % (route, users, size), str(e.exception))
-                self.assertFalse(torch_stages.ensure_weights_file(users, size))  # large enough: read as it is
-                with open(users, "rb") as f:
-                    self.assertEqual(f.read(), b"u" * size)
-            blocked = os.path.join(path, "inside-a-file.bin")
+            users = os.path.join(tmp, "model.safetensors")  # anyone else's: read when large enough, else refused
+            with open(users, "wb") as f:
+                f.write(b"u" * 100)
+            self.assertFalse(torch_stages.ensure_weights_file(users, 100))
             with self.assertRaises(torch_stages.ScriptError) as e:
-                torch_stages.ensure_weights_file(blocked, 10)
-            self.assertIn("--mapped-weights: cannot create", str(e.exception))
+                torch_stages.ensure_weights_file(users, 101)
+            self.assertIn("holds 100 bytes, fewer than the 101 asked for", str(e.exception))
+            with open(users, "rb") as f:
+                self.assertEqual(f.read(), b"u" * 100)
 
     def test_the_host_memory_is_read_as_repro_reads_it(self):
-        meminfo = "MemTotal:       128000000 kB\nMemFree:         1000 kB\nMemAvailable:   90000 kB\nCached:  5 kB\n" \
-                  "SwapCached:        7 kB\n"
+        meminfo = "MemTotal:       128000000 kB\nMemFree:         1000 kB\nMemAvailable:   90000 kB\nCached:  5 kB\n"
         self.assertEqual([torch_stages.kib_field(meminfo, k) for k in ("MemFree", "MemAvailable", "Cached", "RssFile")],
                          [1024000, 92160000, 5120, None])
-        m = torch_stages.read_host_memory()
-        self.assertEqual(sorted(m), ["cached", "mem_available", "mem_free", "rss_file"])
-        if os.path.exists("/proc/meminfo"):
-            self.assertTrue(all(isinstance(v, int) and v >= 0 for v in m.values()), m)
-        self.assertEqual(torch_stages.host_memory_text({"mem_free": 38200000000, "mem_available": None, "cached": 0,
-                                                        "rss_file": 10 ** 9}),
-                         "MemFree 38.20 GB, MemAvailable unknown, Cached 0.00 GB, RssFile 1.00 GB")
-
-    @unittest.skipUnless(has_numpy(), "numpy is not installed for this python3")
-    def test_the_load_copies_every_tensor_from_the_mapping_and_drops_or_keeps_it(self):
-        """load_weights with a stand-in for PyTorch (from_numpy, .to, synchronize): every byte of the file
-        copied, one stage a tensor, the summary's numbers, the mapping gone after it or kept."""
-        import numpy as np
-
-        class Tensor:
-            def __init__(self, a):
-                self.a = a
-
-            def to(self, device):
-                return Tensor(np.array(self.a))
-
-        class Cuda:
-            synchronized = 0
-
-            def current_device(self):
-                return 0
-
-            def synchronize(self, device=None):
-                Cuda.synchronized += 1
-
-        fake = type("torch", (), {"from_numpy": staticmethod(Tensor), "device": staticmethod(lambda *a: "cuda:0"),
-                                  "cuda": Cuda()})
-        with tempfile.TemporaryDirectory() as tmp:
-            path = os.path.join(tmp, "w.bin")
-            for mapping in ("unmap", "keep"):
-                with self.subTest(mapping=mapping):
-                    o = torch_stages.parse_command_line(["--mapped-weights", "100M:" + path, "--weights-mapping", mapping,
-                                                         "--log", "off"])
-                    run = torch_stages.Run(o)
-                    call = torch_stages.StagedCall(o.problem, o.settings, "off", torch_stages.DebugLog(False),
-                                                   torch_stages.DryBackend(o.problem, o.settings, [], 20), None, None,
-                                                   run.timings)
-                    Cuda.synchronized = 0
-                    w = torch_stages.load_weights(fake, o, call, run)
-                    tensors = torch_stages.weights_tensors(100 << 20)
-                    self.assertEqual((w["created"], w["bytes"], w["tensors"], w["mapping"]),
-                                     (mapping == "unmap", 100 << 20, len(tensors), mapping))
-                    self.assertEqual((len(run.timings["load_weights"]), Cuda.synchronized), (len(tensors),) * 2)
-                    with open(path, "rb") as f:
-                        self.assertEqual(b"".join(t.a.tobytes() for t in run.weights), f.read())
-                    with open("/proc/self/maps") as f:
-                        mapped = path in f.read()
-                    self.assertEqual(mapped, mapping == "keep")
-                    self.assertEqual(sorted(w["after"]), ["cached", "mem_available", "mem_free", "rss_file"])
-                    summary = torch_stages.weights_summary(w)
-                    self.assertTrue(summary[0].startswith("# weights loaded: 0.10 GB in %d tensors from %s" % (
-                        len(tensors), path)), summary[0])
-                    self.assertEqual([x.split(":")[0] for x in summary[1:]], ["#   before", "#   after", "#   change"])
-                    run.weights_mapping = None  # the kept mapping goes with the run
-
-
-class Backward(unittest.TestCase):
-    def dry_run(self, args, code=0):
-        with tempfile.TemporaryDirectory() as tmp:
-            r = run_script(args + ["--dry-run"], cwd=tmp)
-        self.assertEqual(r.returncode, code, r.stderr)
-        return r.stderr
-
-    def test_the_backward_stages_run_in_the_harness_order_with_its_tags(self):
-        every = harness_backward_stages()
-        self.assertEqual(every, ["grad_upcast", "dp_gemm", "dv_gemm", "dropout_backward", "grads_to_host",
-                                 "softmax_backward", "dq_gemm", "dk_gemm", "grad_inputs", "backward_sync"])
-        with open(os.path.join(ROOT, "scripts", "stages.json")) as f:
-            table = {row["name"]: row for row in json.load(f)["stages"]}
-        # The stage table's tags for the backward (the stage's name), and backward_sync's own lines.
-        for name in every[:-1]:
-            self.assertEqual(table[name]["debug_begin"][-1 if "gemm" not in name else 0]["text"], "[MATH_%s]" % name.upper())
-        self.assertEqual(table["backward_sync"]["debug_begin"][0]["text"], "[BACKWARD_SYNC] stream={stream} device=0")
-        self.assertEqual(table["backward_sync"]["debug_end"][0]["text"],
-                         "[BACKWARD_SYNC_DONE] result=no error duration_ms={duration_ms}")
-        L, S, E = 96, 160, 32
-        gemms = harness_backward_gemm_shapes(L, S, E)
-        self.assertEqual(sorted(gemms), ["dk_gemm", "dp_gemm", "dq_gemm", "dv_gemm"])
-        shape = ["-L", str(L), "-S", str(S), "-E", str(E)]
-        cases = [  # options, the stages that run besides the six that always do
-            ([], {"grad_upcast"}),
-            (["--dtype", "fp32"], set()),
-            (["--dtype", "fp16", "--precision", "native"], set()),
-            (["--dropout", "0.1", "--kv-heads", "2", "--mask", "bool"], {"grad_upcast", "dropout_backward"}),
-            (["--scenario", "2", "--memory", "managed", "--dropout", "0.2"],
-             {"grad_upcast", "dropout_backward", "grads_to_host"}),
-            (["--scenario", "3", "--memory", "managed", "--dtype", "fp32"], set()),
-        ]
-        for args, optional in cases:
-            with self.subTest(args=args):
-                runs = [n for n in every if n not in ("grad_upcast", "dropout_backward", "grads_to_host") or n in optional]
-                expected = []
-                for n in runs:
-                    if n == "backward_sync":
-                        expected += ["CUDA_DEBUG BACKWARD_SYNC", "CUDA_DEBUG BACKWARD_SYNC_DONE"]
-                    elif n in gemms:
-                        tag = "SDPA_DEBUG MATH_" + n.upper()
-                        expected += [tag, "SDPA_DEBUG CUBLAS_GEMM_START", "SDPA_DEBUG CUBLAS_GEMM_DONE", tag + "_DONE"]
-                    else:
-                        expected += ["SDPA_DEBUG MATH_" + n.upper(), "SDPA_DEBUG MATH_" + n.upper() + "_DONE"]
-                entries = [e for e in after_forward(self.dry_run(shape + args + ["--backward", "--log-extras"]))
-                           if not is_note(e[1])]
-                self.assertEqual([t for _, t, _ in entries], expected)
-                # Each GEMM's [CUBLAS_GEMM_START] has the harness's M, N, K; no stage prints parameters.
-                for i, (_, tag, line) in enumerate(entries):
-                    if tag == "SDPA_DEBUG CUBLAS_GEMM_START":
-                        stage = entries[i - 1][1][len("SDPA_DEBUG MATH_"):].lower()
-                        self.assertIn("[CUBLAS_GEMM_START] M=%d N=%d K=%d [" % gemms[stage], line)
-                    elif tag.startswith("SDPA_DEBUG MATH_"):
-                        self.assertRegex(line, r"^\[SDPA_DEBUG\] \[MATH_[A-Z_]+\] \[math_sdpa/stage\.cpp:\d+\]$")
-
-    def test_the_backward_tags_are_the_documented_sequence(self):
-        with open(os.path.join(ROOT, "docs", "TORCH_STAGES.md")) as f:
-            doc = f.read()
-        with open(os.path.join(ROOT, "docs", "LOG_FORMAT.md")) as f:
-            log_format = f.read()
-        for variant, extra in (("default", []), ("extras", ["--log-extras"])):
-            with self.subTest(variant=variant):
-                block = re.search(r"<!-- backward-tags:%s -->\n(.*?)<!-- end -->" % variant, doc, re.S).group(1)
-                documented = [line.strip() for line in block.splitlines() if line.strip()]
-                text = self.dry_run(["--backward"] + extra)
-                self.assertEqual([t for _, t, _ in after_forward(text)], documented)
-                # The forward call before it is the call LOG_FORMAT.md documents.
-                block = re.search(r"<!-- call-tags:%s -->\n(.*?)<!-- end -->" % variant, log_format, re.S).group(1)
-                call = [t for _, t, _ in compare_logs.first_call(compare_logs.tagged_lines(text))]
-                self.assertEqual(call, [line.strip() for line in block.splitlines() if line.strip()])
-        self.assertEqual(len(re.findall(r"SDPA_DEBUG CUBLAS_GEMM_START", re.search(
-            r"<!-- backward-tags:default -->\n(.*?)<!-- end -->", doc, re.S).group(1))), 4)
-
-    def test_each_step_after_the_first_names_its_calls(self):
-        # stage_log.cpp StageLogger::call_position: [LAYER] before each call of step 2 on, the backward's too.
-        text = self.dry_run(["--backward", "--iters", "2", "--log-extras"])
-        tags = [t for _, t, _ in compare_logs.tagged_lines(text)]
-        layers = [i for i, line in enumerate(text.splitlines()) if "[LAYER] step=2 layer=1/1 [" in line]
-        self.assertEqual(len(layers), 2)
-        lines = text.splitlines()
-        self.assertIn("[SDPA_ENTRY] Q shape=", lines[layers[0] + 1])
-        self.assertIn("[MATH_GRAD_UPCAST]", lines[layers[1] + 1])
-        self.assertEqual(tags.count("CUDA_DEBUG BACKWARD_SYNC_DONE"), 2)
-        self.assertNotIn("[LAYER]", self.dry_run(["--backward", "--log-extras"]))
-
-    def test_the_scenario_and_fix_notes_are_the_harness_words(self):
-        with open(os.path.join(ROOT, "math_sdpa", "conditions.cpp")) as f:
-            conditions = f.read()
-        with open(os.path.join(ROOT, "fixes", "fix2_prefetch_scores.cpp")) as f:
-            fix2 = f.read()
-        for words in ('" GEMM on stream "', '"), ordered after stream "', '" by an event"',
-                      "the host touches the backward's operands before its softmax, not during it",
-                      '"[SCENARIO_2] host read %s: %zu bytes, %zu pages, min=%.6g max=%.6g (%.3f ms)"'):
-            self.assertIn(words, conditions)
-        for words in ('"[FIX_2] prefetch: cudaMemPrefetchAsync(%s, %lld bytes, device %d) on the stream"',
-                      '"[FIX_2] host-sync: cudaStreamSynchronize before ")', '"[FIX_2] device-sync: cudaDeviceSynchronize after ")',
-                      '"[FIX_2] prefetch skipped (%s memory does not migrate)"'):
-            self.assertIn(words, fix2)
-        self.assertIn("return s == Stage::softmax || s == Stage::softmax_backward;", fix2)
-
-        def stage_notes(text):
-            """{stage tag: the normalised notes from its begin line to its _DONE}, and the notes just before each."""
-            inside, before, current, pending = {}, {}, None, []
-            for _, tag, line in after_forward(text):
-                if is_note(tag):
-                    (inside.setdefault(current, []) if current else pending).append(compare_logs.normalise(line))
-                elif tag.startswith("SDPA_DEBUG CUBLAS_GEMM_"):
-                    continue
-                elif tag.endswith("_DONE"):
-                    current = None
-                else:
-                    current = tag
-                    if pending:
-                        before[tag], pending = pending, []
-            return inside, before
-
-        note = "[SDPA_DEBUG] [%s] %s [FILE:LINE]"
-        inside, before = stage_notes(self.dry_run(["--scenario", "1", "--memory", "managed", "--backward",
-                                                   "--log-extras"]))
-        self.assertEqual(inside, {})
-        self.assertEqual(before, {"SDPA_DEBUG MATH_%s" % g.upper(): [
-            note % ("SCENARIO_1", "%s GEMM on stream P (aux), ordered after stream P by an event" % g)]
-            for g in ("dp_gemm", "dv_gemm", "dq_gemm", "dk_gemm")})
-        inside, before = stage_notes(self.dry_run(["--scenario", "2", "--fix", "on", "--memory", "managed", "--backward",
-                                                   "--log-extras"]))
-        self.assertEqual(before, {})
-        self.assertEqual(inside["SDPA_DEBUG MATH_GRADS_TO_HOST"], [
-            note % ("SCENARIO_2", "the host touches the backward's operands before its softmax, not during it"),
-            note % ("SCENARIO_2", "host read probs: N bytes, N pages, min=V max=V (N ms)"),
-            note % ("SCENARIO_2", "host read grad_probs: N bytes, N pages, min=V max=V (N ms)")])
-        self.assertEqual(inside["SDPA_DEBUG MATH_SOFTMAX_BACKWARD"], [
-            note % ("FIX_2", "prefetch: cudaMemPrefetchAsync(probs, N bytes, device N) on the stream"),
-            note % ("FIX_2", "prefetch: cudaMemPrefetchAsync(grad_probs, N bytes, device N) on the stream"),
-            note % ("FIX_2", "host-sync: cudaStreamSynchronize before softmax_backward"),
-            note % ("FIX_2", "device-sync: cudaDeviceSynchronize after softmax_backward")])
-        self.assertEqual(sorted(inside), ["SDPA_DEBUG MATH_GRADS_TO_HOST", "SDPA_DEBUG MATH_SOFTMAX_BACKWARD"])
-        inside, _ = stage_notes(self.dry_run(["--fixes", "2", "--backward", "--log-extras"]))  # caching: no prefetch
-        self.assertEqual(inside["SDPA_DEBUG MATH_SOFTMAX_BACKWARD"][0],
-                         note % ("FIX_2", "prefetch skipped (device memory does not migrate)"))
-        # Without --log-extras the notes are the harness's own lines, left out as repro leaves them out.
-        self.assertNotIn("SCENARIO_", self.dry_run(["--scenario", "1", "--memory", "managed", "--backward"]))
-
-    def test_an_injected_hang_in_a_backward_stage_is_named(self):
-        cases = [  # stage, options, what the last line before the report says
-            ("softmax_backward", ["--log-extras"], "[SDPA_DEBUG] [MATH_SOFTMAX_BACKWARD] ["),
-            ("backward_sync", ["--log-extras"], "[CUDA_DEBUG] [BACKWARD_SYNC] stream=0 device=0 ["),
-            ("dk_gemm", ["-L", "96", "-S", "160", "-E", "32"], "[SDPA_DEBUG] [CUBLAS_GEMM_START] M=160 N=32 K=96 ["),
-        ]
-        for stage, args, last in cases:
-            with self.subTest(stage=stage), tempfile.TemporaryDirectory() as tmp:
-                out = os.path.join(tmp, "hang.json")
-                r = run_script(["--dry-run", "--backward", "--inject", "hang:" + stage, "--stage-timeout", "1", "--json",
-                                out] + args, timeout=30)
-                self.assertEqual(r.returncode, 3, r.stderr)
-                self.assertLess(r.seconds, 1.0 + 1.0)
-                lines = r.stderr.splitlines()
-                hang = [i for i, line in enumerate(lines) if line.startswith(
-                    "torch_stages.py: HANG: stage %s did not finish within 1.0 s" % stage)]
-                self.assertEqual(len(hang), 1, r.stderr)
-                self.assertTrue(lines[hang[0] - 1].startswith(last), lines[hang[0] - 1])
-                if stage == "dk_gemm":  # the fourth GEMM of the backward: dk's, not dv's of the same M, N, K
-                    self.assertEqual([t for _, t, _ in after_forward("\n".join(lines[:hang[0]]))].count(
-                        "SDPA_DEBUG CUBLAS_GEMM_START"), 4)
-                with open(out) as f:
-                    j = json.load(f)
-                self.assertEqual((j["outcome"], j["exit_code"], j["error_stage"]), ("hang", 3, stage))
-                self.assertTrue(j["config"]["backward"])
-
-    def test_what_it_cannot_run_with_backward_exits_2_with_one_line(self):
-        bad = [["--backward", "--mode", "whole"],                 # the backward is stage by stage
-               ["--backward", "--graph"],                         # repro's scenario 5: not here
-               ["--backward", "--alloc-timing", "per-call"],      # PyTorch allocates inside its ops
-               ["--backward", "--layers", "2"],
-               ["--backward", "--log-format", "harness"],
-               ["--backward", "--fixes", "5"],                    # repro refuses fix 5's parts with --backward
-               ["--inject", "hang:softmax_backward"],             # no backward without --backward
-               ["--backward", "--inject", "hang:dropout_backward"],  # no dropout
-               ["--backward", "--inject", "hang:grads_to_host"],  # not scenario 2
-               ["--backward", "--dtype", "fp32", "--inject", "hang:grad_upcast"],  # nothing to upcast
-               ["--backward", "--inject", "hang:alloc_grad_pv"],
-               ["--backward", "--inject", "hang:nowhere"]]
-        assert_refused(self, bad)
-
-    def test_the_json_says_backward_and_times_its_stages(self):
-        with tempfile.TemporaryDirectory() as tmp:
-            out = os.path.join(tmp, "r.json")
-            self.assertEqual(run_script(["--dry-run", "--backward", "--dropout", "0.1", "--json", out]).returncode, 0)
-            with open(out) as f:
-                j = json.load(f)
-        self.assertTrue(j["config"]["backward"])
-        self.assertEqual(j["config"]["settings"]["backward"], "true")
-        stages = [x["stage"] for x in j["stages"]]
-        self.assertEqual(stages[stages.index("stream_sync") + 1:],
-                         [n for n in harness_backward_stages() if n != "grads_to_host"])
-
-
-class Tables(unittest.TestCase):
-    def test_the_workloads_are_those_of_workload_cpp(self):
-        with open(os.path.join(ROOT, "scenarios", "workload.cpp")) as f:
-            source = f.read()
-        heads, head_dim, text = (int(x) for x in re.search(
-            r"kHeads = (\d+), kHeadDim = (\d+), kTextTokens = (\d+);", source).groups())
-        valid = int(re.search(r"p\.text_valid = (\d+);", source).group(1))
-        self.assertIn("w.k_layout = KLayout::bshe;", source)
-        entries = re.findall(r'(with_text_padding\()?layer\("([^"]+)",\s*(?:"(?:[^"\\]|\\.)*"\s*)+,\s*(\d+),\s*(\d+)\)',
-                             source)
-        self.assertEqual(len(entries), 3)
-        for padded, name, batch, pixels in entries:
-            with self.subTest(workload=name):
-                p, k_layout = torch_stages.WORKLOADS[name]()
-                self.assertEqual((p.batch, p.q_heads, p.kv_heads, p.head_dim, p.q_len, p.kv_len, p.dtype, k_layout),
-                                 (int(batch), heads, heads, head_dim, text + (int(pixels) // 16) ** 2,
-                                  text + (int(pixels) // 16) ** 2, "bf16", "bshe"))
-                self.assertEqual((p.mask_pattern, p.text_tokens, p.text_valid, p.mask_per_batch),
-                                 ("text_padding", text, valid, True) if padded else ("random", 0, 0, False))
-        self.assertEqual(sorted(torch_stages.WORKLOADS), sorted(name for _, name, _, _ in entries))
-
-    def test_the_scenario_workloads_are_those_of_the_scenarios(self):
-        found = {}
-        folder = os.path.join(ROOT, "scenarios")
-        for name in os.listdir(folder):
-            m = re.match(r"scenario(\d)_.*\.cpp$", name)
-            # torch_stages.py runs one call of scenarios 0-4 (5's graph and 6's training process are
-            # the harness's alone).
-            if m and int(m.group(1)) < 5:
-                with open(os.path.join(folder, name)) as f:
-                    w = re.search(r'default_workload = "([^"]+)"', f.read())
-                if w:
-                    found[int(m.group(1))] = w.group(1)
-        self.assertEqual(found, torch_stages.SCENARIO_WORKLOADS)
-
-
-def stage_literals(source):
-    """(line, text) of each string literal a script's code uses as a stage's name: the keys of
-    DISPATCH; what is compared with a name or attribute called *stage*, `name` or `inject`, or
-    assigned to or defaulted for one called *stage*; an argument for a parameter called *stage* of a
-    function or class of the same script; what STAGES.index and the like take."""
-    tree = ast.parse(source)
-
-    def ident(node):
-        return getattr(node, "id", None) or getattr(node, "attr", None) or getattr(node, "arg", None) or ""
-
-    def stagey(node):
-        return "stage" in ident(node).lower()
-
-    def strings(node):
-        if isinstance(node, ast.Constant) and isinstance(node.value, str):
-            return [(node.lineno, node.value)]
-        if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
-            return [x for e in node.elts for x in strings(e)]
-        return []
-
-    stage_params = {}  # function or class name -> the places of its parameters called *stage*
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
-            f = node if isinstance(node, ast.FunctionDef) else next(
-                (d for d in node.body if isinstance(d, ast.FunctionDef) and d.name == "__init__"), None)
-            if f is not None:
-                params = [a for a in f.args.args if a.arg != "self"]
-                stage_params.setdefault(node.name, set()).update(i for i, a in enumerate(params) if stagey(a))
-    out = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Assign):
-            for target in node.targets:
-                if isinstance(target, ast.Name) and target.id == "DISPATCH" and isinstance(node.value, ast.Dict):
-                    out += [x for k in node.value.keys for x in strings(k)]
-                pairs = (zip(target.elts, node.value.elts) if isinstance(target, ast.Tuple)
-                         and isinstance(node.value, ast.Tuple) else [(target, node.value)])
-                out += [x for t, v in pairs if stagey(t) for x in strings(v)]
-        elif isinstance(node, ast.Compare):
-            operands = [node.left] + node.comparators
-            if any(stagey(o) or ident(o) in ("name", "inject") for o in operands):
-                out += [x for o in operands for x in strings(o)]
-        elif isinstance(node, ast.Call):
-            places = stage_params.get(ident(node.func), set())
-            out += [x for i, a in enumerate(node.args) if i in places for x in strings(a)]
-            out += [x for k in node.keywords if "stage" in (k.arg or "") for x in strings(k.value)]
-            if ident(node.func) == "index" and "STAGES" in ident(node.func.value):
-                out += [x for a in node.args for x in strings(a)]
-        elif isinstance(node, ast.FunctionDef):
-            params = node.args.args[len(node.args.args) - len(node.args.defaults):]
-            out += [x for a, d in zip(params, node.args.defaults) if stagey(a) for x in strings(d)]
-    return out
-
-
-def table_problems(rows, sources):
-    """What the scripts (name -> source) say of the stages that the table `rows` does not: a stage
-    named that the table does not have, a stage PyTorch runs (a call's or its backward's GPU or host
-    work) without an op in torch_stages.py's DISPATCH, a stage whose lines print its detail without
-    one there. The harness's other stages (load, graph, step; allocations and frees) are not the script's."""
-    names = {row["name"] for row in rows}
-    problems = []
-    for script, source in sorted(sources.items()):
-        for line, text in stage_literals(source):
-            if text not in names and text not in torch_stages.OWN_STAGES:
-                problems.append("%s:%d names stage '%s', which the stage table does not have" % (script, line, text))
-    for row in rows:
-        name, op = row["name"], torch_stages.DISPATCH.get(row["name"])
-        if row["when"] in ("call", "backward") and row["kind"] in ("gpu", "host") and op is None:
-            problems.append("stage %s: PyTorch runs it, and torch_stages.py's DISPATCH has no op for it" % name)
-        prints_detail = any(re.search(r"\{(\+?detail|mnk)\}", t["text"]) for t in row["debug_begin"])
-        if op is not None and op.detail is None and prints_detail:
-            problems.append("stage %s: its lines print its detail, which torch_stages.py's DISPATCH does not give" % name)
-    return problems
-
-
-class StageTable(unittest.TestCase):
-    """The stages' facts live in the stage table (scripts/stages.json, math_sdpa/stage.cpp's): the
-    scripts name no stage it lacks, and torch_stages.py runs every stage of it that PyTorch runs."""
-
-    @classmethod
-    def setUpClass(cls):
-        with open(STAGES_JSON) as f:
-            cls.table = json.load(f)
-        cls.sources = {}
-        for path in (SCRIPT, COMPARE, SCENARIO_TABLE):
-            with open(path) as f:
-                cls.sources[os.path.basename(path)] = f.read()
-
-    def test_the_scripts_name_only_the_table_stages_and_the_dispatch_covers_it(self):
-        self.assertEqual(table_problems(self.table["stages"], self.sources), [])
-        # The check sees DISPATCH's keys and the stages named elsewhere (the scenarios' last stages,
-        # stage_runs, the result tensor, the values, whole mode), so a name the table loses is caught there too.
-        found = [text for _, text in stage_literals(self.sources["torch_stages.py"])]
-        self.assertTrue(set(torch_stages.DISPATCH) <= set(found), found)
-        self.assertEqual({"entry_sync", "scale_q", "qk_gemm", "mask_add", "scores_to_host", "softmax", "pv_gemm",
-                          "stream_sync"}, {text for text in found if found.count(text) > 1})
-        for name in torch_stages.DISPATCH:  # each op is a method of both backends
-            self.assertTrue(callable(getattr(torch_stages.TorchBackend, name, None)), name)
-            self.assertTrue(callable(getattr(torch_stages.DryBackend, name, None)), name)
-        self.assertFalse(set(torch_stages.OWN_STAGES) & {row["name"] for row in self.table["stages"]})
-
-    def test_a_planted_table_change_is_caught(self):
-        rows = copy.deepcopy(self.table["stages"])
-        names = [row["name"] for row in rows]
-        rows[names.index("softmax")]["name"] = "softmax_forward"  # a stage renamed in the table only
-        rows[names.index("grad_inputs")]["debug_begin"][0]["text"] = "[MATH_GRAD_INPUTS]{+detail}"  # a new detail
-        rows.insert(names.index("qk_gemm"), dict(rows[names.index("qk_gemm")], name="qk_gemm_split"))  # a new GPU stage
-        problems = table_problems(rows, self.sources)
-        self.assertIn("torch_stages.py:", "\n".join(problems))
-        self.assertTrue(any("names stage 'softmax'," in x for x in problems), problems)
-        for name in ("softmax_forward", "qk_gemm_split"):
-            self.assertIn("stage %s: PyTorch runs it, and torch_stages.py's DISPATCH has no op for it" % name, problems)
-        self.assertIn("stage grad_inputs: its lines print its detail, which torch_stages.py's DISPATCH does not give",
-                      problems)
-        # The harness's own stages are not the script's: a load stage, another allocation, another step stage.
-        rows = copy.deepcopy(self.table["stages"])
-        for name, kind, when in (("load_weights", "host", "load"), ("alloc_extra", "alloc", "call"),
-                                 ("step_sync", "gpu", "step")):
-            rows.insert(0, dict(rows[0], name=name, kind=kind, when=when))
-        self.assertEqual(table_problems(rows, self.sources), [])
-
-    def run_with_table(self, rows, args, script=SCRIPT):
-        """`script` run from a folder of its own whose stages.json has `rows` (no stages.json: None)."""
-        with tempfile.TemporaryDirectory() as tmp:
-            copy_path = os.path.join(tmp, os.path.basename(script))
-            with open(script) as f, open(copy_path, "w") as out:
-                out.write(f.read())
-            if rows is not None:
-                with open(os.path.join(tmp, "stages.json"), "w") as out:
-                    json.dump(dict(self.table, stages=rows), out)
-            return run_script(args, cwd=tmp, script=copy_path)
-
-    def test_stages_that_are_not_pytorch_side_change_nothing(self):
-        rows = copy.deepcopy(self.table["stages"])
-        load = dict(rows[0], name="load_weights", kind="host", when="load")
-        load["debug_begin"] = [{"channel": "sdpa", "line": 1, "text": "[MATH_LOAD_WEIGHTS] {weights}"}]
-        rows.insert(0, load)
-        args = ["--dry-run", "--backward", "--log-extras", "--dropout", "0.1", "--mask", "bool"]
-        mine, expected = self.run_with_table(rows, args), run_script(args)
-        self.assertEqual((mine.returncode, normalised(mine.stderr)), (0, normalised(expected.stderr)))
-
-    def test_a_table_the_script_cannot_run_exits_2_with_one_line(self):
-        rows = copy.deepcopy(self.table["stages"])
-        rows.insert(1, dict(rows[1], name="extra_gemm", kind="gpu", when="call"))
-        for table, words in ((rows, "has the stage(s) extra_gemm, for which this script has no PyTorch op"),
-                             (None, "cannot be read")):
-            with self.subTest(words=words):
-                r = self.run_with_table(table, ["--dry-run"])
-                self.assertEqual(r.returncode, 2, r.stderr)
-                self.assertEqual(len(r.stderr.splitlines()), 1, r.stderr)
-                self.assertIn(words, r.stderr)
-                r = self.run_with_table(table, [os.path.join(FIXTURES, "default.log")] * 2, script=COMPARE)
-                self.assertEqual(r.returncode, 0 if table else 2, r.stderr)
-
-    def test_scenario_table_runs_the_default_scenarios_with_the_table_stage_order(self):
-        """scripts/scenario_table.py against a stand-in repro: the scenarios it lists by default, one
-        that is not (by_default names why), the stages of each run in the table's order."""
-        stages = [row["name"] for row in self.table["stages"]]
-        fake = """import json, sys
-args = sys.argv[1:]
-if args[:2] == ["help", "scenarios"]:
-    print(json.dumps([{"number": 0, "by_default": True, "fix": 0}, {"number": 3, "by_default": True, "fix": 3},
-                      {"number": 6, "by_default": "it allocates past the memory there is", "fix": 5}]))
-    sys.exit(0)
-with open(sys.argv[0] + ".calls", "a") as f:
-    f.write(" ".join(args) + "\\n")
-json.dump({"outcome": "pass", "result_tensor": "output", "config": {"alloc": "managed"},
-           "check": {"rel_error": 0.001}, "stages": [{"stage": n, "median_ms": 0.5} for n in %r]},
-          open(args[args.index("--json") + 1], "w"))
-""" % list(reversed(stages[:4] + ["stream_sync"]))
-        with tempfile.TemporaryDirectory() as tmp:
-            repro = os.path.join(tmp, "repro")
-            with open(repro, "w") as f:
-                f.write("#!%s\n%s" % (sys.executable, fake))
-            os.chmod(repro, 0o755)
-            r = subprocess.run([sys.executable, SCENARIO_TABLE, repro, os.path.join(tmp, "out"), "--iters", "2"],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True)
-            self.assertEqual(r.returncode, 0, r.stderr)
-            with open(repro + ".calls") as f:
-                calls = f.read().splitlines()
-        lines = r.stdout.splitlines()
-        columns = lines[1].split()[7:]
-        self.assertEqual(columns, [n for n in stages if n in stages[:4] + ["stream_sync"]])
-        self.assertEqual([line.split()[:3] for line in lines[2:]],
-                         [[str(n), fix, dtype] for n in (0, 3) for fix in ("off", "on") for dtype in ("bf16", "fp16", "fp32")])
-        self.assertEqual(len(calls), 12)
-        self.assertIn("--scenario 0 --fixes all --dtype bf16", calls[3])
-        self.assertIn("--scenario 3 --fix on --dtype bf16", calls[9])
-        self.assertTrue(all(c.endswith("--iters 2") for c in calls), calls)
-
-
-@unittest.skipUnless(has_numpy(), "numpy is not installed for this python3")
-class RandomInputs(unittest.TestCase):
-    PROBLEMS = [  # seed dtype B Hq Hkv L S E mask mask_dims tokens valid
-        (23962, "bf16", 2, 8, 8, 128, 128, 64, "none", "1x1", 0, 0),
-        (1, "fp32", 2, 8, 2, 256, 192, 128, "float", "BxH", 0, 0),
-        (18446744073709551615, "fp16", 2, 4, 4, 100, 300, 64, "bool", "1xH", 0, 0),
-        (7, "bf16", 2, 4, 4, 64, 640, 32, "textpad", "Bx1", 512, 128),
-        (0, "fp32", 1, 24, 24, 512, 512, 128, "none", "1x1", 0, 0),
-    ]
-
-    @classmethod
-    def setUpClass(cls):
-        if not CONFIG["dump_inputs"]:
-            raise unittest.SkipTest("no --dump-inputs: the harness's generator is not at hand")
-        cls.tmp = tempfile.TemporaryDirectory()
-        cls.dump = CONFIG["dump_inputs"]
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.tmp.cleanup()
-
-    def test_the_same_seed_gives_the_harness_inputs_bit_for_bit(self):
-        import numpy as np
-        for case in self.PROBLEMS:
-            seed, dtype, b, hq, hkv, l, s, e, mask, mask_dims, tokens, valid = case
-            with self.subTest(problem=case):
-                out = os.path.join(self.tmp.name, "inputs.bin")
-                subprocess.run([self.dump] + [str(x) for x in case] + [out], check=True)
-                expected = np.fromfile(out, dtype=np.float32)
-                p = torch_stages.Problem()
-                p.seed, p.dtype = seed, dtype
-                p.batch, p.q_heads, p.kv_heads, p.q_len, p.kv_len, p.head_dim = b, hq, hkv, l, s, e
-                p.mask = "bool" if mask == "textpad" else mask
-                p.mask_per_batch, p.mask_per_head = mask_dims[0] == "B", mask_dims[2] == "H"
-                if mask == "textpad":
-                    p.mask_pattern, p.text_tokens, p.text_valid = "text_padding", tokens, valid
-                inputs = torch_stages.make_random_inputs(p)
-                parts = [inputs.q, inputs.k, inputs.v] + ([] if inputs.mask is None else [inputs.mask])
-                mine = np.concatenate([x.astype(np.float32).ravel() for x in parts])
-                self.assertEqual(mine.shape, expected.shape)
-                self.assertEqual(int(np.count_nonzero(mine.view(np.uint32) != expected.view(np.uint32))), 0)
+        self.assertEqual(sorted(torch_stages.read_host_memory()), ["cached", "mem_available", "mem_free", "rss_file"])
 
 
 class CompareLogs(unittest.TestCase):
@@ -1054,14 +835,12 @@ class CompareLogs(unittest.TestCase):
         without = "".join(line for line in lines if "MATH_UPCAST" not in line)
         r = self.compare(self.log, without)
         self.assertEqual(r.returncode, 1)
-        # Each line named by the stage of the table that writes it.
         self.assertIn("first divergence at tag #5: line 5 (stage upcast) vs line 5 (stage scale_q)", r.stdout)
         self.assertIn("[MATH_UPCAST] bf16->fp32", r.stdout)
-        note = "[SDPA_DEBUG] [SCENARIO_2] host read scores: 4 bytes [FILE:LINE]\n"
+        note = "[SDPA_DEBUG] [HOST_ACCESS] host read scores: 4 bytes [FILE:LINE]\n"
         r = self.compare(self.log, "".join(lines[:4]) + note + "".join(lines[4:]))
         self.assertIn("first divergence at tag #5: line 5 (stage upcast) vs line 5 (no stage's line)", r.stdout)
-        # A tag several stages write (a GEMM's) is named by the stage the log is in.
-        for cut, stage in ((12, "qk_gemm"), (18, "pv_gemm")):
+        for cut, stage in ((12, "qk_gemm"), (18, "pv_gemm")):  # a tag several stages write: the stage the log is in
             r = self.compare("".join(lines[:cut]), self.log)
             self.assertIn("the other goes on with SDPA_DEBUG CUBLAS_GEMM_START (line %d, stage %s)" % (cut + 1, stage),
                           r.stdout)
@@ -1081,25 +860,58 @@ class CompareLogs(unittest.TestCase):
         self.assertIn("K=32", r.stdout)
 
     def test_runs_of_the_same_problem_normalise_to_the_same_lines(self):
-        run_a = "[SDPA_DEBUG] [SCENARIO_2] host read scores: 4 bytes, 1 pages, min=-1 max=2 (0.5 ms) [a.cpp:10]\n"
-        run_b = "[SDPA_DEBUG] [SCENARIO_2] host read scores: 8 bytes, 2 pages, min=-3 max=4 (0.25 ms) [b.py:20]\n"
-        self.assertEqual(compare_logs.normalise(run_a.strip()), compare_logs.normalise(run_b.strip()))
-        self.assertNotEqual(compare_logs.normalise(run_a.strip()),
-                            compare_logs.normalise(run_b.strip().replace("SCENARIO_2", "SCENARIO_4")))
+        run_a = "[SDPA_DEBUG] [FIX_2] prefetch: cudaMemPrefetchAsync(scores, 4 bytes, device 0) on the stream [a.cpp:10]"
+        run_b = "[SDPA_DEBUG] [FIX_2] prefetch: cudaMemPrefetchAsync(scores, 8 bytes, device 1) on the stream [b.py:20]"
+        self.assertEqual(compare_logs.normalise(run_a), compare_logs.normalise(run_b))
+        self.assertNotEqual(compare_logs.normalise(run_a), compare_logs.normalise(run_b.replace("FIX_2", "FIX_4")))
 
     def test_an_unreadable_log_exits_2(self):
-        r = run_script(["/nonexistent/a.log", "/nonexistent/b.log"], script=COMPARE)
-        self.assertEqual(r.returncode, 2)
+        self.assertEqual(run_script(["/nonexistent/a.log", "/nonexistent/b.log"], script=COMPARE).returncode, 2)
+
+
+class ScenarioTable(unittest.TestCase):
+    def test_scenario_table_runs_the_default_scenarios_with_the_table_stage_order(self):
+        """scripts/scenario_table.py against a stand-in repro: the scenarios it lists by default, one
+        that is not (by_default names why), the stages of each run in the table's order."""
+        stages = [row["name"] for row in TABLE]
+        fake = """import json, sys
+args = sys.argv[1:]
+if args[:2] == ["help", "scenarios"]:
+    print(json.dumps([{"number": 0, "by_default": True, "fix": 0}, {"number": 3, "by_default": True, "fix": 3},
+                      {"number": 6, "by_default": "it allocates past the memory there is", "fix": 5}]))
+    sys.exit(0)
+with open(sys.argv[0] + ".calls", "a") as f:
+    f.write(" ".join(args) + "\\n")
+json.dump({"outcome": "pass", "result_tensor": "output", "config": {"alloc": "managed"},
+           "check": {"rel_error": 0.001}, "stages": [{"stage": n, "median_ms": 0.5} for n in %r]},
+          open(args[args.index("--json") + 1], "w"))
+""" % list(reversed(stages[:4] + ["stream_sync"]))
+        with tempfile.TemporaryDirectory() as tmp:
+            repro = os.path.join(tmp, "repro")
+            with open(repro, "w") as f:
+                f.write("#!%s\n%s" % (sys.executable, fake))
+            os.chmod(repro, 0o755)
+            r = subprocess.run([sys.executable, SCENARIO_TABLE, repro, os.path.join(tmp, "out"), "--iters", "2"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            with open(repro + ".calls") as f:
+                calls = f.read().splitlines()
+        lines = r.stdout.splitlines()
+        self.assertEqual(lines[1].split()[7:], [n for n in stages if n in stages[:4] + ["stream_sync"]])
+        self.assertEqual([line.split()[:3] for line in lines[2:]],
+                         [[str(n), fix, dtype] for n in (0, 3) for fix in ("off", "on") for dtype in ("bf16", "fp16", "fp32")])
+        self.assertEqual(len(calls), 12)
+        self.assertIn("--scenario 0 --fixes all --dtype bf16", calls[3])
+        self.assertIn("--scenario 3 --fix on --dtype bf16", calls[9])
+        self.assertTrue(all(c.endswith("--iters 2") for c in calls), calls)
 
 
 def main():
     args = sys.argv[1:]
-    for key in ("repro", "dump_inputs"):
-        flag = "--" + key.replace("_", "-")
-        if flag in args:
-            i = args.index(flag)
-            CONFIG[key] = args[i + 1]
-            del args[i:i + 2]
+    if "--repro" in args:
+        i = args.index("--repro")
+        CONFIG["repro"] = args[i + 1]
+        del args[i:i + 2]
     unittest.main(argv=[sys.argv[0]] + args, verbosity=2)
 
 
