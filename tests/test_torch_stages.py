@@ -16,8 +16,7 @@ CTest's cpu.torch_stages (skipped, exit 77, where there is no python3). Checks:
   - bad options and plans exit 2 with one line; a condition PyTorch cannot express is one line, not a refusal;
   - the watchdog catches an injected stall: the stage named, the stacks dumped, the JSON, exit 3;
   - the script names no stage, scenario or fix: it reads them from the plan and the stage table;
-  - the inputs of `repro --save-inputs` are read and checked (needs numpy); the weights file is made,
-    reused and extended as repro makes it;
+  - the inputs of `repro --save-inputs` are read and checked (needs numpy); the weights' load is repro's;
   - compare_logs.py finds the first divergence and a call that stops early; scenario_table.py's table.
 
     python3 tests/test_torch_stages.py --repro BIN
@@ -34,6 +33,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import types
 import unittest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -119,7 +119,10 @@ def dry_run(plan, *extra, code=0, test=None):
         r = run_script(["--plan", plan, "--dry-run", "--json", out] + list(extra), cwd=tmp)
         if test:
             test.assertEqual(r.returncode, code, r.stderr[-3000:])
-        r.json = json.load(open(out)) if os.path.exists(out) else None
+        r.json = None
+        if os.path.exists(out):
+            with open(out) as f:
+                r.json = json.load(f)
     return r
 
 
@@ -465,23 +468,20 @@ class FakeHelper:
     def concurrent_managed_access(self, device):
         return 1
 
-    def touch_pages(self, ptr, nbytes):
+    def touch(self, ptr, nbytes):
         time.sleep(0.001)
 
-    def host_min_max(self, ptr, count, dtype):
+    def min_max(self, ptr, count, dtype):
         self.torch.calls.append(("host_read",))
         return 0.0, 1.0
 
-    def prefetch_to_device(self, ptr, nbytes, device, stream):
+    def prefetch(self, ptr, nbytes, device, stream):
         self.torch.calls.append(("prefetch",))
 
 
-def stand_in_run(path, capturable=True):
-    """The plan at `path` run by TorchBackend on FakeTorch, each layer's inputs given as the harness
-    gives them: (the backend, the torch, the result and the gradients as the last step left them)."""
-    plan = torch_stages.load_plan(path)
-    torch = FakeTorch(capturable)
-    be = torch_stages.TorchBackend(torch, plan, "managed", FakeHelper(torch), 20, [])
+def stand_in(plan, torch):
+    """TorchBackend on `torch` for `plan`, each layer's inputs given as the harness gives them."""
+    be = torch_stages.TorchBackend(torch, plan, "managed", FakeHelper(torch), 20)
     p = plan.p
     dt = getattr(torch, torch_stages.TORCH_DTYPES[p["dtype"]])
     for layer in range(1, plan.run["layers"] + 1):
@@ -489,7 +489,15 @@ def stand_in_run(path, capturable=True):
             be.layers.setdefault(layer, {})[(name, 0)] = FakeTensor(torch, shape, dt)
     if p["mask"] in ("bool", "float"):
         be.shared[("mask_input", 0)] = FakeTensor(torch, torch_stages.mask_shape(p), torch.bool if p["mask"] == "bool" else dt)
-    got = {}
+    return be, {}
+
+
+def stand_in_run(path, capturable=True):
+    """The plan at `path` run by TorchBackend on FakeTorch: (the backend, the torch, the result and the
+    gradients as the last step left them)."""
+    plan = torch_stages.load_plan(path)
+    torch = FakeTorch(capturable)
+    be, got = stand_in(plan, torch)
 
     def last_step():
         be.layer = plan.run["layers"]
@@ -548,6 +556,40 @@ class StandIn(unittest.TestCase):
         self.assertIn("a CUDA graph of the call (the capture failed: operation not permitted", be.cannot_express[0])
         self.assertEqual([c[0] for c in torch.calls].count("replay"), 0)
         self.assertEqual(len(got), 4)  # the output and the three gradients, made eagerly
+
+    def test_whole_mode_calls_sdpa_in_place_of_the_gpu_steps(self):
+        """--mode whole: F.scaled_dot_product_attention with the plan's problem, for each layer and iteration,
+        between the entry and end stages; what acts inside the call, and the backward, said once each."""
+        path = plan_file("whole", ["--scenario", "2", "--fix", "on", "--backward", "--layers", "2", "--iters", "2",
+                                   "--kv-heads", "2", "--mask", "bool"] + SMALL[:2] + SMALL[4:])
+        plan = torch_stages.load_plan(path)
+        torch = FakeTorch()
+        calls = []
+
+        def sdpa(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):
+            calls.append((q.shape, k.shape, attn_mask.shape, dropout_p, scale, enable_gqa))
+            return q._new()
+        torch.nn = types.SimpleNamespace(functional=types.SimpleNamespace(scaled_dot_product_attention=sdpa))
+        torch.backends = types.SimpleNamespace(cuda=types.SimpleNamespace(allow_fp16_bf16_reduction_math_sdp=lambda on: None))
+        attention = types.SimpleNamespace(SDPBackend=types.SimpleNamespace(MATH="math"),
+                                          sdpa_kernel=lambda backend: contextlib.nullcontext())
+        be, got = stand_in(plan, torch)
+        runner = torch_stages.Runner(plan, be, torch_stages.DebugLog(False), "stages", None, None, {})
+        saved = sys.modules.get("torch.nn.attention")
+        sys.modules["torch.nn.attention"] = attention
+        try:
+            torch_stages.whole_mode(runner, plan, be)
+            runner.run(lambda: got.update(output=be.get({"tensor": "output", "chunk": 0})))
+        finally:
+            sys.modules.pop("torch.nn.attention") if saved is None else sys.modules.update({"torch.nn.attention": saved})
+        p = plan.p
+        self.assertEqual(len(calls), 4)
+        self.assertEqual(calls[0], ((1, 8, 64, 32), (1, 2, 64, 32), (1, 1, 64, 64), 0.0, p["scale"], True))
+        self.assertEqual(got["output"].shape, (1, 8, 64, 32))
+        self.assertEqual(torch.calls.count(("matmul", "path")), 0)  # none of the plan's GEMMs
+        self.assertEqual(sorted(x.split(" ")[0] for x in be.cannot_express), ["fix_sync", "host_access", "prefetch",
+                                                                              "the"])
+        self.assertEqual(len(runner.timings[torch_stages.SDPA_CALL]), 4)
 
     def test_a_plan_reading_a_tensor_nothing_made_is_an_error(self):
         with open(plan_file("default")) as f:
@@ -775,33 +817,11 @@ class Weights(unittest.TestCase):
         with open(os.path.join(ROOT, "math_sdpa", "weights_load.cpp")) as f:
             self.assertIn('"tensor=" + std::to_string(i + 1) + "/" + std::to_string(tensors()) + " bytes=" + '
                           'std::to_string(t.bytes) +', f.read())
-        with open(os.path.join(ROOT, "math_sdpa", "weights_file.h")) as f:  # the same mark on both sides
-            mark = torch_stages.WEIGHTS_FILE_MARK.decode().replace("\n", "\\n")
-            self.assertIn('kWeightsFileMark[] = "%s";' % mark, f.read())
-
-    def test_the_weights_file_is_made_reused_and_extended_as_repro_makes_it(self):
-        with tempfile.TemporaryDirectory() as tmp:
-            path = os.path.join(tmp, "sub", "w.bin")
-            self.assertTrue(torch_stages.ensure_weights_file(path, 10000))
-            with open(path, "rb") as f:
-                data = f.read()
-            self.assertEqual(len(data), 10000)
-            self.assertGreater(len(data) - data.count(0), 9000)  # data, not zeros (a file of zeros could be sparse)
-            self.assertEqual(data[:64], torch_stages.WEIGHTS_FILE_MARK)
-            self.assertFalse(torch_stages.ensure_weights_file(path, 5000))  # large enough: reused
-            self.assertTrue(torch_stages.ensure_weights_file(path, 20000))  # too small: extended from its last page
-            with open(path, "rb") as f:
-                longer = f.read()
-            self.assertEqual((len(longer), longer[:8192]), (20000, data[:8192]))
-            users = os.path.join(tmp, "model.safetensors")  # anyone else's: read when large enough, else refused
-            with open(users, "wb") as f:
-                f.write(b"u" * 100)
-            self.assertFalse(torch_stages.ensure_weights_file(users, 100))
-            with self.assertRaises(torch_stages.ScriptError) as e:
-                torch_stages.ensure_weights_file(users, 101)
-            self.assertIn("holds 100 bytes, fewer than the 101 asked for", str(e.exception))
-            with open(users, "rb") as f:
-                self.assertEqual(f.read(), b"u" * 100)
+        with open(os.path.join(ROOT, "math_sdpa", "weights_file.cpp")) as f:  # the harness's default file
+            source = f.read()
+        for words in ('std::getenv("SDPA_WEIGHTS_FILE")', 'std::getenv("XDG_CACHE_HOME")', '"/.cache"',
+                      '"/sdpa-repro/weights.bin"'):
+            self.assertIn(words, source)
 
     def test_the_host_memory_is_read_as_repro_reads_it(self):
         meminfo = "MemTotal:       128000000 kB\nMemFree:         1000 kB\nMemAvailable:   90000 kB\nCached:  5 kB\n"

@@ -66,24 +66,10 @@ std::string pytorch_sdpa_snippet(const RunOptions& o) {
   return s.str();
 }
 
-std::vector<std::string> problem_args(const RunOptions& o) {
-  const SdpaProblem& p = o.problem;
-  std::vector<std::string> a = {"-b",       std::to_string(p.batch),    "--heads", std::to_string(p.q_heads),
-                                "--kv-heads", std::to_string(p.kv_heads), "-L",      std::to_string(p.q_len),
-                                "-S",       std::to_string(p.kv_len),   "-E",      std::to_string(p.head_dim),
-                                "--dtype",  dtype_name(p.dtype),        "--precision", precision_name(p.precision)};
-  if (p.mask_pattern == MaskPattern::text_padding && p.mask == MaskKind::boolean) {
-    a.insert(a.end(), {"--text-padding", std::to_string(p.text_tokens) + ":" + std::to_string(p.text_valid)});
-  } else if (p.mask != MaskKind::none) {
-    a.insert(a.end(), {"--mask", mask_kind_name(p.mask)});
-    if (p.has_mask_input()) {
-      a.insert(a.end(), {"--mask-dims", std::string(p.mask_per_batch ? "B" : "1") + "x" + (p.mask_per_head ? "H" : "1")});
-    }
-  }
-  if (p.dropout_p > 0) a.insert(a.end(), {"--dropout", format_number("%.17g", p.dropout_p)});
-  if (p.scale) a.insert(a.end(), {"--scale", format_number("%.17g", *p.scale)});
-  if (o.conditions.k_layout == KLayout::bshe) a.insert(a.end(), {"--k-layout", "bshe"});
-  a.insert(a.end(), {"--seed", std::to_string(p.seed)});
+std::vector<std::string> torch_stages_command(const std::vector<std::string>& run_args) {
+  std::vector<std::string> a = {"python3", "scripts/torch_stages.py"};
+  a.insert(a.end(), run_args.begin(), run_args.end());
+  a.insert(a.end(), {"--json", "torch_stages.json"});
   return a;
 }
 

@@ -186,11 +186,6 @@ std::string commands_section(const ReportInput& in) {
 
 std::string pytorch_section(const ReportInput& in) {
   const RunOptions& o = in.fix_off;
-  std::vector<std::string> torch_args = {"python3", "scripts/torch_stages.py"};
-  const std::vector<std::string> problem = problem_args(o);
-  torch_args.insert(torch_args.end(), problem.begin(), problem.end());
-  torch_args.insert(torch_args.end(), {"--scenario", std::to_string(o.scenario), "--memory", "managed", "--log-format", "sdpa-debug",
-                                       "--iters", std::to_string(o.iters), "--json", "torch_stages.json"});
   std::ostringstream s;
   s << "## The same problem in PyTorch\n\n"
     << "The harness computes what this PyTorch call computes, stage for stage (PyTorch's "
@@ -199,11 +194,12 @@ std::string pytorch_section(const ReportInput& in) {
     << "from the synchronisation:\n\n"
     << "```python\n" << pytorch_sdpa_snippet(o) << "```\n\n"
     << "The harness runs it on " << alloc_kind_name(o.conditions.alloc) << " memory under scenario " << o.scenario
-    << "'s conditions (Preconditions, below); PyTorch's caching allocator uses `cudaMalloc`. To run the same problem "
-    << "through PyTorch's own kernels one stage at a time (a synchronisation, a log line in the harness's `--log-format "
-    << "sdpa-debug` tags and a watchdog after each; `--memory managed` puts PyTorch's tensors in managed memory), from the "
-    << "sdpa-repro source folder:\n\n"
-    << "    " << shell_command(torch_args) << "\n\n"
+    << "'s conditions (Preconditions, below); PyTorch's caching allocator uses `cudaMalloc`. To run the fix-off run's "
+    << "call plan (`repro --plan --json`: its every step, the layers and the backward included) through PyTorch's own "
+    << "kernels one stage at a time, on the run's memory (a synchronisation, a log line in the harness's `--log-format "
+    << "sdpa-debug` tags and a watchdog after each; what PyTorch cannot express is said, one line each), from the "
+    << "sdpa-repro source folder (it asks `build/repro` for the plan; `--repro ./repro` names the attached binary):\n\n"
+    << "    " << shell_command(torch_stages_command(in.args_off)) << "\n\n"
     << "The same stage hanging in both confirms this reproducer; a hang in PyTorch only points to a condition the "
     << "harness lacks.\n\n";
   return s.str();
