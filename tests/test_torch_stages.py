@@ -89,6 +89,11 @@ def tags(text):
     return [t for _, t, _ in compare_logs.tagged_lines(text)]
 
 
+def positions(text):
+    """The [LAYER] lines' words, in order: which layer of which step each call is."""
+    return re.findall(r"\[LAYER\] (step=\d+ layer=\d+/\d+)", text)
+
+
 def has_numpy():
     return importlib.util.find_spec("numpy") is not None
 
@@ -155,7 +160,7 @@ def expected_tags(path, extras=False):
         plan = json.load(f)
     tags_, events = harness_instrumentation()
     calls, run, table = plan["calls"], plan["run"], {t["tensor"]: t for t in plan["tensors"]}
-    out = []
+    out, layers = [], []
 
     def line(channel, message):
         tag = message.split(" ")[0] if channel == "CUDA_EVENT" else message[1:message.index("]")]
@@ -183,6 +188,7 @@ def expected_tags(path, extras=False):
     def position(step, layer):
         if run["layers"] > 1 or step > 1:
             line("SDPA_DEBUG", "[LAYER] step=%d layer=%d/%d" % (step, layer, run["layers"]))
+            layers.append("step=%d layer=%d/%d" % (step, layer, run["layers"]))
 
     left, sizes = int(plan["settings"]["mapped_weights"]), itertools.cycle(harness_weights_sizes())
     while left > 0:  # a load stage for each tensor of the harness's sizes, the last cut short
@@ -209,7 +215,7 @@ def expected_tags(path, extras=False):
                 execute("backward_gpu")
                 execute("backward_sync")
         execute("free_step")
-    return out
+    return (out, layers) if extras else out
 
 
 # The script's own lines for the conditions it carries out (the harness words them itself, with
@@ -225,8 +231,10 @@ class StageSequence(unittest.TestCase):
                 expected = expected_tags(path)
                 self.assertIn("CUDA_EVENT math_sdpa_complete", expected)
                 self.assertEqual(tags(dry_run(path, test=self).stderr), expected)
-                mine = [t for t in tags(dry_run(path, "--log-extras", test=self).stderr) if t not in SCRIPT_NOTES]
-                self.assertEqual(mine, expected_tags(path, extras=True))
+                text = dry_run(path, "--log-extras", test=self).stderr
+                expected, layers = expected_tags(path, extras=True)
+                self.assertEqual([t for t in tags(text) if t not in SCRIPT_NOTES], expected)
+                self.assertEqual(positions(text), layers)  # the backward calls from the last layer
 
     def test_the_plans_cover_what_the_sequence_depends_on(self):
         """A plan of each kind the derivation treats apart is among PLANS (else the test above proves less)."""
