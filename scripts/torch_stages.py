@@ -425,9 +425,11 @@ class Runner:
                            step)
 
     def op(self, op):
-        if op["op"] == "allocate":  # an allocation inside the call is the instrumentation's (log_allocation): a
-            for name in op["tensors"]:  # pair a tensor, a chunk's allocating the tensors kept per chunk. PyTorch
-                t = self.plan.tensors[name]  # allocates it in the operation that writes it: no address yet
+        # An allocation inside the call is the instrumentation's (stage_log.cpp log_allocation), a pair a tensor
+        # (a chunk's allocating the tensors kept per chunk); PyTorch allocates it in the operation that writes it.
+        if op["op"] == "allocate":
+            for name in op["tensors"]:
+                t = self.plan.tensors[name]
                 if op["chunk"] == 0 or t["chunks"] > 1:
                     self.log.write([debug_line("ALLOC_DEBUG", "[CUDA_MALLOC] size=%d stream=0 device=0 unified_memory"
                                                "=%d" % (t["bytes"], self.be.memory == "managed")),
