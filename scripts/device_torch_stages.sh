@@ -7,7 +7,8 @@
 #   scripts/device_torch_stages.sh            # PYTHON=python3.12 for another interpreter
 #
 # Prints a table (case, each side's exit code, same stage sequence, the tags compared, how many
-# conditions PyTorch cannot express) and exits 0 when every case has the same sequence and both
+# conditions PyTorch cannot express, the result's l2 in PyTorch over the harness's: both run on the
+# harness's inputs, repro --save-inputs) and exits 0 when every case has the same sequence and both
 # sides exit 0, 1 otherwise; then each "cannot express" line. Scenarios 2, 6 and 7 run at sizes that
 # fit and pass quickly (7's weights 1 GB, in the harness's default file, which its run makes); the
 # rest at their own. About 2-3 minutes on an H200 with the build. Logs under $OUT (or ./device-out).
@@ -29,14 +30,15 @@ cases=(
   "7 on|--scenario 7 --fix on $small --layers 3 --mapped-weights 1G"
   "training|-L 64 -S 64 --backward --retain checkpoint --alloc-timing per-call --layers 2 --dropout 0.1 --mask bool"
 )
-printf "%-9s %-6s %-6s %-5s %-6s %s\n" case repro torch same tags "cannot express" | tee -a "$summary"
+printf "%-9s %-6s %-6s %-5s %-6s %-8s %s\n" case repro torch same tags "cannot" "l2 torch/repro" | tee -a "$summary"
 failed=0
 for c in "${cases[@]}"; do
   name=${c%%|*}
   args=${c#*|}
   tag=${name// /_}
   # shellcheck disable=SC2086  # the options are words
-  timeout 120 build-ci/repro $args --log-format sdpa-debug --stage-timeout 60 >"$out/repro_$tag.txt" 2>"$out/repro_$tag.log"
+  timeout 120 build-ci/repro $args --log-format sdpa-debug --stage-timeout 60 --json "$out/repro_$tag.json" \
+    >"$out/repro_$tag.txt" 2>"$out/repro_$tag.log"
   rrc=$?
   # shellcheck disable=SC2086
   timeout 120 "$python" scripts/torch_stages.py --repro build-ci/repro $args --stage-timeout 60 \
@@ -47,7 +49,11 @@ for c in "${cases[@]}"; do
   [ "$same" = yes ] && [ $rrc = 0 ] && [ $trc = 0 ] || failed=1
   tags=$(grep -oE "\([0-9]+ tags\)" "$out/compare_$tag.txt" | tr -dc 0-9)
   cannot=$(grep -c "cannot express in PyTorch" "$out/torch_$tag.log")
-  printf "%-9s %-6s %-6s %-5s %-6s %s\n" "$name" "$rrc" "$trc" "$same" "${tags:--}" "$cannot" | tee -a "$summary"
+  ratio=$("$python" -c 'import json, sys
+l2 = [(json.load(open(f)).get("result_stats") or {}).get("l2") for f in sys.argv[1:]]
+print("%.6f" % (l2[1] / l2[0]) if None not in l2 and l2[0] else "-")' "$out/repro_$tag.json" "$out/torch_$tag.json" 2>/dev/null)
+  printf "%-9s %-6s %-6s %-5s %-6s %-8s %s\n" "$name" "$rrc" "$trc" "$same" "${tags:--}" "$cannot" "${ratio:--}" |
+    tee -a "$summary"
   [ "$same" = yes ] || sed 's/^/    /' "$out/compare_$tag.txt" | head -4 | tee -a "$summary"
 done
 say "what PyTorch cannot express, by case:"
