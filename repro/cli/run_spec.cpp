@@ -341,7 +341,7 @@ const std::vector<OptionDef>& option_table() {
         {"--json", "", &RunSpec::json, O, "FILE", "write the result as JSON", "", kRun | kBench},
         {"--save-output", "", &RunSpec::save_output, O, "FILE", "write the result tensor as float32 .npy", "", kRun | kBench},
         {"--save-inputs", "", &RunSpec::save_inputs, O, "DIR",
-         "write each layer's inputs as .npy (for scripts/torch_stages.py), with --plan too", "", kRun},
+         "write each layer's inputs as .npy files (scripts/torch_stages.py)", "", kRun},
 
         // A sweep's own options; --iters, --stage-timeout, --on-hang and --snapshot-timeout are its
         // cells' run options, above. Their defaults are the sweep's (repro/sweep/matrix.h).
