@@ -5,6 +5,7 @@
 
 #include "fixes/fix.h"
 #include "math_sdpa/memory_plan.h"
+#include "math_sdpa/weights_file.h"
 #include "repro/run/run_json.h"
 
 namespace sdpa {
@@ -69,7 +70,7 @@ json step_to_json(const PlanStep& s) {
 json steps_to_json(const std::vector<PlanStep>& steps) {
   json out = json::array();
   for (const PlanStep& s : steps) {
-    if (s.staged || !s.ops.empty()) out.push_back(step_to_json(s));
+    if (!s.ops.empty()) out.push_back(step_to_json(s));  // a stage with nothing to do in this configuration is not one
   }
   return out;
 }
@@ -114,6 +115,12 @@ json run_plan_to_json(const RunOptions& o) {
           {"context", context_to_json(o.context)},
           {"run", {{"layers", s.layers}, {"iters", o.iters}, {"steps", o.steps}, {"backward", s.backward}, {"graph", s.graph},
                    {"retain", retain_name(s.retain)}, {"alloc_timing", alloc_timing_name(s.alloc_timing)}}},
+          // The model's weights the run loads before its first call (bytes 0: none), and from which file.
+          {"weights", {{"bytes", s.weights.bytes},
+                       {"file", s.weights.bytes > 0 ? (s.weights.file.empty() ? default_weights_file() : s.weights.file) : ""},
+                       {"io", weights_io_name(s.weights.io)},
+                       {"drop_pages", s.weights.drop_pages},
+                       {"mapping", weights_mapping_name(s.weights.mapping)}}},
           {"tensors", table},
           {"calls", call_plan_to_json(plan_calls(o.problem, s, tensors, hooks))}};
 }
