@@ -226,6 +226,8 @@ TEST_SUITE("bad_input") {
         {{"sweep", "--on-hang", "keep"}, "--on-hang keep: a sweep's hung cell is not kept for a person"},
         {{"--workload-file", junk.path("not_json.json")}, "not JSON (line 1, column 2: invalid literal; last read: 'no')"},
         {{"minimize", "--out", "m", "--from-sweep", junk.path("no_options.json"), "--cell", "0"}, "has no run_options (no key 'run_options')"},
+        {{"minimize", "--out", "m", "--from-sweep", junk.path("no_options.json"), "--cell", "-1"}, "--cell: '-1' is not in 0-100000"},
+        {{"minimize", "--out", "m", "--from-sweep", junk.dir, "--cell", "0"}, "is a folder without a sweep.json"},
         // One range per option: a triage's --stage-timeout is a run's.
         {{"triage", "--out", "t", "--stage-timeout", "100000", "--dry-run"}, "--stage-timeout: '100000' is not in [0.01, 86400]"},
         // One check of a path's name on every route, before any GPU work.

@@ -37,7 +37,15 @@ std::vector<std::string> split_list(const std::string& text) {
 }
 
 // The run options of cell `index` of a sweep's document or JSON-lines file.
-RunSpec sweep_cell_options(const std::string& path, int index) {
+RunSpec sweep_cell_options(std::string path, int index) {
+  // A sweep's folder (its --out) holds its document: the cells are in sweep.json.
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) {
+    if (!fs::exists(fs::path(path) / "sweep.json", ec)) {
+      throw InputError("--from-sweep: " + path + " is a folder without a sweep.json (name a sweep's --out folder, its sweep.json or its sweep.jsonl)");
+    }
+    path = (fs::path(path) / "sweep.json").string();
+  }
   const std::optional<std::string> text = read_file(path);
   if (!text) throw InputError("--from-sweep: " + path + " cannot be read");
   std::vector<json> cells;
@@ -132,7 +140,7 @@ int minimize_main(int argc, char** argv) {
       ->option_text("hang|retry")
       ->capture_default_str();
   app.add_option("--from-sweep", from_sweep, "take the configuration of a sweep's cell (with --cell)")->option_text("FILE");
-  app.add_option("--cell", cell, "the sweep cell's index")->option_text("K");
+  app.add_option("--cell", cell, "the sweep cell's index (from 0)")->option_text("K")->check(CLI::Range(0, 100000));
   app.add_option("--from-report", from_report, "take a report's failing configuration (its fix-off runs)")->option_text("DIR");
   app.add_flag("--resume", resume, "go on with the minimization in --out");
   app.add_flag("--force", force, "start again over a minimization already in --out");
