@@ -1018,7 +1018,7 @@ TEST_SUITE("report_nvcc") {
       REQUIRE_MESSAGE(builds[i].generated.exit_code == 0, builds[i].generated.err);
       const std::string cu = file_text(config_cu(i));
       CHECK(cu.find("@") == std::string::npos);
-      for (const std::string& call : {"p.allocate(", "p.release(", "p.entry_sync(", "p.sync_streams()", "cudaStreamSynchronize(p.s(",
+      for (const char* call : {"p.allocate(", "p.release(", "p.entry_sync(", "p.sync_streams()", "cudaStreamSynchronize(p.s(",
                                       "cudaDeviceSynchronize()", "p.prefetch(", "p.order_gemm()", "p.order_path()",
                                       "launch_build_additive_mask(", "launch_convert_scale(", "launch_convert_scale_batch(",
                                       "launch_repeat_heads(", "launch_transpose_heads(p", "p.pointer_arrays(p", "run_gemm(p.cublas",
