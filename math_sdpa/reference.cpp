@@ -1,12 +1,35 @@
-// reference.cpp: float64 Math SDPA, row by row, on all CPU threads.
-#include "reference.h"
+// reference.cpp: float64 Math SDPA on the CPU: the matrix products through OpenBLAS's dgemm
+// (cpu_blas.h), the mask, the safe softmax, dropout and their backward in our own loops.
+//
+// The work is cut into blocks of rows that depend on the problem alone (kBlockDoubles of scores
+// each), so the result has the same bits however many threads compute it. The reference's
+// threads, one for each CPU the process may run on, take the next block in turn (so the DGX
+// Spark's slower cores take fewer), multiply with OpenBLAS on themselves alone and run the mask,
+// the softmax and dropout over the block's rows between its products. The harness's own threads
+// are not starved by them: none of them spins, there are never more of them than CPUs, and the
+// kernel's fair scheduler runs a thread that wakes (the supervisor's watchdog in its own process,
+// the in-process watchdog of --no-fork, --host-load's threads, the ballast's toucher) beside them
+// at its share. The check runs after the last call's GPU work has ended (repro/run/runner.cpp),
+// with no stage open, so only the whole run's --timeout covers it.
+#include "math_sdpa/reference.h"
+
+#include <sched.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <cstdlib>
+#include <exception>
 #include <limits>
+#include <memory>
+#include <mutex>
+#include <system_error>
 #include <thread>
 
-#include "philox.h"
+#include "math_sdpa/cpu_blas.h"
+#include "math_sdpa/name_table.h"
+#include "math_sdpa/philox.h"
+#include "math_sdpa/reference_loops.h"
 
 namespace sdpa {
 
@@ -28,79 +51,144 @@ double mask_value(const SdpaProblem& p, const HostInputs& in, int64_t b, int64_t
 
 namespace {
 
+const NameTable<ReferenceProducts> kReferenceProducts{
+    "SDPA_REFERENCE_PRODUCTS", {{ReferenceProducts::blas, "blas"}, {ReferenceProducts::loops, "loops"}}};
+
+}  // namespace
+
+ReferenceProducts reference_products() {
+  // A throwing initializer leaves the variable to be initialized again: every call refuses.
+  static const ReferenceProducts products = [] {
+    const char* chosen = std::getenv("SDPA_REFERENCE_PRODUCTS");
+    return chosen && *chosen ? kReferenceProducts.parse(chosen) : ReferenceProducts::blas;
+  }();
+  return products;
+}
+
+const char* reference_products_name(ReferenceProducts products) { return kReferenceProducts.name(products); }
+
+int reference_threads() {
+  cpu_set_t cpus;
+  if (sched_getaffinity(0, sizeof cpus, &cpus) == 0) return std::max(1, CPU_COUNT(&cpus));
+  return std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+}
+
+namespace {
+
 enum class Upto { scores, probs, output };
 
-// dots[s] = Σ_e row[e] · m[s·E + e] for s < S: the dot products of one float64 row with each row
-// of an [S, E] float matrix. Four rows at a time, each with its own accumulator that sums over e
-// in order: the same sums, bit for bit, as one dot product after another, but four independent
-// chains of additions for the CPU to overlap instead of one waiting on each addition's latency
-// (about four times the speed; the float64 reference of a 4608-key layer is most of a check).
-void dot_rows(const double* row, const float* m, int64_t S, int64_t E, double* dots) {
-  int64_t s = 0;
-  for (; s + 4 <= S; s += 4) {
-    const float *m0 = m + s * E, *m1 = m0 + E, *m2 = m1 + E, *m3 = m2 + E;
-    double d0 = 0, d1 = 0, d2 = 0, d3 = 0;
-    for (int64_t e = 0; e < E; ++e) {
-      d0 += row[e] * m0[e];
-      d1 += row[e] * m1[e];
-      d2 += row[e] * m2[e];
-      d3 += row[e] * m3[e];
+// The doubles of scores one block of rows holds (8 MiB): a few times a core's L2 cache, and
+// products large enough for OpenBLAS's kernels to run near their peak (a block of a 4608-key
+// layer is 227 rows).
+constexpr int64_t kBlockDoubles = int64_t{1} << 20;
+
+// Rows of `row_len` values a block holds (at least one, at most `rows`), and the blocks of `rows`.
+int64_t block_rows(int64_t row_len, int64_t rows) { return std::clamp<int64_t>(kBlockDoubles / row_len, 1, rows); }
+int64_t blocks_of(int64_t rows, int64_t block) { return (rows + block - 1) / block; }
+
+// work(item, scratch) for every item in [0, items), on up to reference_threads() threads (the
+// calling thread one of them), each taking the next item in turn with a Scratch of its own. The
+// first exception stops the others before their next item and is rethrown here once all stopped.
+template <class Scratch, class Work>
+void for_each_item(int64_t items, const Work& work) {
+  std::atomic<int64_t> next{0};
+  std::atomic<bool> stop{false};
+  std::mutex error_mutex;
+  std::exception_ptr error;
+  auto run = [&] {
+    try {
+      Scratch scratch;
+      for (int64_t i = next++; i < items && !stop; i = next++) work(i, scratch);
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(error_mutex);
+      if (!error) error = std::current_exception();
+      stop = true;
     }
-    dots[s] = d0, dots[s + 1] = d1, dots[s + 2] = d2, dots[s + 3] = d3;
+  };
+  std::vector<std::thread> threads;
+  const int64_t count = std::min<int64_t>(items, reference_threads());
+  for (int64_t t = 1; t < count; ++t) {
+    try {
+      threads.emplace_back(run);
+    } catch (const std::system_error&) {
+      break;  // fewer threads: the same blocks, the same result
+    }
   }
-  for (; s < S; ++s) {
-    double d = 0;
-    for (int64_t e = 0; e < E; ++e) d += row[e] * m[s * E + e];
-    dots[s] = d;
+  run();
+  for (std::thread& t : threads) t.join();
+  if (error) std::rethrow_exception(error);
+}
+
+struct NoScratch {};
+
+// x as doubles (exactly), made on the reference's threads, each page first touched by its writer.
+std::unique_ptr<double[]> widened(const std::vector<float>& x) {
+  const int64_t n = static_cast<int64_t>(x.size());
+  std::unique_ptr<double[]> out(new double[x.size()]);
+  for_each_item<NoScratch>(blocks_of(n, kBlockDoubles), [&](int64_t i, NoScratch&) {
+    const int64_t first = i * kBlockDoubles, last = std::min(n, first + kBlockDoubles);
+    std::copy(x.begin() + first, x.begin() + last, out.get() + first);
+  });
+  return out;
+}
+
+// Adds the mask of query row l of head (b, h), over the keys [s0, s0 + n), to row[0, n), as
+// mask_value gives it.
+void add_mask(const SdpaProblem& p, const HostInputs& in, int64_t b, int64_t h, int64_t l, int64_t s0, int64_t n,
+              double* row) {
+  const double neg_inf = -std::numeric_limits<double>::infinity();
+  switch (p.mask) {
+    case MaskKind::none: return;
+    case MaskKind::causal:
+      for (int64_t s = std::max(s0, l + 1); s < s0 + n; ++s) row[s - s0] += neg_inf;
+      return;
+    case MaskKind::boolean:
+    case MaskKind::additive: {
+      const int64_t mb = p.mask_per_batch ? b : 0, mh = p.mask_per_head ? h : 0;
+      const size_t first = static_cast<size_t>(((mb * p.mask_heads() + mh) * p.q_len + l) * p.kv_len + s0);
+      if (p.mask == MaskKind::boolean) {
+        const uint8_t* keep = &in.bool_mask[first];
+        for (int64_t s = 0; s < n; ++s) row[s] += keep[s] ? 0.0 : neg_inf;
+      } else {
+        const float* add = &in.additive_mask[first];
+        for (int64_t s = 0; s < n; ++s) row[s] += add[s];
+      }
+      return;
+    }
   }
 }
 
-// A float row as float64, once, for dot_rows.
-void widen(const float* x, int64_t n, std::vector<double>& out) {
-  out.resize(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) out[static_cast<size_t>(i)] = x[i];
-}
+// A query row's softmax: its largest masked score and the sum of the exponentials (max −inf: every
+// key masked).
+struct RowStats {
+  double max = -std::numeric_limits<double>::infinity(), sum = 0;
+  bool masked() const { return max == -std::numeric_limits<double>::infinity(); }
+};
 
-// One query row: scores over S keys, mask, safe softmax, dropout, then P·V, stopping after
-// `upto`: the row of scores or probabilities (S values) or of the output (E values) goes to
-// out_row.
-void reference_row(const SdpaProblem& p, const HostInputs& in, int64_t b, int64_t h, int64_t l, Upto upto,
-                   std::vector<double>& probs, std::vector<double>& q_row, double* out_row) {
-  const int64_t E = p.head_dim, S = p.kv_len;
-  const int64_t kv_head = h / (p.q_heads / p.kv_heads);  // repeat_interleave mapping
-  const float* q = &in.q[static_cast<size_t>(((b * p.q_heads + h) * p.q_len + l) * E)];
-  const float* k = &in.k[static_cast<size_t>((b * p.kv_heads + kv_head) * S * E)];
-  const float* v = &in.v[static_cast<size_t>((b * p.kv_heads + kv_head) * S * E)];
+// Query row l of head (b, h): its dot products with every key (q·k, S values in `row`) become the
+// safe softmax of scale · q·k + mask, exp(x − max) / Σ, or zeros where every key is masked
+// (_safe_softmax).
+RowStats softmax_row(const SdpaProblem& p, const HostInputs& in, int64_t b, int64_t h, int64_t l, double* row) {
+  const int64_t S = p.kv_len;
   const double scale = p.softmax_scale();
-  widen(q, E, q_row);
-  dot_rows(q_row.data(), k, S, E, probs.data());
-  if (upto == Upto::scores) {
-    for (int64_t s = 0; s < S; ++s) out_row[s] = probs[s] * scale;
-    return;
+  for (int64_t s = 0; s < S; ++s) row[s] *= scale;
+  add_mask(p, in, b, h, l, 0, S, row);
+  RowStats stats;
+  for (int64_t s = 0; s < S; ++s) stats.max = std::max(stats.max, row[s]);
+  if (stats.masked()) {
+    std::fill(row, row + S, 0.0);
+    return stats;
   }
-  double row_max = -std::numeric_limits<double>::infinity();
-  for (int64_t s = 0; s < S; ++s) {
-    probs[s] = probs[s] * scale + mask_value(p, in, b, h, l, s);
-    row_max = std::max(row_max, probs[s]);
-  }
-  std::fill(out_row, out_row + (upto == Upto::probs ? S : E), 0.0);
-  if (row_max == -std::numeric_limits<double>::infinity()) return;  // _safe_softmax: zeros
-  double sum = 0;
-  for (int64_t s = 0; s < S; ++s) sum += (probs[s] = std::exp(probs[s] - row_max));
-  if (upto == Upto::probs) {
-    for (int64_t s = 0; s < S; ++s) out_row[s] = probs[s] / sum;
-    return;
-  }
-  const uint64_t row_index = static_cast<uint64_t>(((b * p.q_heads + h) * p.q_len + l) * S);
-  const float keep_prob = p.keep_prob();
-  for (int64_t s = 0; s < S; ++s) {
-    double prob = probs[s] / sum;
-    if (p.dropout_p > 0) {
-      prob = dropout_keep(p.seed, p.dropout_offset, row_index + s, keep_prob) ? prob / keep_prob : 0.0;
-    }
-    if (prob == 0.0) continue;
-    for (int64_t e = 0; e < E; ++e) out_row[e] += prob * v[s * E + e];
-  }
+  for (int64_t s = 0; s < S; ++s) stats.sum += (row[s] = std::exp(row[s] - stats.max));
+  for (int64_t s = 0; s < S; ++s) row[s] /= stats.sum;
+  return stats;
+}
+
+// What dropout keeps of the probability at `element` of the [B, Hq, L, S] scores, scaled (Pd = P ·
+// kept): 1 / keep_prob or 0, and 1 without dropout.
+double dropout_kept(const SdpaProblem& p, uint64_t element) {
+  if (p.dropout_p == 0) return 1.0;
+  return dropout_keep(p.seed, p.dropout_offset, element, p.keep_prob()) ? 1.0 / p.keep_prob() : 0.0;
 }
 
 }  // namespace
@@ -108,112 +196,146 @@ void reference_row(const SdpaProblem& p, const HostInputs& in, int64_t b, int64_
 std::vector<double> reference_sdpa(const SdpaProblem& p, const HostInputs& in) { return reference_tensor(p, in, "output"); }
 
 std::vector<double> reference_tensor(const SdpaProblem& p, const HostInputs& in, const std::string& tensor) {
+  if (reference_products() == ReferenceProducts::loops) return loops::reference_tensor(p, in, tensor);
   const Upto upto = tensor == "scores" ? Upto::scores : tensor == "probs" ? Upto::probs : Upto::output;
-  const int64_t rows = p.batch * p.q_heads * p.q_len;
-  const int64_t row_len = upto == Upto::output ? p.head_dim : p.kv_len;
-  std::vector<double> out(static_cast<size_t>(rows * row_len));
-  const int64_t workers = std::max<int64_t>(1, std::min<int64_t>(rows, std::thread::hardware_concurrency()));
-  auto work = [&](int64_t first, int64_t last) {
-    std::vector<double> probs(static_cast<size_t>(p.kv_len)), q_row;
-    for (int64_t r = first; r < last; ++r) {
-      const int64_t l = r % p.q_len, h = (r / p.q_len) % p.q_heads, b = r / (p.q_len * p.q_heads);
-      reference_row(p, in, b, h, l, upto, probs, q_row, &out[static_cast<size_t>(r * row_len)]);
-    }
+  const int64_t L = p.q_len, S = p.kv_len, E = p.head_dim, group = p.q_heads / p.kv_heads;
+  const int64_t row_len = upto == Upto::output ? E : S;
+  std::vector<double> out(static_cast<size_t>(p.batch * p.q_heads * L * row_len));
+  const std::unique_ptr<double[]> k = widened(in.k);
+  const std::unique_ptr<double[]> v = upto == Upto::output ? widened(in.v) : nullptr;
+  const double scale = p.softmax_scale();
+  const float keep_prob = p.keep_prob();
+  const int64_t rows = block_rows(S, L), blocks = blocks_of(L, rows);
+  struct Scratch {
+    std::vector<double> q, scores;
   };
-  std::vector<std::thread> threads;
-  for (int64_t w = 0; w < workers; ++w) threads.emplace_back(work, rows * w / workers, rows * (w + 1) / workers);
-  for (auto& t : threads) t.join();
+  // One block: rows [l0, l0 + n) of query head (b, h).
+  for_each_item<Scratch>(p.batch * p.q_heads * blocks, [&](int64_t item, Scratch& s) {
+    const int64_t bh = item / blocks, l0 = item % blocks * rows, n = std::min(rows, L - l0);
+    const int64_t b = bh / p.q_heads, h = bh % p.q_heads, kv = b * p.kv_heads + h / group;  // repeat_interleave
+    const size_t first_row = static_cast<size_t>(bh * L + l0);
+    s.q.assign(in.q.begin() + static_cast<ptrdiff_t>(first_row * E), in.q.begin() + static_cast<ptrdiff_t>((first_row + n) * E));
+    double* scores = &out[first_row * S];  // the result itself, unless it is the output
+    if (upto == Upto::output) {
+      s.scores.resize(static_cast<size_t>(n * S));
+      scores = s.scores.data();
+    }
+    cpu_dgemm(BlasOp::none, BlasOp::transpose, n, S, E, 1.0, s.q.data(), E, k.get() + kv * S * E, E, 0.0, scores, S);
+    if (upto == Upto::scores) {
+      for (int64_t i = 0; i < n * S; ++i) scores[i] *= scale;
+      return;
+    }
+    for (int64_t r = 0; r < n; ++r) {
+      double* row = scores + r * S;
+      softmax_row(p, in, b, h, l0 + r, row);
+      if (upto == Upto::output && p.dropout_p > 0) {
+        const uint64_t element = static_cast<uint64_t>((first_row + r) * S);
+        for (int64_t c = 0; c < S; ++c) {
+          row[c] = dropout_keep(p.seed, p.dropout_offset, element + c, keep_prob) ? row[c] / keep_prob : 0.0;
+        }
+      }
+    }
+    if (upto == Upto::output) {
+      cpu_dgemm(BlasOp::none, BlasOp::none, n, E, S, 1.0, scores, S, v.get() + kv * S * E, E, 0.0, &out[first_row * E], E);
+    }
+  });
   return out;
 }
 
-namespace {
-
-// One query head (b, h): every row's forward again, then its backward. dq_head is that head's
-// [L, E] of dQ; dk_head and dv_head get its share of dK and dV, [S, E] (summed over the group by
-// the caller).
-void reference_head_backward(const SdpaProblem& p, const HostInputs& in, int64_t b, int64_t h, double* dq_head,
-                             double* dk_head, double* dv_head) {
-  const int64_t E = p.head_dim, S = p.kv_len, L = p.q_len;
-  const int64_t kv_head = h / (p.q_heads / p.kv_heads);
-  const float* k = &in.k[static_cast<size_t>((b * p.kv_heads + kv_head) * S * E)];
-  const float* v = &in.v[static_cast<size_t>((b * p.kv_heads + kv_head) * S * E)];
-  const double scale = p.softmax_scale();
-  const float keep_prob = p.keep_prob();
-  std::vector<double> prob(static_cast<size_t>(S)), kept(static_cast<size_t>(S)), dprob(static_cast<size_t>(S));
-  std::vector<double> q_row, dout_row;
-  for (int64_t l = 0; l < L; ++l) {
-    const float* q = &in.q[static_cast<size_t>(((b * p.q_heads + h) * L + l) * E)];
-    const float* dout = &in.grad_out[static_cast<size_t>(((b * p.q_heads + h) * L + l) * E)];
-    widen(q, E, q_row);
-    dot_rows(q_row.data(), k, S, E, prob.data());
-    double row_max = -std::numeric_limits<double>::infinity();
-    for (int64_t s = 0; s < S; ++s) {
-      prob[s] = prob[s] * scale + mask_value(p, in, b, h, l, s);
-      row_max = std::max(row_max, prob[s]);
-    }
-    if (row_max == -std::numeric_limits<double>::infinity()) continue;  // _safe_softmax's zeros: no gradient
-    double sum = 0;
-    for (int64_t s = 0; s < S; ++s) sum += (prob[s] = std::exp(prob[s] - row_max));
-    const uint64_t row_index = static_cast<uint64_t>(((b * p.q_heads + h) * L + l) * S);
-    for (int64_t s = 0; s < S; ++s) {
-      prob[s] /= sum;
-      // What dropout keeps of each probability, scaled: Pd = P · kept.
-      kept[s] = p.dropout_p > 0 ? (dropout_keep(p.seed, p.dropout_offset, row_index + s, keep_prob) ? 1.0 / keep_prob : 0.0) : 1.0;
-    }
-    // dPd = dO · Vᵀ; dV += Pdᵀ · dO; dP = dPd · kept; dS = P · (dP − Σ dP · P).
-    double row_dot = 0;
-    widen(dout, E, dout_row);
-    dot_rows(dout_row.data(), v, S, E, dprob.data());  // dPd
-    for (int64_t s = 0; s < S; ++s) {
-      const double pd = prob[s] * kept[s];
-      if (pd != 0.0) {
-        for (int64_t e = 0; e < E; ++e) dv_head[s * E + e] += pd * dout[e];
-      }
-      dprob[s] *= kept[s];
-      row_dot += dprob[s] * prob[s];
-    }
-    // scores = scale · q · k: dQ = scale · dS · K, dK += scale · dSᵀ · Q.
-    double* dq = dq_head + l * E;
-    for (int64_t s = 0; s < S; ++s) {
-      const double ds = prob[s] * (dprob[s] - row_dot) * scale;
-      if (ds == 0.0) continue;
-      for (int64_t e = 0; e < E; ++e) {
-        dq[e] += ds * k[s * E + e];
-        dk_head[s * E + e] += ds * q[e];
-      }
-    }
-  }
-}
-
-}  // namespace
-
+// The backward in two passes over the same function, each cut so that no two blocks write the
+// same element. Rows: for a block of rows of query head (b, h), P again, dPd = dO·Vᵀ, dP = dPd ·
+// kept, D = Σ dP·P, dS = scale · P · (dP − D) and dQ = dS·K; each row's softmax and D are kept.
+// Keys: for a block of keys of kv head (b, kv), every query head of its group in turn: P and dS
+// of those keys again (from the rows' softmax and D), dV += Pdᵀ·dO and dK += dSᵀ·Q. Two products
+// more than one pass, against the sums over a GQA group and over blocks of rows that one pass
+// would have to make from copies.
 ReferenceGradients reference_gradients(const SdpaProblem& p, const HostInputs& in) {
-  const int64_t heads = p.batch * p.q_heads, group = p.q_heads / p.kv_heads;
-  const int64_t q_head = p.q_len * p.head_dim, kv_head = p.kv_len * p.head_dim;
+  if (reference_products() == ReferenceProducts::loops) return loops::reference_gradients(p, in);
+  const int64_t L = p.q_len, S = p.kv_len, E = p.head_dim, group = p.q_heads / p.kv_heads;
+  const double scale = p.softmax_scale();
+  const std::unique_ptr<double[]> q = widened(in.q), k = widened(in.k), v = widened(in.v), dout = widened(in.grad_out);
   ReferenceGradients g;
-  g.query.assign(static_cast<size_t>(heads * q_head), 0.0);
-  // Each query head's share of dK and dV, summed over the group at the end (so that threads
-  // never add into the same element).
-  std::vector<double> dk_heads(static_cast<size_t>(heads * kv_head), 0.0), dv_heads(dk_heads.size(), 0.0);
-  const int64_t workers = std::max<int64_t>(1, std::min<int64_t>(heads, std::thread::hardware_concurrency()));
-  auto work = [&](int64_t first, int64_t last) {
-    for (int64_t i = first; i < last; ++i) {
-      reference_head_backward(p, in, i / p.q_heads, i % p.q_heads, &g.query[static_cast<size_t>(i * q_head)],
-                              &dk_heads[static_cast<size_t>(i * kv_head)], &dv_heads[static_cast<size_t>(i * kv_head)]);
-    }
+  g.query.assign(in.q.size(), 0.0);
+  g.key.assign(in.k.size(), 0.0);
+  g.value.assign(in.v.size(), 0.0);
+  const size_t query_rows = static_cast<size_t>(p.batch * p.q_heads * L);
+  std::vector<RowStats> stats(query_rows);
+  std::vector<double> row_dot(query_rows);  // D of each query row
+  struct Scratch {
+    std::vector<double> a, b;
   };
-  std::vector<std::thread> threads;
-  for (int64_t w = 0; w < workers; ++w) threads.emplace_back(work, heads * w / workers, heads * (w + 1) / workers);
-  for (auto& t : threads) t.join();
-  g.key.assign(static_cast<size_t>(p.batch * p.kv_heads * kv_head), 0.0);
-  g.value.assign(g.key.size(), 0.0);
-  for (int64_t i = 0; i < heads; ++i) {
-    const int64_t kv = i / group;  // (b·Hq + h) / group = b·Hkv + h / group
-    for (int64_t x = 0; x < kv_head; ++x) {
-      g.key[static_cast<size_t>(kv * kv_head + x)] += dk_heads[static_cast<size_t>(i * kv_head + x)];
-      g.value[static_cast<size_t>(kv * kv_head + x)] += dv_heads[static_cast<size_t>(i * kv_head + x)];
+
+  const int64_t rows = block_rows(S, L), row_blocks = blocks_of(L, rows);
+  for_each_item<Scratch>(p.batch * p.q_heads * row_blocks, [&](int64_t item, Scratch& s) {
+    const int64_t bh = item / row_blocks, l0 = item % row_blocks * rows, n = std::min(rows, L - l0);
+    const int64_t b = bh / p.q_heads, h = bh % p.q_heads, kv = b * p.kv_heads + h / group;
+    const size_t first_row = static_cast<size_t>(bh * L + l0);
+    s.a.resize(static_cast<size_t>(n * S));
+    s.b.resize(s.a.size());
+    cpu_dgemm(BlasOp::none, BlasOp::transpose, n, S, E, 1.0, q.get() + first_row * E, E, k.get() + kv * S * E, E, 0.0,
+              s.a.data(), S);  // Q·Kᵀ
+    cpu_dgemm(BlasOp::none, BlasOp::transpose, n, S, E, 1.0, dout.get() + first_row * E, E, v.get() + kv * S * E, E, 0.0,
+              s.b.data(), S);  // dPd = dO·Vᵀ
+    for (int64_t r = 0; r < n; ++r) {
+      double* prob = &s.a[static_cast<size_t>(r * S)];
+      double* dprob = &s.b[static_cast<size_t>(r * S)];
+      const RowStats row = stats[first_row + r] = softmax_row(p, in, b, h, l0 + r, prob);
+      if (row.masked()) {  // _safe_softmax's zeros: no gradient
+        std::fill(dprob, dprob + S, 0.0);
+        continue;
+      }
+      const uint64_t element = static_cast<uint64_t>((first_row + r) * S);
+      double dot = 0;
+      for (int64_t c = 0; c < S; ++c) {
+        dprob[c] *= dropout_kept(p, element + c);
+        dot += dprob[c] * prob[c];
+      }
+      row_dot[first_row + r] = dot;
+      for (int64_t c = 0; c < S; ++c) dprob[c] = prob[c] * (dprob[c] - dot) * scale;  // dS
     }
-  }
+    cpu_dgemm(BlasOp::none, BlasOp::none, n, E, S, 1.0, s.b.data(), S, k.get() + kv * S * E, E, 0.0,
+              &g.query[first_row * E], E);  // dQ = dS·K
+  });
+
+  const int64_t keys = block_rows(L, S), key_blocks = blocks_of(S, keys);
+  for_each_item<Scratch>(p.batch * p.kv_heads * key_blocks, [&](int64_t item, Scratch& s) {
+    const int64_t bkv = item / key_blocks, s0 = item % key_blocks * keys, n = std::min(keys, S - s0);
+    const int64_t b = bkv / p.kv_heads;
+    const size_t first_key = static_cast<size_t>(bkv * S + s0);
+    s.a.resize(static_cast<size_t>(L * n));
+    s.b.resize(s.a.size());
+    for (int64_t j = 0; j < group; ++j) {
+      const int64_t h = bkv % p.kv_heads * group + j, bh = b * p.q_heads + h;
+      const double* qh = q.get() + bh * L * E;
+      const double* douth = dout.get() + bh * L * E;
+      cpu_dgemm(BlasOp::none, BlasOp::transpose, L, n, E, 1.0, qh, E, k.get() + first_key * E, E, 0.0, s.a.data(), n);
+      cpu_dgemm(BlasOp::none, BlasOp::transpose, L, n, E, 1.0, douth, E, v.get() + first_key * E, E, 0.0, s.b.data(), n);
+      for (int64_t l = 0; l < L; ++l) {
+        double* prob = &s.a[static_cast<size_t>(l * n)];
+        double* dprob = &s.b[static_cast<size_t>(l * n)];
+        const size_t query_row = static_cast<size_t>(bh * L + l);
+        const RowStats row = stats[query_row];
+        if (row.masked()) {
+          std::fill(prob, prob + n, 0.0);
+          std::fill(dprob, dprob + n, 0.0);
+          continue;
+        }
+        for (int64_t c = 0; c < n; ++c) prob[c] *= scale;
+        add_mask(p, in, b, h, l, s0, n, prob);
+        const uint64_t element = static_cast<uint64_t>(query_row * S + s0);
+        const double dot = row_dot[query_row];
+        for (int64_t c = 0; c < n; ++c) {
+          const double pr = std::exp(prob[c] - row.max) / row.sum, kept = dropout_kept(p, element + c);
+          dprob[c] = pr * (dprob[c] * kept - dot) * scale;  // dS
+          prob[c] = pr * kept;                              // Pd
+        }
+      }
+      // The group's first head sets dK and dV, the others add to them.
+      const double beta = j == 0 ? 0.0 : 1.0;
+      cpu_dgemm(BlasOp::transpose, BlasOp::none, n, E, L, 1.0, s.a.data(), n, douth, E, beta, &g.value[first_key * E], E);
+      cpu_dgemm(BlasOp::transpose, BlasOp::none, n, E, L, 1.0, s.b.data(), n, qh, E, beta, &g.key[first_key * E], E);
+    }
+  });
   return g;
 }
 
