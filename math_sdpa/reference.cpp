@@ -3,9 +3,9 @@
 //
 // The work is cut into blocks of rows that depend on the problem alone (kBlockDoubles of scores
 // each), so the result has the same bits however many threads compute it. The reference's
-// threads, one for each CPU the process may run on, take the next block in turn (so the DGX
-// Spark's slower cores take fewer), multiply with OpenBLAS on themselves alone and run the mask,
-// the softmax and dropout over the block's rows between its products. The harness's own threads
+// threads, one for each CPU the process may run on (host_parallel.h), take the next block in
+// turn, multiply with OpenBLAS on themselves alone and run the mask, the softmax and dropout over
+// the block's rows between its products. The harness's own threads
 // are not starved by them: none of them spins, there are never more of them than CPUs, and the
 // kernel's fair scheduler runs a thread that wakes (the supervisor's watchdog in its own process,
 // the in-process watchdog of --no-fork, --host-load's threads, the ballast's toucher) beside them
@@ -13,20 +13,14 @@
 // with no stage open, so only the whole run's --timeout covers it.
 #include "math_sdpa/reference.h"
 
-#include <sched.h>
-
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <cstdlib>
-#include <exception>
 #include <limits>
 #include <memory>
-#include <mutex>
-#include <system_error>
-#include <thread>
 
 #include "math_sdpa/cpu_blas.h"
+#include "math_sdpa/host_parallel.h"
 #include "math_sdpa/name_table.h"
 #include "math_sdpa/philox.h"
 #include "math_sdpa/reference_loops.h"
@@ -67,12 +61,6 @@ ReferenceProducts reference_products() {
 
 const char* reference_products_name(ReferenceProducts products) { return kReferenceProducts.name(products); }
 
-int reference_threads() {
-  cpu_set_t cpus;
-  if (sched_getaffinity(0, sizeof cpus, &cpus) == 0) return std::max(1, CPU_COUNT(&cpus));
-  return std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
-}
-
 namespace {
 
 enum class Upto { scores, probs, output };
@@ -82,44 +70,8 @@ enum class Upto { scores, probs, output };
 // layer is 227 rows).
 constexpr int64_t kBlockDoubles = int64_t{1} << 20;
 
-// Rows of `row_len` values a block holds (at least one, at most `rows`), and the blocks of `rows`.
+// Rows of `row_len` values a block holds: at least one, at most `rows`.
 int64_t block_rows(int64_t row_len, int64_t rows) { return std::clamp<int64_t>(kBlockDoubles / row_len, 1, rows); }
-int64_t blocks_of(int64_t rows, int64_t block) { return (rows + block - 1) / block; }
-
-// work(item, scratch) for every item in [0, items), on up to reference_threads() threads (the
-// calling thread one of them), each taking the next item in turn with a Scratch of its own. The
-// first exception stops the others before their next item and is rethrown here once all stopped.
-template <class Scratch, class Work>
-void for_each_item(int64_t items, const Work& work) {
-  std::atomic<int64_t> next{0};
-  std::atomic<bool> stop{false};
-  std::mutex error_mutex;
-  std::exception_ptr error;
-  auto run = [&] {
-    try {
-      Scratch scratch;
-      for (int64_t i = next++; i < items && !stop; i = next++) work(i, scratch);
-    } catch (...) {
-      std::lock_guard<std::mutex> lock(error_mutex);
-      if (!error) error = std::current_exception();
-      stop = true;
-    }
-  };
-  std::vector<std::thread> threads;
-  const int64_t count = std::min<int64_t>(items, reference_threads());
-  for (int64_t t = 1; t < count; ++t) {
-    try {
-      threads.emplace_back(run);
-    } catch (const std::system_error&) {
-      break;  // fewer threads: the same blocks, the same result
-    }
-  }
-  run();
-  for (std::thread& t : threads) t.join();
-  if (error) std::rethrow_exception(error);
-}
-
-struct NoScratch {};
 
 // x as doubles (exactly), made on the reference's threads, each page first touched by its writer.
 std::unique_ptr<double[]> widened(const std::vector<float>& x) {
@@ -165,13 +117,11 @@ struct RowStats {
   bool masked() const { return max == -std::numeric_limits<double>::infinity(); }
 };
 
-// Query row l of head (b, h): its dot products with every key (q·k, S values in `row`) become the
-// safe softmax of scale · q·k + mask, exp(x − max) / Σ, or zeros where every key is masked
+// Query row l of head (b, h): its scores (scale · q·k for every key, S values in `row`) become the
+// safe softmax of scores + mask, exp(x − max) / Σ, or zeros where every key is masked
 // (_safe_softmax).
 RowStats softmax_row(const SdpaProblem& p, const HostInputs& in, int64_t b, int64_t h, int64_t l, double* row) {
   const int64_t S = p.kv_len;
-  const double scale = p.softmax_scale();
-  for (int64_t s = 0; s < S; ++s) row[s] *= scale;
   add_mask(p, in, b, h, l, 0, S, row);
   RowStats stats;
   for (int64_t s = 0; s < S; ++s) stats.max = std::max(stats.max, row[s]);
@@ -220,11 +170,9 @@ std::vector<double> reference_tensor(const SdpaProblem& p, const HostInputs& in,
       s.scores.resize(static_cast<size_t>(n * S));
       scores = s.scores.data();
     }
-    cpu_dgemm(BlasOp::none, BlasOp::transpose, n, S, E, 1.0, s.q.data(), E, k.get() + kv * S * E, E, 0.0, scores, S);
-    if (upto == Upto::scores) {
-      for (int64_t i = 0; i < n * S; ++i) scores[i] *= scale;
-      return;
-    }
+    // scale · Q·Kᵀ: dgemm multiplies each product by alpha once, as scale · (q·k) does.
+    cpu_dgemm(BlasOp::none, BlasOp::transpose, n, S, E, scale, s.q.data(), E, k.get() + kv * S * E, E, 0.0, scores, S);
+    if (upto == Upto::scores) return;
     for (int64_t r = 0; r < n; ++r) {
       double* row = scores + r * S;
       softmax_row(p, in, b, h, l0 + r, row);
@@ -272,8 +220,8 @@ ReferenceGradients reference_gradients(const SdpaProblem& p, const HostInputs& i
     const size_t first_row = static_cast<size_t>(bh * L + l0);
     s.a.resize(static_cast<size_t>(n * S));
     s.b.resize(s.a.size());
-    cpu_dgemm(BlasOp::none, BlasOp::transpose, n, S, E, 1.0, q.get() + first_row * E, E, k.get() + kv * S * E, E, 0.0,
-              s.a.data(), S);  // Q·Kᵀ
+    cpu_dgemm(BlasOp::none, BlasOp::transpose, n, S, E, scale, q.get() + first_row * E, E, k.get() + kv * S * E, E, 0.0,
+              s.a.data(), S);  // scale · Q·Kᵀ
     cpu_dgemm(BlasOp::none, BlasOp::transpose, n, S, E, 1.0, dout.get() + first_row * E, E, v.get() + kv * S * E, E, 0.0,
               s.b.data(), S);  // dPd = dO·Vᵀ
     for (int64_t r = 0; r < n; ++r) {
@@ -308,7 +256,7 @@ ReferenceGradients reference_gradients(const SdpaProblem& p, const HostInputs& i
       const int64_t h = bkv % p.kv_heads * group + j, bh = b * p.q_heads + h;
       const double* qh = q.get() + bh * L * E;
       const double* douth = dout.get() + bh * L * E;
-      cpu_dgemm(BlasOp::none, BlasOp::transpose, L, n, E, 1.0, qh, E, k.get() + first_key * E, E, 0.0, s.a.data(), n);
+      cpu_dgemm(BlasOp::none, BlasOp::transpose, L, n, E, scale, qh, E, k.get() + first_key * E, E, 0.0, s.a.data(), n);
       cpu_dgemm(BlasOp::none, BlasOp::transpose, L, n, E, 1.0, douth, E, v.get() + first_key * E, E, 0.0, s.b.data(), n);
       for (int64_t l = 0; l < L; ++l) {
         double* prob = &s.a[static_cast<size_t>(l * n)];
@@ -320,7 +268,6 @@ ReferenceGradients reference_gradients(const SdpaProblem& p, const HostInputs& i
           std::fill(dprob, dprob + n, 0.0);
           continue;
         }
-        for (int64_t c = 0; c < n; ++c) prob[c] *= scale;
         add_mask(p, in, b, h, l, s0, n, prob);
         const uint64_t element = static_cast<uint64_t>(query_row * S + s0);
         const double dot = row_dot[query_row];

@@ -7,7 +7,7 @@
 //
 // On the CPU, never on the GPU: its matrix products (Q·Kᵀ, P·V and the backward's) run through
 // OpenBLAS's dgemm (cpu_blas.h), the rest (mask, softmax, dropout and their backward) in our own
-// loops; blocks of rows on the reference's own threads, one a CPU (reference.cpp says how).
+// loops; blocks of rows on threads of its own, one a CPU (reference.cpp says how).
 #pragma once
 
 #include <cstdint>
@@ -44,10 +44,6 @@ ReferenceGradients reference_gradients(const SdpaProblem& p, const HostInputs& i
 enum class ReferenceProducts { blas, loops };
 ReferenceProducts reference_products();
 const char* reference_products_name(ReferenceProducts products);
-
-// The threads the reference computes on: one for each CPU this process may run on (its affinity
-// mask), at least one.
-int reference_threads();
 
 struct Comparison {
   double rel_error = 0;     // ‖out − ref‖₂ / ‖ref‖₂ (‖out − ref‖₂ when ref is all zeros)

@@ -147,6 +147,7 @@ void judge_layer_gradients(RunResult& r, int layer, const MathSdpa::Gradients& g
     }
   }
   if (!checks_layer(r, layer)) return;
+  const CheckCostMeter meter(r.check_cost);
   const ReferenceGradients ref = reference_gradients(p, inputs);
   const std::vector<double>* want[] = {&ref.query, &ref.key, &ref.value};
   r.gradient_tolerance = gradient_tolerance_for(p.dtype, p.precision);
@@ -167,6 +168,8 @@ void run_on_gpu(RunResult& r, int progress_fd) {
   SdpaProblem& p = o.problem;
   r.settings = o.settings;
   r.result_tensor = result_tensor_of(r.settings);
+  // What computes the check's reference, refused (exit 2) before the GPU is touched.
+  if (o.check) prepare_check(r);
   r.device = query_device_info(0);
   CUDA_CHECK(cudaSetDevice(0));
 
@@ -266,7 +269,11 @@ void run_on_gpu(RunResult& r, int progress_fd) {
             continue;
           }
           // Made again for the check (only the GPU kept them), once for the result and the gradients.
-          const HostInputs inputs = checks_layer(r, l) ? layer_inputs(p, l, given, r.settings.backward) : HostInputs{};
+          HostInputs inputs;
+          if (checks_layer(r, l)) {
+            const CheckCostMeter meter(r.check_cost);
+            inputs = layer_inputs(p, l, given, r.settings.backward);
+          }
           judge_layer(r, l, path.download_result(l), inputs, last_result);
           if (r.settings.backward) judge_layer_gradients(r, l, path.download_gradients(l), inputs);
         }
