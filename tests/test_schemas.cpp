@@ -195,7 +195,8 @@ RunResult checked_pass() {
   r.soak.summary = "flat over 40 calls";
   r.wall_seconds = 1.25;
   r.cpu_seconds = 2.5;
-  r.check_cost = {0.5, 1.75, 16, ReferenceProducts::blas, "OpenBLAS 0.3.26 DYNAMIC_ARCH NO_AFFINITY SapphireRapids MAX_THREADS=64 (pthreads, libopenblas.so.0)"};
+  r.check_cost = {0.5, 1.75, 16, ReferenceProducts::blas,
+                  "OpenBLAS 0.3.26 DYNAMIC_ARCH NO_AFFINITY SapphireRapids MAX_THREADS=64 (pthreads, libopenblas.so.0)"};
   return r;
 }
 
