@@ -20,8 +20,8 @@ if(CMAKE_CROSSCOMPILING AND CMAKE_SYSTEM_PROCESSOR STREQUAL "aarch64")
 else()
   set(sdpa_openblas_package "libopenblas-dev")
 endif()
-set(sdpa_openblas_missing "the float64 reference multiplies through OpenBLAS: install the Debian package "
-                          "${sdpa_openblas_package} (scripts/setup_deps.sh does)")
+string(CONCAT sdpa_openblas_missing "the float64 reference multiplies through OpenBLAS: install the Debian package "
+              "${sdpa_openblas_package} (scripts/setup_deps.sh does)")
 
 set(BLA_VENDOR OpenBLAS)
 find_package(BLAS QUIET)
