@@ -70,6 +70,12 @@ enum class Upto { scores, probs, output };
 // layer is 227 rows).
 constexpr int64_t kBlockDoubles = int64_t{1} << 20;
 
+// The backward's items: each query head's rows in enough chunks for about this many (so that
+// every CPU of a lent machine or a DGX Spark has one), a head in at most kMaxChunks, each chunk
+// with its own share of dK and dV ([S, E] doubles each, 9 MiB at 4608 keys and E = 128).
+constexpr int64_t kBackwardItems = 48;
+constexpr int64_t kMaxChunks = 4;
+
 // Rows of `row_len` values a block holds: at least one, at most `rows`.
 int64_t block_rows(int64_t row_len, int64_t rows) { return std::clamp<int64_t>(kBlockDoubles / row_len, 1, rows); }
 
@@ -190,97 +196,92 @@ std::vector<double> reference_tensor(const SdpaProblem& p, const HostInputs& in,
   return out;
 }
 
-// The backward in two passes over the same function, each cut so that no two blocks write the
-// same element. Rows: for a block of rows of query head (b, h), P again, dPd = dO·Vᵀ, dP = dPd ·
-// kept, D = Σ dP·P, dS = scale · P · (dP − D) and dQ = dS·K; each row's softmax and D are kept.
-// Keys: for a block of keys of kv head (b, kv), every query head of its group in turn: P and dS
-// of those keys again (from the rows' softmax and D), dV += Pdᵀ·dO and dK += dSᵀ·Q. Two products
-// more than one pass, against the sums over a GQA group and over blocks of rows that one pass
-// would have to make from copies.
+// The backward, with the forward's output on the way, in one pass over blocks of query rows. Each
+// query head's rows are cut into `chunks` (fixed by the problem: enough items for every CPU), each
+// an item whose blocks in turn give P again, the output O = Pd·V, dPd = dO·Vᵀ, dP = dPd · kept,
+// D = Σ dP·P, dS = scale · P · (dP − D) and dQ = dS·K, and add Pdᵀ·dO and dSᵀ·Q to the item's own
+// share of dV and dK ([S, E] each). The shares are summed at the end in one order, over the
+// chunks and the GQA group: no two threads add to one element, and the sums never change order.
+// One pass computes each exponential once and six products a block (a pass over rows for dQ and
+// one over keys for dK and dV would take two of each and seven): the shares' memory buys that.
 ReferenceGradients reference_gradients(const SdpaProblem& p, const HostInputs& in) {
   if (reference_products() == ReferenceProducts::loops) return loops::reference_gradients(p, in);
   const int64_t L = p.q_len, S = p.kv_len, E = p.head_dim, group = p.q_heads / p.kv_heads;
+  const int64_t heads = p.batch * p.q_heads, head_kv = S * E;
   const double scale = p.softmax_scale();
-  const std::unique_ptr<double[]> q = widened(in.q), k = widened(in.k), v = widened(in.v), dout = widened(in.grad_out);
+  const float keep_prob = p.keep_prob();
+  const std::unique_ptr<double[]> k = widened(in.k), v = widened(in.v);
   ReferenceGradients g;
+  g.output.assign(in.q.size(), 0.0);
   g.query.assign(in.q.size(), 0.0);
-  g.key.assign(in.k.size(), 0.0);
-  g.value.assign(in.v.size(), 0.0);
-  const size_t query_rows = static_cast<size_t>(p.batch * p.q_heads * L);
-  std::vector<RowStats> stats(query_rows);
-  std::vector<double> row_dot(query_rows);  // D of each query row
+  const int64_t rows = block_rows(S, L), blocks = blocks_of(L, rows);
+  const int64_t chunks = std::clamp<int64_t>(blocks_of(kBackwardItems, heads), 1, std::min(kMaxChunks, blocks));
+  // Each item's share of dK and dV, set by its first block's products (beta 0) and added to by the rest.
+  const std::unique_ptr<double[]> key_shares(new double[static_cast<size_t>(heads * chunks * head_kv)]);
+  const std::unique_ptr<double[]> value_shares(new double[static_cast<size_t>(heads * chunks * head_kv)]);
   struct Scratch {
-    std::vector<double> a, b;
+    std::vector<double> q, dout, a, b, kept;
   };
-
-  const int64_t rows = block_rows(S, L), row_blocks = blocks_of(L, rows);
-  for_each_item<Scratch>(p.batch * p.q_heads * row_blocks, [&](int64_t item, Scratch& s) {
-    const int64_t bh = item / row_blocks, l0 = item % row_blocks * rows, n = std::min(rows, L - l0);
+  for_each_item<Scratch>(heads * chunks, [&](int64_t item, Scratch& s) {
+    const int64_t bh = item / chunks, chunk = item % chunks;
     const int64_t b = bh / p.q_heads, h = bh % p.q_heads, kv = b * p.kv_heads + h / group;
-    const size_t first_row = static_cast<size_t>(bh * L + l0);
-    s.a.resize(static_cast<size_t>(n * S));
-    s.b.resize(s.a.size());
-    cpu_dgemm(BlasOp::none, BlasOp::transpose, n, S, E, scale, q.get() + first_row * E, E, k.get() + kv * S * E, E, 0.0,
-              s.a.data(), S);  // scale · Q·Kᵀ
-    cpu_dgemm(BlasOp::none, BlasOp::transpose, n, S, E, 1.0, dout.get() + first_row * E, E, v.get() + kv * S * E, E, 0.0,
-              s.b.data(), S);  // dPd = dO·Vᵀ
-    for (int64_t r = 0; r < n; ++r) {
-      double* prob = &s.a[static_cast<size_t>(r * S)];
-      double* dprob = &s.b[static_cast<size_t>(r * S)];
-      const RowStats row = stats[first_row + r] = softmax_row(p, in, b, h, l0 + r, prob);
-      if (row.masked()) {  // _safe_softmax's zeros: no gradient
-        std::fill(dprob, dprob + S, 0.0);
-        continue;
-      }
-      const uint64_t element = static_cast<uint64_t>((first_row + r) * S);
-      double dot = 0;
-      for (int64_t c = 0; c < S; ++c) {
-        dprob[c] *= dropout_kept(p, element + c);
-        dot += dprob[c] * prob[c];
-      }
-      row_dot[first_row + r] = dot;
-      for (int64_t c = 0; c < S; ++c) dprob[c] = prob[c] * (dprob[c] - dot) * scale;  // dS
-    }
-    cpu_dgemm(BlasOp::none, BlasOp::none, n, E, S, 1.0, s.b.data(), S, k.get() + kv * S * E, E, 0.0,
-              &g.query[first_row * E], E);  // dQ = dS·K
-  });
-
-  const int64_t keys = block_rows(L, S), key_blocks = blocks_of(S, keys);
-  for_each_item<Scratch>(p.batch * p.kv_heads * key_blocks, [&](int64_t item, Scratch& s) {
-    const int64_t bkv = item / key_blocks, s0 = item % key_blocks * keys, n = std::min(keys, S - s0);
-    const int64_t b = bkv / p.kv_heads;
-    const size_t first_key = static_cast<size_t>(bkv * S + s0);
-    s.a.resize(static_cast<size_t>(L * n));
-    s.b.resize(s.a.size());
-    for (int64_t j = 0; j < group; ++j) {
-      const int64_t h = bkv % p.kv_heads * group + j, bh = b * p.q_heads + h;
-      const double* qh = q.get() + bh * L * E;
-      const double* douth = dout.get() + bh * L * E;
-      cpu_dgemm(BlasOp::none, BlasOp::transpose, L, n, E, scale, qh, E, k.get() + first_key * E, E, 0.0, s.a.data(), n);
-      cpu_dgemm(BlasOp::none, BlasOp::transpose, L, n, E, 1.0, douth, E, v.get() + first_key * E, E, 0.0, s.b.data(), n);
-      for (int64_t l = 0; l < L; ++l) {
-        double* prob = &s.a[static_cast<size_t>(l * n)];
-        double* dprob = &s.b[static_cast<size_t>(l * n)];
-        const size_t query_row = static_cast<size_t>(bh * L + l);
-        const RowStats row = stats[query_row];
-        if (row.masked()) {
-          std::fill(prob, prob + n, 0.0);
-          std::fill(dprob, dprob + n, 0.0);
+    const double* kh = k.get() + kv * head_kv;
+    const double* vh = v.get() + kv * head_kv;
+    double* dk = key_shares.get() + item * head_kv;
+    double* dv = value_shares.get() + item * head_kv;
+    const int64_t first_block = blocks * chunk / chunks, end_block = blocks * (chunk + 1) / chunks;
+    for (int64_t block = first_block; block < end_block; ++block) {
+      const int64_t l0 = block * rows, n = std::min(rows, L - l0);
+      const size_t first_row = static_cast<size_t>(bh * L + l0);
+      const auto rows_of = [&](const std::vector<float>& x, std::vector<double>& out) {
+        out.assign(x.begin() + static_cast<ptrdiff_t>(first_row * E), x.begin() + static_cast<ptrdiff_t>((first_row + n) * E));
+      };
+      rows_of(in.q, s.q);
+      rows_of(in.grad_out, s.dout);
+      s.a.resize(static_cast<size_t>(n * S));
+      s.b.resize(s.a.size());
+      s.kept.resize(static_cast<size_t>(S));
+      cpu_dgemm(BlasOp::none, BlasOp::transpose, n, S, E, scale, s.q.data(), E, kh, E, 0.0, s.a.data(), S);  // scale · Q·Kᵀ
+      cpu_dgemm(BlasOp::none, BlasOp::transpose, n, S, E, 1.0, s.dout.data(), E, vh, E, 0.0, s.b.data(), S);  // dPd = dO·Vᵀ
+      for (int64_t r = 0; r < n; ++r) {
+        double* prob = &s.a[static_cast<size_t>(r * S)];
+        double* dprob = &s.b[static_cast<size_t>(r * S)];
+        if (softmax_row(p, in, b, h, l0 + r, prob).masked()) {  // _safe_softmax's zeros: no output, no gradient
+          std::fill(dprob, dprob + S, 0.0);
           continue;
         }
-        add_mask(p, in, b, h, l, s0, n, prob);
-        const uint64_t element = static_cast<uint64_t>(query_row * S + s0);
-        const double dot = row_dot[query_row];
-        for (int64_t c = 0; c < n; ++c) {
-          const double pr = std::exp(prob[c] - row.max) / row.sum, kept = dropout_kept(p, element + c);
-          dprob[c] = pr * (dprob[c] * kept - dot) * scale;  // dS
-          prob[c] = pr * kept;                              // Pd
+        const uint64_t element = static_cast<uint64_t>((first_row + r) * S);
+        double dot = 0;
+        for (int64_t c = 0; c < S; ++c) {
+          s.kept[c] = dropout_kept(p, element + c);
+          dprob[c] *= s.kept[c];
+          dot += dprob[c] * prob[c];
+        }
+        for (int64_t c = 0; c < S; ++c) {
+          dprob[c] = prob[c] * (dprob[c] - dot) * scale;  // dS
+          // Pd, as the forward computes it: P / keep_prob where dropout keeps it.
+          if (p.dropout_p > 0) prob[c] = s.kept[c] != 0.0 ? prob[c] / keep_prob : 0.0;
         }
       }
-      // The group's first head sets dK and dV, the others add to them.
-      const double beta = j == 0 ? 0.0 : 1.0;
-      cpu_dgemm(BlasOp::transpose, BlasOp::none, n, E, L, 1.0, s.a.data(), n, douth, E, beta, &g.value[first_key * E], E);
-      cpu_dgemm(BlasOp::transpose, BlasOp::none, n, E, L, 1.0, s.b.data(), n, qh, E, beta, &g.key[first_key * E], E);
+      const double beta = block == first_block ? 0.0 : 1.0;
+      cpu_dgemm(BlasOp::none, BlasOp::none, n, E, S, 1.0, s.a.data(), S, vh, E, 0.0, &g.output[first_row * E], E);  // Pd·V
+      cpu_dgemm(BlasOp::none, BlasOp::none, n, E, S, 1.0, s.b.data(), S, kh, E, 0.0, &g.query[first_row * E], E);  // dS·K
+      cpu_dgemm(BlasOp::transpose, BlasOp::none, S, E, n, 1.0, s.a.data(), S, s.dout.data(), E, beta, dv, E);  // += Pdᵀ·dO
+      cpu_dgemm(BlasOp::transpose, BlasOp::none, S, E, n, 1.0, s.b.data(), S, s.q.data(), E, beta, dk, E);  // += dSᵀ·Q
+    }
+  });
+  // Each kv head's dK and dV: its group's query heads' shares, chunk by chunk, added in that order.
+  g.key.assign(in.k.size(), 0.0);
+  g.value.assign(in.v.size(), 0.0);
+  const int64_t parts = blocks_of(head_kv, kBlockDoubles);
+  for_each_item<NoScratch>(p.batch * p.kv_heads * parts, [&](int64_t item, NoScratch&) {
+    const int64_t bkv = item / parts, x0 = item % parts * kBlockDoubles, x1 = std::min(head_kv, x0 + kBlockDoubles);
+    const int64_t first_head = bkv / p.kv_heads * p.q_heads + bkv % p.kv_heads * group;
+    for (int64_t share = first_head * chunks; share < (first_head + group) * chunks; ++share) {
+      for (int64_t x = x0; x < x1; ++x) {
+        g.key[static_cast<size_t>(bkv * head_kv + x)] += key_shares[static_cast<size_t>(share * head_kv + x)];
+        g.value[static_cast<size_t>(bkv * head_kv + x)] += value_shares[static_cast<size_t>(share * head_kv + x)];
+      }
     }
   });
   return g;

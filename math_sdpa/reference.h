@@ -32,9 +32,12 @@ std::vector<double> reference_tensor(const SdpaProblem& p, const HostInputs& in,
 // The gradients of the output with respect to Q, K and V for dO = in.grad_out, in double: the
 // backward of the same function (the mask's entries get none; a fully masked row passes none;
 // dropout's kept elements pass dO's share scaled by 1/keep_prob, as native_dropout_backward does).
-// dQ is [B, Hq, L, E]; dK and dV are [B, Hkv, S, E], each summed over its GQA group.
+// dQ is [B, Hq, L, E]; dK and dV are [B, Hkv, S, E], each summed over its GQA group. The forward's
+// output comes with them (computed on the way, as reference_sdpa computes it), or is empty with
+// SDPA_REFERENCE_PRODUCTS=loops (reference_sdpa then computes it, as it did before OpenBLAS).
 struct ReferenceGradients {
   std::vector<double> query, key, value;
+  std::vector<double> output;
 };
 ReferenceGradients reference_gradients(const SdpaProblem& p, const HostInputs& in);
 

@@ -46,7 +46,8 @@ Agreement agreement(const std::vector<double>& a, const std::vector<double>& b) 
 }
 
 // The shapes and conditions the reference must compute as its loops did. The last two are large
-// enough to be cut into several blocks of rows and of keys (8 MiB of scores a block).
+// enough to be cut into several blocks of rows (8 MiB of scores a block), the last into more
+// blocks than the backward's chunks of a head, so that a chunk adds several blocks' dK and dV.
 struct Shape {
   const char* name;
   std::function<void(SdpaProblem&)> set;
@@ -72,15 +73,15 @@ const std::vector<Shape>& shapes() {
          p.mask = MaskKind::boolean, p.mask_per_batch = true, p.mask_pattern = MaskPattern::text_padding;
          p.text_tokens = 5, p.text_valid = 2;
        }},
-      {"blocks of rows and of keys: GQA, causal, dropout",
+      {"blocks of rows: GQA, causal, dropout",
        [](SdpaProblem& p) {
          p.batch = 1, p.q_heads = 2, p.kv_heads = 1, p.q_len = 1100, p.kv_len = 1000, p.head_dim = 8;
          p.mask = MaskKind::causal, p.dropout_p = 0.1;
        }},
-      {"blocks of rows and of keys: boolean per head",
+      {"six blocks of rows in four chunks: boolean",
        [](SdpaProblem& p) {
-         p.batch = 1, p.q_heads = p.kv_heads = 2, p.q_len = p.kv_len = 1030, p.head_dim = 4;
-         p.mask = MaskKind::boolean, p.mask_per_head = true;
+         p.batch = p.q_heads = p.kv_heads = 1, p.q_len = 5200, p.kv_len = 1024, p.head_dim = 4;
+         p.mask = MaskKind::boolean;
        }},
   };
   return list;
@@ -241,6 +242,9 @@ TEST_SUITE("reference") {
         CHECK(g.zeros_kept);
       }
       const ReferenceGradients blas = reference_gradients(p, in), loop = loops::reference_gradients(p, in);
+      // The output the backward computes on the way is the forward's, bit for bit (a check of the
+      // output with --backward uses it).
+      CHECK(blas.output == reference_sdpa(p, in));
       const std::vector<double>* got[] = {&blas.query, &blas.key, &blas.value};
       const std::vector<double>* want[] = {&loop.query, &loop.key, &loop.value};
       for (int i = 0; i < 3; ++i) {

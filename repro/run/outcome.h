@@ -108,9 +108,9 @@ std::string check_cost_line(const Verdict& v);
 
 // The result tensor of a finished run: written to --save-output, and with --check compared with
 // the float64 reference computed from the same inputs (v.checked, v.tolerance, v.comparison; its
-// time added to v.check_cost).
+// time added to v.check_cost), or with `reference` where the caller has it already.
 void save_and_check_result(Verdict& v, const RunOptions& o, ResultTensor tensor, const HostInputs& inputs,
-                           const std::vector<float>& result);
+                           const std::vector<float>& result, const std::vector<double>* reference = nullptr);
 
 // A mismatch when any output is not finite, or (with --check) the error exceeds the tolerance.
 // `where` names what was scanned for non-finite values, e.g. "output" or "outputs of the input sets".
