@@ -5,12 +5,12 @@
 // each), so the result has the same bits however many threads compute it. The reference's
 // threads, one for each CPU the process may run on (host_parallel.h), take the next block in
 // turn, multiply with OpenBLAS on themselves alone and run the mask, the softmax and dropout over
-// the block's rows between its products. The harness's own threads
-// are not starved by them: none of them spins, there are never more of them than CPUs, and the
-// kernel's fair scheduler runs a thread that wakes (the supervisor's watchdog in its own process,
-// the in-process watchdog of --no-fork, --host-load's threads, the ballast's toucher) beside them
-// at its share. The check runs after the last call's GPU work has ended (repro/run/runner.cpp),
-// with no stage open, so only the whole run's --timeout covers it.
+// the block's rows between its products. The harness's own threads are not starved by them: none
+// of them spins, there are never more of them than CPUs, and the kernel's fair scheduler runs a
+// thread that wakes (the supervisor's watchdog in its own process, the in-process watchdog of
+// --no-fork, --host-load's threads, the ballast's toucher) beside them at its share. The check
+// runs after the last call's GPU work has ended (repro/run/runner.cpp), with no stage open, so
+// only the whole run's --timeout covers it.
 #include "math_sdpa/reference.h"
 
 #include <algorithm>
@@ -70,9 +70,9 @@ enum class Upto { scores, probs, output };
 // layer is 227 rows).
 constexpr int64_t kBlockDoubles = int64_t{1} << 20;
 
-// The backward's items: each query head's rows in enough chunks for about this many (so that
-// every CPU of a lent machine or a DGX Spark has one), a head in at most kMaxChunks, each chunk
-// with its own share of dK and dV ([S, E] doubles each, 9 MiB at 4608 keys and E = 128).
+// The backward's items: each query head's rows in enough chunks for about this many (so that each
+// CPU of a 16-core host or of a DGX Spark's 20 has some), a head in at most kMaxChunks, each chunk
+// with its own share of dK and dV ([S, E] doubles each, 4.5 MiB at 4608 keys and E = 128).
 constexpr int64_t kBackwardItems = 48;
 constexpr int64_t kMaxChunks = 4;
 
