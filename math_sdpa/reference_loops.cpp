@@ -1,5 +1,6 @@
 // reference_loops.cpp: the float64 reference with our own loops for its products
-// (reference_loops.h), as it was before OpenBLAS: row by row on all hardware threads.
+// (reference_loops.h), as it was before OpenBLAS: row by row on a thread for each CPU (then every
+// hardware thread; now, as the reference's, every CPU the process may run on: host_parallel.h).
 #include "math_sdpa/reference_loops.h"
 
 #include <algorithm>
@@ -7,6 +8,7 @@
 #include <limits>
 #include <thread>
 
+#include "math_sdpa/host_parallel.h"
 #include "math_sdpa/philox.h"
 
 namespace sdpa::loops {
@@ -95,7 +97,7 @@ std::vector<double> reference_tensor(const SdpaProblem& p, const HostInputs& in,
   const int64_t rows = p.batch * p.q_heads * p.q_len;
   const int64_t row_len = upto == Upto::output ? p.head_dim : p.kv_len;
   std::vector<double> out(static_cast<size_t>(rows * row_len));
-  const int64_t workers = std::max<int64_t>(1, std::min<int64_t>(rows, std::thread::hardware_concurrency()));
+  const int64_t workers = std::max<int64_t>(1, std::min<int64_t>(rows, host_cpus()));
   auto work = [&](int64_t first, int64_t last) {
     std::vector<double> probs(static_cast<size_t>(p.kv_len)), q_row;
     for (int64_t r = first; r < last; ++r) {
@@ -178,7 +180,7 @@ ReferenceGradients reference_gradients(const SdpaProblem& p, const HostInputs& i
   // Each query head's share of dK and dV, summed over the group at the end (so that threads
   // never add into the same element).
   std::vector<double> dk_heads(static_cast<size_t>(heads * kv_head), 0.0), dv_heads(dk_heads.size(), 0.0);
-  const int64_t workers = std::max<int64_t>(1, std::min<int64_t>(heads, std::thread::hardware_concurrency()));
+  const int64_t workers = std::max<int64_t>(1, std::min<int64_t>(heads, host_cpus()));
   auto work = [&](int64_t first, int64_t last) {
     for (int64_t i = first; i < last; ++i) {
       reference_head_backward(p, in, i / p.q_heads, i % p.q_heads, &g.query[static_cast<size_t>(i * q_head)],

@@ -1,5 +1,5 @@
 // reference_loops.h: the float64 reference's first form, with our own scalar loops for the
-// matrix products (rows on all hardware threads, a dot product at a time), kept as the reference
+// matrix products (rows on every CPU, a dot product at a time), kept as the reference
 // of the reference (tests/test_reference.cpp compares reference.h's products through OpenBLAS
 // with these) and to measure what OpenBLAS saves: SDPA_REFERENCE_PRODUCTS=loops makes
 // reference.h's functions use these (scripts/device_check_cost.sh; for measurement only).
