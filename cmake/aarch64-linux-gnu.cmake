@@ -12,12 +12,14 @@ set(CMAKE_C_COMPILER aarch64-linux-gnu-gcc)
 set(CMAKE_CXX_COMPILER aarch64-linux-gnu-g++)
 
 # The target's C and C++ runtime (glibc, libstdc++) come with the cross compiler under this
-# folder. Libraries and CMake packages are looked for there only, so nothing built for x86-64 is
-# linked. Headers may also come from /usr/include: the third-party libraries are header-only
-# (CLI11, nlohmann/json, doctest), and the cross compiler itself searches /usr/include last,
-# after its own C and C++ headers.
+# folder. The one library found (OpenBLAS, cmake/openblas.cmake) is Debian's multiarch arm64 one
+# (libopenblas-dev:arm64, in /usr/lib/aarch64-linux-gnu): "/" is a second root, under which CMake
+# looks in lib/aarch64-linux-gnu (CMAKE_LIBRARY_ARCHITECTURE) before lib, and never in x86-64's
+# lib/x86_64-linux-gnu, so nothing built for x86-64 is linked. Headers may also come from
+# /usr/include: the third-party libraries are header-only (CLI11, nlohmann/json, doctest), and
+# the cross compiler itself searches /usr/include last, after its own C and C++ headers.
 set(SDPA_AARCH64_SYSROOT /usr/aarch64-linux-gnu)
-set(CMAKE_FIND_ROOT_PATH ${SDPA_AARCH64_SYSROOT})
+set(CMAKE_FIND_ROOT_PATH ${SDPA_AARCH64_SYSROOT} /)
 set(CMAKE_FIND_ROOT_PATH_MODE_PROGRAM NEVER)
 set(CMAKE_FIND_ROOT_PATH_MODE_LIBRARY ONLY)
 set(CMAKE_FIND_ROOT_PATH_MODE_PACKAGE ONLY)

@@ -1,12 +1,29 @@
-// reference.cpp: float64 Math SDPA, row by row, on all CPU threads.
-#include "reference.h"
+// reference.cpp: float64 Math SDPA on the CPU: the matrix products through OpenBLAS's dgemm
+// (cpu_blas.h), the mask, the safe softmax, dropout and their backward in our own loops.
+//
+// The work is cut into blocks of rows that depend on the problem alone (kBlockDoubles of scores
+// each), so the result has the same bits however many threads compute it. The reference's
+// threads, one for each CPU the process may run on (host_parallel.h), take the next block in
+// turn, multiply with OpenBLAS on themselves alone and run the mask, the softmax and dropout over
+// the block's rows between its products. The harness's own threads are not starved by them: none
+// of them spins, there are never more of them than CPUs, and the kernel's fair scheduler runs a
+// thread that wakes (the supervisor's watchdog in its own process, the in-process watchdog of
+// --no-fork, --host-load's threads, the ballast's toucher) beside them at its share. The check
+// runs after the last call's GPU work has ended (repro/run/runner.cpp), with no stage open, so
+// only the whole run's --timeout covers it.
+#include "math_sdpa/reference.h"
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <limits>
-#include <thread>
+#include <memory>
 
-#include "philox.h"
+#include "math_sdpa/cpu_blas.h"
+#include "math_sdpa/host_parallel.h"
+#include "math_sdpa/name_table.h"
+#include "math_sdpa/philox.h"
+#include "math_sdpa/reference_loops.h"
 
 namespace sdpa {
 
@@ -28,79 +45,106 @@ double mask_value(const SdpaProblem& p, const HostInputs& in, int64_t b, int64_t
 
 namespace {
 
+const NameTable<ReferenceProducts> kReferenceProducts{
+    "SDPA_REFERENCE_PRODUCTS", {{ReferenceProducts::blas, "blas"}, {ReferenceProducts::loops, "loops"}}};
+
+}  // namespace
+
+ReferenceProducts reference_products() {
+  // A throwing initializer leaves the variable to be initialized again: every call refuses.
+  static const ReferenceProducts products = [] {
+    const char* chosen = std::getenv("SDPA_REFERENCE_PRODUCTS");
+    return chosen && *chosen ? kReferenceProducts.parse(chosen) : ReferenceProducts::blas;
+  }();
+  return products;
+}
+
+const char* reference_products_name(ReferenceProducts products) { return kReferenceProducts.name(products); }
+
+namespace {
+
 enum class Upto { scores, probs, output };
 
-// dots[s] = Σ_e row[e] · m[s·E + e] for s < S: the dot products of one float64 row with each row
-// of an [S, E] float matrix. Four rows at a time, each with its own accumulator that sums over e
-// in order: the same sums, bit for bit, as one dot product after another, but four independent
-// chains of additions for the CPU to overlap instead of one waiting on each addition's latency
-// (about four times the speed; the float64 reference of a 4608-key layer is most of a check).
-void dot_rows(const double* row, const float* m, int64_t S, int64_t E, double* dots) {
-  int64_t s = 0;
-  for (; s + 4 <= S; s += 4) {
-    const float *m0 = m + s * E, *m1 = m0 + E, *m2 = m1 + E, *m3 = m2 + E;
-    double d0 = 0, d1 = 0, d2 = 0, d3 = 0;
-    for (int64_t e = 0; e < E; ++e) {
-      d0 += row[e] * m0[e];
-      d1 += row[e] * m1[e];
-      d2 += row[e] * m2[e];
-      d3 += row[e] * m3[e];
+// The doubles of scores one block of rows holds (8 MiB): a few times a core's L2 cache, and
+// products large enough for OpenBLAS's kernels to run near their peak (a block of a 4608-key
+// layer is 227 rows).
+constexpr int64_t kBlockDoubles = int64_t{1} << 20;
+
+// The backward's items: each query head's rows in enough chunks for about this many (so that each
+// CPU of a 16-core host or of a DGX Spark's 20 has some), a head in at most kMaxChunks, each chunk
+// with its own share of dK and dV ([S, E] doubles each, 4.5 MiB at 4608 keys and E = 128).
+constexpr int64_t kBackwardItems = 48;
+constexpr int64_t kMaxChunks = 4;
+
+// Rows of `row_len` values a block holds: at least one, at most `rows`.
+int64_t block_rows(int64_t row_len, int64_t rows) { return std::clamp<int64_t>(kBlockDoubles / row_len, 1, rows); }
+
+// x as doubles (exactly), made on the reference's threads, each page first touched by its writer.
+std::unique_ptr<double[]> widened(const std::vector<float>& x) {
+  const int64_t n = static_cast<int64_t>(x.size());
+  std::unique_ptr<double[]> out(new double[x.size()]);
+  for_each_item<NoScratch>(blocks_of(n, kBlockDoubles), [&](int64_t i, NoScratch&) {
+    const int64_t first = i * kBlockDoubles, last = std::min(n, first + kBlockDoubles);
+    std::copy(x.begin() + first, x.begin() + last, out.get() + first);
+  });
+  return out;
+}
+
+// Adds the mask of query row l of head (b, h), over the keys [s0, s0 + n), to row[0, n), as
+// mask_value gives it.
+void add_mask(const SdpaProblem& p, const HostInputs& in, int64_t b, int64_t h, int64_t l, int64_t s0, int64_t n,
+              double* row) {
+  const double neg_inf = -std::numeric_limits<double>::infinity();
+  switch (p.mask) {
+    case MaskKind::none: return;
+    case MaskKind::causal:
+      for (int64_t s = std::max(s0, l + 1); s < s0 + n; ++s) row[s - s0] += neg_inf;
+      return;
+    case MaskKind::boolean:
+    case MaskKind::additive: {
+      const int64_t mb = p.mask_per_batch ? b : 0, mh = p.mask_per_head ? h : 0;
+      const size_t first = static_cast<size_t>(((mb * p.mask_heads() + mh) * p.q_len + l) * p.kv_len + s0);
+      if (p.mask == MaskKind::boolean) {
+        const uint8_t* keep = &in.bool_mask[first];
+        for (int64_t s = 0; s < n; ++s) row[s] += keep[s] ? 0.0 : neg_inf;
+      } else {
+        const float* add = &in.additive_mask[first];
+        for (int64_t s = 0; s < n; ++s) row[s] += add[s];
+      }
+      return;
     }
-    dots[s] = d0, dots[s + 1] = d1, dots[s + 2] = d2, dots[s + 3] = d3;
-  }
-  for (; s < S; ++s) {
-    double d = 0;
-    for (int64_t e = 0; e < E; ++e) d += row[e] * m[s * E + e];
-    dots[s] = d;
   }
 }
 
-// A float row as float64, once, for dot_rows.
-void widen(const float* x, int64_t n, std::vector<double>& out) {
-  out.resize(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) out[static_cast<size_t>(i)] = x[i];
+// A query row's softmax: its largest masked score and the sum of the exponentials (max −inf: every
+// key masked).
+struct RowStats {
+  double max = -std::numeric_limits<double>::infinity(), sum = 0;
+  bool masked() const { return max == -std::numeric_limits<double>::infinity(); }
+};
+
+// Query row l of head (b, h): its scores (scale · q·k for every key, S values in `row`) become the
+// safe softmax of scores + mask, exp(x − max) / Σ, or zeros where every key is masked
+// (_safe_softmax).
+RowStats softmax_row(const SdpaProblem& p, const HostInputs& in, int64_t b, int64_t h, int64_t l, double* row) {
+  const int64_t S = p.kv_len;
+  add_mask(p, in, b, h, l, 0, S, row);
+  RowStats stats;
+  for (int64_t s = 0; s < S; ++s) stats.max = std::max(stats.max, row[s]);
+  if (stats.masked()) {
+    std::fill(row, row + S, 0.0);
+    return stats;
+  }
+  for (int64_t s = 0; s < S; ++s) stats.sum += (row[s] = std::exp(row[s] - stats.max));
+  for (int64_t s = 0; s < S; ++s) row[s] /= stats.sum;
+  return stats;
 }
 
-// One query row: scores over S keys, mask, safe softmax, dropout, then P·V, stopping after
-// `upto`: the row of scores or probabilities (S values) or of the output (E values) goes to
-// out_row.
-void reference_row(const SdpaProblem& p, const HostInputs& in, int64_t b, int64_t h, int64_t l, Upto upto,
-                   std::vector<double>& probs, std::vector<double>& q_row, double* out_row) {
-  const int64_t E = p.head_dim, S = p.kv_len;
-  const int64_t kv_head = h / (p.q_heads / p.kv_heads);  // repeat_interleave mapping
-  const float* q = &in.q[static_cast<size_t>(((b * p.q_heads + h) * p.q_len + l) * E)];
-  const float* k = &in.k[static_cast<size_t>((b * p.kv_heads + kv_head) * S * E)];
-  const float* v = &in.v[static_cast<size_t>((b * p.kv_heads + kv_head) * S * E)];
-  const double scale = p.softmax_scale();
-  widen(q, E, q_row);
-  dot_rows(q_row.data(), k, S, E, probs.data());
-  if (upto == Upto::scores) {
-    for (int64_t s = 0; s < S; ++s) out_row[s] = probs[s] * scale;
-    return;
-  }
-  double row_max = -std::numeric_limits<double>::infinity();
-  for (int64_t s = 0; s < S; ++s) {
-    probs[s] = probs[s] * scale + mask_value(p, in, b, h, l, s);
-    row_max = std::max(row_max, probs[s]);
-  }
-  std::fill(out_row, out_row + (upto == Upto::probs ? S : E), 0.0);
-  if (row_max == -std::numeric_limits<double>::infinity()) return;  // _safe_softmax: zeros
-  double sum = 0;
-  for (int64_t s = 0; s < S; ++s) sum += (probs[s] = std::exp(probs[s] - row_max));
-  if (upto == Upto::probs) {
-    for (int64_t s = 0; s < S; ++s) out_row[s] = probs[s] / sum;
-    return;
-  }
-  const uint64_t row_index = static_cast<uint64_t>(((b * p.q_heads + h) * p.q_len + l) * S);
-  const float keep_prob = p.keep_prob();
-  for (int64_t s = 0; s < S; ++s) {
-    double prob = probs[s] / sum;
-    if (p.dropout_p > 0) {
-      prob = dropout_keep(p.seed, p.dropout_offset, row_index + s, keep_prob) ? prob / keep_prob : 0.0;
-    }
-    if (prob == 0.0) continue;
-    for (int64_t e = 0; e < E; ++e) out_row[e] += prob * v[s * E + e];
-  }
+// What dropout keeps of the probability at `element` of the [B, Hq, L, S] scores, scaled (Pd = P ·
+// kept): 1 / keep_prob or 0, and 1 without dropout.
+double dropout_kept(const SdpaProblem& p, uint64_t element) {
+  if (p.dropout_p == 0) return 1.0;
+  return dropout_keep(p.seed, p.dropout_offset, element, p.keep_prob()) ? 1.0 / p.keep_prob() : 0.0;
 }
 
 }  // namespace
@@ -108,112 +152,138 @@ void reference_row(const SdpaProblem& p, const HostInputs& in, int64_t b, int64_
 std::vector<double> reference_sdpa(const SdpaProblem& p, const HostInputs& in) { return reference_tensor(p, in, "output"); }
 
 std::vector<double> reference_tensor(const SdpaProblem& p, const HostInputs& in, const std::string& tensor) {
+  if (reference_products() == ReferenceProducts::loops) return loops::reference_tensor(p, in, tensor);
   const Upto upto = tensor == "scores" ? Upto::scores : tensor == "probs" ? Upto::probs : Upto::output;
-  const int64_t rows = p.batch * p.q_heads * p.q_len;
-  const int64_t row_len = upto == Upto::output ? p.head_dim : p.kv_len;
-  std::vector<double> out(static_cast<size_t>(rows * row_len));
-  const int64_t workers = std::max<int64_t>(1, std::min<int64_t>(rows, std::thread::hardware_concurrency()));
-  auto work = [&](int64_t first, int64_t last) {
-    std::vector<double> probs(static_cast<size_t>(p.kv_len)), q_row;
-    for (int64_t r = first; r < last; ++r) {
-      const int64_t l = r % p.q_len, h = (r / p.q_len) % p.q_heads, b = r / (p.q_len * p.q_heads);
-      reference_row(p, in, b, h, l, upto, probs, q_row, &out[static_cast<size_t>(r * row_len)]);
-    }
+  const int64_t L = p.q_len, S = p.kv_len, E = p.head_dim, group = p.q_heads / p.kv_heads;
+  const int64_t row_len = upto == Upto::output ? E : S;
+  std::vector<double> out(static_cast<size_t>(p.batch * p.q_heads * L * row_len));
+  const std::unique_ptr<double[]> k = widened(in.k);
+  const std::unique_ptr<double[]> v = upto == Upto::output ? widened(in.v) : nullptr;
+  const double scale = p.softmax_scale();
+  const float keep_prob = p.keep_prob();
+  const int64_t rows = block_rows(S, L), blocks = blocks_of(L, rows);
+  struct Scratch {
+    std::vector<double> q, scores;
   };
-  std::vector<std::thread> threads;
-  for (int64_t w = 0; w < workers; ++w) threads.emplace_back(work, rows * w / workers, rows * (w + 1) / workers);
-  for (auto& t : threads) t.join();
+  // One block: rows [l0, l0 + n) of query head (b, h).
+  for_each_item<Scratch>(p.batch * p.q_heads * blocks, [&](int64_t item, Scratch& s) {
+    const int64_t bh = item / blocks, l0 = item % blocks * rows, n = std::min(rows, L - l0);
+    const int64_t b = bh / p.q_heads, h = bh % p.q_heads, kv = b * p.kv_heads + h / group;  // repeat_interleave
+    const size_t first_row = static_cast<size_t>(bh * L + l0);
+    s.q.assign(in.q.begin() + static_cast<ptrdiff_t>(first_row * E), in.q.begin() + static_cast<ptrdiff_t>((first_row + n) * E));
+    double* scores = &out[first_row * S];  // the result itself, unless it is the output
+    if (upto == Upto::output) {
+      s.scores.resize(static_cast<size_t>(n * S));
+      scores = s.scores.data();
+    }
+    // scale · Q·Kᵀ: dgemm multiplies each product by alpha once, as scale · (q·k) does.
+    cpu_dgemm(BlasOp::none, BlasOp::transpose, n, S, E, scale, s.q.data(), E, k.get() + kv * S * E, E, 0.0, scores, S);
+    if (upto == Upto::scores) return;
+    for (int64_t r = 0; r < n; ++r) {
+      double* row = scores + r * S;
+      softmax_row(p, in, b, h, l0 + r, row);
+      if (upto == Upto::output && p.dropout_p > 0) {
+        const uint64_t element = static_cast<uint64_t>((first_row + r) * S);
+        for (int64_t c = 0; c < S; ++c) {
+          row[c] = dropout_keep(p.seed, p.dropout_offset, element + c, keep_prob) ? row[c] / keep_prob : 0.0;
+        }
+      }
+    }
+    if (upto == Upto::output) {
+      cpu_dgemm(BlasOp::none, BlasOp::none, n, E, S, 1.0, scores, S, v.get() + kv * S * E, E, 0.0, &out[first_row * E], E);
+    }
+  });
   return out;
 }
 
-namespace {
-
-// One query head (b, h): every row's forward again, then its backward. dq_head is that head's
-// [L, E] of dQ; dk_head and dv_head get its share of dK and dV, [S, E] (summed over the group by
-// the caller).
-void reference_head_backward(const SdpaProblem& p, const HostInputs& in, int64_t b, int64_t h, double* dq_head,
-                             double* dk_head, double* dv_head) {
-  const int64_t E = p.head_dim, S = p.kv_len, L = p.q_len;
-  const int64_t kv_head = h / (p.q_heads / p.kv_heads);
-  const float* k = &in.k[static_cast<size_t>((b * p.kv_heads + kv_head) * S * E)];
-  const float* v = &in.v[static_cast<size_t>((b * p.kv_heads + kv_head) * S * E)];
+// The backward, with the forward's output on the way, in one pass over blocks of query rows. Each
+// query head's rows are cut into `chunks` (fixed by the problem: enough items for every CPU), each
+// an item whose blocks in turn give P again, the output O = Pd·V, dPd = dO·Vᵀ, dP = dPd · kept,
+// D = Σ dP·P, dS = scale · P · (dP − D) and dQ = dS·K, and add Pdᵀ·dO and dSᵀ·Q to the item's own
+// share of dV and dK ([S, E] each). The shares are summed at the end in one order, over the
+// chunks and the GQA group: no two threads add to one element, and the sums never change order.
+// One pass computes each exponential once and six products a block (a pass over rows for dQ and
+// one over keys for dK and dV would take two of each and seven): the shares' memory buys that.
+ReferenceGradients reference_gradients(const SdpaProblem& p, const HostInputs& in) {
+  if (reference_products() == ReferenceProducts::loops) return loops::reference_gradients(p, in);
+  const int64_t L = p.q_len, S = p.kv_len, E = p.head_dim, group = p.q_heads / p.kv_heads;
+  const int64_t heads = p.batch * p.q_heads, head_kv = S * E;
   const double scale = p.softmax_scale();
   const float keep_prob = p.keep_prob();
-  std::vector<double> prob(static_cast<size_t>(S)), kept(static_cast<size_t>(S)), dprob(static_cast<size_t>(S));
-  std::vector<double> q_row, dout_row;
-  for (int64_t l = 0; l < L; ++l) {
-    const float* q = &in.q[static_cast<size_t>(((b * p.q_heads + h) * L + l) * E)];
-    const float* dout = &in.grad_out[static_cast<size_t>(((b * p.q_heads + h) * L + l) * E)];
-    widen(q, E, q_row);
-    dot_rows(q_row.data(), k, S, E, prob.data());
-    double row_max = -std::numeric_limits<double>::infinity();
-    for (int64_t s = 0; s < S; ++s) {
-      prob[s] = prob[s] * scale + mask_value(p, in, b, h, l, s);
-      row_max = std::max(row_max, prob[s]);
-    }
-    if (row_max == -std::numeric_limits<double>::infinity()) continue;  // _safe_softmax's zeros: no gradient
-    double sum = 0;
-    for (int64_t s = 0; s < S; ++s) sum += (prob[s] = std::exp(prob[s] - row_max));
-    const uint64_t row_index = static_cast<uint64_t>(((b * p.q_heads + h) * L + l) * S);
-    for (int64_t s = 0; s < S; ++s) {
-      prob[s] /= sum;
-      // What dropout keeps of each probability, scaled: Pd = P · kept.
-      kept[s] = p.dropout_p > 0 ? (dropout_keep(p.seed, p.dropout_offset, row_index + s, keep_prob) ? 1.0 / keep_prob : 0.0) : 1.0;
-    }
-    // dPd = dO · Vᵀ; dV += Pdᵀ · dO; dP = dPd · kept; dS = P · (dP − Σ dP · P).
-    double row_dot = 0;
-    widen(dout, E, dout_row);
-    dot_rows(dout_row.data(), v, S, E, dprob.data());  // dPd
-    for (int64_t s = 0; s < S; ++s) {
-      const double pd = prob[s] * kept[s];
-      if (pd != 0.0) {
-        for (int64_t e = 0; e < E; ++e) dv_head[s * E + e] += pd * dout[e];
-      }
-      dprob[s] *= kept[s];
-      row_dot += dprob[s] * prob[s];
-    }
-    // scores = scale · q · k: dQ = scale · dS · K, dK += scale · dSᵀ · Q.
-    double* dq = dq_head + l * E;
-    for (int64_t s = 0; s < S; ++s) {
-      const double ds = prob[s] * (dprob[s] - row_dot) * scale;
-      if (ds == 0.0) continue;
-      for (int64_t e = 0; e < E; ++e) {
-        dq[e] += ds * k[s * E + e];
-        dk_head[s * E + e] += ds * q[e];
-      }
-    }
-  }
-}
-
-}  // namespace
-
-ReferenceGradients reference_gradients(const SdpaProblem& p, const HostInputs& in) {
-  const int64_t heads = p.batch * p.q_heads, group = p.q_heads / p.kv_heads;
-  const int64_t q_head = p.q_len * p.head_dim, kv_head = p.kv_len * p.head_dim;
+  const std::unique_ptr<double[]> k = widened(in.k), v = widened(in.v);
   ReferenceGradients g;
-  g.query.assign(static_cast<size_t>(heads * q_head), 0.0);
-  // Each query head's share of dK and dV, summed over the group at the end (so that threads
-  // never add into the same element).
-  std::vector<double> dk_heads(static_cast<size_t>(heads * kv_head), 0.0), dv_heads(dk_heads.size(), 0.0);
-  const int64_t workers = std::max<int64_t>(1, std::min<int64_t>(heads, std::thread::hardware_concurrency()));
-  auto work = [&](int64_t first, int64_t last) {
-    for (int64_t i = first; i < last; ++i) {
-      reference_head_backward(p, in, i / p.q_heads, i % p.q_heads, &g.query[static_cast<size_t>(i * q_head)],
-                              &dk_heads[static_cast<size_t>(i * kv_head)], &dv_heads[static_cast<size_t>(i * kv_head)]);
-    }
+  g.output.assign(in.q.size(), 0.0);
+  g.query.assign(in.q.size(), 0.0);
+  const int64_t rows = block_rows(S, L), blocks = blocks_of(L, rows);
+  const int64_t chunks = std::clamp<int64_t>(blocks_of(kBackwardItems, heads), 1, std::min(kMaxChunks, blocks));
+  // Each item's share of dK and dV, set by its first block's products (beta 0) and added to by the rest.
+  const std::unique_ptr<double[]> key_shares(new double[static_cast<size_t>(heads * chunks * head_kv)]);
+  const std::unique_ptr<double[]> value_shares(new double[static_cast<size_t>(heads * chunks * head_kv)]);
+  struct Scratch {
+    std::vector<double> q, dout, a, b, kept;
   };
-  std::vector<std::thread> threads;
-  for (int64_t w = 0; w < workers; ++w) threads.emplace_back(work, heads * w / workers, heads * (w + 1) / workers);
-  for (auto& t : threads) t.join();
-  g.key.assign(static_cast<size_t>(p.batch * p.kv_heads * kv_head), 0.0);
-  g.value.assign(g.key.size(), 0.0);
-  for (int64_t i = 0; i < heads; ++i) {
-    const int64_t kv = i / group;  // (b·Hq + h) / group = b·Hkv + h / group
-    for (int64_t x = 0; x < kv_head; ++x) {
-      g.key[static_cast<size_t>(kv * kv_head + x)] += dk_heads[static_cast<size_t>(i * kv_head + x)];
-      g.value[static_cast<size_t>(kv * kv_head + x)] += dv_heads[static_cast<size_t>(i * kv_head + x)];
+  for_each_item<Scratch>(heads * chunks, [&](int64_t item, Scratch& s) {
+    const int64_t bh = item / chunks, chunk = item % chunks;
+    const int64_t b = bh / p.q_heads, h = bh % p.q_heads, kv = b * p.kv_heads + h / group;
+    const double* kh = k.get() + kv * head_kv;
+    const double* vh = v.get() + kv * head_kv;
+    double* dk = key_shares.get() + item * head_kv;
+    double* dv = value_shares.get() + item * head_kv;
+    const int64_t first_block = blocks * chunk / chunks, end_block = blocks * (chunk + 1) / chunks;
+    for (int64_t block = first_block; block < end_block; ++block) {
+      const int64_t l0 = block * rows, n = std::min(rows, L - l0);
+      const size_t first_row = static_cast<size_t>(bh * L + l0);
+      const auto rows_of = [&](const std::vector<float>& x, std::vector<double>& out) {
+        out.assign(x.begin() + static_cast<ptrdiff_t>(first_row * E), x.begin() + static_cast<ptrdiff_t>((first_row + n) * E));
+      };
+      rows_of(in.q, s.q);
+      rows_of(in.grad_out, s.dout);
+      s.a.resize(static_cast<size_t>(n * S));
+      s.b.resize(s.a.size());
+      s.kept.resize(static_cast<size_t>(S));
+      cpu_dgemm(BlasOp::none, BlasOp::transpose, n, S, E, scale, s.q.data(), E, kh, E, 0.0, s.a.data(), S);  // scale · Q·Kᵀ
+      cpu_dgemm(BlasOp::none, BlasOp::transpose, n, S, E, 1.0, s.dout.data(), E, vh, E, 0.0, s.b.data(), S);  // dPd = dO·Vᵀ
+      for (int64_t r = 0; r < n; ++r) {
+        double* prob = &s.a[static_cast<size_t>(r * S)];
+        double* dprob = &s.b[static_cast<size_t>(r * S)];
+        if (softmax_row(p, in, b, h, l0 + r, prob).masked()) {  // _safe_softmax's zeros: no output, no gradient
+          std::fill(dprob, dprob + S, 0.0);
+          continue;
+        }
+        const uint64_t element = static_cast<uint64_t>((first_row + r) * S);
+        double dot = 0;
+        for (int64_t c = 0; c < S; ++c) {
+          s.kept[c] = dropout_kept(p, element + c);
+          dprob[c] *= s.kept[c];
+          dot += dprob[c] * prob[c];
+        }
+        for (int64_t c = 0; c < S; ++c) {
+          dprob[c] = prob[c] * (dprob[c] - dot) * scale;  // dS
+          // Pd, as the forward computes it: P / keep_prob where dropout keeps it.
+          if (p.dropout_p > 0) prob[c] = s.kept[c] != 0.0 ? prob[c] / keep_prob : 0.0;
+        }
+      }
+      const double beta = block == first_block ? 0.0 : 1.0;
+      cpu_dgemm(BlasOp::none, BlasOp::none, n, E, S, 1.0, s.a.data(), S, vh, E, 0.0, &g.output[first_row * E], E);  // Pd·V
+      cpu_dgemm(BlasOp::none, BlasOp::none, n, E, S, 1.0, s.b.data(), S, kh, E, 0.0, &g.query[first_row * E], E);  // dS·K
+      cpu_dgemm(BlasOp::transpose, BlasOp::none, S, E, n, 1.0, s.a.data(), S, s.dout.data(), E, beta, dv, E);  // += Pdᵀ·dO
+      cpu_dgemm(BlasOp::transpose, BlasOp::none, S, E, n, 1.0, s.b.data(), S, s.q.data(), E, beta, dk, E);  // += dSᵀ·Q
     }
-  }
+  });
+  // Each kv head's dK and dV: its group's query heads' shares, chunk by chunk, added in that order.
+  g.key.assign(in.k.size(), 0.0);
+  g.value.assign(in.v.size(), 0.0);
+  const int64_t parts = blocks_of(head_kv, kBlockDoubles);
+  for_each_item<NoScratch>(p.batch * p.kv_heads * parts, [&](int64_t item, NoScratch&) {
+    const int64_t bkv = item / parts, x0 = item % parts * kBlockDoubles, x1 = std::min(head_kv, x0 + kBlockDoubles);
+    const int64_t first_head = bkv / p.kv_heads * p.q_heads + bkv % p.kv_heads * group;
+    for (int64_t share = first_head * chunks; share < (first_head + group) * chunks; ++share) {
+      for (int64_t x = x0; x < x1; ++x) {
+        g.key[static_cast<size_t>(bkv * head_kv + x)] += key_shares[static_cast<size_t>(share * head_kv + x)];
+        g.value[static_cast<size_t>(bkv * head_kv + x)] += value_shares[static_cast<size_t>(share * head_kv + x)];
+      }
+    }
+  });
   return g;
 }
 

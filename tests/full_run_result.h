@@ -103,11 +103,15 @@ inline sdpa::RunResult full_run_result() {
   r.comparison.max_abs_error = 2e-3;
   r.layers_checked = 3;
   r.worst_layer = 2;
+  r.check_cost = {0.75, 9.5, 16, ReferenceProducts::blas,
+                  "OpenBLAS 0.3.21 NO_LAPACKE DYNAMIC_ARCH NO_AFFINITY Cooperlake MAX_THREADS=64 (pthreads, libopenblas.so.0)"};
   r.gradient_tolerance = 1e-2;
   r.gradient_checks = {{"grad_query", {2e-3, 1e-3, 0}, 1}, {"grad_key", {5e-2, 3e-2, 0}, 3}, {"grad_value", {1e-3, 1e-3, 0}, 2}};
   r.calls_compared = 20;
   r.first_differing_call = 7;
   r.fail(Outcome::mismatch, "call 7 differs from call 1");
+  r.wall_seconds = 21.5;
+  r.cpu_seconds = 30.25;
   return r;
 }
 

@@ -477,4 +477,48 @@ TEST_SUITE("bad_input") {
     CHECK(o.err.find("do not match") != std::string::npos);
     CHECK(scratch.listing() == "s.jsonl\n");
   }
+
+  // --check needs a reference to compare with: the run refuses before the GPU is touched when
+  // there is none (so these rows need no GPU); a program that checks nothing never opens OpenBLAS.
+  TEST_CASE("--check without its reference: a wrong SDPA_REFERENCE_PRODUCTS, an OpenBLAS that cannot be opened") {
+    Scratch scratch;
+    auto refused_naming = [](const test_util::ProgramRun& o, const std::string& needle) {
+      INFO("exit ", o.exit_code, ", stderr: ", o.err.substr(0, 400));
+      CHECK_FALSE(o.timed_out);
+      CHECK(o.exit_code == kExitUsage);
+      CHECK(o.err.find('\n') == o.err.size() - 1);  // exactly one line
+      CHECK(o.err.find(needle) != std::string::npos);
+    };
+    {
+      test_util::ScopedEnv env;
+      env.set("SDPA_REFERENCE_PRODUCTS", "lapack");
+      refused_naming(run_repro({"--check"}, scratch), "SDPA_REFERENCE_PRODUCTS: unknown value 'lapack' (expected blas|loops)");
+    }
+    // The file the reference opens, by the dynamic loader's account (glibc's LD_DEBUG, on stderr).
+    test_util::ProgramRun help, checked;
+    {
+      test_util::ScopedEnv env;
+      env.set("LD_DEBUG", "files");
+      help = run_repro({"--help"}, scratch);
+      checked = run_repro({"--check", "--iters", "1"}, scratch);
+    }
+    CHECK(help.err.find("file=libc.so.6") != std::string::npos);  // LD_DEBUG took effect
+    CHECK(help.err.find("openblas") == std::string::npos);
+    const size_t at = checked.err.find("file=libopenblas");
+    REQUIRE(at != std::string::npos);
+    const std::string soname = checked.err.substr(at + 5, checked.err.find_first_of(" \n", at) - at - 5);  // libopenblas.so.0
+    // A file of that name that is no library, found first.
+    const test_util::TempDir broken("broken_openblas");
+    std::ofstream(broken / soname) << "not a shared library\n";
+    const char* outer = std::getenv("LD_LIBRARY_PATH");
+    const std::string kept = outer ? outer : "";
+    setenv("LD_LIBRARY_PATH", (broken.path + (kept.empty() ? "" : ":" + kept)).c_str(), 1);
+    const test_util::ProgramRun refused = run_repro({"--check", "--iters", "1"}, scratch);
+    const test_util::ProgramRun unchecked = run_repro({"--iters", "1"}, scratch);
+    if (outer) setenv("LD_LIBRARY_PATH", kept.c_str(), 1);
+    else unsetenv("LD_LIBRARY_PATH");
+    refused_naming(refused, "the float64 reference's OpenBLAS could not be opened (");
+    CHECK(refused.err.find("install the package libopenblas0") != std::string::npos);
+    CHECK(unchecked.exit_code != kExitUsage);  // 0 on a GPU, 7 without one
+  }
 }

@@ -1,12 +1,17 @@
-// test_reference.cpp: the float64 reference on cases whose answers are known by hand, and the
-// comparison helper.
+// test_reference.cpp: the float64 reference on cases whose answers are known by hand, against
+// its first form (the loops it had before OpenBLAS computed its products), and the comparison
+// helper.
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <functional>
 #include <limits>
+#include <string>
+#include <vector>
 
 #include "math_sdpa/philox.h"
 #include "math_sdpa/reference.h"
+#include "math_sdpa/reference_loops.h"
 
 using namespace sdpa;
 
@@ -21,6 +26,108 @@ SdpaProblem small(int64_t B, int64_t H, int64_t L, int64_t S, int64_t E) {
   p.dtype = DType::fp32;
   return p;
 }
+// ‖a − b‖ / ‖b‖ (‖a − b‖ when b is all zeros), and whether a is exactly zero wherever b is: a
+// masked or dropped element is zero in both forms, not merely small.
+struct Agreement {
+  double relative = 0;
+  bool zeros_kept = true;
+};
+Agreement agreement(const std::vector<double>& a, const std::vector<double>& b) {
+  REQUIRE(a.size() == b.size());
+  Agreement g;
+  double d2 = 0, b2 = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    d2 += (a[i] - b[i]) * (a[i] - b[i]);
+    b2 += b[i] * b[i];
+    if (b[i] == 0.0 && a[i] != 0.0) g.zeros_kept = false;
+  }
+  g.relative = b2 > 0 ? std::sqrt(d2 / b2) : std::sqrt(d2);
+  return g;
+}
+
+// The shapes and conditions the reference must compute as its loops did.
+struct Shape {
+  const char* name;
+  std::function<void(SdpaProblem&)> set;
+};
+const std::vector<Shape>& shapes() {
+  static const std::vector<Shape> list = {
+      {"no mask, B=2, L != S", [](SdpaProblem& p) { p.batch = 2, p.q_heads = p.kv_heads = 3, p.q_len = 7, p.kv_len = 9, p.head_dim = 5; }},
+      {"GQA (6 query heads, 2 kv heads), causal with L > S",
+       [](SdpaProblem& p) { p.batch = 2, p.q_heads = 6, p.kv_heads = 2, p.q_len = 9, p.kv_len = 5, p.head_dim = 4, p.mask = MaskKind::causal; }},
+      {"boolean per batch and head (fully masked rows), dropout",
+       [](SdpaProblem& p) {
+         p.batch = 2, p.q_heads = p.kv_heads = 2, p.q_len = 6, p.kv_len = 10, p.head_dim = 8;
+         p.mask = MaskKind::boolean, p.mask_per_batch = p.mask_per_head = true, p.dropout_p = 0.3;
+       }},
+      {"additive with -inf per batch, a negative scale",
+       [](SdpaProblem& p) {
+         p.batch = 3, p.q_heads = p.kv_heads = 1, p.q_len = 4, p.kv_len = 11, p.head_dim = 3;
+         p.mask = MaskKind::additive, p.mask_per_batch = true, p.scale = -0.6;
+       }},
+      {"text padding, MQA (4 query heads, 1 kv head)",
+       [](SdpaProblem& p) {
+         p.batch = 2, p.q_heads = 4, p.kv_heads = 1, p.q_len = 8, p.kv_len = 12, p.head_dim = 6;
+         p.mask = MaskKind::boolean, p.mask_per_batch = true, p.mask_pattern = MaskPattern::text_padding;
+         p.text_tokens = 5, p.text_valid = 2;
+       }},
+  };
+  return list;
+}
+
+// Shapes large enough to be cut into several blocks of rows (8 MiB of scores a block), the second
+// into more blocks than the backward's chunks of a head, so that a chunk adds several blocks' dK
+// and dV.
+const std::vector<Shape>& block_shapes() {
+  static const std::vector<Shape> list = {
+      {"blocks of rows: GQA, causal, dropout",
+       [](SdpaProblem& p) {
+         p.batch = 1, p.q_heads = 2, p.kv_heads = 1, p.q_len = 1100, p.kv_len = 1000, p.head_dim = 8;
+         p.mask = MaskKind::causal, p.dropout_p = 0.1;
+       }},
+      {"six blocks of rows in four chunks: boolean",
+       [](SdpaProblem& p) {
+         p.batch = p.q_heads = p.kv_heads = 1, p.q_len = 5200, p.kv_len = 1024, p.head_dim = 4;
+         p.mask = MaskKind::boolean;
+       }},
+  };
+  return list;
+}
+
+SdpaProblem shape_problem(const Shape& shape) {
+  SdpaProblem p;
+  p.dtype = DType::bf16;
+  shape.set(p);
+  p.validate();
+  return p;
+}
+
+// Every tensor and gradient of `shape` through OpenBLAS against the loops', within 1e-12.
+void expect_the_loops_results(const Shape& shape) {
+  CAPTURE(shape.name);
+  const SdpaProblem p = shape_problem(shape);
+  HostInputs in = make_random_inputs(p, 29);
+  in.grad_out = make_grad_output(p, 1);
+  for (const char* tensor : {"scores", "probs", "output"}) {
+    CAPTURE(tensor);
+    const Agreement g = agreement(reference_tensor(p, in, tensor), loops::reference_tensor(p, in, tensor));
+    CHECK(g.relative <= 1e-12);
+    CHECK(g.zeros_kept);
+  }
+  const ReferenceGradients blas = reference_gradients(p, in), loop = loops::reference_gradients(p, in);
+  // The output the backward computes on the way is the forward's, bit for bit (a check of the
+  // output with --backward uses it).
+  CHECK(blas.output == reference_sdpa(p, in));
+  const std::vector<double>* got[] = {&blas.query, &blas.key, &blas.value};
+  const std::vector<double>* want[] = {&loop.query, &loop.key, &loop.value};
+  for (int i = 0; i < 3; ++i) {
+    CAPTURE(i);
+    const Agreement g = agreement(*got[i], *want[i]);
+    CHECK(g.relative <= 1e-12);
+    CHECK(g.zeros_kept);
+  }
+}
+
 }  // namespace
 
 TEST_SUITE("reference") {
@@ -150,6 +257,19 @@ TEST_SUITE("reference") {
     CHECK(kept > 0);
     CHECK(kept < 64);
     CHECK(reference_sdpa(p, in)[0] == doctest::Approx(expected).epsilon(1e-12));
+  }
+
+  // The loops computed every product as a dot product at a time, OpenBLAS in blocks with other
+  // sums' orders: the same function within rounding, 1e-12 being a million times the differences
+  // seen (about 1e-16) and a millionth of the smallest tolerance of a check (1e-5).
+  TEST_CASE("the products through OpenBLAS give what the loops gave: every tensor, the gradients, within 1e-12") {
+    for (const Shape& shape : shapes()) expect_the_loops_results(shape);
+  }
+
+  // Shapes of millions of scores: left out of the aarch64 build's run under qemu-user (host_only/),
+  // which runs a program's threads hundreds of times slower while two of them compute at once.
+  TEST_CASE("the products through OpenBLAS give what the loops gave on shapes of several blocks of rows") {
+    for (const Shape& shape : block_shapes()) expect_the_loops_results(shape);
   }
 
   TEST_CASE("compare_to_reference: relative error, NaN never passes, sizes must match") {

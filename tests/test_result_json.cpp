@@ -128,7 +128,38 @@ TEST_SUITE("result_json") {
     has("# check (probs, 3 layers, the worst: layer 2): rel_error 1.000e-03  max_abs_error 2.000e-03  tolerance 4.0e-03  OK\n");
     has("# check (grad_key, the worst: layer 3): rel_error 5.000e-02  max_abs_error 3.000e-02  tolerance 1.0e-02  FAILED\n");
     has("# every call: 20 calls compared with call 1 bit for bit: call 7 differs  FAILED\n");
+    has("# check cost: 0.75 s, CPU 9.5 s, 16 threads, OpenBLAS 0.3.21 NO_LAPACKE DYNAMIC_ARCH NO_AFFINITY Cooperlake "
+        "MAX_THREADS=64 (pthreads, libopenblas.so.0); the whole run 21.50 s, CPU 30.2 s\n");
     has("# result: mismatch (exit 1): call 7 differs from call 1\n");
+  }
+
+  // What a check costs is beside what the run cost, in the JSON and the table, so that a user
+  // sees what --check adds; a run the supervisor ended (a hang) knows no CPU time.
+  TEST_CASE("a checked run says what its check cost, next to the run's own time") {
+    const RunResult r = test_util::full_run_result();
+    const nlohmann::json j = result_to_json(r);
+    CHECK(j["wall_seconds"] == 21.5);
+    CHECK(j["cpu_seconds"] == 30.25);
+    const nlohmann::json& cost = j["check"]["cost"];
+    CHECK(cost["wall_seconds"] == 0.75);
+    CHECK(cost["cpu_seconds"] == 9.5);
+    CHECK(cost["threads"] == 16);
+    CHECK(cost["products"] == "blas");
+    CHECK(cost["blas"].get<std::string>().rfind("OpenBLAS 0.3.21 ", 0) == 0);
+    RunResult loops = r;
+    loops.check_cost = {12.0, 150.0, 2, ReferenceProducts::loops, ""};
+    CHECK(result_to_json(loops)["check"]["cost"]["products"] == "loops");
+    CHECK(result_to_json(loops)["check"]["cost"]["blas"].is_null());
+    CHECK(result_to_text(loops).find("# check cost: 12.00 s, CPU 150.0 s, 2 threads, the loops, SDPA_REFERENCE_PRODUCTS=loops;") !=
+          std::string::npos);
+    RunResult unchecked = r;
+    unchecked.checked = false;
+    CHECK(result_to_json(unchecked)["check"].is_null());
+    CHECK(result_to_text(unchecked).find("# check cost") == std::string::npos);
+    RunResult hung = r;
+    hung.cpu_seconds.reset();
+    CHECK(result_to_json(hung)["cpu_seconds"].is_null());
+    CHECK(result_to_text(hung).find("; the whole run 21.50 s\n") != std::string::npos);
   }
 
   TEST_CASE("the text of a run: launch blocking in force, identical calls, no device") {

@@ -296,7 +296,8 @@ json bench_to_json(const BenchResult& r) {
   j["check"] = r.checked ? json{{"rel_error", finite_or_null(r.comparison.rel_error)},
                                 {"max_abs_error", finite_or_null(r.comparison.max_abs_error)},
                                 {"tolerance", r.tolerance},
-                                {"passed", r.comparison.passed(r.tolerance)}}
+                                {"passed", r.comparison.passed(r.tolerance)},
+                                {"cost", check_cost_to_json(r.check_cost)}}
                          : json(nullptr);
   // nvbench's layout: one entry per measured configuration, with its summaries.
   json benchmarks = json::array();
@@ -324,6 +325,7 @@ json bench_to_json(const BenchResult& r) {
   }
   j["fix_overhead"] = overhead;
   j["wall_seconds"] = r.wall_seconds;
+  j["cpu_seconds"] = r.cpu_seconds ? json(*r.cpu_seconds) : json(nullptr);
   j["watchdog"] = nullptr;
   if (r.watchdog) {
     // The same watchdog block as a run's result (run_json.cpp), not a second copy of it.
@@ -404,6 +406,7 @@ std::string bench_to_text(const BenchResult& r) {
       << format(": rel_error %.3e  max_abs_error %.3e  tolerance %.1e", r.comparison.rel_error, r.comparison.max_abs_error,
                 r.tolerance)
       << (r.comparison.passed(r.tolerance) ? "  OK\n" : "  FAILED\n");
+    s << check_cost_line(r);
   }
   if (!r.overhead.empty()) {
     s << "# fix overhead: A = as configured (fixes " << o.run.fixes.str() << "), B = A plus the fix; called A B A B ..., "

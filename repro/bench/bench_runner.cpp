@@ -256,6 +256,8 @@ void BenchRunner::measure_overhead(PathSet& base, size_t which) {
 void BenchRunner::run() {
   const BenchOptions& o = r_.options;
   const RunOptions& ro = o.run;
+  // What computes the check's reference, refused (exit 2) before the GPU is touched.
+  if (ro.check) prepare_check(r_);
   r_.device = query_device_info(0);
   CUDA_CHECK(cudaSetDevice(0));
   // One input set's memory plan, against the memory there is, before anything is allocated (a

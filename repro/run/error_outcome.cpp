@@ -11,6 +11,7 @@ namespace sdpa {
 
 void run_recording_outcome(Verdict& v, const std::function<void()>& body) {
   const auto start = std::chrono::steady_clock::now();
+  const double cpu_start = process_cpu_seconds();
   try {
     body();
   } catch (const InputError& e) {
@@ -28,6 +29,7 @@ void run_recording_outcome(Verdict& v, const std::function<void()>& body) {
     v.fail(Outcome::usage, "out of host memory for tensors of this size");
   }
   v.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  v.cpu_seconds = process_cpu_seconds() - cpu_start;
 }
 
 }  // namespace sdpa

@@ -1,7 +1,13 @@
 // outcome.cpp
 #include "repro/run/outcome.h"
 
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+
+#include "math_sdpa/cpu_blas.h"
 #include "math_sdpa/errors.h"
+#include "math_sdpa/host_parallel.h"
 #include "math_sdpa/name_table.h"
 #include "math_sdpa/npy.h"
 
@@ -67,17 +73,63 @@ void Verdict::fail(Outcome o, const std::string& message) {
   error = message;
 }
 
+void prepare_check(Verdict& v) {
+  CheckCost& c = v.check_cost;
+  c.products = reference_products();
+  c.threads = host_cpus();
+  c.blas = c.products == ReferenceProducts::blas ? cpu_blas_description() : "";
+}
+
+namespace {
+
+double steady_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace
+
+double process_cpu_seconds() {
+  timespec t{};
+  if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t) != 0) return 0;
+  return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
+}
+
+CheckCostMeter::CheckCostMeter(CheckCost& cost)
+    : cost_(cost), wall_start_(steady_seconds()), cpu_start_(process_cpu_seconds()) {}
+
+CheckCostMeter::~CheckCostMeter() {
+  cost_.wall_seconds += steady_seconds() - wall_start_;
+  cost_.cpu_seconds += process_cpu_seconds() - cpu_start_;
+}
+
+std::string check_cost_line(const Verdict& v) {
+  const CheckCost& c = v.check_cost;
+  char line[512];
+  std::snprintf(line, sizeof line, "# check cost: %.2f s, CPU %.1f s, %d threads, %s", c.wall_seconds, c.cpu_seconds,
+                c.threads, c.products == ReferenceProducts::blas ? c.blas.c_str() : "the loops, SDPA_REFERENCE_PRODUCTS=loops");
+  std::string s = line;
+  std::snprintf(line, sizeof line, "; the whole run %.2f s", v.wall_seconds);
+  s += line;
+  if (v.cpu_seconds) {
+    std::snprintf(line, sizeof line, ", CPU %.1f s", *v.cpu_seconds);
+    s += line;
+  }
+  return s + "\n";
+}
+
 void save_and_check_result(Verdict& v, const RunOptions& o, ResultTensor tensor, const HostInputs& inputs,
-                           const std::vector<float>& result) {
+                           const std::vector<float>& result, const std::vector<double>* reference) {
   const SdpaProblem& p = o.problem;
   if (!o.save_output_path.empty()) {
     const int64_t last = tensor == ResultTensor::output ? p.head_dim : p.kv_len;
     write_npy_float32(o.save_output_path, {p.batch, p.q_heads, p.q_len, last}, result.data());
   }
   if (o.check) {
+    const CheckCostMeter meter(v.check_cost);
     v.checked = true;
     v.tolerance = tolerance_for(p.dtype, p.precision);
-    v.comparison = compare_to_reference(result, reference_tensor(p, inputs, result_tensor_name(tensor)));
+    const std::vector<double> computed = reference ? std::vector<double>() : reference_tensor(p, inputs, result_tensor_name(tensor));
+    v.comparison = compare_to_reference(result, reference ? *reference : computed);
   }
 }
 

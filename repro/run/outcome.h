@@ -48,6 +48,16 @@ std::optional<int> outcome_exit_code(Outcome o);
 std::optional<Outcome> outcome_of_exit_code(int code);
 std::ostream& operator<<(std::ostream& out, Outcome o);
 
+// What a check cost: the float64 reference computed again on the CPU for each checked layer (its
+// inputs made again, the reference, the comparison), in the run's own process.
+struct CheckCost {
+  double wall_seconds = 0;
+  double cpu_seconds = 0;  // the whole process's CPU time meanwhile (--host-load's threads too)
+  int threads = 0;         // the reference's threads (host_parallel.h)
+  ReferenceProducts products = ReferenceProducts::blas;
+  std::string blas;        // cpu_blas_description(); "" when the loops computed the products
+};
+
 // What every run of the path reports about how it ended, whatever else it measured.
 struct Verdict {
   Outcome outcome = Outcome::pass;
@@ -55,23 +65,52 @@ struct Verdict {
   std::string error;        // one line, empty on pass
   std::string error_stage;  // the stage a CUDA error or a hang happened in
   double wall_seconds = 0;
+  std::optional<double> cpu_seconds;  // the run's process's CPU time; unknown in a result the supervisor made
   int64_t nonfinite_outputs = 0;
   bool checked = false;  // --check: compared with the float64 reference
   Comparison comparison;
   double tolerance = 0;
+  CheckCost check_cost;  // with --check
 
   // Sets outcome, its exit code and the error line.
   void fail(Outcome o, const std::string& message);
 };
 
-// Runs body() and records how it ended in v (outcome, exit code, error, failing stage, wall time).
+// Runs body() and records how it ended in v (outcome, exit code, error, failing stage, wall and CPU
+// time).
 // In the GPU library (error_outcome.cpp): a CUDA error is one of the ends.
 void run_recording_outcome(Verdict& v, const std::function<void()>& body);
 
+// With --check, before anything runs: what will compute the reference, in v.check_cost. Throws
+// InputError (exit 2, nothing run) when SDPA_REFERENCE_PRODUCTS is wrong or OpenBLAS cannot be
+// opened.
+void prepare_check(Verdict& v);
+
+// Adds the wall and CPU time of its scope to a CheckCost (the time a check adds to a run).
+class CheckCostMeter {
+ public:
+  explicit CheckCostMeter(CheckCost& cost);
+  ~CheckCostMeter();
+  CheckCostMeter(const CheckCostMeter&) = delete;
+  CheckCostMeter& operator=(const CheckCostMeter&) = delete;
+
+ private:
+  CheckCost& cost_;
+  double wall_start_, cpu_start_;
+};
+
+// The CPU time this process has used (every thread's), in seconds.
+double process_cpu_seconds();
+
+// "# check cost: 1.21 s, CPU 15.4 s, 16 threads, OpenBLAS 0.3.26 ... (pthreads, libopenblas.so.0);
+// the whole run 3.40 s, CPU 17.9 s\n", for a checked run's or benchmark's table.
+std::string check_cost_line(const Verdict& v);
+
 // The result tensor of a finished run: written to --save-output, and with --check compared with
-// the float64 reference computed from the same inputs (v.checked, v.tolerance, v.comparison).
+// the float64 reference computed from the same inputs (v.checked, v.tolerance, v.comparison; its
+// time added to v.check_cost), or with `reference` where the caller has it already.
 void save_and_check_result(Verdict& v, const RunOptions& o, ResultTensor tensor, const HostInputs& inputs,
-                           const std::vector<float>& result);
+                           const std::vector<float>& result, const std::vector<double>* reference = nullptr);
 
 // A mismatch when any output is not finite, or (with --check) the error exceeds the tolerance.
 // `where` names what was scanned for non-finite values, e.g. "output" or "outputs of the input sets".

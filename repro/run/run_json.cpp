@@ -267,6 +267,14 @@ nlohmann::json scenario_to_json(int number) {
           {"preconditions", pre}};
 }
 
+nlohmann::json check_cost_to_json(const CheckCost& c) {
+  return {{"wall_seconds", c.wall_seconds},
+          {"cpu_seconds", c.cpu_seconds},
+          {"threads", c.threads},
+          {"products", reference_products_name(c.products)},
+          {"blas", c.blas.empty() ? nlohmann::json(nullptr) : nlohmann::json(c.blas)}};
+}
+
 nlohmann::json result_to_json(const RunResult& r) {
   using nlohmann::json;
   const RunOptions& o = r.options;
@@ -324,7 +332,8 @@ nlohmann::json result_to_json(const RunResult& r) {
                                 {"calls_compared", r.calls_compared},
                                 {"layers_checked", r.layers_checked},
                                 {"worst_layer", r.worst_layer == 0 ? json(nullptr) : json(r.worst_layer)},
-                                {"first_differing_call", r.first_differing_call == 0 ? json(nullptr) : json(r.first_differing_call)}}
+                                {"first_differing_call", r.first_differing_call == 0 ? json(nullptr) : json(r.first_differing_call)},
+                                {"cost", check_cost_to_json(r.check_cost)}}
                          : json(nullptr);
   if (r.checked && !r.gradient_checks.empty()) {
     json gradients = json::array();
@@ -419,6 +428,7 @@ nlohmann::json result_to_json(const RunResult& r) {
                        {"host_load_iterations", r.context_load.host_load_iterations}};
   j["weights_load"] = r.weights_load ? weights_load_to_json(*r.weights_load) : json(nullptr);
   j["wall_seconds"] = r.wall_seconds;
+  j["cpu_seconds"] = r.cpu_seconds ? json(*r.cpu_seconds) : json(nullptr);
   j["watchdog"] = nullptr;
   if (r.watchdog) {
     const SupervisedOutcome& w = *r.watchdog;

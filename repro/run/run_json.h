@@ -30,6 +30,8 @@ nlohmann::json weights_load_to_json(const WeightsLoad& w);
 nlohmann::json uvm_to_json(const UvmCounts& u);
 nlohmann::json scenario_to_json(int number);
 nlohmann::json device_to_json(const DeviceInfo& d);
+// A check's cost, the "cost" of a run's or a benchmark's "check" block.
+nlohmann::json check_cost_to_json(const CheckCost& c);
 DeviceInfo device_from_json(const nlohmann::json& j);
 nlohmann::json result_to_json(const RunResult& r);
 

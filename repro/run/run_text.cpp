@@ -160,6 +160,7 @@ std::string result_to_text(const RunResult& r) {
         << (r.first_differing_call ? "call " + std::to_string(r.first_differing_call) + " differs  FAILED\n"
                                    : std::string("identical  OK\n"));
     }
+    s << check_cost_line(r);
   }
   s << "# result: " << outcome_name(r.outcome) << " (exit " << r.exit_code << ")";
   if (!r.error.empty()) s << ": " << r.error;

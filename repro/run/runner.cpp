@@ -5,6 +5,7 @@
 #include <cstring>
 #include <future>
 #include <memory>
+#include <optional>
 #include <thread>
 
 #include "fixes/fix.h"
@@ -97,8 +98,10 @@ bool checks_layer(const RunResult& r, int layer) {
 // float64 reference where checks_layer (the worst layer's comparison is the run's), saved with
 // --save-output (the last layer's). Only the last layer's is kept (`last`, for the result's
 // summary): a pass of 60 image layers has gigabytes of results. `inputs` are the layer's (where
-// it is checked; empty otherwise).
-void judge_layer(RunResult& r, int layer, std::vector<float> result, const HostInputs& inputs, std::vector<float>& last) {
+// it is checked; empty otherwise); `reference` its float64 reference where it was computed already
+// (by reference_gradients, on the way), else null.
+void judge_layer(RunResult& r, int layer, std::vector<float> result, const HostInputs& inputs, std::vector<float>& last,
+                 const std::vector<double>* reference) {
   const RunOptions& o = r.options;
   const int layers = r.settings.layers;
   for (float x : result) r.nonfinite_outputs += !std::isfinite(x);
@@ -107,7 +110,9 @@ void judge_layer(RunResult& r, int layer, std::vector<float> result, const HostI
   layer_options.check = checks_layer(r, layer);
   if (layer < layers) layer_options.save_output_path.clear();
   Verdict v;
-  save_and_check_result(v, layer_options, *r.result_tensor, inputs, result);
+  save_and_check_result(v, layer_options, *r.result_tensor, inputs, result, reference);
+  r.check_cost.wall_seconds += v.check_cost.wall_seconds;
+  r.check_cost.cpu_seconds += v.check_cost.cpu_seconds;
   if (v.checked) {
     ++r.layers_checked;
     const bool fails = !v.comparison.passed(v.tolerance), worst_fails = r.checked && !r.comparison.passed(r.tolerance);
@@ -122,9 +127,9 @@ void judge_layer(RunResult& r, int layer, std::vector<float> result, const HostI
 }
 
 // --backward: layer `layer`'s input gradients, as judge_layer judges its result: non-finite values
-// counted, each compared with the float64 reference's (where checks_layer; the worst layer's is kept), the
-// last layer's saved beside the result (--save-output FILE.npy: FILE.grad_query.npy, ...).
-void judge_layer_gradients(RunResult& r, int layer, const MathSdpa::Gradients& g, const HostInputs& inputs) {
+// counted, each compared with the float64 reference's `ref` (where checks_layer; the worst layer's is kept),
+// the last layer's saved beside the result (--save-output FILE.npy: FILE.grad_query.npy, ...).
+void judge_layer_gradients(RunResult& r, int layer, const MathSdpa::Gradients& g, const ReferenceGradients* ref) {
   const RunOptions& o = r.options;
   const SdpaProblem p = layer_problem(o.problem, layer);
   const std::vector<float>* got[] = {&g.query, &g.key, &g.value};
@@ -140,9 +145,9 @@ void judge_layer_gradients(RunResult& r, int layer, const MathSdpa::Gradients& g
       write_npy_float32(stem + "." + names[i] + ".npy", {p.batch, heads, rows, p.head_dim}, got[i]->data());
     }
   }
-  if (!checks_layer(r, layer)) return;
-  const ReferenceGradients ref = reference_gradients(p, inputs);
-  const std::vector<double>* want[] = {&ref.query, &ref.key, &ref.value};
+  if (!ref) return;
+  const CheckCostMeter meter(r.check_cost);
+  const std::vector<double>* want[] = {&ref->query, &ref->key, &ref->value};
   r.gradient_tolerance = gradient_tolerance_for(p.dtype, p.precision);
   r.gradient_checks.resize(3);
   for (int i = 0; i < 3; ++i) {
@@ -161,6 +166,8 @@ void run_on_gpu(RunResult& r, int progress_fd) {
   SdpaProblem& p = o.problem;
   r.settings = o.settings;
   r.result_tensor = result_tensor_of(r.settings);
+  // What computes the check's reference, refused (exit 2) before the GPU is touched.
+  if (o.check) prepare_check(r);
   r.device = query_device_info(0);
   CUDA_CHECK(cudaSetDevice(0));
 
@@ -259,10 +266,19 @@ void run_on_gpu(RunResult& r, int progress_fd) {
             if (r.settings.backward) r.nonfinite_gradients += path.gradients_nonfinite(l);
             continue;
           }
-          // Made again for the check (only the GPU kept them), once for the result and the gradients.
-          const HostInputs inputs = checks_layer(r, l) ? layer_inputs(p, l, given, r.settings.backward) : HostInputs{};
-          judge_layer(r, l, path.download_result(l), inputs, last_result);
-          if (r.settings.backward) judge_layer_gradients(r, l, path.download_gradients(l), inputs);
+          // Made again for the check (only the GPU kept them), once for the result and the gradients;
+          // with --backward the gradients' reference first, which computes the output's on the way.
+          HostInputs inputs;
+          std::optional<ReferenceGradients> gradients;
+          if (checks_layer(r, l)) {
+            const CheckCostMeter meter(r.check_cost);
+            inputs = layer_inputs(p, l, given, r.settings.backward);
+            if (r.settings.backward) gradients = reference_gradients(layer_problem(p, l), inputs);
+          }
+          const bool output_computed =
+              gradients && !gradients->output.empty() && *r.result_tensor == ResultTensor::output;
+          judge_layer(r, l, path.download_result(l), inputs, last_result, output_computed ? &gradients->output : nullptr);
+          if (r.settings.backward) judge_layer_gradients(r, l, path.download_gradients(l), gradients ? &*gradients : nullptr);
         }
         if (o.check) check_rss_mib = resident_set_mib() - rss_before_check;
       }
