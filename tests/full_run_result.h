@@ -103,7 +103,7 @@ inline sdpa::RunResult full_run_result() {
   r.comparison.max_abs_error = 2e-3;
   r.layers_checked = 3;
   r.worst_layer = 2;
-  r.check_cost = {0.75, 9.5, 16, ReferenceProducts::blas,
+  r.check_cost = {0.75, 1.25, 9.5, 16, 1, "", ReferenceProducts::blas,
                   "OpenBLAS 0.3.21 NO_LAPACKE DYNAMIC_ARCH NO_AFFINITY Cooperlake MAX_THREADS=64 (pthreads, libopenblas.so.0)"};
   r.gradient_tolerance = 1e-2;
   r.gradient_checks = {{"grad_query", {2e-3, 1e-3, 0}, 1}, {"grad_key", {5e-2, 3e-2, 0}, 3}, {"grad_value", {1e-3, 1e-3, 0}, 2}};

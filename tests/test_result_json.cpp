@@ -129,7 +129,8 @@ TEST_SUITE("result_json") {
     has("# check (grad_key, the worst: layer 3): rel_error 5.000e-02  max_abs_error 3.000e-02  tolerance 1.0e-02  FAILED\n");
     has("# every call: 20 calls compared with call 1 bit for bit: call 7 differs  FAILED\n");
     has("# check cost: 0.75 s, CPU 9.5 s, 16 threads, OpenBLAS 0.3.21 NO_LAPACKE DYNAMIC_ARCH NO_AFFINITY Cooperlake "
-        "MAX_THREADS=64 (pthreads, libopenblas.so.0); the whole run 21.50 s, CPU 30.2 s\n");
+        "MAX_THREADS=64 (pthreads, libopenblas.so.0); 1.25 s more during the run (1 layer, computed beside it); the whole run "
+        "21.50 s, CPU 30.2 s\n");
     has("# result: mismatch (exit 1): call 7 differs from call 1\n");
   }
 
@@ -142,13 +143,20 @@ TEST_SUITE("result_json") {
     CHECK(j["cpu_seconds"] == 30.25);
     const nlohmann::json& cost = j["check"]["cost"];
     CHECK(cost["wall_seconds"] == 0.75);
+    CHECK(cost["overlapped_seconds"] == 1.25);
+    CHECK(cost["layers_ahead"] == 1);
+    CHECK(cost["after_run_because"].is_null());
     CHECK(cost["cpu_seconds"] == 9.5);
+    CHECK(result_to_text(r).find("; 1.25 s more during the run (1 layer, computed beside it); the whole run 21.50 s") !=
+          std::string::npos);
     CHECK(cost["threads"] == 16);
     CHECK(cost["products"] == "blas");
     CHECK(cost["blas"].get<std::string>().rfind("OpenBLAS 0.3.21 ", 0) == 0);
     RunResult loops = r;
-    loops.check_cost = {12.0, 150.0, 2, ReferenceProducts::loops, ""};
+    loops.check_cost = {12.0, 0, 150.0, 2, 0, "the run has a ballast", ReferenceProducts::loops, ""};
     CHECK(result_to_json(loops)["check"]["cost"]["products"] == "loops");
+    CHECK(result_to_json(loops)["check"]["cost"]["after_run_because"] == "the run has a ballast");
+    CHECK(result_to_text(loops).find("; all after the last call: the run has a ballast; the whole run") != std::string::npos);
     CHECK(result_to_json(loops)["check"]["cost"]["blas"].is_null());
     CHECK(result_to_text(loops).find("# check cost: 12.00 s, CPU 150.0 s, 2 threads, the loops, SDPA_REFERENCE_PRODUCTS=loops;") !=
           std::string::npos);

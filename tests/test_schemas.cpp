@@ -117,7 +117,9 @@ std::string listed(const std::set<std::string>& keys) {
 const char* const kKeysAddedLater[] = {"/config/conditions/backward", "/config/settings/backward", "/nonfinite_gradients",
                                        "/caveats", "/stalls", "/config/launch_blocking", "/launch_blocking_probe_ms",
                                        "/config/log_extras", "/config/conditions/reduced_on_device",
-                                       "/config/settings/reduced_on_device", "/weights_load", "/cpu_seconds", "/check/cost"};
+                                       "/config/settings/reduced_on_device", "/weights_load", "/cpu_seconds", "/check/cost",
+                                       "/check/cost/overlapped_seconds", "/check/cost/layers_ahead",
+                                       "/check/cost/after_run_because"};
 // The settings added later, in a run's conditions and settings and in a bench's settings.
 const char* const kSettingsAddedLater[] = {"mapped_weights", "weights_io", "weights_pages", "weights_mapping", "plan_against"};
 
@@ -195,7 +197,7 @@ RunResult checked_pass() {
   r.soak.summary = "flat over 40 calls";
   r.wall_seconds = 1.25;
   r.cpu_seconds = 2.5;
-  r.check_cost = {0.5, 1.75, 16, ReferenceProducts::blas,
+  r.check_cost = {0.5, 0, 1.75, 16, 0, "the run has a host load", ReferenceProducts::blas,
                   "OpenBLAS 0.3.26 DYNAMIC_ARCH NO_AFFINITY SapphireRapids MAX_THREADS=64 (pthreads, libopenblas.so.0)"};
   return r;
 }
@@ -237,7 +239,7 @@ RunResult nan_mismatch() {
   r.comparison.nonfinite = 3;
   r.tolerance = 4e-3;
   r.nonfinite_outputs = 3;
-  r.check_cost = {12.5, 190.0, 16, ReferenceProducts::loops, ""};  // SDPA_REFERENCE_PRODUCTS=loops: no BLAS named
+  r.check_cost = {12.5, 0, 190.0, 16, 0, "SDPA_CHECK_AHEAD=0", ReferenceProducts::loops, ""};  // SDPA_REFERENCE_PRODUCTS=loops: no BLAS named
   return r;
 }
 

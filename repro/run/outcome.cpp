@@ -102,12 +102,25 @@ CheckCostMeter::~CheckCostMeter() {
   cost_.cpu_seconds += process_cpu_seconds() - cpu_start_;
 }
 
+void CheckCost::add_ahead(double compute_seconds, double waited_seconds, double cpu) {
+  wall_seconds += waited_seconds;
+  overlapped_seconds += std::max(0.0, compute_seconds - waited_seconds);
+  cpu_seconds += cpu;
+}
+
 std::string check_cost_line(const Verdict& v) {
   const CheckCost& c = v.check_cost;
   char line[512];
   std::snprintf(line, sizeof line, "# check cost: %.2f s, CPU %.1f s, %d threads, %s", c.wall_seconds, c.cpu_seconds,
                 c.threads, c.products == ReferenceProducts::blas ? c.blas.c_str() : "the loops, SDPA_REFERENCE_PRODUCTS=loops");
   std::string s = line;
+  if (c.layers_ahead > 0) {
+    std::snprintf(line, sizeof line, "; %.2f s more during the run (%d layer%s, computed beside it)", c.overlapped_seconds,
+                  c.layers_ahead, c.layers_ahead == 1 ? "" : "s");
+    s += line;
+  } else if (!c.after_run_because.empty()) {
+    s += "; all after the last call: " + c.after_run_because;
+  }
   std::snprintf(line, sizeof line, "; the whole run %.2f s", v.wall_seconds);
   s += line;
   if (v.cpu_seconds) {

@@ -49,13 +49,23 @@ std::optional<Outcome> outcome_of_exit_code(int code);
 std::ostream& operator<<(std::ostream& out, Outcome o);
 
 // What a check cost: the float64 reference computed again on the CPU for each checked layer (its
-// inputs made again, the reference, the comparison), in the run's own process.
+// inputs made again, the reference, the comparison), in the run's own process; the references of
+// the first layers during the run, on idle CPUs (repro/run/reference_ahead.h), where it allows.
 struct CheckCost {
-  double wall_seconds = 0;
-  double cpu_seconds = 0;  // the whole process's CPU time meanwhile (--host-load's threads too)
+  double wall_seconds = 0;        // what the check added to the run: after the last call
+  double overlapped_seconds = 0;  // the references' time during the run, which added nothing
+  // The process's CPU time while the check ran after the last call (--host-load's threads too),
+  // and the CPU time of the threads that computed the references during the run.
+  double cpu_seconds = 0;
   int threads = 0;         // the reference's threads (host_parallel.h)
+  int layers_ahead = 0;    // the layers whose references were computed during the run
+  std::string after_run_because;  // why none were, where none were
   ReferenceProducts products = ReferenceProducts::blas;
   std::string blas;        // cpu_blas_description(); "" when the loops computed the products
+
+  // The references computed during the run: they took `compute_seconds`, of which the check
+  // waited `waited_seconds` after the last call, and `cpu_seconds` of their threads.
+  void add_ahead(double compute_seconds, double waited_seconds, double cpu);
 };
 
 // What every run of the path reports about how it ended, whatever else it measured.

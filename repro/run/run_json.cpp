@@ -269,8 +269,11 @@ nlohmann::json scenario_to_json(int number) {
 
 nlohmann::json check_cost_to_json(const CheckCost& c) {
   return {{"wall_seconds", c.wall_seconds},
+          {"overlapped_seconds", c.overlapped_seconds},
           {"cpu_seconds", c.cpu_seconds},
           {"threads", c.threads},
+          {"layers_ahead", c.layers_ahead},
+          {"after_run_because", c.after_run_because.empty() ? nlohmann::json(nullptr) : nlohmann::json(c.after_run_because)},
           {"products", reference_products_name(c.products)},
           {"blas", c.blas.empty() ? nlohmann::json(nullptr) : nlohmann::json(c.blas)}};
 }

@@ -10,6 +10,7 @@
 
 #include "fixes/fix.h"
 #include "math_sdpa/context_load.h"
+#include "math_sdpa/host_memory.h"
 #include "math_sdpa/cuda_check.h"
 #include "math_sdpa/errors.h"
 #include "math_sdpa/fault_injector.h"
@@ -25,6 +26,7 @@
 #include "repro/run/outcome.h"
 #include "repro/run/path_observers.h"
 #include "repro/run/progress_reporter.h"
+#include "repro/run/reference_ahead.h"
 #include "repro/run/run_json.h"
 #include "repro/run/run_result.h"
 
@@ -166,8 +168,17 @@ void run_on_gpu(RunResult& r, int progress_fd) {
   SdpaProblem& p = o.problem;
   r.settings = o.settings;
   r.result_tensor = result_tensor_of(r.settings);
-  // What computes the check's reference, refused (exit 2) before the GPU is touched.
+  // What computes the check's reference, refused (exit 2) before the GPU is touched; then the
+  // references the run's memory allows, computed on idle CPUs while it runs (reference_ahead.h).
   if (o.check) prepare_check(r);
+  std::vector<int> checked;
+  for (int l = 1; l <= r.settings.layers; ++l) {
+    if (checks_layer(r, l)) checked.push_back(l);
+  }
+  const std::vector<int> ahead_layers = reference_ahead_layers(
+      o, r.settings, checked, reference_ahead_budget(o.check ? read_host_memory().available : -1), &r.check_cost.after_run_because);
+  ReferenceAhead ahead(p, ahead_layers, o.inputs.get(), r.settings.backward, *r.result_tensor);
+  r.check_cost.layers_ahead = static_cast<int>(ahead_layers.size());
   r.device = query_device_info(0);
   CUDA_CHECK(cudaSetDevice(0));
 
@@ -259,6 +270,10 @@ void run_on_gpu(RunResult& r, int progress_fd) {
       double check_rss_mib = 0;
       if (it + 1 == o.iters) {
         const double rss_before_check = resident_set_mib();
+        // What the run left of the references computed during it, before anything is compared: the
+        // comparisons' CPU time is then the process's alone.
+        ahead.wait();
+        r.check_cost.add_ahead(ahead.compute_seconds(), ahead.waited_seconds(), ahead.cpu_seconds());
         for (int l = 1; l <= layers; ++l) {
           if (!checks_layer(r, l) && l < layers) {
             // Neither checked nor saved: its non-finite values counted where it is.
@@ -266,19 +281,16 @@ void run_on_gpu(RunResult& r, int progress_fd) {
             if (r.settings.backward) r.nonfinite_gradients += path.gradients_nonfinite(l);
             continue;
           }
-          // Made again for the check (only the GPU kept them), once for the result and the gradients;
-          // with --backward the gradients' reference first, which computes the output's on the way.
-          HostInputs inputs;
-          std::optional<ReferenceGradients> gradients;
+          // Made again for the check (only the GPU kept them), once for the result and the gradients.
+          std::optional<LayerReference> ref;
           if (checks_layer(r, l)) {
+            ref = ahead.take(l);
             const CheckCostMeter meter(r.check_cost);
-            inputs = layer_inputs(p, l, given, r.settings.backward);
-            if (r.settings.backward) gradients = reference_gradients(layer_problem(p, l), inputs);
+            if (!ref) ref = compute_layer_reference(p, l, given, r.settings.backward, *r.result_tensor);
           }
-          const bool output_computed =
-              gradients && !gradients->output.empty() && *r.result_tensor == ResultTensor::output;
-          judge_layer(r, l, path.download_result(l), inputs, last_result, output_computed ? &gradients->output : nullptr);
-          if (r.settings.backward) judge_layer_gradients(r, l, path.download_gradients(l), gradients ? &*gradients : nullptr);
+          judge_layer(r, l, path.download_result(l), ref ? ref->inputs : HostInputs(), last_result,
+                      ref ? &ref->result_reference() : nullptr);
+          if (r.settings.backward) judge_layer_gradients(r, l, path.download_gradients(l), ref ? &*ref->gradients : nullptr);
         }
         if (o.check) check_rss_mib = resident_set_mib() - rss_before_check;
       }
