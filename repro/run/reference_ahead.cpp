@@ -21,8 +21,10 @@ LayerReference compute_layer_reference(const SdpaProblem& p, int layer, const Ho
   ref.inputs = layer_inputs(p, layer, given, backward);
   const SdpaProblem lp = layer_problem(p, layer);
   if (backward) ref.gradients = reference_gradients(lp, ref.inputs);
-  // The gradients' pass computed the output on the way; any other tensor is computed alone.
-  if (!(ref.gradients && tensor == ResultTensor::output)) ref.result = reference_tensor(lp, ref.inputs, result_tensor_name(tensor));
+  // The gradients' pass computed the output on the way (the loops' do not, SDPA_REFERENCE_PRODUCTS=
+  // loops); any other tensor is computed alone.
+  const bool on_the_way = ref.gradients && !ref.gradients->output.empty() && tensor == ResultTensor::output;
+  if (!on_the_way) ref.result = reference_tensor(lp, ref.inputs, result_tensor_name(tensor));
   return ref;
 }
 
