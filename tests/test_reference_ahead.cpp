@@ -7,6 +7,9 @@
 #include <stdlib.h>
 
 #include <atomic>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
 #include <chrono>
 #include <thread>
 #include <vector>
@@ -81,6 +84,24 @@ TEST_SUITE("reference") {
         CHECK(ahead.threads() == std::max(1, host_cpus() - 1));
       }
     }
+  }
+
+  // The loops (SDPA_REFERENCE_PRODUCTS=loops, read once per process) compute no output on the way
+  // of the backward: this case runs itself again in a process that uses them.
+  TEST_CASE("with the loops' products a backward layer's check has its output's reference all the same") {
+    const SdpaProblem p = ahead_problem();
+    const char* products = std::getenv("SDPA_REFERENCE_PRODUCTS");
+    if (!products || std::string(products) != "loops") {
+      const std::string self = "SDPA_REFERENCE_PRODUCTS=loops '" + std::filesystem::read_symlink("/proc/self/exe").string() +
+                               "' --no-version "
+                               "--test-case=\"with the loops' products*\" >/dev/null 2>&1";
+      CHECK(std::system(self.c_str()) == 0);
+      return;
+    }
+    REQUIRE(reference_products() == ReferenceProducts::loops);
+    const LayerReference ref = compute_layer_reference(p, 2, nullptr, true, ResultTensor::output);
+    CHECK(same_bits(ref.result_reference(), reference_sdpa(layer_problem(p, 2), ref.inputs)));
+    CHECK(static_cast<int64_t>(ref.result_reference().size()) == p.q_elems());
   }
 
   TEST_CASE("which runs compute their references during the run: checked, their memory not the question, within the budget") {
