@@ -8,9 +8,10 @@
 // the block's rows between its products. The harness's own threads are not starved by them: none
 // of them spins, there are never more of them than CPUs, and the kernel's fair scheduler runs a
 // thread that wakes (the supervisor's watchdog in its own process, the in-process watchdog of
-// --no-fork, --host-load's threads, the ballast's toucher) beside them at its share. The check
-// runs after the last call's GPU work has ended (repro/run/runner.cpp), with no stage open, so
-// only the whole run's --timeout covers it.
+// --no-fork, --host-load's threads, the ballast's toucher) beside them at its share. A run
+// computes its first layers' references while the GPU works, on one thread fewer than the CPUs,
+// where its memory and CPUs are not what it is about (repro/run/reference_ahead.h), the rest after
+// the last call; no stage is open for either, so only the whole run's --timeout covers them.
 #include "math_sdpa/reference.h"
 
 #include <algorithm>
