@@ -11,7 +11,8 @@
 # harness's inputs, repro --save-inputs) and exits 0 when every case has the same sequence and both
 # sides exit 0, 1 otherwise; then each "cannot express" line. Scenarios 2, 6 and 7 run at sizes that
 # fit and pass quickly (7's weights 1 GB, in the harness's default file, which its run makes); the
-# rest at their own. About 2-3 minutes on an H200 with the build. Logs under $OUT (or ./device-out).
+# rest at their own. Scenario 5 (a CUDA graph) logs its stages without the per-stage device
+# synchronisation sdpa-debug implies (`--log stages`): a graph cannot synchronise inside itself. About 2-3 minutes on an H200 with the build. Logs under $OUT (or ./device-out).
 set -uo pipefail
 source "$(dirname "$0")/device_lib.sh"
 device_setup
@@ -24,7 +25,7 @@ cases=(
   "2 off|--scenario 2 --fix off -b 1 --heads 2 -L 2048 -E 64" "2 on|--scenario 2 --fix on -b 1 --heads 2 -L 2048 -E 64"
   "3 off|--scenario 3 --fix off" "3 on|--scenario 3 --fix on"
   "4 off|--scenario 4 --fix off" "4 on|--scenario 4 --fix on"
-  "5 off|--scenario 5 --fix off" "5 on|--scenario 5 --fix on"
+  "5 off|--scenario 5 --fix off --log stages" "5 on|--scenario 5 --fix on --log stages"
   "6 off|--scenario 6 --fix off $small --layers 3" "6 on|--scenario 6 --fix on $small --layers 3 --chunk-size 256K"
   "7 off|--scenario 7 --fix off $small --layers 3 --mapped-weights 1G"
   "7 on|--scenario 7 --fix on $small --layers 3 --mapped-weights 1G"
