@@ -66,7 +66,9 @@ int64_t parse_size(const std::string& text, const std::string& option) {
   if (!has_unit) {
     throw InputError(option + ": '" + text.substr(0, 40) + "' has no unit: a size needs one (e.g. 40G, 512M, 1.5GiB, 2e9B)");
   }
-  if (bytes < 1 || bytes > 9.0e18) throw InputError(option + ": '" + text.substr(0, 40) + "' is not a size of at least one byte");
+  if (bytes < 1) throw InputError(option + ": '" + text.substr(0, 40) + "' is not a size of at least one byte");
+  // 9e18 bytes (8 EiB): what a signed 64-bit count holds, a million times any machine's memory.
+  if (bytes > 9.0e18) throw InputError(option + ": '" + text.substr(0, 40) + "' is more than 9e18 bytes (8 EiB), the largest size");
   return static_cast<int64_t>(bytes);
 }
 

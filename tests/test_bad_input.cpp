@@ -147,6 +147,10 @@ TEST_SUITE("bad_input") {
         {{"--ballast", "1.5"}, "is neither a fraction below 1 of the memory available (e.g. 0.5) nor a size with a unit"},
         {{"--ballast", "1"}, "is neither a fraction below 1"},
         {{"--chunk-size", "4096", "--fixes", "5:chunk"}, "'4096' has no unit"},
+        // too large: the bound named, the number as typed
+        {{"--ballast", "99999999999999999999999G"}, "--ballast: '99999999999999999999999G' is more than 9e18 bytes (8 EiB)"},
+        {{"--scenario", "7", "--mapped-weights", "10000000000G"}, "'10000000000G' is more than 9e18 bytes"},
+        {{"--chunk-size", "0.1B", "--fixes", "5:chunk"}, "'0.1B' is not a size of at least one byte"},
         {{"--mapped-weights", "30"}, "SIZE[:FILE] with a unit"},
         {{"--inject", "hang:nowhere"}, "inject"},
         {{"--inject", "slow:softmax:-1"}, "inject"},
