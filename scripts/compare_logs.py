@@ -16,17 +16,13 @@ call (from the first SDPA_ENTRY to the first math_sdpa_complete), as tests/log_t
 and the numbers in the scenario and fix notes. Exit 0: the same; 1: they differ (the first
 divergence is printed with both lines, their line numbers and the stage each is a line of; a call
 that stops early, as a hung one does, is named as such, with the stage it stopped in); 2: a file,
-or the stage table stages.json beside this script, cannot be read.
+or the harness's stage table (asked of the repro binary: stage_table.py), cannot be read.
 """
 import argparse
-import json
-import os
 import re
 import sys
 
-# The harness's stage table (math_sdpa/stage.cpp, as `repro help stages --json` prints it): which
-# stage writes which tags.
-STAGE_TABLE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "stages.json")
+import stage_table  # noqa: E402  (beside this script)
 
 # ---------------------------------------------------------------------------------------- tags
 
@@ -75,10 +71,10 @@ def first_call(tagged):
 CHANNELS = {"sdpa": "SDPA_DEBUG", "alloc": "ALLOC_DEBUG", "cuda": "CUDA_DEBUG", "event": "CUDA_EVENT"}
 
 
-def load_stage_tags(path=STAGE_TABLE):
-    """[(stage, the tags of its sdpa-debug lines, begin's then end's)] in the table's order."""
-    with open(path) as f:
-        rows = json.load(f)["stages"]
+def load_stage_tags(repro=None):
+    """[(stage, the tags of its sdpa-debug lines, begin's then end's)] in the order of the harness's
+    stage table (math_sdpa/stage.cpp, asked of `repro`: stage_table.py)."""
+    rows = stage_table.load(repro)[0]["stages"]
     return [(row["name"], [line_tag("[%s] %s" % (CHANNELS[t["channel"]], t["text"]))
                            for t in row["debug_begin"] + row["debug_end"]]) for row in rows]
 
@@ -164,14 +160,15 @@ def main(argv):
     ap.add_argument("--all", action="store_true", help="every tag of the logs, not the first call's")
     ap.add_argument("--lines", action="store_true", help="compare the normalised lines, not only the tags")
     ap.add_argument("--normalise", action="store_true", help="print A's sdpa-debug-format lines, normalised")
+    ap.add_argument("--repro", help="the repro binary whose stage table says which stage writes which tag (default: "
+                    "$SDPA_REPRO, else the newest build*/repro, else repro on PATH)")
     args = ap.parse_args(argv)
     if (args.b is None) != args.normalise:
         ap.error("two logs to compare, or one with --normalise")
     try:
-        stage_tags = load_stage_tags()
-    except (OSError, ValueError, KeyError, TypeError) as e:
-        sys.stderr.write("compare_logs.py: error: the stage table %s cannot be read: %s\n" % (
-            STAGE_TABLE, e.strerror if isinstance(e, OSError) else str(e).splitlines()[0]))
+        stage_tags = load_stage_tags(args.repro)
+    except (stage_table.StageTableError, KeyError, TypeError) as e:
+        sys.stderr.write("compare_logs.py: error: the stage table: %s\n" % str(e).splitlines()[0])
         return 2
     texts = []
     for path in (args.a, args.b) if args.b else (args.a,):

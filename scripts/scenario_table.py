@@ -5,7 +5,7 @@ Runs `repro --scenario N --fix off|on --dtype D --check --json ...` for every sc
 scenarios --json` lists as run by default (not the memory-exhaustion one; a scenario without a fix
 of its own takes --fixes all as "on"), reads each JSON result and prints one row per run: outcome,
 relative error, and the per-stage median times (CUDA events; the host stages on the host clock), a
-column per stage that ran, in the order of the stage table (stages.json beside this script). Not
+column per stage that ran, in the order of the stage table (`repro help stages --json`). Not
 part of the harness (which needs no Python): a convenience for notes.
 
     scripts/scenario_table.py BUILD/repro OUT_DIR [extra repro options...]
@@ -15,7 +15,7 @@ import os
 import subprocess
 import sys
 
-STAGE_TABLE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "stages.json")
+import stage_table  # beside this script
 
 
 def fail(message):
@@ -32,19 +32,18 @@ def default_scenarios(repro):
         fail("%s help scenarios --json: %s" % (repro, str(e).splitlines()[0]))
 
 
-def stage_order():
+def stage_order(repro):
     try:
-        with open(STAGE_TABLE) as f:
-            return [row["name"] for row in json.load(f)["stages"]]
-    except (OSError, ValueError, KeyError, TypeError) as e:
-        fail("the stage table %s cannot be read: %s" % (STAGE_TABLE, str(e).splitlines()[0]))
+        return [row["name"] for row in stage_table.load(repro)[0]["stages"]]
+    except (stage_table.StageTableError, KeyError, TypeError) as e:
+        fail("the stage table: %s" % str(e).splitlines()[0])
 
 
 def main():
     if len(sys.argv) < 3:
         fail("usage: scenario_table.py BUILD/repro OUT_DIR [extra repro options...]")
     repro, out_dir, extra = sys.argv[1], sys.argv[2], sys.argv[3:]
-    scenarios, order = default_scenarios(repro), stage_order()
+    scenarios, order = default_scenarios(repro), stage_order(repro)
     os.makedirs(out_dir, exist_ok=True)
     rows = []
     for record in scenarios:

@@ -59,22 +59,20 @@ def usage_error(message):
 
 
 # Every fact about a stage (its name, kind, when it runs, its log lines) is a row of the harness's
-# stage table (math_sdpa/stage.cpp); stages.json beside this script is its copy (`repro help stages
-# --json`). The script names no stage: the plan says which run, the table what they write.
-STAGE_TABLE = os.path.join(HERE, "stages.json")
+# stage table (math_sdpa/stage.cpp), which every plan carries (its "stage_table", as `repro help
+# stages --json` prints it). The script names no stage: the plan says which run, the table what
+# they write. Set by use_stage_table as the plan is read.
+STAGE_TABLE = "the plan's stage table"
+TABLE, TABLE_SOURCE, ROWS = [], "", {}
 
 
-try:
-    with open(STAGE_TABLE) as f:
-        _table = json.load(f)
-    if _table["format"] != 1:
-        raise ValueError("format %s, where this script reads format 1" % _table["format"])
-    TABLE, TABLE_SOURCE = _table["stages"], _table["source"]
-except (OSError, ValueError, KeyError, TypeError) as e:
-    sys.stderr.write("%s: error: the stage table %s cannot be read: %s\n" % (
-        PROG, STAGE_TABLE, e.strerror if isinstance(e, OSError) else str(e).splitlines()[0]))
-    sys.exit(EXIT_USAGE)
-ROWS = {row["name"]: row for row in TABLE}
+def use_stage_table(table):
+    """Makes `table` (a plan's "stage_table") the one the script's functions read."""
+    global TABLE, TABLE_SOURCE, ROWS
+    if table.get("format") != 1:
+        raise ValueError("its stage table is format %s, where this script reads format 1" % table.get("format"))
+    TABLE, TABLE_SOURCE = table["stages"], table["source"]
+    ROWS = {row["name"]: row for row in TABLE}
 
 
 def stages_when(when):
@@ -109,6 +107,7 @@ class Plan:
             self.p, self.s, self.run, self.context = j["problem"], j["settings"], j["run"], j["context"]
             self.tensors = {t["tensor"]: t for t in j["tensors"]}
             self.calls = {part: j["calls"][part] for part in self.PARTS}
+            use_stage_table(j["stage_table"])
             for step in self.all_steps():
                 if "stage" in step and step["stage"] not in ROWS:
                     raise ValueError("its step %s is not a stage of %s" % (step["stage"], STAGE_TABLE))

@@ -40,16 +40,16 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPT = os.path.join(ROOT, "scripts", "torch_stages.py")
 COMPARE = os.path.join(ROOT, "scripts", "compare_logs.py")
 SCENARIO_TABLE = os.path.join(ROOT, "scripts", "scenario_table.py")
-STAGES_JSON = os.path.join(ROOT, "scripts", "stages.json")
 FIXTURES = os.path.join(ROOT, "tests", "fixtures", "torch_stages")
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
 import compare_logs  # noqa: E402
+import stage_table  # noqa: E402
 import torch_stages  # noqa: E402
 
 CONFIG = {"repro": None}
-with open(STAGES_JSON) as f:
-    TABLE = json.load(f)["stages"]
-ROWS = {row["name"]: row for row in TABLE}
+# The harness's stage table, asked of the binary the tests were given (main()).
+TABLE = []
+ROWS = {}
 
 # Plans the tests run, as repro's run options: the scenarios' own conditions at sizes a dry run and the
 # stand-in go through quickly, and the training process's (layers, steps, retention, per-call allocation).
@@ -850,7 +850,8 @@ class CompareLogs(unittest.TestCase):
                 paths.append(os.path.join(tmp, name))
                 with open(paths[-1], "w") as f:
                     f.write(text)
-            return run_script(list(flags) + paths, script=COMPARE)
+            return run_script(list(flags) + paths + (["--repro", CONFIG["repro"]] if CONFIG["repro"] else []),
+                              script=COMPARE)
 
     def test_the_same_log_is_the_same(self):
         noisy = "# repro table line\n[ALLOC_DEBUG] [CUDA_MALLOC] size=1 stream=0 device=0 unified_memory=1 [x.cpp:1]\n"
@@ -940,6 +941,8 @@ def main():
         i = args.index("--repro")
         CONFIG["repro"] = args[i + 1]
         del args[i:i + 2]
+    TABLE.extend(stage_table.load(CONFIG["repro"])[0]["stages"])
+    ROWS.update({row["name"]: row for row in TABLE})
     unittest.main(argv=[sys.argv[0]] + args, verbosity=2)
 
 

@@ -6,6 +6,7 @@
 #include "fixes/fix.h"
 #include "math_sdpa/memory_plan.h"
 #include "math_sdpa/weights_file.h"
+#include "repro/cli/tables.h"
 #include "repro/run/run_json.h"
 
 namespace sdpa {
@@ -122,7 +123,10 @@ json run_plan_to_json(const RunOptions& o) {
                        {"drop_pages", s.weights.drop_pages},
                        {"mapping", weights_mapping_name(s.weights.mapping)}}},
           {"tensors", table},
-          {"calls", call_plan_to_json(plan_calls(o.problem, s, tensors, hooks))}};
+          {"calls", call_plan_to_json(plan_calls(o.problem, s, tensors, hooks))},
+          // What each stage is and writes (`repro help stages --json`): a plan carries the table its
+          // steps name, so that a reader of the plan (scripts/torch_stages.py) needs nothing else.
+          {"stage_table", stages_json()}};
 }
 
 }  // namespace sdpa
