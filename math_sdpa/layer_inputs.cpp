@@ -1,4 +1,4 @@
-// layer_inputs.cpp: each layer's random inputs and dropout stream (problem.h), from the seed.
+// layer_inputs.cpp: each layer's random inputs and dropout stream (problem.h), derived from p.seed.
 // Inlined verbatim into the generated reproducer (repro/report/reproducer), so that its inputs are
 // the harness's bit for bit: it includes nothing beyond the problem, the generators and
 // host_parallel.h (the values are made on every CPU, the same bits as on one).
