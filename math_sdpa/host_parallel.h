@@ -20,7 +20,10 @@
 
 namespace sdpa {
 
-// The CPUs this process may run on (its affinity mask; taskset and cpusets narrow it), at least 1.
+// The CPUs this process may run on (its affinity mask; taskset and cpusets narrow it), at most
+// $SDPA_HOST_CPUS where that is set (a user's cap on the threads of the reference and of input
+// generation; an emulator that runs threads side by side slowly sets it to 1), at least 1. A value
+// that is not a whole number of CPUs throws InputError.
 int host_cpus();
 
 // Blocks of `block` in `n` (the last one may be shorter).

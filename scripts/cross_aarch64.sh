@@ -19,7 +19,14 @@ source scripts/ccache_env.sh  # the host_only build through ccache where it is i
 
 cmake -S host_only -B build-aarch64 -G Ninja --toolchain "$PWD/cmake/aarch64-linux-gnu.cmake" -DCMAKE_BUILD_TYPE=Release
 cmake --build build-aarch64 -j "$(nproc)"
-ctest --test-dir build-aarch64 -j "$(nproc)" --output-on-failure "$@"
+# A bound on the whole run (about 65 s on 2 cores): a test that hangs under the emulator fails
+# this script within it instead of holding CI until its own limit. `timeout` runs ctest in a
+# process group of its own and signals all of it, so no test process it started is left behind.
+timeout --kill-after=10 "${SDPA_AARCH64_TESTS_LIMIT_S:-1200}" ctest --test-dir build-aarch64 -j "$(nproc)" --output-on-failure "$@" || {
+  rc=$?
+  ((rc == 124 || rc == 137)) && echo "cross_aarch64: the aarch64 tests ran past ${SDPA_AARCH64_TESTS_LIMIT_S:-1200} s and were stopped" >&2
+  exit "$rc"
+}
 
 if ! command -v nvcc >/dev/null; then
   echo "cross_aarch64: no nvcc on PATH or in /usr/local/cuda/bin: the GPU side was not compiled for aarch64" >&2

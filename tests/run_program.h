@@ -2,7 +2,9 @@
 // reproducer) and captures what it printed. Shared by the CPU and GPU tests.
 #pragma once
 
+#include <fcntl.h>
 #include <signal.h>
+#include <spawn.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -10,9 +12,10 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
-#include <mutex>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -85,32 +88,35 @@ inline double now_s() {
 }
 
 // Runs args[0] with `args` (no shell; a name without a slash is looked up in PATH), stdin from
-// /dev/null, and returns its exit code, stdout and stderr. Threads may run programs at once: the
-// flush and the fork are taken one thread at a time, so that no child is forked while another
-// thread holds a stdio lock its freopen would wait on for ever.
+// /dev/null, and returns its exit code (127: it could not be run, 126: its output files or folder
+// could not be opened), stdout and stderr. Started with posix_spawnp, not fork(): nothing of this
+// process runs in the child before the exec, so threads may run programs at once, and the aarch64
+// tests' emulator (qemu-user 7.2, whose forked children never end) runs it too.
 inline ProgramRun run_program(const std::vector<std::string>& args, const ProgramOptions& options = {}) {
   const std::string dir = temp_dir("run");
   const std::string out = dir + "/out", err = dir + "/err";
   const auto start = std::chrono::steady_clock::now();
   auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
-  static std::mutex fork_mutex;
-  std::unique_lock<std::mutex> forking(fork_mutex);
-  std::fflush(nullptr);  // or the child would write this process's buffered output again
-  const pid_t pid = fork();
-  if (pid == 0) {
-    if (!std::freopen("/dev/null", "r", stdin) || !std::freopen(out.c_str(), "w", stdout) ||
-        !std::freopen(err.c_str(), "w", stderr)) {
-      _exit(126);
-    }
-    if (!options.cwd.empty() && chdir(options.cwd.c_str()) != 0) _exit(126);
-    std::vector<char*> argv;
-    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    execvp(argv[0], argv.data());
-    _exit(127);
-  }
-  forking.unlock();
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (!options.cwd.empty()) posix_spawn_file_actions_addchdir_np(&actions, options.cwd.c_str());
+  std::vector<char*> argv;
+  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  pid_t pid = -1;
+  const int spawn_error = posix_spawnp(&pid, argv[0], &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
   ProgramRun r;
+  if (spawn_error != 0) {
+    // As a shell says it: 127 for a program not found, 126 for one found and not run.
+    r.exit_code = spawn_error == ENOENT ? 127 : 126;
+    r.err = args[0] + ": " + std::strerror(spawn_error);
+    remove_tree(dir);
+    return r;
+  }
   int status = 0;
   if (options.timeout_s > 0) {
     while (waitpid(pid, &status, WNOHANG) == 0) {

@@ -484,7 +484,7 @@ TEST_SUITE("bad_input") {
 
   // --check needs a reference to compare with: the run refuses before the GPU is touched when
   // there is none (so these rows need no GPU); a program that checks nothing never opens OpenBLAS.
-  TEST_CASE("--check without its reference: a wrong SDPA_REFERENCE_PRODUCTS, an OpenBLAS that cannot be opened") {
+  TEST_CASE("--check without its reference: a wrong SDPA_REFERENCE_PRODUCTS or SDPA_HOST_CPUS, an OpenBLAS that cannot be opened") {
     Scratch scratch;
     auto refused_naming = [](const test_util::ProgramRun& o, const std::string& needle) {
       INFO("exit ", o.exit_code, ", stderr: ", o.err.substr(0, 400));
@@ -497,6 +497,11 @@ TEST_SUITE("bad_input") {
       test_util::ScopedEnv env;
       env.set("SDPA_REFERENCE_PRODUCTS", "lapack");
       refused_naming(run_repro({"--check"}, scratch), "SDPA_REFERENCE_PRODUCTS: unknown value 'lapack' (expected blas|loops)");
+    }
+    {
+      test_util::ScopedEnv env;
+      env.set("SDPA_HOST_CPUS", "two");
+      refused_naming(run_repro({"--check"}, scratch), "SDPA_HOST_CPUS=two: expected a whole number of CPUs, 1 or more");
     }
     // The file the reference opens, by the dynamic loader's account (glibc's LD_DEBUG, on stderr).
     test_util::ProgramRun help, checked;

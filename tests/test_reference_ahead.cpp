@@ -187,4 +187,33 @@ TEST_SUITE("reference") {
     CHECK_FALSE(elsewhere);
     CHECK(one.started_threads_cpu_ns == 0);
   }
+
+  TEST_CASE("host_cpus: SDPA_HOST_CPUS caps the CPUs of the host's work; a value that is not a count is refused") {
+    // The variable as this process got it, given back at the end (the emulated tests set it).
+    const char* given = std::getenv("SDPA_HOST_CPUS");
+    const std::string saved = given ? given : "";
+    unsetenv("SDPA_HOST_CPUS");
+    const int all = host_cpus();
+    REQUIRE(all >= 1);
+    setenv("SDPA_HOST_CPUS", "1", 1);
+    CHECK(host_cpus() == 1);
+    const std::thread::id caller = std::this_thread::get_id();
+    std::atomic<bool> elsewhere{false};
+    for_each_item<NoScratch>(16, [&](int64_t, NoScratch&) { if (std::this_thread::get_id() != caller) elsewhere = true; });
+    CHECK_FALSE(elsewhere);
+    setenv("SDPA_HOST_CPUS", "100000", 1);  // a cap above the CPUs leaves them all
+    CHECK(host_cpus() == all);
+    setenv("SDPA_HOST_CPUS", "", 1);  // empty: no cap
+    CHECK(host_cpus() == all);
+    for (const char* bad : {"0", "-1", "two", "2x", " 2", "99999999999999999999"}) {
+      INFO("SDPA_HOST_CPUS=", bad);
+      setenv("SDPA_HOST_CPUS", bad, 1);
+      CHECK_THROWS_WITH_AS(host_cpus(), doctest::Contains("expected a whole number of CPUs"), InputError);
+    }
+    if (given) {
+      setenv("SDPA_HOST_CPUS", saved.c_str(), 1);
+    } else {
+      unsetenv("SDPA_HOST_CPUS");
+    }
+  }
 }
