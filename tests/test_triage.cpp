@@ -149,8 +149,11 @@ TEST_CASE("a process mark: another boot, a pid taken by another process, a zombi
   spec.argv = {"/bin/sleep", "30"};
   spec.environment = {process_tag_environment(parent)};
   const pid_t tagged = start_child(spec);
-  const ProcessFinding found = find_marked_processes(parent, 0);
-  CHECK(found.fate == ProcessFate::still_there);
+  // start_child returns once the child has exec'd, but the kernel points /proc/PID/environ at the
+  // new program's environment a moment later (as it builds the program's stack): until then the
+  // tag is not there to find. So the first look may come early; within a bound it must succeed.
+  ProcessFinding found;
+  CHECK(wait_until([&] { return (found = find_marked_processes(parent, 0)).fate == ProcessFate::still_there; }, 10));
   CHECK(found.processes_text().find("pid " + std::to_string(tagged) + " (sleep, state ") != std::string::npos);
   CHECK(find_marked_processes(new_process_mark(), 0).fate == ProcessFate::gone);  // another tag
   // The grace: one that ends within it (killed a moment after the look began) is gone.
