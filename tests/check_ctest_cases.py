@@ -14,6 +14,11 @@ list, suite by suite, and lists each of a part's patterns alone: each must selec
 Exit 0: every case in exactly one test, every test and pattern with a case; 1: not so (each case,
 test and pattern named); 77: a program is not built here (preset asan builds the CPU tests'
 programs only).
+
+It also checks host_only/CMakeLists.txt's lists of the cases the aarch64 tests leave out (those
+that run the real repro, fork the test process, or spread work over threads): each pattern must
+select a case of cpu_tests. A pattern left behind by a renamed case would let that case run under
+the emulator, where a forking one never ends.
 """
 import argparse
 import collections
@@ -63,6 +68,44 @@ def case_patterns(args):
         if m:
             return [p.replace("\\,", ",") for p in re.split(r"(?<!\\),", m.group(1))]
     return []
+
+
+HOST_ONLY_LISTS = ("needs_repro_cases", "threaded_work_cases", "forking_cases")
+
+
+def cmake_arguments(text, start):
+    """The quoted arguments of the CMake command whose "(" is at or after `start`, to its closing
+    ")" (comments and unquoted words skipped), as written (escapes kept)."""
+    i = text.index("(", start) + 1
+    args = []
+    while text[i] != ")":
+        if text[i] == "#":
+            i = text.index("\n", i)
+        elif text[i] == '"':
+            j = i + 1
+            while text[j] != '"':
+                j += 2 if text[j] == "\\" else 1
+            args.append(text[i + 1:j])
+            i = j + 1
+        else:
+            i += 1
+    return args
+
+
+def host_only_patterns(cmake_file):
+    """(list, pattern as doctest gets it) of every case pattern host_only/CMakeLists.txt leaves out:
+    its set(LIST ...) lists and each list(APPEND excluded_cases "...") of a single pattern."""
+    text = open(cmake_file).read()
+    found = []
+    for name in HOST_ONLY_LISTS:
+        m = re.search(r"^set\(%s\b" % name, text, re.M)
+        if not m:
+            raise RuntimeError("%s: no set(%s ...)" % (cmake_file, name))
+        found += [(name, p) for p in cmake_arguments(text, m.start())]
+    for m in re.finditer(r'^\s*list\(APPEND excluded_cases "', text, re.M):
+        found += [("excluded_cases", p) for p in cmake_arguments(text, m.start())]
+    # CMake's "\\," is the two characters doctest reads as an escaped comma.
+    return [(name, p.replace("\\\\", "\\")) for name, p in found]
 
 
 def suite_of(args):
@@ -120,6 +163,12 @@ def main(argv):
             problems.append("%s, suite %s: case '%s' runs in no CTest test" % key)
         elif selected[key] > every[key]:
             problems.append("%s, suite %s: case '%s' runs in %d CTest tests" % (key + (selected[key],)))
+    cpu_tests = [p for p in programs if os.path.basename(p) == "cpu_tests"]
+    host_only = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "host_only", "CMakeLists.txt")
+    if cpu_tests:
+        for list_name, pattern in host_only_patterns(host_only):
+            if not listed(cpu_tests[0], ["--test-case=" + pattern]):
+                problems.append("host_only/CMakeLists.txt, %s: '%s' selects no case of cpu_tests" % (list_name, pattern))
     for line in problems:
         print("FAIL: " + line)
     print("check_ctest_cases: %d CTest tests of %s, %d cases: %s"
