@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <thread>
 
 #include "math_sdpa/host_parallel.h"
 #include "math_sdpa/philox.h"
@@ -90,16 +89,10 @@ void reference_row(const SdpaProblem& p, const HostInputs& in, int64_t b, int64_
   }
 }
 
-// work(first, last) over [0, n) cut into one equal part per CPU (host_cpus()), the first part on
-// the calling thread: the loops' own split, as they always did it, a part per thread.
-template <typename Work>
-void in_equal_parts(int64_t n, const Work& work) {
-  const int64_t parts = std::max<int64_t>(1, std::min<int64_t>(n, host_cpus()));
-  std::vector<std::thread> threads;
-  for (int64_t w = 1; w < parts; ++w) threads.emplace_back(work, n * w / parts, n * (w + 1) / parts);
-  work(0, n / parts);
-  for (auto& t : threads) t.join();
-}
+// A thread's buffers for its rows (for_each_item gives each thread its own).
+struct RowScratch {
+  std::vector<double> probs, q_row;
+};
 
 }  // namespace
 
@@ -108,12 +101,10 @@ std::vector<double> reference_tensor(const SdpaProblem& p, const HostInputs& in,
   const int64_t rows = p.batch * p.q_heads * p.q_len;
   const int64_t row_len = upto == Upto::output ? p.head_dim : p.kv_len;
   std::vector<double> out(static_cast<size_t>(rows * row_len));
-  in_equal_parts(rows, [&](int64_t first, int64_t last) {
-    std::vector<double> probs(static_cast<size_t>(p.kv_len)), q_row;
-    for (int64_t r = first; r < last; ++r) {
-      const int64_t l = r % p.q_len, h = (r / p.q_len) % p.q_heads, b = r / (p.q_len * p.q_heads);
-      reference_row(p, in, b, h, l, upto, probs, q_row, &out[static_cast<size_t>(r * row_len)]);
-    }
+  for_each_item<RowScratch>(rows, [&](int64_t r, RowScratch& s) {
+    s.probs.resize(static_cast<size_t>(p.kv_len));
+    const int64_t l = r % p.q_len, h = (r / p.q_len) % p.q_heads, b = r / (p.q_len * p.q_heads);
+    reference_row(p, in, b, h, l, upto, s.probs, s.q_row, &out[static_cast<size_t>(r * row_len)]);
   });
   return out;
 }
@@ -187,11 +178,9 @@ ReferenceGradients reference_gradients(const SdpaProblem& p, const HostInputs& i
   // Each query head's share of dK and dV, summed over the group at the end (so that threads
   // never add into the same element).
   std::vector<double> dk_heads(static_cast<size_t>(heads * kv_head), 0.0), dv_heads(dk_heads.size(), 0.0);
-  in_equal_parts(heads, [&](int64_t first, int64_t last) {
-    for (int64_t i = first; i < last; ++i) {
-      reference_head_backward(p, in, i / p.q_heads, i % p.q_heads, &g.query[static_cast<size_t>(i * q_head)],
-                              &dk_heads[static_cast<size_t>(i * kv_head)], &dv_heads[static_cast<size_t>(i * kv_head)]);
-    }
+  for_each_item<NoScratch>(heads, [&](int64_t i, NoScratch&) {
+    reference_head_backward(p, in, i / p.q_heads, i % p.q_heads, &g.query[static_cast<size_t>(i * q_head)],
+                            &dk_heads[static_cast<size_t>(i * kv_head)], &dv_heads[static_cast<size_t>(i * kv_head)]);
   });
   g.key.assign(static_cast<size_t>(p.batch * p.kv_heads * kv_head), 0.0);
   g.value.assign(g.key.size(), 0.0);

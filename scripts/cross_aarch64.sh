@@ -22,9 +22,10 @@ cmake --build build-aarch64 -j "$(nproc)"
 # A bound on the whole run (about 65 s on 2 cores): a test that hangs under the emulator fails
 # this script within it instead of holding CI until its own limit. `timeout` runs ctest in a
 # process group of its own and signals all of it, so no test process it started is left behind.
-timeout --kill-after=10 "${SDPA_AARCH64_TESTS_LIMIT_S:-1200}" ctest --test-dir build-aarch64 -j "$(nproc)" --output-on-failure "$@" || {
+limit_s=${SDPA_AARCH64_TESTS_LIMIT_S:-1200}
+timeout --kill-after=10 "$limit_s" ctest --test-dir build-aarch64 -j "$(nproc)" --output-on-failure "$@" || {
   rc=$?
-  ((rc == 124 || rc == 137)) && echo "cross_aarch64: the aarch64 tests ran past ${SDPA_AARCH64_TESTS_LIMIT_S:-1200} s and were stopped" >&2
+  ((rc == 124 || rc == 137)) && echo "cross_aarch64: the aarch64 tests ran past $limit_s s and were stopped" >&2
   exit "$rc"
 }
 
