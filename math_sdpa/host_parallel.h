@@ -64,9 +64,9 @@ inline int64_t thread_cpu_ns() {
 }
 
 // work(item, scratch) for every item in [0, items), on up to host_cpus() threads (the calling
-// thread one of them), each with a Scratch of its own. The first exception stops the others before
-// their next item and is rethrown here once all of them have stopped; so is ParallelCancelled
-// where the calling thread's ParallelWork was cancelled.
+// thread one of them), each with a Scratch of its own, the items taken in order. The first
+// exception stops the others before their next item and is rethrown here once all of them have
+// stopped; so is ParallelCancelled where the calling thread's ParallelWork was cancelled.
 template <class Scratch, class Work>
 void for_each_item(int64_t items, const Work& work) {
   std::atomic<int64_t> next{0};
@@ -78,7 +78,9 @@ void for_each_item(int64_t items, const Work& work) {
   auto run = [&] {
     try {
       Scratch scratch;
-      for (int64_t i = next++; i < items && !stop && !cancelled(); i = next++) work(i, scratch);
+      // Stopped before an item is taken, never after: every item taken is computed (a later item
+      // may wait for an earlier one, as the reference's backward blocks wait for their turn).
+      for (int64_t i = 0; !stop && !cancelled() && (i = next++) < items;) work(i, scratch);
     } catch (...) {
       std::lock_guard<std::mutex> lock(error_mutex);
       if (!error) error = std::current_exception();

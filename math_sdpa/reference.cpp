@@ -16,9 +16,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <condition_variable>
 #include <cstdlib>
 #include <limits>
 #include <memory>
+#include <mutex>
+#include <stdexcept>
 
 #include "math_sdpa/cpu_blas.h"
 #include "math_sdpa/host_parallel.h"
@@ -70,12 +73,6 @@ enum class Upto { scores, probs, output };
 // products large enough for OpenBLAS's kernels to run near their peak (a block of a 4608-key
 // layer is 227 rows).
 constexpr int64_t kBlockDoubles = int64_t{1} << 20;
-
-// The backward's items: each query head's rows in enough chunks for about this many (so that each
-// CPU of a 16-core host or of a DGX Spark's 20 has some), a head in at most kMaxChunks, each chunk
-// with its own share of dK and dV ([S, E] doubles each, 4.5 MiB at 4608 keys and E = 128).
-constexpr int64_t kBackwardItems = 48;
-constexpr int64_t kMaxChunks = 4;
 
 // Rows of `row_len` values a block holds: at least one, at most `rows`.
 int64_t block_rows(int64_t row_len, int64_t rows) { return std::clamp<int64_t>(kBlockDoubles / row_len, 1, rows); }
@@ -198,13 +195,54 @@ std::vector<double> reference_tensor(const SdpaProblem& p, const HostInputs& in,
 }
 
 // The backward, with the forward's output on the way, in one pass over blocks of query rows. Each
-// query head's rows are cut into `chunks` (fixed by the problem: enough items for every CPU), each
-// an item whose blocks in turn give P again, the output O = Pd·V, dPd = dO·Vᵀ, dP = dPd · kept,
-// D = Σ dP·P, dS = scale · P · (dP − D) and dQ = dS·K, and add Pdᵀ·dO and dSᵀ·Q to the item's own
-// share of dV and dK ([S, E] each). The shares are summed at the end in one order, over the
-// chunks and the GQA group: no two threads add to one element, and the sums never change order.
-// One pass computes each exponential once and six products a block (a pass over rows for dQ and
-// one over keys for dK and dV would take two of each and seven): the shares' memory buys that.
+// item is one block of one query head: P again, the output O = Pd·V, dPd = dO·Vᵀ, dP = dPd · kept,
+// D = Σ dP·P, dS = scale · P · (dP − D), dQ = dS·K, and its share of dV and dK, Pdᵀ·dO and dSᵀ·Q,
+// added to the query head's own sums ([S, E] each) in block order: a block waits for its turn, the
+// one before it of the same query head (BlockTurns). The items run block by block over every query
+// head, so the blocks running at once belong to different heads and the turn has almost always
+// come; and they are small (a head of a 4608-key layer is 21 of them), so the CPUs stay busy to the
+// end of the pass. A GQA group's query heads' sums are added in head order at the end (without GQA
+// the query head's sums are the kv head's gradients themselves). One pass computes each
+// exponential once and six products a block (a pass over rows for dQ and one over keys for dK and
+// dV would take two of each and seven).
+namespace {
+
+// Whose turn it is to add to each query head's sums of dK and dV: the number of its blocks added.
+// A failed block (an exception) ends every wait, so that no thread waits for it forever.
+class BlockTurns {
+ public:
+  explicit BlockTurns(int64_t heads) : added_(static_cast<size_t>(heads), 0) {}
+
+  // Waits until `block` blocks of `head` have been added (throws once a block failed).
+  void wait_for(int64_t head, int64_t block) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    turn_.wait(lock, [&] { return failed_ || added_[static_cast<size_t>(head)] == block; });
+    if (failed_) throw std::runtime_error("the reference's backward: an earlier block failed");
+  }
+  void added(int64_t head) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      ++added_[static_cast<size_t>(head)];
+    }
+    turn_.notify_all();
+  }
+  void failed() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      failed_ = true;
+    }
+    turn_.notify_all();
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable turn_;
+  std::vector<int64_t> added_;
+  bool failed_ = false;
+};
+
+}  // namespace
+
 ReferenceGradients reference_gradients(const SdpaProblem& p, const HostInputs& in) {
   if (reference_products() == ReferenceProducts::loops) return loops::reference_gradients(p, in);
   const int64_t L = p.q_len, S = p.kv_len, E = p.head_dim, group = p.q_heads / p.kv_heads;
@@ -215,25 +253,31 @@ ReferenceGradients reference_gradients(const SdpaProblem& p, const HostInputs& i
   ReferenceGradients g;
   g.output.assign(in.q.size(), 0.0);
   g.query.assign(in.q.size(), 0.0);
+  g.key.assign(in.k.size(), 0.0);
+  g.value.assign(in.v.size(), 0.0);
+  // Each query head's sums of dK and dV: with GQA its own, else its kv head's gradients.
+  std::vector<double> key_sums, value_sums;
+  if (group > 1) {
+    key_sums.assign(static_cast<size_t>(heads * head_kv), 0.0);
+    value_sums.assign(key_sums.size(), 0.0);
+  }
+  const auto sums_of = [&](std::vector<double>& own, std::vector<double>& kv_heads, int64_t bh) {
+    return group > 1 ? &own[static_cast<size_t>(bh * head_kv)]
+                     : &kv_heads[static_cast<size_t>(bh * head_kv)];  // bh is its kv head's index
+  };
   const int64_t rows = block_rows(S, L), blocks = blocks_of(L, rows);
-  const int64_t chunks = std::clamp<int64_t>(blocks_of(kBackwardItems, heads), 1, std::min(kMaxChunks, blocks));
-  // Each item's share of dK and dV, set by its first block's products (beta 0) and added to by the rest.
-  const std::unique_ptr<double[]> key_shares(new double[static_cast<size_t>(heads * chunks * head_kv)]);
-  const std::unique_ptr<double[]> value_shares(new double[static_cast<size_t>(heads * chunks * head_kv)]);
+  BlockTurns turns(heads);
   struct Scratch {
     std::vector<double> q, dout, a, b, kept;
   };
-  for_each_item<Scratch>(heads * chunks, [&](int64_t item, Scratch& s) {
-    const int64_t bh = item / chunks, chunk = item % chunks;
+  for_each_item<Scratch>(blocks * heads, [&](int64_t item, Scratch& s) {
+    const int64_t block = item / heads, bh = item % heads;
     const int64_t b = bh / p.q_heads, h = bh % p.q_heads, kv = b * p.kv_heads + h / group;
     const double* kh = k.get() + kv * head_kv;
     const double* vh = v.get() + kv * head_kv;
-    double* dk = key_shares.get() + item * head_kv;
-    double* dv = value_shares.get() + item * head_kv;
-    const int64_t first_block = blocks * chunk / chunks, end_block = blocks * (chunk + 1) / chunks;
-    for (int64_t block = first_block; block < end_block; ++block) {
-      const int64_t l0 = block * rows, n = std::min(rows, L - l0);
-      const size_t first_row = static_cast<size_t>(bh * L + l0);
+    const int64_t l0 = block * rows, n = std::min(rows, L - l0);
+    const size_t first_row = static_cast<size_t>(bh * L + l0);
+    try {
       const auto rows_of = [&](const std::vector<float>& x, std::vector<double>& out) {
         out.assign(x.begin() + static_cast<ptrdiff_t>(first_row * E), x.begin() + static_cast<ptrdiff_t>((first_row + n) * E));
       };
@@ -264,24 +308,29 @@ ReferenceGradients reference_gradients(const SdpaProblem& p, const HostInputs& i
           if (p.dropout_p > 0) prob[c] = s.kept[c] != 0.0 ? prob[c] / keep_prob : 0.0;
         }
       }
-      const double beta = block == first_block ? 0.0 : 1.0;
       cpu_dgemm(BlasOp::none, BlasOp::none, n, E, S, 1.0, s.a.data(), S, vh, E, 0.0, &g.output[first_row * E], E);  // Pd·V
       cpu_dgemm(BlasOp::none, BlasOp::none, n, E, S, 1.0, s.b.data(), S, kh, E, 0.0, &g.query[first_row * E], E);  // dS·K
-      cpu_dgemm(BlasOp::transpose, BlasOp::none, S, E, n, 1.0, s.a.data(), S, s.dout.data(), E, beta, dv, E);  // += Pdᵀ·dO
-      cpu_dgemm(BlasOp::transpose, BlasOp::none, S, E, n, 1.0, s.b.data(), S, s.q.data(), E, beta, dk, E);  // += dSᵀ·Q
+      turns.wait_for(bh, block);
+      cpu_dgemm(BlasOp::transpose, BlasOp::none, S, E, n, 1.0, s.a.data(), S, s.dout.data(), E, 1.0,
+                sums_of(value_sums, g.value, bh), E);  // += Pdᵀ·dO
+      cpu_dgemm(BlasOp::transpose, BlasOp::none, S, E, n, 1.0, s.b.data(), S, s.q.data(), E, 1.0,
+                sums_of(key_sums, g.key, bh), E);  // += dSᵀ·Q
+    } catch (...) {
+      turns.failed();
+      throw;
     }
+    turns.added(bh);
   });
-  // Each kv head's dK and dV: its group's query heads' shares, chunk by chunk, added in that order.
-  g.key.assign(in.k.size(), 0.0);
-  g.value.assign(in.v.size(), 0.0);
+  if (group == 1) return g;
+  // Each kv head's dK and dV: its group's query heads' sums, added in head order.
   const int64_t parts = blocks_of(head_kv, kBlockDoubles);
   for_each_item<NoScratch>(p.batch * p.kv_heads * parts, [&](int64_t item, NoScratch&) {
     const int64_t bkv = item / parts, x0 = item % parts * kBlockDoubles, x1 = std::min(head_kv, x0 + kBlockDoubles);
     const int64_t first_head = bkv / p.kv_heads * p.q_heads + bkv % p.kv_heads * group;
-    for (int64_t share = first_head * chunks; share < (first_head + group) * chunks; ++share) {
+    for (int64_t head = first_head; head < first_head + group; ++head) {
       for (int64_t x = x0; x < x1; ++x) {
-        g.key[static_cast<size_t>(bkv * head_kv + x)] += key_shares[static_cast<size_t>(share * head_kv + x)];
-        g.value[static_cast<size_t>(bkv * head_kv + x)] += value_shares[static_cast<size_t>(share * head_kv + x)];
+        g.key[static_cast<size_t>(bkv * head_kv + x)] += key_sums[static_cast<size_t>(head * head_kv + x)];
+        g.value[static_cast<size_t>(bkv * head_kv + x)] += value_sums[static_cast<size_t>(head * head_kv + x)];
       }
     }
   });

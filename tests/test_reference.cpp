@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "math_sdpa/host_parallel.h"
 #include "math_sdpa/philox.h"
 #include "math_sdpa/reference.h"
 #include "math_sdpa/reference_loops.h"
@@ -75,9 +76,9 @@ const std::vector<Shape>& shapes() {
   return list;
 }
 
-// Shapes large enough to be cut into several blocks of rows (8 MiB of scores a block), the second
-// into more blocks than the backward's chunks of a head, so that a chunk adds several blocks' dK
-// and dV.
+// Shapes large enough to be cut into several blocks of rows (8 MiB of scores a block): the first
+// with GQA (two query heads' sums of dK and dV added), the second one head of six blocks, so that
+// the backward's blocks of one head add to its sums in turn.
 const std::vector<Shape>& block_shapes() {
   static const std::vector<Shape> list = {
       {"blocks of rows: GQA, causal, dropout",
@@ -270,6 +271,32 @@ TEST_SUITE("reference") {
   // which runs a program's threads hundreds of times slower while two of them compute at once.
   TEST_CASE("the products through OpenBLAS give what the loops gave on shapes of several blocks of rows") {
     for (const Shape& shape : block_shapes()) expect_the_loops_results(shape);
+  }
+
+  // The blocks of a head add to its dK and dV in block order whichever thread computes them: the
+  // same bits on one thread as on four (more threads than this machine may have CPUs, so that
+  // blocks of one head are computed at once and wait for their turn).
+  TEST_CASE("the backward's gradients have the same bits on one thread and on four") {
+    for (const Shape& shape : block_shapes()) {
+      CAPTURE(shape.name);
+      const SdpaProblem p = shape_problem(shape);
+      HostInputs in = make_random_inputs(p, 31);
+      in.grad_out = make_grad_output(p, 1);
+      const auto on_threads = [&](int threads) {
+        ParallelWork work;
+        work.max_threads = threads;
+        const ParallelWorkScope scope(work);
+        return reference_gradients(p, in);
+      };
+      const ReferenceGradients one = on_threads(1);
+      for (int run = 0; run < 3; ++run) {
+        const ReferenceGradients four = on_threads(4);
+        CHECK(four.query == one.query);
+        CHECK(four.key == one.key);
+        CHECK(four.value == one.value);
+        CHECK(four.output == one.output);
+      }
+    }
   }
 
   TEST_CASE("compare_to_reference: relative error, NaN never passes, sizes must match") {

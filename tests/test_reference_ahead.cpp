@@ -1,7 +1,8 @@
 // test_reference_ahead.cpp: the references a checked run computes while the GPU runs
 // (repro/run/reference_ahead.h): the same as computed after the run, for the right layers and
-// tensor; which runs compute them ahead; cancelled at the next block; their threads and CPU time;
-// and what of host_parallel.h it relies on (cancellation, a thread count, the CPU time).
+// tensor, from the inputs they lend the run; which runs compute them ahead; cancelled at the next
+// block; their threads and CPU time; and what of host_parallel.h it relies on (cancellation, a
+// thread count, the CPU time).
 #include <doctest/doctest.h>
 
 #include <stdlib.h>
@@ -14,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "math_sdpa/errors.h"
 #include "math_sdpa/host_parallel.h"
 #include "repro/run/reference_ahead.h"
 
@@ -57,10 +59,20 @@ TEST_SUITE("reference") {
         CAPTURE(result_tensor_name(tensor));
         ReferenceAhead ahead(p, {2, 3}, nullptr, backward, tensor);
         CHECK_FALSE(ahead.take(1));  // not one of its layers
+        CHECK(ahead.inputs(1) == nullptr);
         for (int layer : {2, 3}) {
           CAPTURE(layer);
+          // The inputs it lends the run to upload are its layer's, as the run would make them.
+          const HostInputs* lent = ahead.inputs(layer);
+          REQUIRE(lent);
+          const HostInputs made = layer_inputs(p, layer, nullptr, backward);
+          CHECK(lent->q == made.q);
+          CHECK(lent->k == made.k);
+          CHECK(lent->v == made.v);
+          CHECK(lent->grad_out == made.grad_out);
           const std::optional<LayerReference> got = ahead.take(layer);
           REQUIRE(got);
+          CHECK(ahead.inputs(layer) == nullptr);  // taken: lent no more
           const LayerReference want = compute_layer_reference(p, layer, nullptr, backward, tensor);
           CHECK(got->inputs.q == want.inputs.q);
           CHECK(same_bits(got->result_reference(), want.result_reference()));

@@ -12,6 +12,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <functional>
 #include <limits>
 #include <set>
@@ -511,7 +512,10 @@ TEST_SUITE("schemas") {
 
   TEST_CASE("every mutant of tests/mutants.json still applies: its original text occurs once in its file") {
     // A mutant whose code has changed since is reported "stale" by scripts/mutation_check.py, and
-    // the decision it guarded goes unchecked without anyone being told; this says so in CI.
+    // the decision it guarded goes unchecked without anyone being told; this says so in CI. The
+    // mutant that mutation_check.py has put in (SDPA_MUTANT_IN) is left out: its original text is
+    // out of its file while it is in, and this case would kill every mutant, survivors included.
+    const char* mutant_in = std::getenv("SDPA_MUTANT_IN");
     const json doc = json::parse(test_util::file_text(std::string(SDPA_SOURCE_DIR) + "/tests/mutants.json"));
     REQUIRE(doc["mutants"].size() >= 90);
     std::set<std::string> ids;
@@ -521,6 +525,7 @@ TEST_SUITE("schemas") {
       CHECK(ids.insert(id).second);  // each id once
       CHECK(original != mutant);
       CHECK_FALSE(m.at("means").get<std::string>().empty());
+      if (mutant_in && id == mutant_in) continue;
       const std::string source = test_util::file_text(std::string(SDPA_SOURCE_DIR) + "/" + file);
       REQUIRE_MESSAGE(!source.empty(), file, " is missing or empty");
       size_t count = 0;

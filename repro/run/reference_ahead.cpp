@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 
 namespace sdpa {
 
@@ -19,13 +20,17 @@ LayerReference compute_layer_reference(const SdpaProblem& p, int layer, const Ho
                                        ResultTensor tensor) {
   LayerReference ref;
   ref.inputs = layer_inputs(p, layer, given, backward);
+  compute_references(p, layer, backward, tensor, ref);
+  return ref;
+}
+
+void compute_references(const SdpaProblem& p, int layer, bool backward, ResultTensor tensor, LayerReference& ref) {
   const SdpaProblem lp = layer_problem(p, layer);
   if (backward) ref.gradients = reference_gradients(lp, ref.inputs);
   // The gradients' pass computed the output on the way (the loops' do not, SDPA_REFERENCE_PRODUCTS=
   // loops); any other tensor is computed alone.
   const bool on_the_way = ref.gradients && !ref.gradients->output.empty() && tensor == ResultTensor::output;
   if (!on_the_way) ref.result = reference_tensor(lp, ref.inputs, result_tensor_name(tensor));
-  return ref;
 }
 
 int64_t layer_reference_bytes(const SdpaProblem& p, bool backward, ResultTensor tensor) {
@@ -66,7 +71,13 @@ std::vector<int> reference_ahead_layers(const RunOptions& o, const PathSettings&
 
 ReferenceAhead::ReferenceAhead(const SdpaProblem& p, std::vector<int> layers, const HostInputs* given, bool backward,
                                ResultTensor tensor)
-    : problem_(p), layers_(std::move(layers)), given_(given), backward_(backward), tensor_(tensor), done_(layers_.size()) {
+    : problem_(p),
+      layers_(std::move(layers)),
+      given_(given),
+      backward_(backward),
+      tensor_(tensor),
+      done_(layers_.size()),
+      taken_(layers_.size(), false) {
   start_ = end_ = std::chrono::steady_clock::now();
   work_.max_threads = std::max(1, host_cpus() - 1);
   if (layers_.empty()) {
@@ -85,16 +96,25 @@ void ReferenceAhead::compute() {
   const ParallelWorkScope scope(work_);
   const int64_t cpu0 = thread_cpu_ns();
   for (size_t i = 0; i < layers_.size(); ++i) {
-    std::optional<LayerReference> ref;
     std::exception_ptr error;
     try {
-      ref = compute_layer_reference(problem_, layers_[i], given_, backward_, tensor_);
+      auto ref = std::make_unique<LayerReference>();
+      ref->inputs = layer_inputs(problem_, layers_[i], given_, backward_);
+      LayerReference* made = ref.get();
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        done_[i] = std::move(ref);
+        inputs_made_ = i + 1;
+      }
+      ready_.notify_all();
+      // The run may be reading the inputs now (inputs()): only the references are written.
+      compute_references(problem_, layers_[i], backward_, tensor_, *made);
     } catch (...) {
       error = std::current_exception();
     }
     std::lock_guard<std::mutex> lock(mutex_);
-    done_[i] = std::move(ref);
     if (error && !error_) error_ = error;
+    inputs_made_ = std::max(inputs_made_, i + 1);
     computed_ = i + 1;
     own_cpu_ns_ = thread_cpu_ns() - cpu0;
     if (computed_ == layers_.size() || error_) {
@@ -107,6 +127,15 @@ void ReferenceAhead::compute() {
   }
 }
 
+const HostInputs* ReferenceAhead::inputs(int layer) {
+  const auto it = std::find(layers_.begin(), layers_.end(), layer);
+  if (it == layers_.end()) return nullptr;
+  const size_t i = static_cast<size_t>(it - layers_.begin());
+  std::unique_lock<std::mutex> lock(mutex_);
+  ready_.wait(lock, [&] { return inputs_made_ > i || finished_; });
+  return done_[i] && !taken_[i] ? &done_[i]->inputs : nullptr;
+}
+
 std::optional<LayerReference> ReferenceAhead::take(int layer) {
   const auto it = std::find(layers_.begin(), layers_.end(), layer);
   if (it == layers_.end()) return std::nullopt;
@@ -115,11 +144,11 @@ std::optional<LayerReference> ReferenceAhead::take(int layer) {
   std::unique_lock<std::mutex> lock(mutex_);
   ready_.wait(lock, [&] { return computed_ > i || finished_; });
   waited_seconds_ += seconds_between(t0, std::chrono::steady_clock::now());
-  if (!done_[i]) {
-    if (error_) std::rethrow_exception(error_);
-    throw std::logic_error("the reference computed ahead for layer " + std::to_string(layer) + " was taken twice");
-  }
-  std::optional<LayerReference> ref = std::move(done_[i]);
+  if (taken_[i]) throw std::logic_error("the reference computed ahead for layer " + std::to_string(layer) + " was taken twice");
+  // Computing stops at the first layer that fails: that one and the later ones have no check.
+  if (error_ && i + 1 >= computed_) std::rethrow_exception(error_);
+  taken_[i] = true;
+  std::optional<LayerReference> ref = std::move(*done_[i]);
   done_[i].reset();
   return ref;
 }

@@ -2,7 +2,8 @@
 // the run leaves idle, so that a check adds to the run only what is left of its reference when the
 // last call ends, and the comparison.
 //
-// It uses one thread fewer than there are CPUs (at least one), so that the run's own threads (the
+// Each layer's inputs are made first and lent to the run to upload (inputs()), so a checked run
+// makes them once. It uses one thread fewer than there are CPUs (at least one), so that the run's own threads (the
 // one launching the path's work, which waits for the GPU spinning) have a CPU; the watchdog sleeps
 // in another process until a line or a deadline, and the scheduler runs a thread that wakes
 // beside them. Runs with a host load, whose threads are meant to compete, compute their references
@@ -46,6 +47,8 @@ struct LayerReference {
 // Layer `layer`'s check, computed now on this thread and the CPUs (host_parallel.h).
 LayerReference compute_layer_reference(const SdpaProblem& p, int layer, const HostInputs* given, bool backward,
                                        ResultTensor tensor);
+// The references of `ref`'s inputs (made already, as layer_inputs makes them for `layer`).
+void compute_references(const SdpaProblem& p, int layer, bool backward, ResultTensor tensor, LayerReference& ref);
 
 // The host memory one layer's check holds (its inputs in float32, its references in float64).
 int64_t layer_reference_bytes(const SdpaProblem& p, bool backward, ResultTensor tensor);
@@ -72,6 +75,10 @@ class ReferenceAhead {
   ReferenceAhead(const ReferenceAhead&) = delete;
   ReferenceAhead& operator=(const ReferenceAhead&) = delete;
 
+  // Layer `layer`'s inputs where its check is computed ahead, once they are made, for the run to
+  // upload (so they are made once); null for a layer not in the list, or whose inputs could not be
+  // made (the caller makes them). Valid until take(layer).
+  const HostInputs* inputs(int layer);
   // Layer `layer`'s check where it is computed ahead, once it is ready (rethrowing what computing
   // it threw); nullopt for a layer not in the list. Each layer is taken once.
   std::optional<LayerReference> take(int layer);
@@ -96,8 +103,12 @@ class ReferenceAhead {
   ParallelWork work_;
   mutable std::mutex mutex_;
   std::condition_variable ready_;
-  std::vector<std::optional<LayerReference>> done_;  // by index in layers_
-  size_t computed_ = 0;                               // layers_[0, computed_) are done (or failed)
+  // By index in layers_: made with the layer's inputs, never moved (inputs() hands them out) until
+  // take() moves its content out.
+  std::vector<std::unique_ptr<LayerReference>> done_;
+  std::vector<bool> taken_;
+  size_t inputs_made_ = 0;  // layers_[0, inputs_made_) have their inputs (or failed to)
+  size_t computed_ = 0;     // layers_[0, computed_) are done (or failed)
   std::exception_ptr error_;
   std::chrono::steady_clock::time_point start_, end_;
   bool finished_ = false;

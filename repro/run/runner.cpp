@@ -69,23 +69,27 @@ MemorySample sample_memory(int64_t calls, const Allocator& allocator) {
 }
 
 // Each layer's inputs, made (or given by --inputs, the same for every layer) and uploaded a few
-// layers at a time, in threads: a large layer's random inputs take a second or more to make.
-// Layer `layer`'s inputs: given (--inputs, the same for every layer) or made, and with --backward
-// its gradient of the output (dout.npy of --inputs, else made).
-void upload_layer_inputs(MathSdpa& path, const SdpaProblem& p, const HostInputs* given) {
+// layers at a time, in threads: a large layer's random inputs take a second or more to make. With
+// --backward its gradient of the output too (dout.npy of --inputs, else made). A layer whose check
+// is computed ahead has its inputs made there already: those are uploaded.
+void upload_layer_inputs(MathSdpa& path, const SdpaProblem& p, const HostInputs* given, ReferenceAhead& ahead) {
   const int layers = path.layers();
   const bool backward = path.settings().backward;
-  if (given) {
-    for (int l = 1; l <= layers; ++l) path.upload(layer_inputs(p, l, given, backward), l);
-    return;
-  }
-  const int batch = std::max(1, std::min(4, static_cast<int>(std::thread::hardware_concurrency())));
+  const int batch = given ? 1 : std::max(1, std::min(4, static_cast<int>(std::thread::hardware_concurrency())));
   for (int first = 1; first <= layers; first += batch) {
     std::vector<std::future<HostInputs>> made;
     for (int l = first; l < first + batch && l <= layers; ++l) {
-      made.push_back(std::async(std::launch::async, [&p, l, backward] { return layer_inputs(p, l, nullptr, backward); }));
+      if (ahead.inputs(l)) continue;
+      made.push_back(std::async(std::launch::async, [&p, l, given, backward] { return layer_inputs(p, l, given, backward); }));
     }
-    for (size_t i = 0; i < made.size(); ++i) path.upload(made[i].get(), first + static_cast<int>(i));
+    size_t next_made = 0;
+    for (int l = first; l < first + batch && l <= layers; ++l) {
+      if (const HostInputs* lent = ahead.inputs(l)) {
+        path.upload(*lent, l);
+      } else {
+        path.upload(made[next_made++].get(), l);
+      }
+    }
   }
 }
 
@@ -243,8 +247,8 @@ void run_on_gpu(RunResult& r, int progress_fd) {
     // The model's weights before its first forward call, as a training script loads them.
     if (r.settings.weights.bytes > 0) r.weights_load = path.load_weights();
     // Random inputs are made only once the workspace exists, so an oversized request is refused
-    // before any host memory is used.
-    upload_layer_inputs(path, p, given);
+    // before any host memory is used (but for the layers checked ahead, within that budget).
+    upload_layer_inputs(path, p, given, ahead);
     // The run's own per-call records are made room for now, so the soak sees the path's memory.
     timer.reserve(static_cast<size_t>(o.iters));
     r.step_ms.reserve(std::min<size_t>(static_cast<size_t>(o.iters), StageTimer::kMaxPasses));
