@@ -5,7 +5,7 @@
 #   cmake -S host_only -B build-aarch64 -G Ninja --toolchain "$PWD/cmake/aarch64-linux-gnu.cmake"
 #   ctest --test-dir build-aarch64     (each test runs as qemu-aarch64 -L <sysroot> <test>)
 #
-# scripts/cross_aarch64.sh runs both; scripts/setup_deps.sh --aarch64 installs the packages.
+# tools/cross_aarch64.sh runs both; scripts/setup_deps.sh --aarch64 installs the packages.
 set(CMAKE_SYSTEM_NAME Linux)
 set(CMAKE_SYSTEM_PROCESSOR aarch64)
 set(CMAKE_C_COMPILER aarch64-linux-gnu-gcc)

@@ -2,7 +2,7 @@
 // matrix products (rows on every CPU, a dot product at a time), kept as the reference
 // of the reference (tests/test_reference.cpp compares reference.h's products through OpenBLAS
 // with these) and to measure what OpenBLAS saves: SDPA_REFERENCE_PRODUCTS=loops makes
-// reference.h's functions use these (scripts/device_check_cost.sh; for measurement only).
+// reference.h's functions use these (tools/device_check_cost.sh; for measurement only).
 #pragma once
 
 #include <string>

@@ -5,7 +5,7 @@
 // clock change, a page fault make the tail long), and compares "fix off" with "fix on" the way
 // the original fix benchmark did: a 95% bootstrap confidence interval and Hedges' g as the effect
 // size. Host-only; tests/test_stats.cpp checks it against hand-computed values and against
-// known answers computed independently with NumPy/SciPy (scripts/make_stats_fixture.py ->
+// known answers computed independently with NumPy/SciPy (tools/make_stats_fixture.py ->
 // tests/fixtures/stats_known_answers.json).
 //
 // Conventions, for every function here:

@@ -6,7 +6,7 @@
 # CMake reads CMAKE_<LANG>_COMPILER_LAUNCHER from the environment only when it configures a folder
 # for the first time: a folder configured without ccache keeps building without it (it is not
 # rebuilt because of this). SDPA_CCACHE=0 keeps ccache out; CCACHE_DISABLE=1 makes it compile
-# every file anyway (scripts/time_build_and_tests.sh does, to time a build from scratch).
+# every file anyway (tools/time_build_and_tests.sh does, to time a build from scratch).
 if [[ ${SDPA_CCACHE:-1} != 0 ]] && command -v ccache >/dev/null; then
   export CMAKE_C_COMPILER_LAUNCHER=${CMAKE_C_COMPILER_LAUNCHER:-ccache}
   export CMAKE_CXX_COMPILER_LAUNCHER=${CMAKE_CXX_COMPILER_LAUNCHER:-ccache}

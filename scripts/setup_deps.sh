@@ -1,16 +1,16 @@
 #!/usr/bin/env bash
 # setup_deps.sh: installs the distribution packages the build needs, if they are missing
 # (CLI11, nlohmann/json, doctest headers; OpenBLAS, the float64 reference's products; CMake and
-# Ninja; with --fuzz also clang and its libFuzzer runtime for scripts/fuzz.sh; with --aarch64 the
+# Ninja; with --fuzz also clang and its libFuzzer runtime for tools/fuzz.sh; with --aarch64 the
 # aarch64 cross compiler, the user-mode emulator and the arm64 OpenBLAS (Debian's multiarch: the
-# arm64 architecture is added to dpkg's) for scripts/cross_aarch64.sh; with --ccache (CI: .ci/run) or --mutation
+# arm64 architecture is added to dpkg's) for tools/cross_aarch64.sh; with --ccache (CI: .ci/run) or --mutation
 # ccache, through which scripts/test.sh, the other build scripts (scripts/ccache_env.sh) and
-# scripts/mutation_check.py compile when it is installed, so that a repeated build takes the
+# tools/mutation_check.py compile when it is installed, so that a repeated build takes the
 # objects of unchanged sources from the cache). ccache is optional: without it every build
 # compiles every file. The CUDA 13 toolkit itself is not installed here: it must be on the
 # machine (nvcc on PATH or in /usr/local/cuda/bin).
 #
-# With --coverage, gcovr for scripts/coverage.sh.
+# With --coverage, gcovr for tools/coverage.sh.
 #
 #   scripts/setup_deps.sh [--fuzz] [--aarch64] [--ccache] [--mutation] [--coverage]
 set -euo pipefail

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""test_ctest_usage.py: scripts/ctest_usage.py against a CTest project of its own, without a GPU.
+"""test_ctest_usage.py: tools/ctest_usage.py against a CTest project of its own, without a GPU.
 
-    tests/test_ctest_usage.py --script scripts/ctest_usage.py --cmake CMAKE --ctest CTEST
+    tests/test_ctest_usage.py --script tools/ctest_usage.py --cmake CMAKE --ctest CTEST
 
 The project's tests are known loads: one that spins a second of CPU time and reserves two CPUs,
 one whose spinning child has ended and been reaped before the test ends (its time is only in the

@@ -4,7 +4,7 @@
 //
 // Minutes on an H100, so ctest's gpu.triage runs it only with SDPA_LONG_TESTS=1 (it says it
 // skipped otherwise). SDPA_TRIAGE_KEEP=DIR keeps each triage's folder there; SDPA_TRIAGE_ONLY=a,b
-// runs only those (scripts/device_triage.sh splits the four over its calls).
+// runs only those (tools/device_triage.sh splits the four over its calls).
 #include <doctest/doctest.h>
 
 #include <cstdlib>

@@ -1,7 +1,7 @@
 // test_help.cpp: the help of the real `repro` binary, as a user reads it: every command's help
 // within 100 columns, `repro help` and `repro help COMMAND`, -V, unknown commands, the options
 // report and bench list being the ones they accept, and the docs' option tables being what the
-// binary has (`repro help COMMAND --markdown`, written in by scripts/cli_docs.py). Needs no GPU.
+// binary has (`repro help COMMAND --markdown`, written in by tools/cli_docs.py). Needs no GPU.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -146,7 +146,7 @@ TEST_SUITE("help") {
 namespace {
 
 // A generated block of a page: the `repro help ...` words of its first line and what lies between
-// its two lines (scripts/cli_docs.py's format).
+// its two lines (tools/cli_docs.py's format).
 struct GeneratedBlock {
   std::string page, words, text;
 };
@@ -191,12 +191,12 @@ std::vector<std::string> stale_blocks(const std::string& docs_dir) {
   return stale;
 }
 
-const std::string kDocsAdvice = "write them again: python3 scripts/cli_docs.py --repro build/repro";
+const std::string kDocsAdvice = "write them again: python3 tools/cli_docs.py --repro build/repro";
 
 }  // namespace
 
 // docs/CLI.md and docs/SWEEPS.md list what the binary has: their option tables are generated from
-// the option table (repro/cli/run_spec.cpp) by scripts/cli_docs.py, and a table edited by hand, an
+// the option table (repro/cli/run_spec.cpp) by tools/cli_docs.py, and a table edited by hand, an
 // option added, renamed or given another range or default without the docs written again fail here.
 TEST_SUITE("help") {
   TEST_CASE("the docs' option tables are what the binary prints; every command's options are in them") {
@@ -245,7 +245,7 @@ TEST_SUITE("help") {
 
   // The generator: a block edited by hand (or the binary's table changed) is written again from the
   // binary and nothing else on the page moves; a second run changes nothing; --check says which.
-  TEST_CASE("scripts/cli_docs.py writes each block from the binary, only the blocks, and --check names a stale one") {
+  TEST_CASE("tools/cli_docs.py writes each block from the binary, only the blocks, and --check names a stale one") {
     if (std::system("python3 --version >/dev/null 2>&1") != 0) {
       MESSAGE("skipped: no python3");
       return;
@@ -254,7 +254,7 @@ TEST_SUITE("help") {
     const std::string page = dir.path + "/PAGE.md";
     const std::string before = "# A page\n\ntext before\n\n", after = "\ntext after\n";
     { std::ofstream(page) << before << "<!-- generated: repro help sweep --markdown Axes -->\n| stale |\n<!-- end generated -->" << after; }
-    const std::string script = std::string(SDPA_SOURCE_DIR) + "/scripts/cli_docs.py";
+    const std::string script = std::string(SDPA_SOURCE_DIR) + "/tools/cli_docs.py";
     const auto cli_docs = [&](std::vector<std::string> extra) {
       std::vector<std::string> args = {"python3", script, "--repro", SDPA_REPRO_BINARY, "--docs", dir.path};
       args.insert(args.end(), extra.begin(), extra.end());

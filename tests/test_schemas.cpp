@@ -511,7 +511,7 @@ TEST_SUITE("schemas") {
   }
 
   TEST_CASE("every mutant of tests/mutants.json still applies: its original text occurs once in its file") {
-    // A mutant whose code has changed since is reported "stale" by scripts/mutation_check.py, and
+    // A mutant whose code has changed since is reported "stale" by tools/mutation_check.py, and
     // the decision it guarded goes unchecked without anyone being told; this says so in CI. The
     // mutant that mutation_check.py has put in (SDPA_MUTANT_IN) is left out: its original text is
     // out of its file while it is in, and this case would kill every mutant, survivors included.

@@ -1,6 +1,6 @@
 // test_stats.cpp: the benchmark's statistics (math_sdpa/stats.h) against hand-computed values
 // and against known answers from NumPy and SciPy (tests/fixtures/stats_known_answers.json,
-// written by scripts/make_stats_fixture.py): order statistics, mean and SD, Hedges' g, the
+// written by tools/make_stats_fixture.py): order statistics, mean and SD, Hedges' g, the
 // bootstrap interval of the median and of a ratio of medians, and their edge cases (no samples,
 // one sample, identical samples); and the coverage of the intervals: a 95% interval covers the
 // true value about 95% of the time, within a binomial band that a 90% interval falls out of.

@@ -35,7 +35,7 @@ bool has_help_format(const CLI::App& app);
 
 // `repro COMMAND --help-markdown` (what `repro help COMMAND --markdown` runs; parse_app answers it):
 // the options of `app` as the docs' tables, from the same app --help prints, so that docs/CLI.md
-// and docs/SWEEPS.md cannot fall behind the binary (scripts/cli_docs.py writes them in, and
+// and docs/SWEEPS.md cannot fall behind the binary (tools/cli_docs.py writes them in, and
 // cpu.help fails while they differ). One table a group ("### Group" above each where there are
 // several; only `group`'s, without its heading, where one is named): `| option | default | meaning |`,
 // the meaning the table's docs where they say more than --help (run_spec.h's option_docs). A

@@ -6,7 +6,7 @@
 # hang injected into the load: named, snapshotted, classified. Logs and JSON under $OUT (or
 # ./device-out), the summary last. SIZE (default 30G) must fit the machine's disk and host memory.
 #
-#   scripts/device_weights.sh [SIZE]
+#   tools/device_weights.sh [SIZE]
 set -uo pipefail
 size=${1:-30G}
 source "$(dirname "$0")/device_lib.sh"

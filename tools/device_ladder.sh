@@ -3,8 +3,8 @@
 # climb takes longer than one call may run (10 minutes), so it runs in the background, in its own
 # session, and each call follows it for a while:
 #
-#   scripts/device_ladder.sh start [report options]   # build (preset ci) if needed, start, follow
-#   scripts/device_ladder.sh follow                   # follow the climb already started
+#   tools/device_ladder.sh start [report options]   # build (preset ci) if needed, start, follow
+#   tools/device_ladder.sh follow                   # follow the climb already started
 #
 # FOLLOW_S (default 540) bounds how long a call follows. The report folder and the climb's log are
 # /tmp/ladder2 and /tmp/ladder2.log (outside the checkout, which each call replaces); every call

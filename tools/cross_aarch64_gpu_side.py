@@ -5,7 +5,7 @@ aarch64-linux-gnu-g++ as its host compiler, device code for the DGX Spark's sm_1
 files that call CUDA and cuBLAS (the path, the GPU child, `repro info`, main.cpp, the GPU tests).
 Compiled only, not linked: the CUDA toolkit here has its libraries for x86-64 only.
 
-    scripts/cross_aarch64_gpu_side.py X86_BUILD AARCH64_BUILD OUT_DIR
+    tools/cross_aarch64_gpu_side.py X86_BUILD AARCH64_BUILD OUT_DIR
 
 Each file is compiled with exactly its command in X86_BUILD (a configured Ninja build of the
 top-level project, e.g. build-ci), changed only where the target differs: the host compiler, the

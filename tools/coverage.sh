@@ -19,7 +19,7 @@
 # Left out of the second figure, as files: the GPU child's (gpu_only below), which need a CUDA
 # device from their first line; the GPU tests run them.
 #
-#   scripts/coverage.sh [--report-only] [extra ctest arguments]
+#   tools/coverage.sh [--report-only] [extra ctest arguments]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 report_only=0

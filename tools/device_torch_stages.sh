@@ -4,7 +4,7 @@
 # scripts/torch_stages.py on the same run options (the script asks the same binary for their call
 # plan) and compares the two logs' tag sequences, every call of the run (compare_logs.py --all).
 #
-#   scripts/device_torch_stages.sh            # PYTHON=python3.12 for another interpreter
+#   tools/device_torch_stages.sh            # PYTHON=python3.12 for another interpreter
 #
 # Prints a table (case, each side's exit code, same stage sequence, the tags compared, how many
 # conditions PyTorch cannot express, the result's l2 in PyTorch over the harness's: both run on the

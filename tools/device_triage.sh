@@ -11,8 +11,8 @@
 # `known NAME,...` instead runs gpu.triage's known-answer triages (tests/triage_known_answers.h;
 # all four when no names), keeping each folder and SUMMARY.md.
 #
-#   scripts/device_triage.sh [injected] [user] [resume]     (default: all three)
-#   scripts/device_triage.sh known [softmax_from_2048,layer_3,dq_gemm_backward,stall]
+#   tools/device_triage.sh [injected] [user] [resume]     (default: all three)
+#   tools/device_triage.sh known [softmax_from_2048,layer_3,dq_gemm_backward,stall]
 set -uo pipefail
 if [[ ${1:-} == known ]]; then
   source "$(dirname "$0")/device_lib.sh"

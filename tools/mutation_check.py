@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """mutation_check.py: do the CPU tests fail when the code is wrong?
 
-    scripts/mutation_check.py [--mutants FILE] [--only ID[,ID...]] [--work DIR] [--jobs N]
+    tools/mutation_check.py [--mutants FILE] [--only ID[,ID...]] [--work DIR] [--jobs N]
                               [--out FILE] [--no-baseline]
 
 Takes the list of small plausible bugs in tests/mutants.json (each: a file, the original text,
@@ -228,7 +228,7 @@ def main():
     lines = [
         "# Mutation check",
         "",
-        "`scripts/mutation_check.py` on commit %s, %s, %s (%d CPUs): each mutant of `%s` put into a copy of "
+        "`tools/mutation_check.py` on commit %s, %s, %s (%d CPUs): each mutant of `%s` put into a copy of "
         "the tree on its own, the copy rebuilt (`ci` preset, ccache) and the CPU tests run: the suites likeliest to "
         "catch a bug in its file first, then, if none failed, `ctest -L cpu` until its first failure."
         % (git_description(), datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),

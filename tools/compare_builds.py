@@ -5,7 +5,7 @@ summaries (l2, sum, elements), the check against the reference, the settings, th
 the allocations, the stage names, and the stdout/stderr text with every number that measures
 time masked. Times, the command line, the commit and the memory samples are left out.
 
-    scripts/compare_builds.py OLD/repro NEW/repro [--gpu] [--out DIR]
+    tools/compare_builds.py OLD/repro NEW/repro [--gpu] [--out DIR]
 
 Without --gpu only command lines that need no GPU are compared (help, dry runs, report --no-run,
 bad input). With --gpu every scenario fix off and on, with a mask, dropout and GQA, an injected

@@ -6,7 +6,7 @@
 #     the number of steps;
 #   - each CTest test's time and result, longest first, and CTest's wall time.
 #
-#   scripts/time_build_and_tests.sh [PRESET] [extra ctest arguments]   # PRESET: ci by default
+#   tools/time_build_and_tests.sh [PRESET] [extra ctest arguments]   # PRESET: ci by default
 #
 # Folder: build-timing-PRESET (removed first; TIMING_DIR names another). ccache is kept out
 # (CCACHE_DISABLE=1) so that "from scratch" means every file compiled; TIMING_CCACHE=1 keeps it.
@@ -88,7 +88,7 @@ times >"$dir/times.txt"
 ours_s=$(tail -1 "$dir/times.txt" | awk '{t = 0; for (i = 1; i <= 2; i++) {split($i, a, /[ms]/); t += a[1] * 60 + a[2]} printf "%.0f", t}')
 others_s=$((($(busy_cs) - busy_start) / 100 - ours_s))
 {
-  echo "# scripts/time_build_and_tests.sh $preset $*"
+  echo "# tools/time_build_and_tests.sh $preset $*"
   echo "# started $started, commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')" \
        "$( [[ -n $(git status --porcelain 2>/dev/null) ]] && echo '(with uncommitted changes)')"
   echo "# $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2 / 1048576}' /proc/meminfo)," \

@@ -7,7 +7,7 @@
 # the machine code of the kernels (16-byte loads, no local memory). Logs go under $OUT (or
 # ./bench-out), packed into $OUT/logs.tar.gz; a short summary is printed last.
 #
-#   scripts/bench_device.sh [tests] [compare] [overhead] [sass]     (default: all four)
+#   tools/bench_device.sh [tests] [compare] [overhead] [sass]     (default: all four)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-bench-out}

@@ -3,7 +3,7 @@
 # test failed. A test that fails only sometimes can keep a good change from landing, or teach
 # people to rerun until green; this finds it.
 #
-#   scripts/flake_check.sh [N] [BUILD_DIR]    # default: N = 20, BUILD_DIR = build-ci (built)
+#   tools/flake_check.sh [N] [BUILD_DIR]    # default: N = 20, BUILD_DIR = build-ci (built)
 #
 # The load: stress-ng's CPU workers where it is installed, else a busy loop per core, for as long
 # as the runs last; FLAKE_LOAD=external: none of its own, the caller's work beside it is the load

@@ -4,7 +4,7 @@
 # into the repository). Exits non-zero if a target found something; the crashing input is kept
 # under build-fuzz/findings/, each target's whole output under build-fuzz/logs/.
 #
-#   scripts/fuzz.sh [seconds per target, default 30]
+#   tools/fuzz.sh [seconds per target, default 30]
 #
 # The targets run side by side, one per core (FUZZ_JOBS sets how many at once): each still fuzzes
 # for the given seconds, on a core of its own; a target's summary is printed when it ends.

@@ -1,16 +1,16 @@
 #!/usr/bin/env bash
 # device_process_cost.sh: on a lent GPU machine, what a GPU process's start and end cost and what
-# goes one process at a time (scripts/gpu_process_cost.cu), and what other GPU processes do to one
+# goes one process at a time (tools/gpu_process_cost.cu), and what other GPU processes do to one
 # that launches and waits on small kernels. Logs under $OUT (or ./device-out), the summary last.
 #
-#   scripts/device_process_cost.sh
-#   CONCURRENCY="1 8" scripts/device_process_cost.sh
+#   tools/device_process_cost.sh
+#   CONCURRENCY="1 8" tools/device_process_cost.sh
 set -uo pipefail
 source "$(dirname "$0")/device_lib.sh"
 device_setup
 bin=/tmp/gpu_process_cost
-nvcc -O2 -std=c++17 -arch=sm_90 scripts/gpu_process_cost.cu -o $bin.cublas -lcublas -lcuda || exit 1
-nvcc -O2 -std=c++17 -arch=sm_90 -DNO_CUBLAS scripts/gpu_process_cost.cu -o $bin.bare -lcuda || exit 1
+nvcc -O2 -std=c++17 -arch=sm_90 tools/gpu_process_cost.cu -o $bin.cublas -lcublas -lcuda || exit 1
+nvcc -O2 -std=c++17 -arch=sm_90 -DNO_CUBLAS tools/gpu_process_cost.cu -o $bin.bare -lcuda || exit 1
 
 # N workers at once, each running the command 4 times: ms a run, runs a second, the mean of each
 # phase the processes printed.

@@ -4,8 +4,8 @@
 # went to OpenBLAS, measured in one run on one machine; self-checking: exits 1 when a limit is
 # missed, a run fails, or the two references' reported errors differ.
 #
-#   scripts/device_check_cost.sh                 # REPEATS=3 runs of each configuration after,
-#   REPEATS=5 BEFORE_REPEATS=2 scripts/device_check_cost.sh   # BEFORE_REPEATS=1 before
+#   tools/device_check_cost.sh                 # REPEATS=3 runs of each configuration after,
+#   REPEATS=5 BEFORE_REPEATS=2 tools/device_check_cost.sh   # BEFORE_REPEATS=1 before
 #
 # Builds repro (preset ci), then times `repro --iters 1 --workload qwen-image-1024` as a user
 # waits for it (the whole command, wall clock), interleaved: unchecked, --check, --backward,

@@ -14,8 +14,8 @@ command with the binary given and puts its output between the two lines, leaving
 page as it is. With --check it writes nothing and exits 1 naming each block that differs; cpu.help
 (tests/test_help.cpp) fails the same way and names this script.
 
-    python3 scripts/cli_docs.py                       # build/repro, docs/
-    python3 scripts/cli_docs.py --repro build-ci/repro --check
+    python3 tools/cli_docs.py                       # build/repro, docs/
+    python3 tools/cli_docs.py --repro build-ci/repro --check
 """
 import argparse
 import os

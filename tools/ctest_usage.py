@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """ctest_usage.py: what each CTest test really used while a command ran, against what it reserved.
 
-    scripts/ctest_usage.py --build build --out usage.txt -- scripts/test.sh
+    tools/ctest_usage.py --build build --out usage.txt -- scripts/test.sh
 
 Runs the command (any that runs ctest: test.sh, ctest itself) and samples /proc every 0.2 s. A
 test is a process whose parent is a `ctest` below the command (no other CTest on the machine); its

@@ -6,11 +6,11 @@
 #      qemu-aarch64.
 #   2. every other source file of the x86-64 build (the .cu files, the C++ that calls CUDA and
 #      cuBLAS, the GPU tests) compiled for an aarch64 host, device code for sm_121
-#      (scripts/cross_aarch64_gpu_side.py), into build-aarch64/gpu_side. Not linked: the CUDA
+#      (tools/cross_aarch64_gpu_side.py), into build-aarch64/gpu_side. Not linked: the CUDA
 #      toolkit here has its libraries for x86-64 only. Needs nvcc and the x86-64 build's
 #      configuration (build-ci, configured here when missing).
 #
-#   scripts/cross_aarch64.sh [extra ctest arguments]
+#   tools/cross_aarch64.sh [extra ctest arguments]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup_deps.sh --aarch64
@@ -34,4 +34,4 @@ if ! command -v nvcc >/dev/null; then
   exit 1
 fi
 [[ -f build-ci/build.ninja ]] || cmake --preset ci >/dev/null
-/usr/bin/python3 scripts/cross_aarch64_gpu_side.py build-ci build-aarch64 build-aarch64/gpu_side
+/usr/bin/python3 tools/cross_aarch64_gpu_side.py build-ci build-aarch64 build-aarch64/gpu_side

@@ -1,6 +1,6 @@
 // gpu_process_cost.cu: what a GPU process's start and end cost on this machine, phase by phase,
 // and what GPU processes beside it do to a process that launches and waits on small kernels (what
-// the GPU tests do when CTest runs them together). Built and run by scripts/device_process_cost.sh;
+// the GPU tests do when CTest runs them together). Built and run by tools/device_process_cost.sh;
 // not part of the harness. Built twice: linked with cuBLAS (loaded at the process's start, as repro
 // loads it) and with -DNO_CUBLAS.
 //

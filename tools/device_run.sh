@@ -3,7 +3,7 @@
 # the sections named on the command line (default: all), writes every log under $OUT (or
 # ./device-out), packs them into $OUT/logs.tar.gz and prints a short summary last.
 #
-#   scripts/device_run.sh [probe] [tests] [check] [watchdog] [scenarios] [logs] [mutant]
+#   tools/device_run.sh [probe] [tests] [check] [watchdog] [scenarios] [logs] [mutant]
 #
 #   probe      the GPU, driver, unified-memory attributes, tools present
 #   tests      ctest (every label but sanitizer), the GPU test binaries' own tables
@@ -21,8 +21,8 @@
 #
 # The default is the first seven; the others take minutes each and are named explicitly, a
 # call each (a call may run for 10 minutes at most):
-#   scripts/device_run.sh sweep report soak     scripts/device_run.sh sanitizer
-#   scripts/device_run.sh release
+#   tools/device_run.sh sweep report soak     tools/device_run.sh sanitizer
+#   tools/device_run.sh release
 set -uo pipefail
 source "$(dirname "$0")/device_lib.sh"
 device_setup
@@ -45,7 +45,7 @@ if want mutant; then  # built in the background while the tests run
 fi
 
 if want probe; then
-  scripts/probe_device.sh >/dev/null 2>&1
+  tools/probe_device.sh >/dev/null 2>&1
   cp "${OUT:-/tmp/out}/probe.txt" "$out/probe.txt" 2>/dev/null
   say "== probe"; grep -E "=|Version" "$out/probe.txt" | tee -a "$summary" >/dev/null
 fi

@@ -3,7 +3,7 @@
 # GPU machine. Builds preset ci (sm_90), then runs the sections named (default: tests), each
 # writing its logs and JSON under $OUT (or ./device-out) and one summary line; the summary last.
 #
-#   scripts/device_context.sh [tests] [plan] [scenario6] [ballast] [bench] [steps] [runs] [ladder]
+#   tools/device_context.sh [tests] [plan] [scenario6] [ballast] [bench] [steps] [runs] [ladder]
 #
 #   tests      the GPU suites the context touches: kernels, allocator, uvm_counters, context, path,
 #              scenarios, watchdog

@@ -11,7 +11,7 @@
 #   LONG    a refusal of more than one line
 # and the totals. Exit 1 if any row is CRASH or LONG.
 #
-#   scripts/bad_input_campaign.sh [REPRO]      # default build-ci/repro
+#   tools/bad_input_campaign.sh [REPRO]      # default build-ci/repro
 set -uo pipefail
 repro=$(realpath "${1:-build-ci/repro}")
 scratch=$(mktemp -d)

@@ -4,15 +4,15 @@
 # at the default workload (what the context ladder's rungs are made of). Logs under $OUT (or
 # ./device-out), the summary last.
 #
-#   scripts/device_test_sh.sh [testsh] [slots] [profile2]   # default: testsh profile2
-#   SLOTS="2 1" scripts/device_test_sh.sh slots             # ctest again with 2, then 1 GPU test at a time
-#   scripts/device_test_sh.sh build cases                    # each GPU suite alone, each case's seconds
-#   BUILD_ARGS=-DCMAKE_UNITY_BUILD=OFF scripts/device_test_sh.sh build   # the build with more cmake arguments
-#   ORDERS="spinning,quiet,sanitized,alone" scripts/device_test_sh.sh testsh orders   # ctest again, kinds in that order
-#   JOBS="24" scripts/device_test_sh.sh testsh jobs          # ctest again with 24 jobs
-#   scripts/device_test_sh.sh startup                        # what one run costs: repro's start, CUDA's, a call's
-#   CONCURRENCY="1 8" scripts/device_test_sh.sh concurrency  # a short run's seconds with N at once
-#   CONNECTIONS="default 1" scripts/device_test_sh.sh testsh connections   # ctest again, the tests' CUDA queues
+#   tools/device_test_sh.sh [testsh] [slots] [profile2]   # default: testsh profile2
+#   SLOTS="2 1" tools/device_test_sh.sh slots             # ctest again with 2, then 1 GPU test at a time
+#   tools/device_test_sh.sh build cases                    # each GPU suite alone, each case's seconds
+#   BUILD_ARGS=-DCMAKE_UNITY_BUILD=OFF tools/device_test_sh.sh build   # the build with more cmake arguments
+#   ORDERS="spinning,quiet,sanitized,alone" tools/device_test_sh.sh testsh orders   # ctest again, kinds in that order
+#   JOBS="24" tools/device_test_sh.sh testsh jobs          # ctest again with 24 jobs
+#   tools/device_test_sh.sh startup                        # what one run costs: repro's start, CUDA's, a call's
+#   CONCURRENCY="1 8" tools/device_test_sh.sh concurrency  # a short run's seconds with N at once
+#   CONNECTIONS="default 1" tools/device_test_sh.sh testsh connections   # ctest again, the tests' CUDA queues
 set -uo pipefail
 source "$(dirname "$0")/device_lib.sh"
 device_setup
@@ -37,7 +37,7 @@ stamp() {
 ctest_again() {
   local name=$1 what=$2 jobs=$3 t0=$SECONDS
   rm -f build/Testing/Temporary/CTestCostData.txt
-  scripts/ctest_usage.py --build build --out "$out/usage_$name.txt" -- \
+  tools/ctest_usage.py --build build --out "$out/usage_$name.txt" -- \
     ctest --test-dir build -j "$jobs" --output-on-failure 2>&1 | stamp >"$out/ctest_$name.txt"
   say "$what: $((SECONDS - t0)) s"
   grep -E "tests passed|tests failed" "$out/ctest_$name.txt" | tee -a "$summary"
@@ -54,8 +54,8 @@ for section in "${sections[@]}"; do
       vmstat -n 2 >"$out/vmstat.txt" 2>&1 & vm=$!
       nvidia-smi --query-gpu=timestamp,utilization.gpu,memory.used --format=csv -l 2 >"$out/gpu_util.csv" 2>&1 & sm=$!
       t0=$SECONDS
-      # scripts/ctest_usage.py: each test's CPU and GPU use beside its reservation (usage.txt).
-      CCACHE_DISABLE=1 scripts/ctest_usage.py --build build --out "$out/usage.txt" -- \
+      # tools/ctest_usage.py: each test's CPU and GPU use beside its reservation (usage.txt).
+      CCACHE_DISABLE=1 tools/ctest_usage.py --build build --out "$out/usage.txt" -- \
         scripts/test.sh --output-on-failure 2>&1 | stamp >"$out/test_sh.txt"
       rc=${PIPESTATUS[0]}
       kill $vm $sm 2>/dev/null

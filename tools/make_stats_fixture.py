@@ -1,8 +1,8 @@
 #!/usr/bin/python3
 """make_stats_fixture.py: known answers for math_sdpa/stats.h, from NumPy and SciPy.
 
-    scripts/make_stats_fixture.py [--out FILE]     write the fixture (default: the committed one)
-    scripts/make_stats_fixture.py --check [FILE]   recompute from the fixture's own samples and
+    tools/make_stats_fixture.py [--out FILE]     write the fixture (default: the committed one)
+    tools/make_stats_fixture.py --check [FILE]   recompute from the fixture's own samples and
                                                    compare: exit 0 fresh, 1 stale, 77 no NumPy/SciPy
 
 Run with Debian's /usr/bin/python3 (python3-numpy, python3-scipy); the harness itself has no
@@ -172,7 +172,7 @@ def fixture(samples):
     import scipy
 
     doc = {
-        "comment": "Known answers for math_sdpa/stats.h, written by scripts/make_stats_fixture.py (NumPy %s, SciPy %s); "
+        "comment": "Known answers for math_sdpa/stats.h, written by tools/make_stats_fixture.py (NumPy %s, SciPy %s); "
                    "tests/test_stats.cpp checks every value to the tolerance, relative to max(1, |expected|). "
                    "Bootstrap draws: SplitMix64(seed), index next() %% n, n per resample, a before b for a ratio."
                    % (numpy.__version__, scipy.__version__),
@@ -242,7 +242,7 @@ def main():
         stale = differences(committed, fixture(committed["samples"]))
         for line in stale[:20]:
             print("stale: " + line)
-        print("%s: %s" % (args.check, "stale (%d differences); rerun scripts/make_stats_fixture.py" % len(stale)
+        print("%s: %s" % (args.check, "stale (%d differences); rerun tools/make_stats_fixture.py" % len(stale)
                                         if stale else "fresh"))
         return 1 if stale else 0
     doc = fixture(samples_of_record())

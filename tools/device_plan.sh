@@ -2,7 +2,7 @@
 # device_plan.sh: the GPU evidence for the call plan, in one call on a GPU machine: builds preset ci,
 # then the sections named (default: tests):
 #
-#   scripts/device_plan.sh [tests] [twin]
+#   tools/device_plan.sh [tests] [twin]
 #
 #   tests  every GPU test (ctest -L gpu): among them gpu.report, every scenario's reproducer against
 #          the harness run of the same options, bit for bit, and gpu.decisions
