@@ -207,6 +207,33 @@ std::vector<double> reference_tensor(const SdpaProblem& p, const HostInputs& in,
 // dV would take two of each and seven).
 namespace {
 
+// Query row l of head (b, h) in the backward, from its scale · q·k in `prob` and dPd = dO·Vᵀ in
+// `dprob` (S values each; `kept` is room for S): `prob` becomes Pd (the forward's probabilities
+// after dropout) and `dprob` dS = scale · P · (dP − Σ dP·P), where dP = dPd · kept; both zeros where
+// every key is masked (_safe_softmax's zeros: no output, no gradient). `element` is the row's first
+// in the [B, Hq, L, S] scores (dropout's stream).
+void softmax_backward_row(const SdpaProblem& p, const HostInputs& in, int64_t b, int64_t h, int64_t l, uint64_t element,
+                          double* prob, double* dprob, double* kept) {
+  const int64_t S = p.kv_len;
+  if (softmax_row(p, in, b, h, l, prob).masked()) {
+    std::fill(dprob, dprob + S, 0.0);
+    return;
+  }
+  const double scale = p.softmax_scale();
+  const float keep_prob = p.keep_prob();
+  double dot = 0;
+  for (int64_t c = 0; c < S; ++c) {
+    kept[c] = dropout_kept(p, element + c);
+    dprob[c] *= kept[c];
+    dot += dprob[c] * prob[c];
+  }
+  for (int64_t c = 0; c < S; ++c) {
+    dprob[c] = prob[c] * (dprob[c] - dot) * scale;  // dS
+    // Pd, as the forward computes it: P / keep_prob where dropout keeps it.
+    if (p.dropout_p > 0) prob[c] = kept[c] != 0.0 ? prob[c] / keep_prob : 0.0;
+  }
+}
+
 // Whose turn it is to add to each query head's sums of dK and dV: the number of its blocks added.
 // A failed block (an exception) ends every wait, so that no thread waits for it forever.
 class BlockTurns {
@@ -248,7 +275,6 @@ ReferenceGradients reference_gradients(const SdpaProblem& p, const HostInputs& i
   const int64_t L = p.q_len, S = p.kv_len, E = p.head_dim, group = p.q_heads / p.kv_heads;
   const int64_t heads = p.batch * p.q_heads, head_kv = S * E;
   const double scale = p.softmax_scale();
-  const float keep_prob = p.keep_prob();
   const std::unique_ptr<double[]> k = widened(in.k), v = widened(in.v);
   ReferenceGradients g;
   g.output.assign(in.q.size(), 0.0);
@@ -289,24 +315,8 @@ ReferenceGradients reference_gradients(const SdpaProblem& p, const HostInputs& i
       cpu_dgemm(BlasOp::none, BlasOp::transpose, n, S, E, scale, s.q.data(), E, kh, E, 0.0, s.a.data(), S);  // scale · Q·Kᵀ
       cpu_dgemm(BlasOp::none, BlasOp::transpose, n, S, E, 1.0, s.dout.data(), E, vh, E, 0.0, s.b.data(), S);  // dPd = dO·Vᵀ
       for (int64_t r = 0; r < n; ++r) {
-        double* prob = &s.a[static_cast<size_t>(r * S)];
-        double* dprob = &s.b[static_cast<size_t>(r * S)];
-        if (softmax_row(p, in, b, h, l0 + r, prob).masked()) {  // _safe_softmax's zeros: no output, no gradient
-          std::fill(dprob, dprob + S, 0.0);
-          continue;
-        }
-        const uint64_t element = static_cast<uint64_t>((first_row + r) * S);
-        double dot = 0;
-        for (int64_t c = 0; c < S; ++c) {
-          s.kept[c] = dropout_kept(p, element + c);
-          dprob[c] *= s.kept[c];
-          dot += dprob[c] * prob[c];
-        }
-        for (int64_t c = 0; c < S; ++c) {
-          dprob[c] = prob[c] * (dprob[c] - dot) * scale;  // dS
-          // Pd, as the forward computes it: P / keep_prob where dropout keeps it.
-          if (p.dropout_p > 0) prob[c] = s.kept[c] != 0.0 ? prob[c] / keep_prob : 0.0;
-        }
+        softmax_backward_row(p, in, b, h, l0 + r, static_cast<uint64_t>((first_row + r) * S), &s.a[static_cast<size_t>(r * S)],
+                             &s.b[static_cast<size_t>(r * S)], s.kept.data());
       }
       cpu_dgemm(BlasOp::none, BlasOp::none, n, E, S, 1.0, s.a.data(), S, vh, E, 0.0, &g.output[first_row * E], E);  // Pd·V
       cpu_dgemm(BlasOp::none, BlasOp::none, n, E, S, 1.0, s.b.data(), S, kh, E, 0.0, &g.query[first_row * E], E);  // dS·K

@@ -247,6 +247,28 @@ json ratio_json(const RatioEstimate& r) {
   return {{"ratio", finite_or_null(r.ratio)}, {"ci95", {finite_or_null(r.ci.low), finite_or_null(r.ci.high)}}};
 }
 
+// One fix's overhead: the runs without it (a) and with it (b), their ratios and the verdict, or
+// why it was skipped.
+json overhead_json(const OverheadComparison& c) {
+  json e = {{"fix", c.label},
+            {"fixes_b", c.fixes_b.str()},
+            {"name", overhead_name(c.label)},
+            {"budget", c.budget.empty() ? json(nullptr) : json(c.budget)},
+            {"is_skipped", c.skipped},
+            {"skip_reason", c.skipped ? json(c.skip_reason) : json(nullptr)}};
+  if (!c.skipped) {
+    e["a"] = series_json(c.a);
+    e["b"] = series_json(c.b);
+    e["ratio_wall"] = ratio_json(c.wall_ratio);
+    e["ratio_gpu"] = ratio_json(c.gpu_ratio);
+    e["hedges_g_wall"] = finite_or_null(c.wall_g);
+    e["hedges_g_gpu"] = finite_or_null(c.gpu_g);
+    e["verdict"] = c.verdict;
+    e["verdict_uses"] = "wall";
+  }
+  return e;
+}
+
 }  // namespace
 
 json bench_to_json(const BenchResult& r) {
@@ -303,27 +325,8 @@ json bench_to_json(const BenchResult& r) {
   json benchmarks = json::array();
   if (!r.path.samples.wall_ms.empty()) benchmarks.push_back(series_json(r.path));
   j["benchmarks"] = benchmarks;
-  json overhead = json::array();
-  for (const auto& c : r.overhead) {
-    json e = {{"fix", c.label},
-              {"fixes_b", c.fixes_b.str()},
-              {"name", overhead_name(c.label)},
-              {"budget", c.budget.empty() ? json(nullptr) : json(c.budget)},
-              {"is_skipped", c.skipped},
-              {"skip_reason", c.skipped ? json(c.skip_reason) : json(nullptr)}};
-    if (!c.skipped) {
-      e["a"] = series_json(c.a);
-      e["b"] = series_json(c.b);
-      e["ratio_wall"] = ratio_json(c.wall_ratio);
-      e["ratio_gpu"] = ratio_json(c.gpu_ratio);
-      e["hedges_g_wall"] = finite_or_null(c.wall_g);
-      e["hedges_g_gpu"] = finite_or_null(c.gpu_g);
-      e["verdict"] = c.verdict;
-      e["verdict_uses"] = "wall";
-    }
-    overhead.push_back(e);
-  }
-  j["fix_overhead"] = overhead;
+  j["fix_overhead"] = json::array();
+  for (const auto& c : r.overhead) j["fix_overhead"].push_back(overhead_json(c));
   j["wall_seconds"] = r.wall_seconds;
   j["cpu_seconds"] = r.cpu_seconds ? json(*r.cpu_seconds) : json(nullptr);
   j["watchdog"] = nullptr;

@@ -82,6 +82,9 @@ class Minimizer {
   std::string one_run(const RunSpec& options, int number, ProcessMark& mark, bool& timed_out, int& exit_code);
   // On --resume: what became of the run the state says was in flight, said, and counted or not.
   void settle_run_in_flight();
+  // The given configuration's runs are done: whether it failed (shrinking starts, looking for the
+  // failures it showed unless --fails-with named them).
+  bool given_configuration_fails(const json& trial);
   bool next_trial();
   int finish(const std::string& why);
   bool trial_failed() const;
@@ -182,6 +185,31 @@ void Minimizer::settle_run_in_flight() {
   checkpoint();
 }
 
+bool Minimizer::given_configuration_fails(const json& trial) {
+  if (!trial_failed()) {
+    std::string wanted;
+    for (const std::string& c : s_.fails_with()) wanted += (wanted.empty() ? " (" : ", ") + c;
+    say("the configuration given did not fail" + (wanted.empty() ? "" : wanted + ")") + " in " + std::to_string(m_.runs) +
+        " runs: nothing to minimize");
+    s_.doc["phase"] = "not_failing";
+    checkpoint();
+    return false;
+  }
+  if (s_.fails_with().empty()) {
+    std::set<std::string> seen;
+    for (const json& r : trial.at("runs")) {
+      if (is_failure_class(r.at("class"))) seen.insert(r.at("class").get<std::string>());
+    }
+    s_.doc["fails_with"] = seen;
+  }
+  std::string classes;
+  for (const std::string& c : s_.fails_with()) classes += (classes.empty() ? "" : ", ") + c;
+  say("the configuration given fails (" + classes + "); shrinking it while it still does");
+  s_.doc["given_runs"] = trial.at("runs");
+  s_.doc["phase"] = "shrinking";
+  return true;
+}
+
 int Minimizer::run(bool resume) {
   json& in_flight = s_.doc["in_flight"];
   if (resume && !in_flight.is_null()) settle_run_in_flight();
@@ -206,27 +234,7 @@ int Minimizer::run(bool resume) {
       const bool failed = trial_failed();
       const std::string step = trial.at("step").get<std::string>();
       if (baseline) {
-        if (!failed) {
-          std::string wanted;
-          for (const std::string& c : s_.fails_with()) wanted += (wanted.empty() ? " (" : ", ") + c;
-          say("the configuration given did not fail" + (wanted.empty() ? "" : wanted + ")") + " in " + std::to_string(m_.runs) +
-              " runs: nothing to minimize");
-          s_.doc["phase"] = "not_failing";
-          checkpoint();
-          return 1;
-        }
-        if (s_.fails_with().empty()) {
-          std::set<std::string> seen;
-          for (const json& r : trial.at("runs")) {
-            if (is_failure_class(r.at("class"))) seen.insert(r.at("class").get<std::string>());
-          }
-          s_.doc["fails_with"] = seen;
-        }
-        std::string classes;
-        for (const std::string& c : s_.fails_with()) classes += (classes.empty() ? "" : ", ") + c;
-        say("the configuration given fails (" + classes + "); shrinking it while it still does");
-        s_.doc["given_runs"] = trial.at("runs");
-        s_.doc["phase"] = "shrinking";
+        if (!given_configuration_fails(trial)) return 1;
       } else if (failed) {
         s_.doc["current"] = options.to_json();
         s_.doc["kept"].push_back(trial);

@@ -25,6 +25,43 @@ std::string sm_text(const std::vector<int>& sms) {
   return s.empty() ? "?" : s;
 }
 
+// What the snapshot's summary says: the resident kernels, the host threads, the main thread's
+// backtrace, the threads blocked in the kernel, nvidia-smi and the driver's log lines.
+void write_snapshot_summary(std::ostringstream& s, const SnapshotSummary& summary) {
+  if (!summary.kernels.empty()) {
+    s << "| resident kernel | SMs | grid | block | a warp's PC | lane |\n|---|---|---|---|---|---|\n";
+    for (const auto& k : summary.kernels) {
+      s << "| `" << table_cell(k.function.empty() ? k.name : k.function) << "` | " << sm_text(k.sms) << " | "
+        << k.grid << " | " << k.block << " | " << (k.warp ? k.warp->pc : "—") << " | "
+        << (k.warp ? k.warp->lane_state : "—") << " |\n";
+    }
+    s << "\n";
+  }
+  s << "- **Host threads**: " << host_verdict_name(summary.verdict) << ": " << summary.verdict_detail << " ("
+    << summary.thread_count << " threads).\n";
+  if (summary.main_thread && !summary.main_thread->backtrace.empty()) {
+    std::string frames;
+    for (size_t i = 0; i < summary.main_thread->backtrace.size() && i < 12; ++i) {
+      frames += (i ? " < " : "") + summary.main_thread->backtrace[i];
+    }
+    s << "- **Main thread's backtrace** (innermost first): `" << table_cell(frames) << "`.\n";
+  }
+  for (const auto& t : summary.blocked_threads) {
+    std::string frames;
+    for (size_t i = 0; i < t.kernel_stack.size() && i < 8; ++i) frames += (i ? " < " : "") + t.kernel_stack[i];
+    s << "- **Thread " << t.tid << " (" << t.comm << ") in D state**: `" << frames << "`.\n";
+  }
+  if (!summary.nvidia_smi.empty()) s << "- **nvidia-smi**: " << summary.nvidia_smi << ".\n";
+  s << "\n";
+  if (!summary.driver_lines.empty()) {
+    s << "The driver's kernel log lines since the run started"
+      << (summary.driver_lines_during.empty() ? "" : " (some logged while the snapshot ran, which may have caused them)")
+      << ":\n\n```\n";
+    for (size_t i = 0; i < summary.driver_lines.size() && i < kDriverLinesShown; ++i) s << summary.driver_lines[i] << "\n";
+    s << "```\n\n";
+  }
+}
+
 }  // namespace
 
 std::string hang_snapshot_section(const ReportInput& in) {
@@ -62,39 +99,7 @@ std::string hang_snapshot_section(const ReportInput& in) {
         for (const auto& line : w.evidence) s << "- " << line << "\n";
         s << "\n";
       }
-      const SnapshotSummary summary = summary_from_json(w.snapshot.value("summary", nlohmann::json::object()));
-      if (!summary.kernels.empty()) {
-        s << "| resident kernel | SMs | grid | block | a warp's PC | lane |\n|---|---|---|---|---|---|\n";
-        for (const auto& k : summary.kernels) {
-          s << "| `" << table_cell(k.function.empty() ? k.name : k.function) << "` | " << sm_text(k.sms) << " | "
-            << k.grid << " | " << k.block << " | " << (k.warp ? k.warp->pc : "—") << " | "
-            << (k.warp ? k.warp->lane_state : "—") << " |\n";
-        }
-        s << "\n";
-      }
-      s << "- **Host threads**: " << host_verdict_name(summary.verdict) << ": " << summary.verdict_detail << " ("
-        << summary.thread_count << " threads).\n";
-      if (summary.main_thread && !summary.main_thread->backtrace.empty()) {
-        std::string frames;
-        for (size_t i = 0; i < summary.main_thread->backtrace.size() && i < 12; ++i) {
-          frames += (i ? " < " : "") + summary.main_thread->backtrace[i];
-        }
-        s << "- **Main thread's backtrace** (innermost first): `" << table_cell(frames) << "`.\n";
-      }
-      for (const auto& t : summary.blocked_threads) {
-        std::string frames;
-        for (size_t i = 0; i < t.kernel_stack.size() && i < 8; ++i) frames += (i ? " < " : "") + t.kernel_stack[i];
-        s << "- **Thread " << t.tid << " (" << t.comm << ") in D state**: `" << frames << "`.\n";
-      }
-      if (!summary.nvidia_smi.empty()) s << "- **nvidia-smi**: " << summary.nvidia_smi << ".\n";
-      s << "\n";
-      if (!summary.driver_lines.empty()) {
-        s << "The driver's kernel log lines since the run started"
-          << (summary.driver_lines_during.empty() ? "" : " (some logged while the snapshot ran, which may have caused them)")
-          << ":\n\n```\n";
-        for (size_t i = 0; i < summary.driver_lines.size() && i < kDriverLinesShown; ++i) s << summary.driver_lines[i] << "\n";
-        s << "```\n\n";
-      }
+      write_snapshot_summary(s, summary_from_json(w.snapshot.value("summary", nlohmann::json::object())));
       std::string missing;
       for (const auto& c : w.snapshot.value("collectors", nlohmann::json::array())) {
         if (c.value("state", "") == "ok") continue;

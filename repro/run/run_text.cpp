@@ -44,31 +44,10 @@ std::string configuration_line(const RunOptions& o) {
   return s.str();
 }
 
-std::string result_to_text(const RunResult& r) {
-  std::ostringstream s;
-  s << "# repro scenario " << r.options.scenario << " (" << scenario_info(r.options.scenario).title << ")";
-  if (r.device) {
-    const DeviceInfo& d = *r.device;
-    s << " on " << d.name << " (sm_" << d.cc_major << d.cc_minor << ", " << d.sm_count << " SMs), driver "
-      << d.driver_version / 1000 << "." << (d.driver_version % 1000) / 10 << ", cuBLAS " << d.cublas_version / 10000
-      << "." << (d.cublas_version / 100) % 100 << "." << d.cublas_version % 100;
-  }
-  s << "\n# " << configuration_line(r.options) << "\n";
-  // The settings that differ from a plain run: what the scenario set up and the fixes changed.
-  const auto plain = settings_fields(PathSettings{});
-  std::string changed;
-  for (const auto& [name, value] : settings_fields(r.settings)) {
-    if (plain.at(name) != value) changed += " " + name + "=" + value;
-  }
-  if (!changed.empty()) s << "# settings:" << changed << "\n";
-  for (const std::string& caveat : r.options.caveats) s << "# caveat: " << caveat << "\n";
-  if (r.launch_blocking_probe_ms) {
-    const double waited = *r.launch_blocking_probe_ms;
-    s << format_number("# launch blocking: a %.0f ms kernel's launch returned after ", kLaunchBlockingProbeMs)
-      << format_number("%.1f ms", waited)
-      << (waited >= kLaunchBlockingProbeMs / 2 ? " (CUDA_LAUNCH_BLOCKING=1 in force)\n"
-                                                : " (NOT in force: CUDA had started before the variable was set)\n");
-  }
+namespace {
+
+// The stage table: each stage's calls and times, the call's, and the first call against the rest.
+void write_stage_table(std::ostringstream& s, const RunResult& r) {
   if (!r.stages.empty()) {
     s << "#  stage          calls   median_ms      p10_ms      p90_ms  clock\n";
     for (const auto& st : r.stages) {
@@ -83,6 +62,11 @@ std::string result_to_text(const RunResult& r) {
                   static_cast<double>(r.iterations_done), r.steady_call_median_ms);
     }
   }
+}
+
+// What the run's memory was planned to be and measured to be, the weights' load, the steps, the
+// soak's samples.
+void write_memory_lines(std::ostringstream& s, const RunResult& r) {
   if (r.plan) {
     const MemoryPlan& plan = *r.plan;
     s << "# memory plan: " << gigabytes(plan.path_bytes) << " predicted peak of the path (" << plan.layers << " layer"
@@ -133,6 +117,62 @@ std::string result_to_text(const RunResult& r) {
     }
     s << "# memory: " << r.soak.summary << "\n";
   }
+}
+
+// The check: the result's comparison (the worst layer's), the gradients', every call against the
+// first, the check's cost.
+void write_check_lines(std::ostringstream& s, const RunResult& r) {
+  s << "# check (" << (r.result_tensor ? result_tensor_name(*r.result_tensor) : "");
+  if (r.layers_checked > 1) s << ", " << r.layers_checked << " layers, the worst: layer " << r.worst_layer;
+  // --check-layers last: the other layers' values were counted for NaN only.
+  if (r.layers_checked == 1 && r.settings.layers > 1) s << ", layer " << r.worst_layer << " of " << r.settings.layers << " only";
+  s << ")";
+  s << format(": rel_error %.3e  max_abs_error %.3e  tolerance %.1e", r.comparison.rel_error,
+              r.comparison.max_abs_error, r.tolerance)
+    << (r.comparison.passed(r.tolerance) ? "  OK\n" : "  FAILED\n");
+  for (const RunResult::GradientCheck& g : r.gradient_checks) {
+    s << "# check (" << g.name << (r.layers_checked > 1 ? ", the worst: layer " + std::to_string(g.worst_layer) : std::string())
+      << ")" << format(": rel_error %.3e  max_abs_error %.3e  tolerance %.1e", g.comparison.rel_error,
+                       g.comparison.max_abs_error, r.gradient_tolerance)
+      << (g.comparison.passed(r.gradient_tolerance) ? "  OK\n" : "  FAILED\n");
+  }
+  if (r.calls_compared > 1) {
+    s << "# every call: " << r.calls_compared << " calls compared with call 1 bit for bit: "
+      << (r.first_differing_call ? "call " + std::to_string(r.first_differing_call) + " differs  FAILED\n"
+                                 : std::string("identical  OK\n"));
+  }
+  s << check_cost_line(r);
+}
+
+}  // namespace
+
+std::string result_to_text(const RunResult& r) {
+  std::ostringstream s;
+  s << "# repro scenario " << r.options.scenario << " (" << scenario_info(r.options.scenario).title << ")";
+  if (r.device) {
+    const DeviceInfo& d = *r.device;
+    s << " on " << d.name << " (sm_" << d.cc_major << d.cc_minor << ", " << d.sm_count << " SMs), driver "
+      << d.driver_version / 1000 << "." << (d.driver_version % 1000) / 10 << ", cuBLAS " << d.cublas_version / 10000
+      << "." << (d.cublas_version / 100) % 100 << "." << d.cublas_version % 100;
+  }
+  s << "\n# " << configuration_line(r.options) << "\n";
+  // The settings that differ from a plain run: what the scenario set up and the fixes changed.
+  const auto plain = settings_fields(PathSettings{});
+  std::string changed;
+  for (const auto& [name, value] : settings_fields(r.settings)) {
+    if (plain.at(name) != value) changed += " " + name + "=" + value;
+  }
+  if (!changed.empty()) s << "# settings:" << changed << "\n";
+  for (const std::string& caveat : r.options.caveats) s << "# caveat: " << caveat << "\n";
+  if (r.launch_blocking_probe_ms) {
+    const double waited = *r.launch_blocking_probe_ms;
+    s << format_number("# launch blocking: a %.0f ms kernel's launch returned after ", kLaunchBlockingProbeMs)
+      << format_number("%.1f ms", waited)
+      << (waited >= kLaunchBlockingProbeMs / 2 ? " (CUDA_LAUNCH_BLOCKING=1 in force)\n"
+                                                : " (NOT in force: CUDA had started before the variable was set)\n");
+  }
+  write_stage_table(s, r);
+  write_memory_lines(s, r);
   if (r.stalls.any()) {
     s << "# STALLED: " << r.stalls.summary() << "\n";
     for (size_t i = 0; i < r.stalls.records.size() && i < 8; ++i) {
@@ -140,28 +180,7 @@ std::string result_to_text(const RunResult& r) {
       s << "#   call " << st.call << ": " << st.stage << format_number(" %.1f ms\n", st.ms);
     }
   }
-  if (r.checked) {
-    s << "# check (" << (r.result_tensor ? result_tensor_name(*r.result_tensor) : "");
-    if (r.layers_checked > 1) s << ", " << r.layers_checked << " layers, the worst: layer " << r.worst_layer;
-    // --check-layers last: the other layers' values were counted for NaN only.
-    if (r.layers_checked == 1 && r.settings.layers > 1) s << ", layer " << r.worst_layer << " of " << r.settings.layers << " only";
-    s << ")";
-    s << format(": rel_error %.3e  max_abs_error %.3e  tolerance %.1e", r.comparison.rel_error,
-                r.comparison.max_abs_error, r.tolerance)
-      << (r.comparison.passed(r.tolerance) ? "  OK\n" : "  FAILED\n");
-    for (const RunResult::GradientCheck& g : r.gradient_checks) {
-      s << "# check (" << g.name << (r.layers_checked > 1 ? ", the worst: layer " + std::to_string(g.worst_layer) : std::string())
-        << ")" << format(": rel_error %.3e  max_abs_error %.3e  tolerance %.1e", g.comparison.rel_error,
-                         g.comparison.max_abs_error, r.gradient_tolerance)
-        << (g.comparison.passed(r.gradient_tolerance) ? "  OK\n" : "  FAILED\n");
-    }
-    if (r.calls_compared > 1) {
-      s << "# every call: " << r.calls_compared << " calls compared with call 1 bit for bit: "
-        << (r.first_differing_call ? "call " + std::to_string(r.first_differing_call) + " differs  FAILED\n"
-                                   : std::string("identical  OK\n"));
-    }
-    s << check_cost_line(r);
-  }
+  if (r.checked) write_check_lines(s, r);
   s << "# result: " << outcome_name(r.outcome) << " (exit " << r.exit_code << ")";
   if (!r.error.empty()) s << ": " << r.error;
   s << "\n";

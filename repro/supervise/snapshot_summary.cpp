@@ -204,8 +204,28 @@ std::vector<int> sms_of_mask(const std::string& mask) {
   return sms;
 }
 
+namespace {
+
+// The table of cuda-gdb's output a line's rows belong to.
+enum class DebuggerTable { none, kernels, warps, lanes };
+
+// The table a line starts (its heading) or ends (a blank or another listing's line); nullopt
+// for a row.
+std::optional<DebuggerTable> debugger_table_heading(const std::string& t) {
+  if (starts_with(t, "Kernel Parent Dev Grid Status")) return DebuggerTable::kernels;
+  if (starts_with(t, "Wp Active Lanes Mask")) return DebuggerTable::warps;
+  if (starts_with(t, "Ln") && t.find("State") != std::string::npos && t.find("PC") != std::string::npos) {
+    return DebuggerTable::lanes;
+  }
+  if (starts_with(t, "BlockIdx") || starts_with(t, "Thread ") || t.empty()) return DebuggerTable::none;
+  return std::nullopt;
+}
+
+}  // namespace
+
 std::vector<ResidentKernel> parse_debugger_kernels(const std::string& text) {
-  enum class Table { none, kernels, warps, lanes } table = Table::none;
+  using Table = DebuggerTable;
+  Table table = Table::none;
   std::vector<std::pair<int, ResidentKernel>> kernels;  // cuda-gdb's kernel number, the kernel
   std::vector<std::pair<int, std::string>> focus_functions;
   int focus_kernel = -1, sm = -1, warp = -1;
@@ -230,20 +250,8 @@ std::vector<ResidentKernel> parse_debugger_kernels(const std::string& text) {
       focus_kernel = -1;
       continue;
     }
-    if (starts_with(t, "Kernel Parent Dev Grid Status")) {
-      table = Table::kernels;
-      continue;
-    }
-    if (starts_with(t, "Wp Active Lanes Mask")) {
-      table = Table::warps;
-      continue;
-    }
-    if (starts_with(t, "Ln") && t.find("State") != std::string::npos && t.find("PC") != std::string::npos) {
-      table = Table::lanes;
-      continue;
-    }
-    if (starts_with(t, "BlockIdx") || starts_with(t, "Thread ") || t.empty()) {
-      table = Table::none;
+    if (const std::optional<Table> heading = debugger_table_heading(t)) {
+      table = *heading;
       continue;
     }
     if (parse_device_heading(t, sm, warp)) continue;

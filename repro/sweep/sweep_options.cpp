@@ -104,24 +104,59 @@ void validate_sweep(const SweepOptions& options) {
   expand_matrix(parsed.options.axes);
 }
 
+namespace {
+
+// The axis options as typed, until apply_axis_options reads them.
+struct AxisText {
+  std::string scenarios, fixes, dtypes, precisions, shapes, allocs, streams, contexts;
+};
+
+// The axes the options give: an axis option given, even as "", replaces the default (or the
+// --matrix file's; "" is then an empty item); cell options naming a captured call make the shapes
+// and dtypes the call's own unless given.
+void apply_axis_options(const CLI::App& app, const AxisText& text, const std::vector<std::string>& cell_options,
+                        bool matrix_given, SweepAxes& axes) {
+  auto given = [&](const char* name) { return app.get_option(name)->count() > 0; };
+  auto list = [&](const std::string& value, const char* option, std::vector<std::string>& out) {
+    if (given(option)) out = split_axis_list(value, option);
+  };
+  if (given("--scenarios")) axes.scenarios = parse_scenario_list(text.scenarios, "--scenarios");
+  list(text.fixes, "--fix", axes.fixes);
+  list(text.dtypes, "--dtypes", axes.dtypes);
+  list(text.precisions, "--precisions", axes.precisions);
+  list(text.shapes, "--shapes", axes.shapes);
+  list(text.allocs, "--allocs", axes.allocs);
+  list(text.streams, "--streams", axes.streams);
+  list(text.contexts, "--contexts", axes.contexts);
+  if (cell_options.empty()) return;
+  axes.cell_options = cell_options;
+  if (std::find(cell_options.begin(), cell_options.end(), "--workload-file") != cell_options.end()) {
+    if (!given("--shapes") && !matrix_given) axes.shapes = {kGivenAxisValue};
+    if (!given("--dtypes") && !matrix_given) axes.dtypes = {kGivenAxisValue};
+  }
+}
+
+}  // namespace
+
 SweepParseResult parse_sweep_command_line(int argc, const char* const* argv) {
   SweepParseResult result;
   SweepOptions& o = result.options;
   const SweepAxes defaults;
-  std::string scenarios, fixes, dtypes, precisions, shapes, allocs, streams, contexts, matrix, out_dir, shard, on_hang;
+  AxisText axis;
+  std::string matrix, out_dir, shard, on_hang;
   CLI::App app{kDescription, "repro sweep"};
   app.footer(kFooter);
   // The options are the table's (repro/cli/run_spec.h); their defaults the sweep's own.
   CommandOptions options(app, RunCommand::sweep);
   std::vector<CLI::Option*> axis_options{
-      options.add("--scenarios", scenarios)->default_str(scenario_list_text(defaults.scenarios)),
-      options.add("--fix", fixes)->default_str(joined(defaults.fixes)),
-      options.add("--dtypes", dtypes)->default_str(joined(defaults.dtypes)),
-      options.add("--precisions", precisions)->default_str(joined(defaults.precisions)),
-      options.add("--shapes", shapes)->default_str(joined(defaults.shapes)),
-      options.add("--allocs", allocs)->default_str(joined(defaults.allocs)),
-      options.add("--streams", streams)->default_str(joined(defaults.streams)),
-      options.add("--contexts", contexts)->default_str(joined(defaults.contexts)),
+      options.add("--scenarios", axis.scenarios)->default_str(scenario_list_text(defaults.scenarios)),
+      options.add("--fix", axis.fixes)->default_str(joined(defaults.fixes)),
+      options.add("--dtypes", axis.dtypes)->default_str(joined(defaults.dtypes)),
+      options.add("--precisions", axis.precisions)->default_str(joined(defaults.precisions)),
+      options.add("--shapes", axis.shapes)->default_str(joined(defaults.shapes)),
+      options.add("--allocs", axis.allocs)->default_str(joined(defaults.allocs)),
+      options.add("--streams", axis.streams)->default_str(joined(defaults.streams)),
+      options.add("--contexts", axis.contexts)->default_str(joined(defaults.contexts)),
       options.add("--iters", o.axes.iters)->group("Axes"),
       options.add("--repeats", o.axes.repeats),
       options.add("--keep-waived", o.axes.keep_waived),
@@ -162,32 +197,12 @@ SweepParseResult parse_sweep_command_line(int argc, const char* const* argv) {
     // A name no file can have, refused before anything runs (its folder is made later, by the run).
     check_written_file_name(o.out_option, o.json_path);
     if (matrix_opt->count()) o.axes = read_matrix_file(matrix);
-    // An axis option given, even as "", replaces the default; "" is then an empty item.
-    auto given = [&](const char* name) { return app.get_option(name)->count() > 0; };
-    auto list = [&](const std::string& text, const char* option, std::vector<std::string>& out) {
-      if (given(option)) out = split_axis_list(text, option);
-    };
-    if (given("--scenarios")) {
-      o.axes.scenarios = parse_scenario_list(scenarios, "--scenarios");
-    }
-    list(fixes, "--fix", o.axes.fixes);
-    list(dtypes, "--dtypes", o.axes.dtypes);
-    list(precisions, "--precisions", o.axes.precisions);
-    list(shapes, "--shapes", o.axes.shapes);
-    list(allocs, "--allocs", o.axes.allocs);
-    list(streams, "--streams", o.axes.streams);
-    list(contexts, "--contexts", o.axes.contexts);
-    if (!cell_options.empty()) {
-      o.axes.cell_options = cell_options;
-      if (std::find(cell_options.begin(), cell_options.end(), "--workload-file") != cell_options.end()) {
-        if (!given("--shapes") && !matrix_opt->count()) o.axes.shapes = {kGivenAxisValue};
-        if (!given("--dtypes") && !matrix_opt->count()) o.axes.dtypes = {kGivenAxisValue};
-      }
-    }
+    apply_axis_options(app, axis, cell_options, matrix_opt->count() > 0, o.axes);
     canonicalise_axes(o.axes);
-    for (const CLI::Option* axis : axis_options) o.axes_given = o.axes_given || axis->count() > 0;
-    o.axes_given = o.axes_given || matrix_opt->count() > 0 || !cell_options.empty() || given("--shard");
-    if (given("--shard")) o.shard = parse_shard(shard);
+    for (const CLI::Option* axis_option : axis_options) o.axes_given = o.axes_given || axis_option->count() > 0;
+    const bool shard_given = app.get_option("--shard")->count() > 0;
+    o.axes_given = o.axes_given || matrix_opt->count() > 0 || !cell_options.empty() || shard_given;
+    if (shard_given) o.shard = parse_shard(shard);
     if (o.stage_timeout_s >= o.cell_timeout_s) {
       std::ostringstream why;
       why << "--stage-timeout (" << o.stage_timeout_s << " s) must be below --cell-timeout (" << o.cell_timeout_s
