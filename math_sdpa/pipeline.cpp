@@ -537,101 +537,101 @@ std::vector<MathSdpa::HostOperand> MathSdpa::resolve(const std::vector<ReducedOp
   return out;
 }
 
-void MathSdpa::run_op(const PlanOp& planned, Stage s, PathStream on) {
-  const cudaStream_t stream = stream_of(on);
-  struct Runner {
-    MathSdpa& m;
-    Stage s;
-    cudaStream_t stream;
-    void operator()(const AllocateOp& o) { m.allocate_in_call(o); }
-    void operator()(const FreeOp& o) { m.free_in_call(o); }
-    void operator()(const EntrySyncOp& o) {
-      if (o.storm) {
-        m.enter_with_page_fault_storm();
-      } else {
-        CUDA_CHECK(cudaDeviceSynchronize());
-      }
+// One step of the call plan, by its kind: an allocation, a synchronisation, a kernel, a cuBLAS
+// call, the host's touch of a tensor.
+struct MathSdpa::OpRunner {
+  MathSdpa& m;
+  Stage s;
+  cudaStream_t stream;
+  void operator()(const AllocateOp& o) { m.allocate_in_call(o); }
+  void operator()(const FreeOp& o) { m.free_in_call(o); }
+  void operator()(const EntrySyncOp& o) {
+    if (o.storm) {
+      m.enter_with_page_fault_storm();
+    } else {
+      CUDA_CHECK(cudaDeviceSynchronize());
     }
-    void operator()(const SyncAllStreamsOp&) { m.synchronize_all_streams(); }
-    void operator()(const HookSyncOp& o) {
-      if (o.stream == PathStream::none) {
-        CUDA_CHECK(cudaDeviceSynchronize());
-      } else {
-        CUDA_CHECK(cudaStreamSynchronize(m.stream_of(o.stream)));
-      }
+  }
+  void operator()(const SyncAllStreamsOp&) { m.synchronize_all_streams(); }
+  void operator()(const HookSyncOp& o) {
+    if (o.stream == PathStream::none) {
+      CUDA_CHECK(cudaDeviceSynchronize());
+    } else {
+      CUDA_CHECK(cudaStreamSynchronize(m.stream_of(o.stream)));
     }
-    void operator()(const PrefetchOp& o) {
-      cudaMemLocation gpu{};
-      gpu.type = cudaMemLocationTypeDevice;
-      gpu.id = m.device_;
-      CUDA_CHECK(cudaMemPrefetchAsync(m.ref(o.tensor), static_cast<size_t>(o.bytes), gpu, 0, m.stream_of(o.stream)));
+  }
+  void operator()(const PrefetchOp& o) {
+    cudaMemLocation gpu{};
+    gpu.type = cudaMemLocationTypeDevice;
+    gpu.id = m.device_;
+    CUDA_CHECK(cudaMemPrefetchAsync(m.ref(o.tensor), static_cast<size_t>(o.bytes), gpu, 0, m.stream_of(o.stream)));
+  }
+  void operator()(const NoteOp& o) { m.note(o.stage, m.with_streams(o.text)); }
+  void operator()(const OrderGemmOp& o) { m.order_gemm_after_producers(o.gemm); }
+  void operator()(const OrderPathOp&) { m.order_path_after_gemm(); }
+  void operator()(const BuildMaskOp& o) {
+    launch_build_additive_mask(o.causal ? nullptr : static_cast<const uint8_t*>(m.ref(o.bool_mask)), m.ref(o.dst), o.type,
+                               o.slices, o.L, o.S, stream);
+  }
+  void operator()(const ConvertOp& o) {
+    launch_convert_scale(m.ref(o.src), o.src_type, m.ref(o.dst), o.dst_type, o.n, o.factor, stream);
+  }
+  void operator()(const UpcastOp& o) {
+    // Q, K (keeping its layout) and V in one launch: three conversions, one launch's overhead.
+    const ConvertJob jobs[] = {{m.ref(o.src[0]), m.ref(o.dst[0]), o.n[0]},
+                               {m.ref(o.src[1]), m.ref(o.dst[1]), o.n[1]},
+                               {m.ref(o.src[2]), m.ref(o.dst[2]), o.n[2]}};
+    launch_convert_scale_batch(jobs, 3, o.src_type, o.dst_type, 1.0f, stream);
+  }
+  void operator()(const RepeatHeadsOp& o) {
+    launch_repeat_heads(m.ref(o.src), o.strides, m.ref(o.dst), o.type, o.batch, o.kv_heads, o.group, o.len, o.dim, stream);
+  }
+  void operator()(const TransposeHeadsOp& o) {
+    launch_transpose_heads(m.ref(o.src), o.strides, m.ref(o.dst), o.type, o.batch, o.heads, o.len, o.dim, stream);
+  }
+  void operator()(const PointerArraysOp& o) { m.build_qk_pointer_arrays(m.ref(o.kt), o.kt_strides); }
+  void operator()(const GemmOp& o) {
+    m.bind_cublas(m.stream_of(o.stream));
+    const char* a = static_cast<const char*>(m.ref(o.a));
+    const char* b = static_cast<const char*>(m.ref(o.b));
+    char* c = static_cast<char*>(m.ref(o.c));
+    for (int64_t i = 0; i < o.calls; ++i) run_gemm(m.cublas_, o.call, a + i * o.step_a, b + i * o.step_b, c + i * o.step_c);
+  }
+  void operator()(const AddMaskOp& o) {
+    launch_add_mask(m.ref(o.scores), o.scores_type, m.ref(o.mask), o.mask_type, o.B, o.H, o.L, o.S, o.per_batch, o.per_head,
+                    stream, o.row0, o.rows);
+  }
+  void operator()(const SoftmaxOp& o) { launch_safe_softmax(m.ref(o.in), m.ref(o.out), o.type, o.rows, o.cols, stream); }
+  void operator()(const DropoutOp& o) {
+    const RowChunk rows{o.rows.rows, o.rows.row0, o.rows.L, o.rows.S};
+    launch_dropout(m.ref(o.in), m.ref(o.out), static_cast<uint8_t*>(m.ref(o.mask)), o.type, o.n, o.seed,
+                   layer_problem(m.problem_, m.layer_now_).dropout_offset, o.keep, stream, rows);
+  }
+  void operator()(const DropoutBackwardOp& o) {
+    launch_dropout_backward(m.ref(o.grad), static_cast<const uint8_t*>(m.ref(o.mask)), m.ref(o.out), o.type, o.n, o.keep,
+                            stream);
+  }
+  void operator()(const SoftmaxBackwardOp& o) {
+    launch_softmax_backward(m.ref(o.grad), m.ref(o.probs), m.ref(o.out), o.type, o.rows, o.cols, stream);
+  }
+  void operator()(const SumHeadGroupsOp& o) {
+    launch_sum_head_groups(m.ref(o.src), o.src_type, m.ref(o.dst), o.dst_type, o.heads, o.group, o.elems, o.factor, stream);
+  }
+  void operator()(const HostAccessOp& o) {
+    if (o.stage == Stage::scores_to_host) {
+      m.move_scores_to_host();
+    } else {
+      m.move_to_host(o.stage, m.resolve(o.operands));
     }
-    void operator()(const NoteOp& o) { m.note(o.stage, m.with_streams(o.text)); }
-    void operator()(const OrderGemmOp& o) { m.order_gemm_after_producers(o.gemm); }
-    void operator()(const OrderPathOp&) { m.order_path_after_gemm(); }
-    void operator()(const BuildMaskOp& o) {
-      launch_build_additive_mask(o.causal ? nullptr : static_cast<const uint8_t*>(m.ref(o.bool_mask)), m.ref(o.dst), o.type,
-                                 o.slices, o.L, o.S, stream);
-    }
-    void operator()(const ConvertOp& o) {
-      launch_convert_scale(m.ref(o.src), o.src_type, m.ref(o.dst), o.dst_type, o.n, o.factor, stream);
-    }
-    void operator()(const UpcastOp& o) {
-      // Q, K (keeping its layout) and V in one launch: three conversions, one launch's overhead.
-      const ConvertJob jobs[] = {{m.ref(o.src[0]), m.ref(o.dst[0]), o.n[0]},
-                                 {m.ref(o.src[1]), m.ref(o.dst[1]), o.n[1]},
-                                 {m.ref(o.src[2]), m.ref(o.dst[2]), o.n[2]}};
-      launch_convert_scale_batch(jobs, 3, o.src_type, o.dst_type, 1.0f, stream);
-    }
-    void operator()(const RepeatHeadsOp& o) {
-      launch_repeat_heads(m.ref(o.src), o.strides, m.ref(o.dst), o.type, o.batch, o.kv_heads, o.group, o.len, o.dim, stream);
-    }
-    void operator()(const TransposeHeadsOp& o) {
-      launch_transpose_heads(m.ref(o.src), o.strides, m.ref(o.dst), o.type, o.batch, o.heads, o.len, o.dim, stream);
-    }
-    void operator()(const PointerArraysOp& o) { m.build_qk_pointer_arrays(m.ref(o.kt), o.kt_strides); }
-    void operator()(const GemmOp& o) {
-      m.bind_cublas(m.stream_of(o.stream));
-      const char* a = static_cast<const char*>(m.ref(o.a));
-      const char* b = static_cast<const char*>(m.ref(o.b));
-      char* c = static_cast<char*>(m.ref(o.c));
-      for (int64_t i = 0; i < o.calls; ++i) run_gemm(m.cublas_, o.call, a + i * o.step_a, b + i * o.step_b, c + i * o.step_c);
-    }
-    void operator()(const AddMaskOp& o) {
-      launch_add_mask(m.ref(o.scores), o.scores_type, m.ref(o.mask), o.mask_type, o.B, o.H, o.L, o.S, o.per_batch, o.per_head,
-                      stream, o.row0, o.rows);
-    }
-    void operator()(const SoftmaxOp& o) { launch_safe_softmax(m.ref(o.in), m.ref(o.out), o.type, o.rows, o.cols, stream); }
-    void operator()(const DropoutOp& o) {
-      const RowChunk rows{o.rows.rows, o.rows.row0, o.rows.L, o.rows.S};
-      launch_dropout(m.ref(o.in), m.ref(o.out), static_cast<uint8_t*>(m.ref(o.mask)), o.type, o.n, o.seed,
-                     layer_problem(m.problem_, m.layer_now_).dropout_offset, o.keep, stream, rows);
-    }
-    void operator()(const DropoutBackwardOp& o) {
-      launch_dropout_backward(m.ref(o.grad), static_cast<const uint8_t*>(m.ref(o.mask)), m.ref(o.out), o.type, o.n, o.keep,
-                              stream);
-    }
-    void operator()(const SoftmaxBackwardOp& o) {
-      launch_softmax_backward(m.ref(o.grad), m.ref(o.probs), m.ref(o.out), o.type, o.rows, o.cols, stream);
-    }
-    void operator()(const SumHeadGroupsOp& o) {
-      launch_sum_head_groups(m.ref(o.src), o.src_type, m.ref(o.dst), o.dst_type, o.heads, o.group, o.elems, o.factor, stream);
-    }
-    void operator()(const HostAccessOp& o) {
-      if (o.stage == Stage::scores_to_host) {
-        m.move_scores_to_host();
-      } else {
-        m.move_to_host(o.stage, m.resolve(o.operands));
-      }
-    }
-    void operator()(const SoftmaxLaunchedOp&) { m.softmax_launched(); }
-    void operator()(const FinishHostAccessOp&) { m.finish_scores_touch(); }
-    void operator()(const ReleaseHostAdviceOp& o) {
-      if (o.unless_touching && m.scores_toucher_.joinable()) return;
-      m.release_host_advice(m.resolve(o.operands));
-    }
-  };
-  std::visit(Runner{*this, s, stream}, planned);
-}
+  }
+  void operator()(const SoftmaxLaunchedOp&) { m.softmax_launched(); }
+  void operator()(const FinishHostAccessOp&) { m.finish_scores_touch(); }
+  void operator()(const ReleaseHostAdviceOp& o) {
+    if (o.unless_touching && m.scores_toucher_.joinable()) return;
+    m.release_host_advice(m.resolve(o.operands));
+  }
+};
+
+void MathSdpa::run_op(const PlanOp& planned, Stage s, PathStream on) { std::visit(OpRunner{*this, s, stream_of(on)}, planned); }
 
 }  // namespace sdpa

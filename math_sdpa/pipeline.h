@@ -110,6 +110,7 @@ class MathSdpa {
   void execute(const std::vector<PlanStep>& steps);
   void execute(const PlanStep& step);
   void run_op(const PlanOp& op, Stage stage, PathStream stream);
+  struct OpRunner;  // what each kind of step does (pipeline.cpp)
   cudaStream_t stream_of(PathStream s) const { return s == PathStream::gemm ? qk_stream_ : stream_; }
   std::string with_streams(const std::string& text) const;  // the plan's stream placeholders filled in
   void* ref(const TensorRef& t);                            // the current call's tensor, t.byte bytes in

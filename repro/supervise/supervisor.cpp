@@ -198,15 +198,10 @@ bool act_on_hang(pid_t target, bool in_process, const SupervisorOptions& o, Supe
   return false;
 }
 
-}  // namespace
-
-SupervisedOutcome supervise(const std::function<int(int)>& child_main, const SupervisorOptions& options) {
-  SupervisedOutcome out;
-  out.start_us = monotonic_us();
-  out.start_kernel_log_seq = kernel_log_mark(options);
-  out.on_hang = options.hang.on_hang;
-  out.log_file = options.hang.log_file;
-  const std::unique_ptr<DurableLog> log = open_log(options, out.start_us);
+// Starts child_main in a child process of its own, writing its progress records into one pipe and
+// its stderr into another, whose read ends are `progress_fd` and `log_fd`.
+pid_t start_gpu_child(const std::function<int(int)>& child_main, const SupervisorOptions& options, int& progress_fd,
+                      int& log_fd) {
   int progress[2], errpipe[2];
   if (pipe2(progress, O_CLOEXEC) != 0 || pipe2(errpipe, O_CLOEXEC) != 0) {
     throw InputError(std::string("cannot create pipes: ") + std::strerror(errno));
@@ -228,6 +223,74 @@ SupervisedOutcome supervise(const std::function<int(int)>& child_main, const Sup
   const pid_t pid = start_child(spec);
   close(progress[1]);
   close(errpipe[1]);
+  progress_fd = progress[0];
+  log_fd = errpipe[0];
+  return pid;
+}
+
+// SIGKILL did not end the child: it is inside the kernel, most likely the driver. Its kernel
+// stacks say where; waiting for it could take forever.
+void note_stuck_child(pid_t pid, SupervisedOutcome& out, DurableLog& log) {
+  out.survived_kill = true;
+  out.kernel_stacks = kernel_stacks_of(pid, kKernelStacksS);
+  log.record("stuck", "pid " + std::to_string(pid) + " still there after SIGKILL; not waited for");
+  for (const auto& line : out.kernel_stacks) log.write("stuck", line);
+  log.sync();
+}
+
+// What the monitor knows of the child's records, and how a child that was reaped ended (its
+// exit code, or the signal that killed it: a crash).
+void settle_outcome(const HangMonitor& monitor, bool reaped, int status, SupervisedOutcome& out) {
+  out.stage = out.kind == SupervisedOutcome::hang ? out.expiry.stage : monitor.open_stage();
+  out.position = monitor.open_position();
+  out.records = monitor.flight_recorder();
+  out.device_json = monitor.device_json();
+  out.calls_done = monitor.calls_done();
+  out.elapsed_s = (monotonic_us() - out.start_us) / 1e6;
+  if (out.kind != SupervisedOutcome::exited || !reaped) return;
+  if (WIFSIGNALED(status)) {
+    out.kind = SupervisedOutcome::crashed;
+    out.signal = WTERMSIG(status);
+    out.message = std::string("the GPU child died from signal ") + std::to_string(out.signal) + " (" +
+                  strsignal(out.signal) + ")";
+  } else {
+    out.child_exit_code = WEXITSTATUS(status);
+  }
+}
+
+// Reads what the child wrote to its stderr (the stage log) once: to our stderr, to the durable log
+// line by line, and its last `tail_lines` lines into `tail`. False once the pipe is closed.
+bool forward_stage_log(int fd, LineBuffer& lines, DurableLog& log, size_t tail_lines, std::vector<std::string>& tail) {
+  char buf[65536];
+  const ssize_t n = read(fd, buf, sizeof buf);
+  if (n <= 0) return false;
+  (void)!write(STDERR_FILENO, buf, static_cast<size_t>(n));
+  lines.feed(buf, static_cast<size_t>(n), [&](const std::string& line) {
+    log.write("log", line);
+    tail.push_back(line);
+    if (tail.size() > tail_lines) tail.erase(tail.begin());
+  });
+  return true;
+}
+
+// What a malformed progress record is said to be: its start, every byte that is not printable ASCII
+// shown as '?'.
+std::string malformed_record_message(std::string record) {
+  for (char& c : record) c = (c >= 32 && c < 127) ? c : '?';
+  return "the GPU child wrote a malformed progress record: \"" + record + "\"";
+}
+
+}  // namespace
+
+SupervisedOutcome supervise(const std::function<int(int)>& child_main, const SupervisorOptions& options) {
+  SupervisedOutcome out;
+  out.start_us = monotonic_us();
+  out.start_kernel_log_seq = kernel_log_mark(options);
+  out.on_hang = options.hang.on_hang;
+  out.log_file = options.hang.log_file;
+  const std::unique_ptr<DurableLog> log = open_log(options, out.start_us);
+  int progress_fd = -1, log_fd = -1;
+  const pid_t pid = start_gpu_child(child_main, options, progress_fd, log_fd);
   log->record("start", "the GPU child is pid " + std::to_string(pid));
 
   HangMonitor monitor(options.stage_timeout_s, options.run_timeout_s, out.start_us);
@@ -236,11 +299,11 @@ SupervisedOutcome supervise(const std::function<int(int)>& child_main, const Sup
   int status = 0;
   std::string bad_record;
   while (!reaped) {
-    pollfd fds[2] = {{progress_open ? progress[0] : -1, POLLIN, 0}, {log_open ? errpipe[0] : -1, POLLIN, 0}};
+    pollfd fds[2] = {{progress_open ? progress_fd : -1, POLLIN, 0}, {log_open ? log_fd : -1, POLLIN, 0}};
     poll(fds, 2, kPollMs);
     char buf[65536];
     if (progress_open && (fds[0].revents & (POLLIN | POLLHUP | POLLERR))) {
-      const ssize_t n = read(progress[0], buf, sizeof buf);
+      const ssize_t n = read(progress_fd, buf, sizeof buf);
       if (n <= 0) progress_open = false;
       if (n > 0) {
         progress_lines.feed(buf, static_cast<size_t>(n), [&](const std::string& line) {
@@ -254,24 +317,14 @@ SupervisedOutcome supervise(const std::function<int(int)>& child_main, const Sup
       }
     }
     if (log_open && (fds[1].revents & (POLLIN | POLLHUP | POLLERR))) {
-      const ssize_t n = read(errpipe[0], buf, sizeof buf);
-      if (n <= 0) log_open = false;
-      if (n > 0) {
-        (void)!write(STDERR_FILENO, buf, static_cast<size_t>(n));
-        log_lines.feed(buf, static_cast<size_t>(n), [&](const std::string& line) {
-          log->write("log", line);
-          out.log_tail.push_back(line);
-          if (out.log_tail.size() > options.log_tail_lines) out.log_tail.erase(out.log_tail.begin());
-        });
-      }
+      log_open = forward_stage_log(log_fd, log_lines, *log, options.log_tail_lines, out.log_tail);
     }
     // What was read in this round is on disk before anything else happens: under a trickle of
     // records, as before a hang, that is record by record.
     log->sync();
     if (malformed) {
       out.kind = SupervisedOutcome::bad_output;
-      for (char& c : bad_record) c = (c >= 32 && c < 127) ? c : '?';
-      out.message = "the GPU child wrote a malformed progress record: \"" + bad_record + "\"";
+      out.message = malformed_record_message(bad_record);
       reaped = stop_child(pid, false, options.kill_grace_s, kChildKillWaitS, status);
       break;
     }
@@ -286,22 +339,14 @@ SupervisedOutcome supervise(const std::function<int(int)>& child_main, const Sup
     }
     if (waitpid(pid, &status, WNOHANG) == pid) reaped = true;
   }
-  if (!reaped) {
-    // SIGKILL did not end it: it is inside the kernel, most likely the driver. Its kernel
-    // stacks say where; waiting for it could take forever.
-    out.survived_kill = true;
-    out.kernel_stacks = kernel_stacks_of(pid, kKernelStacksS);
-    log->record("stuck", "pid " + std::to_string(pid) + " still there after SIGKILL; not waited for");
-    for (const auto& line : out.kernel_stacks) log->write("stuck", line);
-    log->sync();
-  }
+  if (!reaped) note_stuck_child(pid, out, *log);
   // Drain what the child wrote before it went away.
-  for (int fd : {progress[0], errpipe[0]}) {
+  for (int fd : {progress_fd, log_fd}) {
     fcntl(fd, F_SETFL, O_NONBLOCK);
     char buf[65536];
     ssize_t n;
     while ((n = read(fd, buf, sizeof buf)) > 0) {
-      if (fd == errpipe[0]) {
+      if (fd == log_fd) {
         (void)!write(STDERR_FILENO, buf, static_cast<size_t>(n));
       } else if (out.kind == SupervisedOutcome::exited) {
         progress_lines.feed(buf, static_cast<size_t>(n), [&](const std::string& line) { monitor.consume(line, monotonic_us()); });
@@ -309,22 +354,7 @@ SupervisedOutcome supervise(const std::function<int(int)>& child_main, const Sup
     }
     close(fd);
   }
-  out.stage = out.kind == SupervisedOutcome::hang ? out.expiry.stage : monitor.open_stage();
-  out.position = monitor.open_position();
-  out.records = monitor.flight_recorder();
-  out.device_json = monitor.device_json();
-  out.calls_done = monitor.calls_done();
-  out.elapsed_s = (monotonic_us() - out.start_us) / 1e6;
-  if (out.kind == SupervisedOutcome::exited && reaped) {
-    if (WIFSIGNALED(status)) {
-      out.kind = SupervisedOutcome::crashed;
-      out.signal = WTERMSIG(status);
-      out.message = std::string("the GPU child died from signal ") + std::to_string(out.signal) + " (" +
-                    strsignal(out.signal) + ")";
-    } else {
-      out.child_exit_code = WEXITSTATUS(status);
-    }
-  }
+  settle_outcome(monitor, reaped, status, out);
   log->record("end", out.kind == SupervisedOutcome::exited ? "the GPU child exited with code " + std::to_string(out.child_exit_code)
                      : out.kind == SupervisedOutcome::hang ? "hang: the GPU child was killed"
                                                            : out.message);
