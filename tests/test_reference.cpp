@@ -86,7 +86,7 @@ const std::vector<Shape>& block_shapes() {
          p.batch = 1, p.q_heads = 2, p.kv_heads = 1, p.q_len = 1100, p.kv_len = 1000, p.head_dim = 8;
          p.mask = MaskKind::causal, p.dropout_p = 0.1;
        }},
-      {"six blocks of rows in four chunks: boolean",
+      {"six blocks of rows of one head: boolean",
        [](SdpaProblem& p) {
          p.batch = p.q_heads = p.kv_heads = 1, p.q_len = 5200, p.kv_len = 1024, p.head_dim = 4;
          p.mask = MaskKind::boolean;

@@ -13,8 +13,8 @@
 # the reference had before OpenBLAS (kept for this measurement: the machine gets the working tree
 # without its history, so the older commit cannot be built here). Limits, on the medians:
 # --check <= 1.5 x unchecked, --check --backward <= 2 x unchecked --backward. The table and every
-# run's JSON are under $OUT (or ./device-out); the summary last. About 4 minutes on an H200 with
-# 16 cores, most of it the loops' runs.
+# run's JSON are under $OUT (or ./device-out); the summary last. About 2 minutes on an H200 with
+# 16 cores (REPEATS=3 BEFORE_REPEATS=1, the build included), most of it the loops' runs.
 set -uo pipefail
 source "$(dirname "$0")/device_lib.sh"
 device_setup
