@@ -1,4 +1,4 @@
-# device_lib.sh: what every scripts/device_*.sh does on a lent GPU machine, sourced by them.
+# device_lib.sh: what every tools/device_*.sh does on a lent GPU machine, sourced by them.
 #   device_setup [DEFAULT_OUT]   cd to the source root; $out (= $OUT or DEFAULT_OUT), $summary, say(),
 #                                $start (for a "total" line); the GPU's name, driver and memory first in
 #                                the summary and in $out/gpu.txt (every figure after it is that GPU's)
