@@ -148,9 +148,8 @@ std::optional<LayerReference> ReferenceAhead::take(int layer) {
   // Computing stops at the first layer that fails: that one and the later ones have no check.
   if (error_ && i + 1 >= computed_) std::rethrow_exception(error_);
   taken_[i] = true;
-  std::optional<LayerReference> ref = std::move(*done_[i]);
-  done_[i].reset();
-  return ref;
+  const std::unique_ptr<LayerReference> ref = std::move(done_[i]);
+  return std::optional<LayerReference>(std::in_place, std::move(*ref));
 }
 
 void ReferenceAhead::wait() {
