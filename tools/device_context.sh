@@ -25,9 +25,7 @@
 set -uo pipefail
 source "$(dirname "$0")/device_lib.sh"
 device_setup
-sections=("$@")
-((${#sections[@]})) || sections=(tests)
-want() { [[ " ${sections[*]} " == *" $1 "* ]]; }
+device_sections "tests" "$@"
 device_build_ci
 repro=./build-ci/repro
 

@@ -3,6 +3,8 @@
 #                                $start (for a "total" line); the GPU's name, driver and memory first in
 #                                the summary and in $out/gpu.txt (every figure after it is that GPU's)
 #   device_build_ci              configure and build preset ci (logs in $out), say how long; exits on failure
+#   device_sections DEFAULTS [NAME ...]  $sections: the NAMEs given, else the words of DEFAULTS;
+#                                want NAME says whether NAME is one of them
 #   device_pack [KEEP ...]       everything under $out into $out/logs.tar.gz but summary.txt and KEEP
 #                                (a call brings back a few files only)
 device_setup() {
@@ -18,6 +20,14 @@ device_setup() {
 }
 
 say() { echo "$@" | tee -a "$summary"; }
+
+device_sections() {
+  local defaults=$1
+  shift
+  sections=("$@")
+  ((${#sections[@]})) || read -ra sections <<<"$defaults"
+}
+want() { [[ " ${sections[*]} " == *" $1 "* ]]; }
 
 device_build_ci() {
   local t0=$SECONDS

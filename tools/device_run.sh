@@ -26,10 +26,8 @@
 set -uo pipefail
 source "$(dirname "$0")/device_lib.sh"
 device_setup
-sections=("$@")
-((${#sections[@]})) || sections=(probe tests check watchdog scenarios logs mutant)
+device_sections "probe tests check watchdog scenarios logs mutant" "$@"
 # The release presets build their own trees; the other sections use build-ci.
-want() { [[ " ${sections[*]} " == *" $1 "* ]]; }
 
 if [[ " ${sections[*]} " != " release " ]]; then
   device_build_ci

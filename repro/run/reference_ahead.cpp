@@ -76,8 +76,7 @@ ReferenceAhead::ReferenceAhead(const SdpaProblem& p, std::vector<int> layers, co
       given_(given),
       backward_(backward),
       tensor_(tensor),
-      done_(layers_.size()),
-      taken_(layers_.size(), false) {
+      done_(layers_.size()) {
   start_ = end_ = std::chrono::steady_clock::now();
   work_.max_threads = std::max(1, host_cpus() - 1);
   if (layers_.empty()) {
@@ -127,27 +126,32 @@ void ReferenceAhead::compute() {
   }
 }
 
-const HostInputs* ReferenceAhead::inputs(int layer) {
+std::optional<size_t> ReferenceAhead::index_of(int layer) const {
   const auto it = std::find(layers_.begin(), layers_.end(), layer);
-  if (it == layers_.end()) return nullptr;
-  const size_t i = static_cast<size_t>(it - layers_.begin());
+  if (it == layers_.end()) return std::nullopt;
+  return static_cast<size_t>(it - layers_.begin());
+}
+
+const HostInputs* ReferenceAhead::inputs(int layer) {
+  const std::optional<size_t> index = index_of(layer);
+  if (!index) return nullptr;
+  const size_t i = *index;
   std::unique_lock<std::mutex> lock(mutex_);
   ready_.wait(lock, [&] { return inputs_made_ > i || finished_; });
-  return done_[i] && !taken_[i] ? &done_[i]->inputs : nullptr;
+  return done_[i] ? &done_[i]->inputs : nullptr;  // none once taken
 }
 
 std::optional<LayerReference> ReferenceAhead::take(int layer) {
-  const auto it = std::find(layers_.begin(), layers_.end(), layer);
-  if (it == layers_.end()) return std::nullopt;
-  const size_t i = static_cast<size_t>(it - layers_.begin());
+  const std::optional<size_t> index = index_of(layer);
+  if (!index) return std::nullopt;
+  const size_t i = *index;
   const auto t0 = std::chrono::steady_clock::now();
   std::unique_lock<std::mutex> lock(mutex_);
   ready_.wait(lock, [&] { return computed_ > i || finished_; });
   waited_seconds_ += seconds_between(t0, std::chrono::steady_clock::now());
-  if (taken_[i]) throw std::logic_error("the reference computed ahead for layer " + std::to_string(layer) + " was taken twice");
   // Computing stops at the first layer that fails: that one and the later ones have no check.
   if (error_ && i + 1 >= computed_) std::rethrow_exception(error_);
-  taken_[i] = true;
+  if (!done_[i]) throw std::logic_error("the reference computed ahead for layer " + std::to_string(layer) + " was taken twice");
   const std::unique_ptr<LayerReference> ref = std::move(done_[i]);
   return std::optional<LayerReference>(std::in_place, std::move(*ref));
 }

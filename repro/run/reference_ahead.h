@@ -94,6 +94,8 @@ class ReferenceAhead {
 
  private:
   void compute();
+  // Layer `layer`'s index in layers_, nullopt for one not in the list.
+  std::optional<size_t> index_of(int layer) const;
 
   SdpaProblem problem_;
   std::vector<int> layers_;
@@ -104,9 +106,8 @@ class ReferenceAhead {
   mutable std::mutex mutex_;
   std::condition_variable ready_;
   // By index in layers_: made with the layer's inputs, never moved (inputs() hands them out) until
-  // take() moves its content out.
+  // take() moves it out (null then, and before the layer's inputs are made).
   std::vector<std::unique_ptr<LayerReference>> done_;
-  std::vector<bool> taken_;
   size_t inputs_made_ = 0;  // layers_[0, inputs_made_) have their inputs (or failed to)
   size_t computed_ = 0;     // layers_[0, computed_) are done (or failed)
   std::exception_ptr error_;

@@ -77,15 +77,19 @@ void upload_layer_inputs(MathSdpa& path, const SdpaProblem& p, const HostInputs*
   const bool backward = path.settings().backward;
   const int batch = given ? 1 : std::max(1, std::min(4, static_cast<int>(std::thread::hardware_concurrency())));
   for (int first = 1; first <= layers; first += batch) {
+    const int last = std::min(layers, first + batch - 1);
+    std::vector<const HostInputs*> lent;
     std::vector<std::future<HostInputs>> made;
-    for (int l = first; l < first + batch && l <= layers; ++l) {
-      if (ahead.inputs(l)) continue;
-      made.push_back(std::async(std::launch::async, [&p, l, given, backward] { return layer_inputs(p, l, given, backward); }));
+    for (int l = first; l <= last; ++l) {
+      lent.push_back(ahead.inputs(l));
+      if (!lent.back()) {
+        made.push_back(std::async(std::launch::async, [&p, l, given, backward] { return layer_inputs(p, l, given, backward); }));
+      }
     }
     size_t next_made = 0;
-    for (int l = first; l < first + batch && l <= layers; ++l) {
-      if (const HostInputs* lent = ahead.inputs(l)) {
-        path.upload(*lent, l);
+    for (int l = first; l <= last; ++l) {
+      if (const HostInputs* in = lent[static_cast<size_t>(l - first)]) {
+        path.upload(*in, l);
       } else {
         path.upload(made[next_made++].get(), l);
       }
