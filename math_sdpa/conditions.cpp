@@ -17,6 +17,7 @@
 #include "cuda_check.h"
 #include "errors.h"
 #include "pipeline.h"
+#include "unified_pages.h"
 
 namespace sdpa {
 
@@ -26,30 +27,6 @@ std::string stream_id(cudaStream_t s) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%p", static_cast<void*>(s));
   return buf;
-}
-
-cudaMemLocation host_location() {
-  cudaMemLocation l{};
-  l.type = cudaMemLocationTypeHost;
-  l.id = 0;
-  return l;
-}
-
-cudaMemLocation device_location(int device) {
-  cudaMemLocation l{};
-  l.type = cudaMemLocationTypeDevice;
-  l.id = device;
-  return l;
-}
-
-// Reads one byte of every page, so that every page not resident in host memory faults to it.
-uint64_t host_touch(const std::vector<std::pair<void*, size_t>>& buffers) {
-  uint64_t sum = 0;
-  for (const auto& [ptr, bytes] : buffers) {
-    const auto* p = static_cast<const volatile unsigned char*>(ptr);
-    for (size_t offset = 0; offset < bytes; offset += kTouchPageBytes) sum += p[offset];
-  }
-  return sum;
 }
 
 size_t page_count(const std::vector<std::pair<void*, size_t>>& buffers) {
@@ -161,12 +138,12 @@ void MathSdpa::apply_memory_advice(const std::vector<std::pair<void*, size_t>>& 
   }
   for (Advice a : settings_.advice) {
     cudaMemoryAdvise advice = cudaMemAdviseSetReadMostly;
-    cudaMemLocation where = device_location(device_);
+    cudaMemLocation where = memory_location(false, device_);
     switch (a) {
       case Advice::preferred_gpu: advice = cudaMemAdviseSetPreferredLocation; break;
-      case Advice::preferred_cpu: advice = cudaMemAdviseSetPreferredLocation, where = host_location(); break;
+      case Advice::preferred_cpu: advice = cudaMemAdviseSetPreferredLocation, where = memory_location(true, 0); break;
       case Advice::accessed_by_gpu: advice = cudaMemAdviseSetAccessedBy; break;
-      case Advice::accessed_by_cpu: advice = cudaMemAdviseSetAccessedBy, where = host_location(); break;
+      case Advice::accessed_by_cpu: advice = cudaMemAdviseSetAccessedBy, where = memory_location(true, 0); break;
       case Advice::read_mostly: break;
     }
     for (const auto& [ptr, bytes] : buffers) CUDA_CHECK(cudaMemAdvise(ptr, bytes, advice, where));
@@ -266,7 +243,7 @@ void MathSdpa::move_to_host(Stage s, const std::vector<HostOperand>& operands) {
   }
   for (const HostOperand& o : operands) {
     if (mode == ScoresToHost::advise || mode == ScoresToHost::both) {
-      CUDA_CHECK(cudaMemAdvise(o.data, o.bytes, cudaMemAdviseSetPreferredLocation, host_location()));
+      CUDA_CHECK(cudaMemAdvise(o.data, o.bytes, cudaMemAdviseSetPreferredLocation, memory_location(true, 0)));
       note(s, std::string("[SCENARIO_2] cudaMemAdvise(") + o.name + ", SetPreferredLocation, host)");
     }
     if (!reads) continue;
@@ -322,7 +299,7 @@ void MathSdpa::start_scores_toucher() {
           const size_t n = std::min(kChunk, touched_scores_bytes_ - off);
           // Errors here cannot be thrown from a thread; the call's own checks report the device's state.
           cudaMemAdvise(chunk, n, prefer_cpu ? cudaMemAdviseSetPreferredLocation : cudaMemAdviseUnsetPreferredLocation,
-                        host_location());
+                        memory_location(true, 0));
         }
         prefer_cpu = !prefer_cpu;
       }
@@ -361,7 +338,7 @@ void MathSdpa::release_host_advice(const std::vector<HostOperand>& operands) {
   if (device_scores_allocator_) return;  // none was given
   // The advice is for the softmax stage only; the next GEMM writes its operands on the GPU again.
   for (const HostOperand& o : operands) {
-    CUDA_CHECK(cudaMemAdvise(o.data, o.bytes, cudaMemAdviseUnsetPreferredLocation, host_location()));
+    CUDA_CHECK(cudaMemAdvise(o.data, o.bytes, cudaMemAdviseUnsetPreferredLocation, memory_location(true, 0)));
   }
 }
 

@@ -1,22 +1,14 @@
-// fault_injector.h: the observer that carries out an --inject spec on the GPU.
-//
-// hang: at the start of the stage, a kernel on the stage's stream spins on a flag in device
-// memory that nothing sets; everything after it in the stream waits, so the stage never ends.
-// The kernel gives up by itself after 120 s (read from the GPU's global timer), so a shared
-// GPU never stays wedged even if the watchdog itself were gone. In an alloc_* or free_* stage
-// (host calls into the allocator) the host thread itself waits instead, as long.
-// slow: the same, bounded by MS milliseconds.
-// error: a real CUDA error raised in the stage (a launch with 4096 threads per block, which the
-// runtime rejects: cudaErrorInvalidValue on CUDA 13), reported like any other CUDA error.
+// fault_injector.h: the observer that carries out an --inject spec on the GPU: in the stage and
+// the call its spec names, what fault_kernel.cuh says.
 #pragma once
 
-#include <cuda_runtime.h>
+#include <memory>
 
 #include "fault_spec.h"
 
 namespace sdpa {
 
-constexpr double kInjectedHangBoundSeconds = 120.0;
+class FaultFlag;  // fault_kernel.cuh: a .cu's only, as its kernels are
 
 // How long the host waited in launching a kernel that spins for `ms` milliseconds: about `ms`
 // where CUDA_LAUNCH_BLOCKING=1 took effect (each launch returns once its kernel has finished),
@@ -37,7 +29,7 @@ class FaultInjector : public StageObserver {
  private:
   FaultSpec spec_;
   CallPosition position_;
-  int* flag_ = nullptr;  // device memory, zero, never set
+  std::unique_ptr<FaultFlag> flag_;
 };
 
 }  // namespace sdpa

@@ -1,4 +1,5 @@
-// fault_spec.h: --inject hang:STAGE | error:STAGE | slow:STAGE:MS [@CONDITION...], parsed (host-only).
+// fault_spec.h: --inject hang:STAGE | error:STAGE | slow:STAGE:MS [@CONDITION...], parsed (host-only;
+// inlined into a reproducer whose run injected a fault, which uses its struct only).
 //
 // Fault injection proves the watchdog on a healthy GPU: every stage of the path can be made to
 // hang, fail or run slow, and the harness must name that stage. A condition makes the fault
@@ -33,6 +34,11 @@ struct FaultSpec {
   };
   std::vector<AtLeast> only_sizes;
   std::string only_alloc;  // an --alloc kind; "": any
+  // Whether the fault happens in the call at `at` (@layer=K, @step=K; the other conditions are
+  // the run's, judged before it starts).
+  bool fires_at(const CallPosition& at) const {
+    return (!only_layer || at.layer == only_layer) && (!only_step || at.step == only_step);
+  }
 };
 
 // The words of @CONDITION that name a condition of the run's context ("per-call", "layers", ...).

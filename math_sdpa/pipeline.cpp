@@ -10,6 +10,8 @@
 #include "cublas_gemm.h"
 #include "cuda_check.h"
 #include "errors.h"
+#include "host_values.h"
+#include "unified_pages.h"
 
 namespace sdpa {
 
@@ -178,35 +180,15 @@ void MathSdpa::upload(const HostInputs& in, int layer) {
   const SdpaProblem& p = problem_;
   layer_now_ = layer;
   auto upload_tensor = [&](const std::vector<float>& host, TensorId dst) {
-    std::vector<uint8_t> bytes(host.size() * dtype_size(p.dtype));
-    for (size_t i = 0; i < host.size(); ++i) {
-      if (p.dtype == DType::fp32) {
-        std::memcpy(&bytes[i * 4], &host[i], 4);
-      } else {
-        const uint16_t h = p.dtype == DType::bf16 ? float_to_bf16_bits(host[i]) : float_to_fp16_bits(host[i]);
-        std::memcpy(&bytes[i * 2], &h, 2);
-      }
-    }
+    const std::vector<uint8_t> bytes = packed_values(host, p.dtype);
     // cudaMemcpyDefault: the destination may be device, managed, pinned or plain host memory.
     CUDA_CHECK(cudaMemcpyAsync(tensor(dst), bytes.data(), bytes.size(), cudaMemcpyDefault, stream_));
     CUDA_CHECK(cudaStreamSynchronize(stream_));  // `bytes` dies at the end of this lambda
   };
   set_current_stage("upload");
   upload_tensor(in.q, TensorId::query);
-  if (settings_.k_layout == KLayout::bshe) {
-    // Scenario 3: K as a [B, S, Hkv, E] buffer (what a Linear projection followed by
-    // .view(B, S, H, E).transpose(1, 2) leaves behind); the logical tensor is unchanged.
-    std::vector<float> bshe(in.k.size());
-    for (int64_t b = 0; b < p.batch; ++b)
-      for (int64_t h = 0; h < p.kv_heads; ++h)
-        for (int64_t s = 0; s < p.kv_len; ++s)
-          std::memcpy(&bshe[static_cast<size_t>(b * k_input_strides_.batch + h * k_input_strides_.head + s * k_input_strides_.row)],
-                      &in.k[static_cast<size_t>(((b * p.kv_heads + h) * p.kv_len + s) * p.head_dim)],
-                      static_cast<size_t>(p.head_dim) * sizeof(float));
-    upload_tensor(bshe, TensorId::key);
-  } else {
-    upload_tensor(in.k, TensorId::key);
-  }
+  // K at its layout's strides (scenario 3: a [B, S, Hkv, E] buffer).
+  upload_tensor(placed_at(in.k, k_input_strides_, p.batch, p.kv_heads, p.kv_len, p.head_dim), TensorId::key);
   upload_tensor(in.v, TensorId::value);
   if (settings_.backward) {
     if (in.grad_out.size() != static_cast<size_t>(p.q_elems())) {
@@ -266,17 +248,7 @@ std::vector<float> MathSdpa::download(TensorId id, DType type, int64_t elems, in
   std::vector<uint8_t> bytes(static_cast<size_t>(elems) * dtype_size(type));
   CUDA_CHECK(cudaMemcpyAsync(bytes.data(), src, bytes.size(), cudaMemcpyDefault, stream_));
   CUDA_CHECK(cudaStreamSynchronize(stream_));
-  std::vector<float> out(static_cast<size_t>(elems));
-  for (size_t i = 0; i < out.size(); ++i) {
-    if (type == DType::fp32) {
-      std::memcpy(&out[i], &bytes[i * 4], 4);
-    } else {
-      uint16_t h;
-      std::memcpy(&h, &bytes[i * 2], 2);
-      out[i] = type == DType::bf16 ? bf16_bits_to_float(h) : fp16_bits_to_float(h);
-    }
-  }
-  return out;
+  return unpacked_values(bytes, type);
 }
 
 std::vector<float> MathSdpa::download_result(int layer) { return download(result_id(), result_dtype(), result_elems(), layer); }
@@ -561,10 +533,8 @@ struct MathSdpa::OpRunner {
     }
   }
   void operator()(const PrefetchOp& o) {
-    cudaMemLocation gpu{};
-    gpu.type = cudaMemLocationTypeDevice;
-    gpu.id = m.device_;
-    CUDA_CHECK(cudaMemPrefetchAsync(m.ref(o.tensor), static_cast<size_t>(o.bytes), gpu, 0, m.stream_of(o.stream)));
+    CUDA_CHECK(cudaMemPrefetchAsync(m.ref(o.tensor), static_cast<size_t>(o.bytes), memory_location(false, m.device_), 0,
+                                    m.stream_of(o.stream)));
   }
   void operator()(const NoteOp& o) { m.note(o.stage, m.with_streams(o.text)); }
   void operator()(const OrderGemmOp& o) { m.order_gemm_after_producers(o.gemm); }

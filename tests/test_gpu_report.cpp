@@ -13,7 +13,8 @@
 // The cases' runs, builds and reproducer runs go six at a time (none is timed), their checks one
 // case at a time after.
 //
-// Then a report folder (scenario 2, --repeat 2) is complete, and an injected hang fills its Hang section.
+// Then a report folder (scenario 2, --repeat 2) is complete, and an injected hang fills its Hang section
+// and hangs its reproducer in the same stage.
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
 
@@ -247,7 +248,20 @@ TEST_SUITE("gpu_report") {
     CHECK(md.find("| softmax | ") != std::string::npos);
     CHECK(md.find("RUNNING") != std::string::npos);
     CHECK(md.find("[MATH_SOFTMAX_START]") != std::string::npos);  // the stage log's tail
-    CHECK(file_text(out + "/repro_scenario2.cu").find("--inject hang:softmax") != std::string::npos);  // noted
+    // The reproducer injects the same hang, with the harness's kernel, and its watchdog names the same stage.
+    const std::string cu = out + "/repro_scenario2.cu";
+    CHECK(file_text(cu).find("p.inject(kFaultOff, false, PathStream::path);") != std::string::npos);
+    const std::string nvcc = find_nvcc();
+    REQUIRE_MESSAGE(!nvcc.empty(), "the reproducer is built with nvcc, which is neither ", SDPA_NVCC, " nor on PATH");
+    const Ran build = run({nvcc, "-O2", "-std=c++17", "-arch=native", cu, "-lcublas", "-o", out + "/repro"});
+    REQUIRE_MESSAGE(build.exit_code == 0, build.err);
+    for (const std::string fix : {"off", "on"}) {
+      const Ran hung = run({out + "/repro", "--fix", fix, "--timeout", "3"});
+      CAPTURE(fix);
+      CAPTURE(hung.err);
+      CHECK(hung.exit_code == 3);
+      CHECK(hung.err.rfind("TIMEOUT: hung in softmax (", 0) == 0);
+    }
     remove_tree(dir);
   }
 }

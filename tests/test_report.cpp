@@ -347,7 +347,7 @@ TEST_SUITE("report") {
       CHECK(cu.find("#define FIX 0") != std::string::npos);
       CHECK(cu.find("TIMEOUT: hung in") != std::string::npos);
       CHECK(cu.find("void check_cuda(cudaError_t status, const char* call") != std::string::npos);
-      CHECK(cu.find("@") == std::string::npos);  // every placeholder filled in
+      CHECK(cu.find("//@") == std::string::npos);  // every directive expanded (an @NAME@ left is one of the generator's errors)  // every placeholder filled in
       CHECK(cu.find("//@") == std::string::npos);
       remove_tree(dir);
     }
@@ -376,7 +376,7 @@ TEST_SUITE("report") {
       CHECK((cu.find("p.stage(\"backward_sync\"") != std::string::npos) == (scenario != 5));
       CHECK(cu.find("upload(make_grad_output(p, l), TensorId::grad_output, p.dtype)") != std::string::npos);  // dO, the harness's
       CHECK(cu.find("print_stats(\"grad_query\", grad_query, cfg.name);") != std::string::npos);
-      CHECK(cu.find("@") == std::string::npos);
+      CHECK(cu.find("//@") == std::string::npos);  // every directive expanded (an @NAME@ left is one of the generator's errors)
       CHECK(cu.find("//@") == std::string::npos);
       // Each scenario's condition in the backward, as the harness sets it.
       const std::string backward = cu.substr(cu.find("static void backward_gpu_off(Path& p) {"));
@@ -483,7 +483,9 @@ TEST_SUITE("report") {
     CHECK(on(s2).find("p.prefetch({TensorId::scores") != std::string::npos);  // fix 2
     CHECK(off(s2).find("p.prefetch(") == std::string::npos);
     CHECK(s3.find("\"cublasGemmBatchedEx\"") != std::string::npos);  // scenario 3: [B,S,H,E] K, pointer arrays
-    CHECK(s3.find("/*k_bshe*/ true") != std::string::npos);
+    const SdpaProblem& p3 = options_for(3, false).problem;  // K uploaded as a [B, S, Hkv, E] buffer
+    CHECK(s3.find("/*key_strides*/ HeadStrides{" + std::to_string(p3.kv_len * p3.kv_heads * p3.head_dim) + "LL, " +
+                  std::to_string(p3.head_dim) + "LL, " + std::to_string(p3.kv_heads * p3.head_dim) + "LL}") != std::string::npos);
     CHECK(on(s3).find("launch_transpose_heads(p.t(") != std::string::npos);  // fix 3
     CHECK(off(s3).find("launch_transpose_heads(p.t(") == std::string::npos);
     CHECK(s4.find("p.entry_sync(true);") != std::string::npos);  // scenario 4: touch streams, host touch
@@ -502,6 +504,50 @@ TEST_SUITE("report") {
       CHECK(s->find("static const Config kFixOff = ") != std::string::npos);
       CHECK(s->find("fix ? kFixOn : kFixOff") != std::string::npos);
     }
+  }
+
+  TEST_CASE("a reproducer of runs with an injected fault injects it first in each step of its stage, in the runs it was armed in") {
+    const std::string dir = temp_dir("report_inject");
+    auto generate = [&](std::vector<std::string> more) {
+      std::vector<std::string> args = {"report", "--no-run", "--force", "--out", dir, "--scenario", "2", "-L", "64", "-S", "256",
+                                       "--layers", "2", "--allow-inject"};
+      args.insert(args.end(), more.begin(), more.end());
+      const Ran r = run_repro(args);
+      REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+      return file_text(dir + "/repro_scenario2.cu");
+    };
+    auto unwrapped = [](std::string text) {  // the first comment's notes, each on one line
+      for (size_t at; (at = text.find("\n//   ")) != std::string::npos;) text.replace(at, 6, " ");
+      return text;
+    };
+    auto count = [](const std::string& text, const std::string& what) {
+      size_t n = 0;
+      for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+      return n;
+    };
+    // @no-fix: armed in the fix-off run only; @layer=2: the reproducer checks the call's layer as the harness does.
+    std::string cu = generate({"--inject", "hang:softmax@layer=2@no-fix"});
+    std::string off = cu.substr(cu.find("// ---- fix off"), cu.find("// ---- fix on") - cu.find("// ---- fix off"));
+    CHECK(off.find("f.kind = FaultSpec::hang, f.stage = Stage::softmax, f.slow_ms = 0, f.only_layer = 2, f.only_step = 0;") !=
+          std::string::npos);
+    CHECK(count(off, "p.inject(") == 1);
+    CHECK(off.find("p.stage(\"softmax\", true, PathStream::path, [&] {\n    p.inject(kFaultOff, false, PathStream::path);\n"
+                   "    launch_safe_softmax(") != std::string::npos);
+    CHECK(count(cu.substr(cu.find("// ---- fix on")), "p.inject(") == 0);
+    CHECK(cu.find("FaultFlag fault_flag;") != std::string::npos);  // the frame's part, with the harness's kernel
+    CHECK(cu.find("// fault_kernel.cuh: ") != std::string::npos);
+    CHECK(unwrapped(cu).find("and so does this program, with the harness's own code, in the same stage") != std::string::npos);
+    // A stage that allocates (per-call allocation): the host waits there, in both runs.
+    cu = generate({"--inject", "slow:alloc_probs:500", "--alloc-timing", "per-call"});
+    CHECK(count(cu, "p.inject(kFaultOff, true, PathStream::path);") == 1);
+    CHECK(count(cu, "p.inject(kFaultOn, true, PathStream::path);") == 1);
+    CHECK(cu.find("f.kind = FaultSpec::slow, f.stage = Stage::alloc_probs, f.slow_ms = 500,") != std::string::npos);
+    // Conditions that do not hold in these runs: no injection, no fault code, and the note says so.
+    cu = generate({"--inject", "hang:softmax@S>=100000"});
+    CHECK(cu.find("p.inject(") == std::string::npos);
+    CHECK(cu.find("FaultFlag") == std::string::npos);
+    CHECK(unwrapped(cu).find("this program none (its conditions do not hold in these runs") != std::string::npos);
+    remove_tree(dir);
   }
 
   TEST_CASE("the reproducer refuses what it cannot express, with one line; dropout it expresses") {
@@ -929,12 +975,15 @@ TEST_SUITE("report") {
     CHECK_THROWS_AS(expand_template("@Z@\n", flags, values), std::logic_error);
     CHECK_THROWS_AS(expand_template("//@if a\n", flags, values), std::logic_error);
     CHECK_THROWS_AS(expand_template("//@endif\n", flags, values), std::logic_error);
-    // A harness file inlined without its #pragma and #includes; template comments dropped.
+    // A harness file inlined without its #pragma and its #include "..."; its system headers kept
+    // where no line before included them; template comments dropped.
     const std::map<std::string, std::string> headers{
-        {"h.h", "// h.h: shared.\n#pragma once\n\n#include <cstdint>\n\nnamespace sdpa {\n\ninline int f() { return 1; }\n\n"
-                "}  // namespace sdpa\n"}};
+        {"h.h", "// h.h: shared.\n#pragma once\n\n#include <cstdint>\n#include \"g.h\"\n\nnamespace sdpa {\n\n"
+                "inline int f() { return 1; }\n\n}  // namespace sdpa\n"}};
     CHECK(expand_template("//@// a note\n//@inline h.h\nx\n", flags, values, headers) ==
-          "// h.h: shared.\n\nnamespace sdpa {\n\ninline int f() { return 1; }\n\n}  // namespace sdpa\nx\n");
+          "// h.h: shared.\n\n#include <cstdint>\n\nnamespace sdpa {\n\ninline int f() { return 1; }\n\n}  // namespace sdpa\nx\n");
+    CHECK(expand_template("#include <cstdint>\n//@inline h.h\n#include <cstdint>\n", flags, values, headers) ==
+          "#include <cstdint>\n// h.h: shared.\n\nnamespace sdpa {\n\ninline int f() { return 1; }\n\n}  // namespace sdpa\n");
     CHECK(expand_template("//@if b\n//@inline h.h\n//@endif\nx\n", flags, values, headers) == "x\n");
     CHECK_THROWS_AS(expand_template("//@inline other.h\n", flags, values, headers), std::logic_error);
     CHECK(expand_template("a\n\n//@if b\nno\n//@endif\n\nc\n", flags, values) == "a\n\nc\n");  // one blank line
@@ -976,8 +1025,10 @@ TEST_SUITE("report_nvcc") {
          "--mask-dims", "1xH", "--advise", "preferred:gpu,read-mostly", "-L", "64", "-S", "1536"},
         // scenario 3 with the backward: dQ per batch entry (gemm calls > 1), fix 3's transpose, pointer arrays per call.
         {"--scenario", "3", "--backward", "--layers", "2"},
-        // scenario 1 with events (order_gemm), fix 1's syncs, a causal mask, the whole path.
-        {"--scenario", "1", "--full", "--gemm-stream", "aux", "--gemm-order", "event", "--mask", "causal", "--dtype", "fp32"},
+        // scenario 1 with events (order_gemm), fix 1's syncs, a causal mask, the whole path; an
+        // injected fault (fix off only: the frame's fault section, the harness's fault kernel).
+        {"--scenario", "1", "--full", "--gemm-stream", "aux", "--gemm-order", "event", "--mask", "causal", "--dtype", "fp32",
+         "--inject", "error:pv_gemm@no-fix", "--allow-inject"},
         // fix 5's chunks (scenario 6's fix on, at its workload's 4608 keys: 8 chunks of 576 rows), per call.
         {"--scenario", "6", "--layers", "2"},
     };
@@ -1017,14 +1068,15 @@ TEST_SUITE("report_nvcc") {
       CAPTURE(line);
       REQUIRE_MESSAGE(builds[i].generated.exit_code == 0, builds[i].generated.err);
       const std::string cu = file_text(config_cu(i));
-      CHECK(cu.find("@") == std::string::npos);
+      CHECK(cu.find("//@") == std::string::npos);  // every directive expanded (an @NAME@ left is one of the generator's errors)
       for (const char* call : {"p.allocate(", "p.release(", "p.entry_sync(", "p.sync_streams()", "cudaStreamSynchronize(p.s(",
                                       "cudaDeviceSynchronize()", "p.prefetch(", "p.order_gemm()", "p.order_path()",
                                       "launch_build_additive_mask(", "launch_convert_scale(", "launch_convert_scale_batch(",
                                       "launch_repeat_heads(", "launch_transpose_heads(p", "p.pointer_arrays(p", "run_gemm(p.cublas",
                                       "launch_add_mask(p", "launch_safe_softmax(p", "launch_dropout(p", "launch_dropout_backward(p",
                                       "launch_softmax_backward(p", "launch_sum_head_groups(p", "p.host_access(",
-                                      "p.softmax_launched()", "p.finish_host_access()", "p.release_advice(", "// [FIX_"}) {
+                                      "p.softmax_launched()", "p.finish_host_access()", "p.release_advice(", "// [FIX_",
+                                      "p.inject(kFaultOff"}) {
         const size_t plan = cu.find("// ---- fix off");
         if (cu.find(call, plan) != std::string::npos) ops.insert(call);
       }
@@ -1035,7 +1087,7 @@ TEST_SUITE("report_nvcc") {
     }
     // Between them the configurations print every operation a plan has: a printer none of them
     // reaches would be compiled by no test.
-    CHECK(ops.size() == 27);
+    CHECK(ops.size() == 28);
     remove_tree(dir);
   }
 }

@@ -17,6 +17,7 @@
 #include "math_sdpa/nvtx_observer.h"
 #include "math_sdpa/stage_log.h"
 #include "math_sdpa/npy.h"
+#include "math_sdpa/host_values.h"
 #include "math_sdpa/pipeline.h"
 #include "math_sdpa/reference.h"
 #include "math_sdpa/stage_timer.h"
@@ -339,14 +340,9 @@ void run_on_gpu(RunResult& r, int progress_fd) {
     if (!host_load->error().empty()) throw CudaError("the host load: " + host_load->error(), "host_load", "");
   }
 
-  const std::vector<float>& last = last_result;
-  r.result_elements = static_cast<int64_t>(last.size());
-  for (float x : last) {
-    if (!std::isfinite(x)) continue;
-    r.result_l2 += static_cast<double>(x) * x;
-    r.result_sum += x;
-  }
-  r.result_l2 = std::sqrt(r.result_l2);
+  const FiniteStats stats = finite_stats(last_result);
+  r.result_elements = static_cast<int64_t>(last_result.size());
+  r.result_l2 = stats.l2, r.result_sum = stats.sum;
   if (o.sample_every > 0) {
     r.soak = judge_soak(r.memory, kSoakToleranceMib, o.context.ballast.given() || o.context.host_load_threads > 0);
   }

@@ -9,6 +9,8 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <optional>
+#include <set>
 #include <sstream>
 #include <stdexcept>
 #include <type_traits>
@@ -205,9 +207,16 @@ struct OpPrinter {
   }
 };
 
+// A run's injected fault where its conditions hold (fault_spec.h): the name of its FaultSpec in
+// the program and its stage, whose every step injects it first, as the harness's FaultInjector does.
+struct FaultAt {
+  std::string name;
+  Stage stage;
+};
+
 // A step: a stage's operations inside p.stage (named for the watchdog, its detail as a comment),
 // or the operations between stages as they are.
-void print_step(std::string& out, const PlanStep& step) {
+void print_step(std::string& out, const PlanStep& step, const std::optional<FaultAt>& fault) {
   const std::string stream = "p.s(" + lit(step.stream) + ")";
   if (!step.staged) {
     for (const PlanOp& op : step.ops) std::visit(OpPrinter{out, "  ", stream}, op);
@@ -227,13 +236,16 @@ void print_step(std::string& out, const PlanStep& step) {
   }
   out += "  p.stage(" + lit(std::string(stage_name(step.stage))) + ", " + lit(is_gpu_stage(step.stage)) + ", " + lit(step.stream) +
          ", [&] {\n";
+  if (fault && fault->stage == step.stage) {
+    out += "    p.inject(" + fault->name + ", " + lit(is_memory_stage(step.stage)) + ", " + lit(step.stream) + ");\n";
+  }
   for (const PlanOp& op : step.ops) std::visit(OpPrinter{out, "    ", stream}, op);
   out += "  });\n";
 }
 
-std::string function(const std::string& name, const std::vector<PlanStep>& steps) {
+std::string function(const std::string& name, const std::vector<PlanStep>& steps, const std::optional<FaultAt>& fault) {
   std::string out = "static void " + name + "(Path& p) {\n";
-  for (const PlanStep& s : steps) print_step(out, s);
+  for (const PlanStep& s : steps) print_step(out, s, fault);
   if (steps.empty() || out.back() == '{' || out.find('\n') == out.size() - 1) out += "  (void)p;\n";
   return out + "}\n";
 }
@@ -261,13 +273,22 @@ std::string print_run(const RunOptions& o, const std::string& tag) {
   for (const auto& f : fixes) hooks.push_back(f.get());
   const CallPlan plan = plan_calls(p, s, tensors, hooks);
   std::string out = "// ---- fix " + tag + ": " + (o.fixes.empty() ? std::string("no fix") : "--fixes " + o.fixes.str()) + "\n";
-  out += function("entry_" + tag, {plan.entry});
-  out += function("forward_gpu_" + tag, plan.forward_gpu);
-  out += function("free_call_" + tag, {plan.free_call});
-  out += function("stream_sync_" + tag, {plan.stream_sync});
-  out += function("backward_gpu_" + tag, plan.backward_gpu);
-  out += function("backward_sync_" + tag, s.graph ? std::vector<PlanStep>{} : std::vector<PlanStep>{plan.backward_sync});
-  out += function("free_step_" + tag, {plan.free_step});
+  std::optional<FaultAt> fault;
+  if (o.inject.kind != FaultSpec::none && o.inject_armed) {
+    const FaultSpec& f = o.inject;
+    fault = FaultAt{"kFault" + std::string(tag == "on" ? "On" : "Off"), f.stage};
+    out += "// --inject " + fault_spec_string(f) + "\nstatic const FaultSpec " + fault->name + " = [] {\n  FaultSpec f;\n";
+    out += std::string("  f.kind = FaultSpec::") + (f.kind == FaultSpec::hang ? "hang" : f.kind == FaultSpec::slow ? "slow" : "error") +
+           ", f.stage = " + lit(f.stage) + ", f.slow_ms = " + lit(f.slow_ms) + ", f.only_layer = " + lit(f.only_layer) +
+           ", f.only_step = " + lit(f.only_step) + ";\n  return f;\n}();\n";
+  }
+  out += function("entry_" + tag, {plan.entry}, fault);
+  out += function("forward_gpu_" + tag, plan.forward_gpu, fault);
+  out += function("free_call_" + tag, {plan.free_call}, fault);
+  out += function("stream_sync_" + tag, {plan.stream_sync}, fault);
+  out += function("backward_gpu_" + tag, plan.backward_gpu, fault);
+  out += function("backward_sync_" + tag, s.graph ? std::vector<PlanStep>{} : std::vector<PlanStep>{plan.backward_sync}, fault);
+  out += function("free_step_" + tag, {plan.free_step}, fault);
   const AllocatorOptions a = allocator_options(s, o.allow_oversubscription);
   const bool upfront_arrays = s.qk_gemm_api == GemmApi::batched && s.layers == 1 && s.alloc_timing == AllocTiming::upfront;
   const bool kt_copy = stage_runs(Stage::kt_contiguous, p, s);
@@ -307,7 +328,7 @@ std::string print_run(const RunOptions& o, const std::string& tag) {
          lit(s.scores_host_phase == ScoresHostPhase::during && s.scores_to_host != ScoresToHost::none) + ",\n";
   out += "    /*advice*/ {" + advice + "},\n";
   out += "    /*graph*/ " + lit(s.graph) + ", /*backward*/ " + lit(s.backward) + ", /*per_call*/ " +
-         lit(s.alloc_timing == AllocTiming::per_call) + ", /*k_bshe*/ " + lit(s.k_layout == KLayout::bshe) + ",\n";
+         lit(s.alloc_timing == AllocTiming::per_call) + ",\n    /*key_strides*/ " + lit(k_input_strides(p, s.k_layout)) + ",\n";
   out += "    /*layers*/ " + lit(s.layers) + ", /*iters*/ " + lit(o.iters) + ",\n";
   out += "    /*result*/ " + lit(result_tensor_id(p, s)) + ", " + lit(result_tensor_dtype(p, s)) + ", " + lit(result_tensor_elems(p, s)) +
          ",\n";
@@ -352,8 +373,8 @@ std::string conditions_line(const RunOptions& o) {
   return out;
 }
 
-std::string header_comment(const RunOptions& off, const RunOptions& on, const std::string& command_off,
-                           const std::string& command_on) {
+// `injects`: whether the plan printed injects the runs' fault (--inject) in some step.
+std::string header_comment(const RunOptions& off, const std::string& command_off, const std::string& command_on, bool injects) {
   const int n = off.scenario;
   const ScenarioInfo& sc = scenario_info(n);
   const std::string file = reproducer_file_name(n), program = "./repro_scenario" + std::to_string(n);
@@ -383,21 +404,31 @@ std::string header_comment(const RunOptions& off, const RunOptions& on, const st
   h += comment("", std::string("Generated by sdpa-repro ") + kHarnessVersion + " (commit " + kGitCommit + ") from the harness runs:");
   h += "//   " + command_off + "\n//   " + command_on + "\n";
   if (off.inject.kind != FaultSpec::none) {
-    h += comment("Note:", "those runs inject a fault (--inject " + fault_spec_string(off.inject) +
-                              ") to test the harness; this program injects none.", "  ");
+    h += comment("Note:", "those runs inject a fault (--inject " + fault_spec_string(off.inject) + ") to test the harness, " +
+                              (injects ? "and so does this program, with the harness's own code, in the same stage: it "
+                                         "says nothing about the GPU."
+                                       : "this program none (its conditions do not hold in these runs, or its stage is not "
+                                         "one of the plan's steps)."),
+                 "  ");
   }
-  (void)on;
   return h;
 }
 
-// A harness file as the reproducer inlines it: without #pragma once and its #includes (the template
-// includes what it needs, and pastes the harness files it depends on before it).
-std::string inline_header(const std::string& path, const std::string& text) {
+// Whether `line` includes a system header already included (`included` holds those so far, and
+// takes this one): the second #include <...> of a header is left out.
+bool repeated_system_include(const std::string& line, std::set<std::string>& included) {
+  return line.rfind("#include <", 0) == 0 && !included.insert(line).second;
+}
+
+// A harness file as the reproducer inlines it: without #pragma once and its #include "..." (the
+// template pastes the harness files it depends on before it), with the system headers it includes
+// that no line before it did.
+std::string inline_header(const std::string& path, const std::string& text, std::set<std::string>& included) {
   std::istringstream in(text);
   std::string line, out;
   bool blank = false;
   while (std::getline(in, line)) {
-    if (line == "#pragma once" || line.rfind("#include ", 0) == 0) continue;
+    if (line == "#pragma once" || line.rfind("#include \"", 0) == 0 || repeated_system_include(line, included)) continue;
     if (line.empty()) {
       blank = true;  // written before the next line that is not blank, one at most
       continue;
@@ -446,9 +477,10 @@ std::string generate_reproducer(const RunOptions& off, const RunOptions& on, con
   std::string plan = print_run(off, "off") + "\n" + print_run(on, "on");
   plan.insert(0, "#ifndef FIX\n#define FIX " + std::string(off.own_fix ? "1" : "0") + "\n#endif\n\n");
   const bool weights = off.settings.weights.bytes > 0 || on.settings.weights.bytes > 0;
-  const std::map<std::string, bool> flags = {{"context", context}, {"weights", weights}};
+  const bool injects = plan.find("p.inject(") != std::string::npos;
+  const std::map<std::string, bool> flags = {{"context", context}, {"weights", weights}, {"inject", injects}};
   const std::map<std::string, std::string> values = {
-      {"HEADER", header_comment(off, on, command_off, command_on)},
+      {"HEADER", header_comment(off, command_off, command_on, injects)},
       {"PLAN", plan},
       {"CONFIG_LINE", off.problem.shape_string() + " " + dtype_name(off.problem.dtype) + ", scenario " + std::to_string(off.scenario)},
       {"FIX_NAME", sc.fix_number ? "fix " + std::to_string(sc.fix_number) + " (" + fix_info(sc.fix_number).name + ")"
@@ -483,6 +515,7 @@ std::string expand_template(const std::string& text, const std::map<std::string,
   auto keeping = [&] { return open.empty() || open.back().first; };
   std::istringstream in(text);
   std::string line, out;
+  std::set<std::string> included;  // the system headers' #include lines so far
   int line_number = 0;
   while (std::getline(in, line)) {
     ++line_number;
@@ -513,11 +546,11 @@ std::string expand_template(const std::string& text, const std::map<std::string,
       const std::string path = line.substr(10);
       const auto it = headers.find(path);
       if (it == headers.end()) throw std::logic_error("reproducer template: no header " + path + " to inline" + where);
-      if (keeping()) out += inline_header(path, it->second);
+      if (keeping()) out += inline_header(path, it->second, included);
       continue;
     }
     if (line.rfind("//@", 0) == 0) throw std::logic_error("reproducer template: unknown directive" + where);
-    if (!keeping()) continue;
+    if (!keeping() || repeated_system_include(line, included)) continue;
     // A section left out leaves its neighbours' blank lines together: one is enough.
     if (line.empty() && (out.empty() || out.compare(out.size() - std::min<size_t>(out.size(), 2), 2, "\n\n") == 0)) {
       continue;

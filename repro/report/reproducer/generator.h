@@ -38,8 +38,9 @@ std::string generate_reproducer(const RunOptions& fix_off, const RunOptions& fix
 
 // The template (template.cu.in, embedded at build time) and its expansion. The language: a line
 // `//@if a || !b` starts a section kept when any term holds, `//@else` and `//@endif` close it
-// (sections nest); `//@inline PATH` pastes headers[PATH], a harness header, without its
-// #pragma once, #include and namespace sdpa lines; `@NAME@` is replaced by values[NAME], never
+// (sections nest); `//@inline PATH` pastes headers[PATH], a harness file, without its #pragma once
+// and its #include "..." lines (its #include <...> stay, each system header's first only, in the
+// template's text too); `@NAME@` is replaced by values[NAME], never
 // rescanned; `//@//` starts a template comment. Directive lines never reach the output. Every
 // flag a `//@if` names, every `@NAME@` and every inlined header must be given: a missing one is a
 // bug in the generator and throws std::logic_error, so that no half-expanded program is ever
