@@ -557,6 +557,36 @@ TEST_CASE("repro triage: a ladder cut at its share is said first, and --resume -
   test_util::remove_tree(dir);
 }
 
+// Nothing found and time left that no minimization takes: a ladder cut at its share goes on from the
+// rung it reached with that time, in the same triage, and climbs every rung.
+TEST_CASE("repro triage: a ladder cut at its share goes on with the time left when nothing was found") {
+  const std::string dir = test_util::temp_dir("triage_continue"), out = dir + "/t";
+  test_util::ScopedEnv env;
+  // Each run 3 s: the sweep's 4 cells take 12 s, each rung 6 s, the ladder 48 s; its share is half of
+  // the 78 s left, 39 s, and as much is left after it.
+  env.set("MINIMIZE_FAKE_SLEEP_S", "3");
+  env.set("MINIMIZE_FAKE_LOG", dir + "/fake.log");
+  const auto r = triage(out, {"--budget", "90s", "--scenarios", "2"});
+  const std::string summary = test_util::file_text(out + "/SUMMARY.md");
+  INFO(r.out << r.err << summary);
+  CHECK(r.exit_code == 0);
+  const size_t cut = r.out.find("ladder-2: stopped at its deadline");
+  const size_t goes_on = r.out.find("ladder-2: stopped at its share with nothing found and time left that no minimization "
+                                    "takes: it goes on where it stopped");
+  REQUIRE(cut != std::string::npos);
+  REQUIRE(goes_on != std::string::npos);
+  CHECK(cut < goes_on);
+  CHECK(test_util::file_text(out + "/triage.log").find(" --ladder --repro-binary " MINIMIZE_FAKE_CHILD " --resume (at most") !=
+        std::string::npos);
+  CHECK(summary.find("## Not reached") == std::string::npos);
+  CHECK(summary.find("at every rung of the context ladder (isolated, per-call, layers, ballast, mapped-weights, host-load, "
+                     "steps, backward)") != std::string::npos);
+  // The rungs climbed before the cut are not climbed again: the backward rung's two runs once.
+  const std::vector<std::string> runs = test_util::lines_of(test_util::file_text(dir + "/fake.log"));
+  CHECK(std::count_if(runs.begin(), runs.end(), [](const std::string& l) { return l.find("--backward") != std::string::npos; }) == 2);
+  test_util::remove_tree(dir);
+}
+
 // `repro report --ladder --resume`: the rungs its ladder.json records are not climbed again, and its
 // report covers them; a ladder.json of another climb is refused (one line, exit 2).
 TEST_CASE("repro report --ladder --resume climbs from the rung ladder.json reached; another climb's is refused") {

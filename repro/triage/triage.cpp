@@ -233,6 +233,9 @@ class Triage {
   }
   void run_sweep();
   void run_ladders();
+  // Where nothing was found, the ladders `climbed` that were cut at their share go on from the rung
+  // they reached, sharing the time the minimization would have had.
+  void continue_cut_ladders(const std::vector<const TriageStep*>& climbed);
   void write_what_to_try_next(std::ostream& s) const;
   void run_minimize();
   void run_bug_report();
@@ -458,14 +461,14 @@ void Triage::run_ladders() {
     }
     climb.push_back(&s);
   }
+  std::vector<const TriageStep*> climbed;  // the ladders whose folders hold what they found
   for (size_t i = 0; i < climb.size() && !no_gpu; ++i) {
     const TriageStep& s = *climb[i];
     if (g_stop_signal) {
       if (prior(s.name) != StepState::done) not_started.push_back(s.name);
       continue;
     }
-    const int scenario = std::atoi(s.name.c_str() + 7);
-    const std::string ladder = "scenario " + std::to_string(scenario) + "'s context ladder (`" + s.name + "/`";
+    const std::string ladder = "scenario " + s.name.substr(7) + "'s context ladder (`" + s.name + "/`";
     // The ladders share half the budget left, and the minimization what remains after them.
     bool continuing = false;
     const OnResume as = resumed_as(s.name, continuing);
@@ -483,13 +486,39 @@ void Triage::run_ladders() {
       stuck_in.push_back(ladder + "): " + state_["steps"][s.name].value("stuck", std::string()));
       continue;
     }
-    const json result = json_file(path(s.name + "/result.json"));
+    climbed.push_back(&s);
+  }
+  continue_cut_ladders(climbed);
+  for (const TriageStep* s : climbed) {
+    const json result = json_file(path(s->name + "/result.json"));
     if (result.is_object() && result.contains("report")) {
       json report = result.at("report");
       // The rungs it climbed, each with what it found: what to try next names those it did not reach.
       report["climbed"] = result.contains("ladder") && result["ladder"].is_array() ? result["ladder"] : json::array();
-      ladders.emplace_back(scenario, report);
+      ladders.emplace_back(std::atoi(s->name.c_str() + 7), report);
     }
+  }
+}
+
+void Triage::continue_cut_ladders(const std::vector<const TriageStep*>& climbed) {
+  if (no_gpu || g_stop_signal || !hung_cells.empty() || !failed_cells.empty()) return;
+  std::vector<const TriageStep*> cut;
+  for (const TriageStep* s : climbed) {
+    const json result = json_file(path(s->name + "/result.json"));
+    if (prior(s->name) == StepState::stopped) cut.push_back(s);
+    // A ladder that found something has the minimization's time.
+    if (result.is_object() && !finding_class(result.value("report", json::object()).value("finding", "")).empty()) return;
+  }
+  // The bug report's share stays its own.
+  const TriageStep* report = planned("nvidia-bug-report");
+  const double kept = report && report->left_out.empty() && report->cannot_run.empty() ? report->share : 0.0;
+  for (size_t i = 0; i < cut.size() && !g_stop_signal; ++i) {
+    if (left() * (1 - kept) < kMinStepSeconds) return;
+    say(cut[i]->name + ": stopped at its share with nothing found and time left that no minimization takes: it goes on "
+                       "where it stopped");
+    std::vector<std::string> args = cut[i]->argv;
+    args.push_back("--resume");
+    step(cut[i]->name, self_, args, (1 - kept) / static_cast<double>(cut.size() - i));
   }
 }
 

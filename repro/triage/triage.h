@@ -20,6 +20,7 @@
 // and in the exit code), not when the triage reaches it. `--dry-run` prints that plan and runs
 // nothing. Each step gets a share of the budget left; a step past its share is stopped (SIGTERM,
 // then SIGKILL) and what it finished is kept (a sweep's JSON-lines file, a minimization's state).
+// Where nothing was found, the ladders cut at their share go on with the time no minimization takes.
 //
 // OUT/triage.json (written atomically before and after every step, and once the step's process
 // runs) holds the options, the time spent, the triage's own process and each step's state with its
