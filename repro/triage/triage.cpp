@@ -509,16 +509,21 @@ void Triage::continue_cut_ladders(const std::vector<const TriageStep*>& climbed)
     // A ladder that found something has the minimization's time.
     if (result.is_object() && !finding_class(result.value("report", json::object()).value("finding", "")).empty()) return;
   }
-  // The bug report's share stays its own.
+  // The minimization's share of what is left, the bug report's kept for it; all of it where no bug report follows.
   const TriageStep* report = planned("nvidia-bug-report");
-  const double kept = report && report->left_out.empty() && report->cannot_run.empty() ? report->share : 0.0;
+  const TriageStep* minimize = planned("minimize");
+  const bool report_follows = report && report->left_out.empty() && report->cannot_run.empty();
+  const double total = report_follows && minimize ? minimize->share : 1.0;
+  // As many as get a step's least time each, the first ladders first.
+  cut.resize(std::min(cut.size(), static_cast<size_t>(left() * total / kMinStepSeconds)));
   for (size_t i = 0; i < cut.size() && !g_stop_signal; ++i) {
-    if (left() * (1 - kept) < kMinStepSeconds) return;
+    const double share = total / static_cast<double>(cut.size() - i);
+    if (left() * share < kMinStepSeconds) return;
     say(cut[i]->name + ": stopped at its share with nothing found and time left that no minimization takes: it goes on "
                        "where it stopped");
     std::vector<std::string> args = cut[i]->argv;
     args.push_back("--resume");
-    step(cut[i]->name, self_, args, (1 - kept) / static_cast<double>(cut.size() - i));
+    step(cut[i]->name, self_, args, share);
   }
 }
 
