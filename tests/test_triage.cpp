@@ -537,6 +537,24 @@ TEST_CASE("repro triage: a ladder cut at its share is said first, and --resume -
   CHECK(test_util::file_text(dir + "/fake.log").empty());
   CHECK(test_util::file_text(out + "/SUMMARY.md").find("## Not reached") != std::string::npos);
 
+  // --resume --budget 35s: the ladder goes on for the least a step gets and is cut again; the time
+  // it was given is said in all (its 30 s before and these 30 s).
+  env.set("MINIMIZE_FAKE_SLEEP_S", "4");
+  const auto again = resume_triage(out, {"--budget", "35s"});
+  INFO(again.out);
+  CHECK(again.exit_code == 0);
+  CHECK(test_util::file_text(out + "/SUMMARY.md").find("- ladder-2: stopped at its share of the budget (60 s): rungs climbed: ") !=
+        std::string::npos);
+  const std::string again_summary = test_util::file_text(out + "/SUMMARY.md");
+  const size_t again_cut = again_summary.find("- ladder-2: stopped at its share");
+  const std::string again_line = again_summary.substr(again_cut, again_summary.find('\n', again_cut) - again_cut);
+  const std::string climbed_again = again_line.substr(again_line.find("rungs climbed: ") + 15,
+                                                      again_line.find("; not reached") - again_line.find("rungs climbed: ") - 15);
+  const size_t climbed_rungs_again = static_cast<size_t>(std::count(climbed_again.begin(), climbed_again.end(), ',')) + 1;
+  CHECK(climbed_rungs_again > climbed_rungs);
+  env.set("MINIMIZE_FAKE_SLEEP_S", "0");
+  std::ofstream(dir + "/fake.log", std::ios::trunc).flush();
+
   // --resume --budget: the ladder goes on from the rung it reached; the rungs below are not climbed
   // again. The continuation's minute comes on top of the time spent before.
   const double spent = nlohmann::json::parse(test_util::file_text(out + "/triage.json")).at("spent_s").get<double>();
@@ -547,7 +565,7 @@ TEST_CASE("repro triage: a ladder cut at its share is said first, and --resume -
   CHECK(test_util::file_text(out + "/triage.log").find(" --ladder --repro-binary " MINIMIZE_FAKE_CHILD " --resume (at most") !=
         std::string::npos);
   const std::string runs = test_util::file_text(dir + "/fake.log");
-  CHECK(test_util::lines_of(runs).size() == 2 * (8 - climbed_rungs));  // each rung left: fix off and on
+  CHECK(test_util::lines_of(runs).size() == 2 * (8 - climbed_rungs_again));  // each rung left: fix off and on
   CHECK(runs.find("--backward") != std::string::npos);
   CHECK(resumed.find("## Not reached") == std::string::npos);
   CHECK(resumed.find("at every rung of the context ladder (isolated, per-call, layers, ballast, mapped-weights, host-load, "

@@ -388,7 +388,10 @@ int Triage::step(const std::string& name, const std::string& program, const std:
   // Its process, recorded before it starts and again once it runs: what a resume judges it by.
   ProcessMark mark = new_process_mark();
   state_["steps"][name]["process"] = mark.to_json();
-  state_["steps"][name]["share_s"] = deadline;
+  // The time the step was given, in all: a step that goes on where it stopped (--resume) had its
+  // earlier shares too.
+  const bool goes_on = std::find(args.begin(), args.end(), "--resume") != args.end();
+  state_["steps"][name]["share_s"] = deadline + (goes_on ? state_["steps"][name].value("share_s", 0.0) : 0.0);
   set_step(name, StepState::running);
   ChildStart start;
   start.environment = {process_tag_environment(mark)};
