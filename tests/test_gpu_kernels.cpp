@@ -25,6 +25,7 @@
 #include "math_sdpa/cuda_check.h"
 #include "math_sdpa/dtype.h"
 #include "math_sdpa/errors.h"
+#include "math_sdpa/host_values.h"
 #include "math_sdpa/kernels.h"
 #include "math_sdpa/npy.h"
 #include "math_sdpa/philox.h"
@@ -63,42 +64,15 @@ class DeviceArray {
   size_t bytes_;
 };
 
-std::vector<uint8_t> encode(const std::vector<float>& x, DType t) {
-  std::vector<uint8_t> bytes(x.size() * dtype_size(t));
-  for (size_t i = 0; i < x.size(); ++i) {
-    if (t == DType::fp32) {
-      std::memcpy(&bytes[i * 4], &x[i], 4);
-    } else {
-      const uint16_t h = t == DType::bf16 ? float_to_bf16_bits(x[i]) : float_to_fp16_bits(x[i]);
-      std::memcpy(&bytes[i * 2], &h, 2);
-    }
-  }
-  return bytes;
-}
-
-std::vector<float> decode(const std::vector<uint8_t>& bytes, DType t) {
-  std::vector<float> x(bytes.size() / dtype_size(t));
-  for (size_t i = 0; i < x.size(); ++i) {
-    if (t == DType::fp32) {
-      std::memcpy(&x[i], &bytes[i * 4], 4);
-    } else {
-      uint16_t h;
-      std::memcpy(&h, &bytes[i * 2], 2);
-      x[i] = t == DType::bf16 ? bf16_bits_to_float(h) : fp16_bits_to_float(h);
-    }
-  }
-  return x;
-}
-
 void upload(void* dst, const std::vector<float>& x, DType t) {
-  const auto bytes = encode(x, t);
+  const auto bytes = packed_values(x, t);
   CUDA_CHECK(cudaMemcpy(dst, bytes.data(), bytes.size(), cudaMemcpyHostToDevice));
 }
 
 std::vector<float> download(const void* src, size_t n, DType t) {
   std::vector<uint8_t> bytes(n * dtype_size(t));
   CUDA_CHECK(cudaMemcpy(bytes.data(), src, bytes.size(), cudaMemcpyDeviceToHost));
-  return decode(bytes, t);
+  return unpacked_values(bytes, t);
 }
 
 // N(0, scale) values, already rounded to the dtype (so host and device start from the same bits).
