@@ -50,11 +50,6 @@ inline const char* type_meta_name(DType t) {
 
 inline size_t dtype_size(DType t) { return t == DType::fp32 ? 4 : 2; }
 
-inline uint32_t float_bits(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, sizeof u);
-  return u;
-}
 inline float bits_float(uint32_t u) {
   float f;
   std::memcpy(&f, &u, sizeof f);

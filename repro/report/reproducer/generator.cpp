@@ -261,8 +261,6 @@ const char* advice_literal(Advice a) {
   return "{}";
 }
 
-template <typename E> std::string enum_lit(const char* type, const char* name) { return std::string(type) + "::" + name; }
-
 // The calls and the configuration of one of the two runs, `tag` "off" or "on".
 std::string print_run(const RunOptions& o, const std::string& tag) {
   const SdpaProblem& p = o.problem;
